@@ -1,0 +1,34 @@
+"""`railscope config check FILE` / `railscope config show`: validate and print the effective config."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import yaml
+
+from telemetry.config import load_config
+
+
+def register(sub: Any) -> list[str]:
+    p = sub.add_parser("config", help="check or show the configuration")
+    csub = p.add_subparsers(dest="config_command", metavar="SUBCOMMAND", required=True)
+    c = csub.add_parser("check", help="validate a config file; errors name the key")
+    c.add_argument("file")
+    c.set_defaults(func=check)
+    s = csub.add_parser("show", help="print the effective config (file + env + defaults)")
+    s.add_argument("file", nargs="?")
+    s.set_defaults(func=show)
+    return ["config"]
+
+
+def check(args: argparse.Namespace) -> int:
+    load_config(args.file)
+    print(f"{args.file}: ok")
+    return 0
+
+
+def show(args: argparse.Namespace) -> int:
+    cfg = load_config(args.file or args.config)
+    print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip())
+    return 0

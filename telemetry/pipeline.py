@@ -1,0 +1,279 @@
+"""The pipeline contract: sources -> transforms -> sinks, and the driver that runs them.
+
+A source's `collect()` returns record batches; transforms enrich batches in order (a failing
+transform is logged by name and the batch goes on unchanged); every sink gets every batch through
+`export()`, and the driver never runs two exports of the same sink at once. Every component keeps
+`ComponentStats` so railscope reports on itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import pyarrow as pa
+
+from telemetry.records import KINDS, RecordKind
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Batch:
+    """Records of one kind, as an Arrow table conforming to `kind.arrow_schema`."""
+
+    kind: RecordKind
+    table: pa.Table
+
+    @classmethod
+    def of(cls, kind: RecordKind | str, table: pa.Table) -> Batch:
+        k = KINDS[kind] if isinstance(kind, str) else kind
+        return cls(k, k.conform(table))
+
+    @classmethod
+    def from_rows(cls, kind: RecordKind | str, rows: Iterable[dict[str, Any]]) -> Batch:
+        k = KINDS[kind] if isinstance(kind, str) else kind
+        return cls(k, k.to_arrow(list(rows)))
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.table.num_rows)
+
+
+@dataclass
+class ComponentStats:
+    """What a component received, sent, dropped and failed, and how long it took."""
+
+    name: str
+    received: int = 0
+    sent: int = 0
+    dropped: int = 0
+    failed: int = 0
+    last_duration_seconds: float = 0.0
+    last_success: bool = True
+    errors: dict[str, int] = field(default_factory=dict)  # reason -> count
+    extra: dict[str, float] = field(default_factory=dict)  # component-specific gauges
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def error(self, reason: str, n: int = 1) -> None:
+        with self.lock:
+            self.failed += n
+            self.errors[reason] = self.errors.get(reason, 0) + n
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "component": self.name,
+                "received": self.received,
+                "sent": self.sent,
+                "dropped": self.dropped,
+                "failed": self.failed,
+                "last_duration_seconds": self.last_duration_seconds,
+                "success": self.last_success,
+                "errors": dict(self.errors),
+                **self.extra,
+            }
+
+
+@runtime_checkable
+class Source(Protocol):
+    name: str
+    stats: ComponentStats
+
+    def collect(self) -> Sequence[Batch]: ...
+
+
+@runtime_checkable
+class Transform(Protocol):
+    name: str
+
+    def process(self, batch: Batch) -> Batch: ...
+
+
+@dataclass
+class ExportResult:
+    ok: bool
+    rows: int = 0
+    message: str = ""
+
+
+@runtime_checkable
+class Sink(Protocol):
+    name: str
+    stats: ComponentStats
+
+    def export(self, batch: Batch) -> ExportResult: ...
+
+    def flush(self, force: bool = False) -> None:
+        """Send what is due (everything with `force`)."""
+
+    def close(self) -> None:
+        """Flush everything and release resources."""
+
+
+# --- source registry -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SourceSpec:
+    """A registered source: its CLI command, class and help. Created by `@register_source`."""
+
+    command: str
+    cls: type
+    help: str
+    kinds: tuple[str, ...]
+
+
+SOURCES: dict[str, SourceSpec] = {}
+
+
+def register_source(command: str, *, help: str, kinds: Sequence[str]) -> Callable[[type], type]:
+    """Class decorator: makes the source a `railscope COMMAND` with the common source flags.
+
+    The class may define `add_arguments(parser)` (classmethod) for its own flags and
+    `from_args(args, config)` (classmethod) to build itself; see CONTRIBUTING.md.
+    """
+
+    def deco(cls: type) -> type:
+        for k in kinds:
+            if k not in KINDS:
+                raise ValueError(f"source {command}: unknown record kind {k}")
+        SOURCES[command] = SourceSpec(command, cls, help, tuple(kinds))
+        cls.command = command  # type: ignore[attr-defined]
+        return cls
+
+    return deco
+
+
+class BaseSource:
+    """Convenience base: stats plus a timed `collect()` around `_collect()`.
+
+    "Nothing here on this host" should return [] (a quiet success), not raise.
+    """
+
+    name: str = "source"
+    command: ClassVar[str]
+
+    def __init__(self) -> None:
+        self.stats = ComponentStats(f"source:{self.name}")
+
+    def _collect(self) -> list[Batch]:
+        raise NotImplementedError
+
+    def collect(self) -> list[Batch]:
+        t = time.perf_counter()
+        try:
+            batches = self._collect()
+        except Exception as e:
+            self.stats.last_success = False
+            self.stats.error(type(e).__name__)
+            log.error("source %s: collection failed: %s", self.name, e)
+            raise
+        finally:
+            self.stats.last_duration_seconds = time.perf_counter() - t
+        self.stats.last_success = True
+        self.stats.sent += sum(b.num_rows for b in batches)
+        return batches
+
+
+# --- the driver ------------------------------------------------------------------------------
+class Pipeline:
+    """Runs sources -> transforms -> sinks. `run_once()` for one cycle, `run()` on an interval."""
+
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        sinks: Sequence[Sink],
+        transforms: Sequence[Transform] = (),
+    ) -> None:
+        self.sources = list(sources)
+        self.transforms = list(transforms)
+        self.sinks = list(sinks)
+        self._sink_locks = {id(s): threading.Lock() for s in self.sinks}
+        self.transform_stats = {t.name: ComponentStats(f"transform:{t.name}") for t in self.transforms}
+        self._stop = threading.Event()
+
+    def apply_transforms(self, batch: Batch) -> Batch:
+        for t in self.transforms:
+            st = self.transform_stats[t.name]
+            st.received += batch.num_rows
+            try:
+                batch = t.process(batch)
+                st.sent += batch.num_rows
+                st.last_success = True
+            except Exception as e:  # a failing transform must not stop the pipeline
+                st.last_success = False
+                st.error(type(e).__name__)
+                log.error("transform %s failed on %s batch: %s", t.name, batch.kind.name, e)
+        return batch
+
+    def publish(self, batches: Iterable[Batch]) -> int:
+        """Push batches through the transforms into every sink. Returns rows published."""
+        n = 0
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            batch = self.apply_transforms(batch)
+            for sink in self.sinks:
+                with self._sink_locks[id(sink)]:
+                    sink.export(batch)
+            n += batch.num_rows
+        return n
+
+    def run_once(self) -> int:
+        n = 0
+        for src in self.sources:
+            try:
+                batches = src.collect()
+            except Exception:
+                continue  # already counted and logged by the source; the others keep going
+            n += self.publish(batches)
+        self.flush()
+        return n
+
+    def flush(self) -> None:
+        for sink in self.sinks:
+            with self._sink_locks[id(sink)]:
+                sink.flush()
+
+    def run(self, interval: float, *, cycles: int | None = None) -> None:
+        """Collect every `interval` seconds until `stop()` (or `cycles` cycles)."""
+        done = 0
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            self.run_once()
+            done += 1
+            if cycles is not None and done >= cycles:
+                break
+            next_at += interval
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            with self._sink_locks[id(sink)]:
+                sink.close()
+
+    def components(self) -> list[ComponentStats]:
+        out = [s.stats for s in self.sources]
+        out += list(self.transform_stats.values())
+        out += [s.stats for s in self.sinks]
+        return out
+
+
+__all__ = [
+    "SOURCES",
+    "BaseSource",
+    "Batch",
+    "ComponentStats",
+    "ExportResult",
+    "Pipeline",
+    "Sink",
+    "Source",
+    "Transform",
+    "register_source",
+]

@@ -1,0 +1,173 @@
+"""ClickHouse sink: batches by size and age, writes every sealed batch to the spool first, then
+inserts it with the batch's deduplication token and deletes the spool file once acknowledged.
+
+While ClickHouse is unreachable batches wait in the spool and replay in order with backoff. A
+batch the server refuses for a non-transient reason is moved to `spool/rejected/`, never retried
+forever and never silently lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from telemetry.errors import StoreUnavailable
+from telemetry.pipeline import Batch, ComponentStats, ExportResult
+from telemetry.records import KINDS, SchemaError
+from telemetry.store.client import Store
+from telemetry.store.spool import Spool, SpoolEntry
+
+log = logging.getLogger(__name__)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Connection-level trouble: retry later. Anything else the server said is about the batch."""
+    from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
+
+    if isinstance(exc, OperationalError | StoreUnavailable | ConnectionError | TimeoutError):
+        return True
+    if isinstance(exc, SchemaError | DatabaseError):
+        return False
+    return isinstance(exc, OSError)
+
+
+@dataclass
+class _Buffer:
+    tables: list[pa.Table]
+    rows: int
+    since: float
+
+
+class ClickHouseSink:
+    name = "clickhouse"
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        spool_dir: str,
+        batch_rows: int = 100_000,
+        batch_seconds: float = 5.0,
+        spool_max_bytes: int = 1 << 30,
+        retry_initial_seconds: float = 0.5,
+        retry_max_seconds: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.spool = Spool(spool_dir, spool_max_bytes)
+        self.batch_rows = batch_rows
+        self.batch_seconds = batch_seconds
+        self.retry_initial = retry_initial_seconds
+        self.retry_max = retry_max_seconds
+        self.clock = clock
+        self.stats = ComponentStats("sink:clickhouse")
+        self._buffers: dict[str, _Buffer] = {}
+        self._next_attempt = 0.0
+        self._backoff = retry_initial_seconds
+        self.down = False
+        self._update_gauges()
+
+    # -- Sink contract -----------------------------------------------------------------------
+    def export(self, batch: Batch) -> ExportResult:
+        self.stats.received += batch.num_rows
+        buf = self._buffers.get(batch.kind.name)
+        if buf is None:
+            buf = self._buffers[batch.kind.name] = _Buffer([], 0, self.clock())
+        buf.tables.append(batch.table)
+        buf.rows += batch.num_rows
+        if buf.rows >= self.batch_rows:
+            self._seal(batch.kind.name)
+            self.drain()
+        return ExportResult(True, batch.num_rows)
+
+    def flush(self, force: bool = False) -> None:
+        """Seal buffers that are due (all of them with `force`), then try to drain the spool."""
+        now = self.clock()
+        for name, buf in list(self._buffers.items()):
+            if force or buf.rows >= self.batch_rows or now - buf.since >= self.batch_seconds:
+                self._seal(name)
+        self.drain(force=force)
+
+    def close(self) -> None:
+        self.flush(force=True)
+        left = self.spool.entries()
+        if left:
+            log.warning(
+                "clickhouse sink closing with %d batch(es) (%d rows) still spooled in %s; they replay on next start",
+                len(left), sum(e.rows for e in left), self.spool.dir,
+            )
+
+    # -- internals ---------------------------------------------------------------------------
+    def _seal(self, kind: str) -> None:
+        buf = self._buffers.pop(kind, None)
+        if not buf or not buf.rows:
+            return
+        table = pa.concat_tables(buf.tables) if len(buf.tables) > 1 else buf.tables[0]
+        dropped_before = self.spool.dropped_rows
+        self.spool.append(kind, table)
+        if self.spool.dropped_rows != dropped_before:
+            with self.stats.lock:
+                self.stats.dropped += self.spool.dropped_rows - dropped_before
+        self._update_gauges()
+
+    def drain(self, force: bool = False) -> int:
+        """Insert spooled batches in order. Stops at the first transient failure (backoff)."""
+        if not force and self.clock() < self._next_attempt:
+            return 0
+        sent = 0
+        for entry in self.spool.entries():
+            t = time.perf_counter()
+            try:
+                self._insert(entry)
+            except Exception as e:
+                if is_transient(e):
+                    self._failed(entry, e)
+                    break
+                dest = self.spool.reject(entry, f"{type(e).__name__}: {e}")
+                self.stats.error("rejected")
+                log.error("clickhouse refused batch %s (%d %s rows): %s — kept in %s",
+                          entry.path.name, entry.rows, entry.kind, _short(e), dest)
+                continue
+            self.spool.remove(entry)
+            sent += entry.rows
+            with self.stats.lock:
+                self.stats.sent += entry.rows
+                self.stats.last_duration_seconds = time.perf_counter() - t
+                self.stats.last_success = True
+            if self.down:
+                log.warning("clickhouse is back: replaying the spool")
+            self.down = False
+            self._backoff = self.retry_initial
+        self._update_gauges()
+        return sent
+
+    def _insert(self, entry: SpoolEntry) -> None:
+        table = self.spool.read(entry)
+        self.store.insert(KINDS[entry.kind], table, token=entry.token)
+
+    def _failed(self, entry: SpoolEntry, exc: BaseException) -> None:
+        self.stats.error("unreachable")
+        self.stats.last_success = False
+        if not self.down:
+            log.error("clickhouse unreachable (%s); spooling to %s and retrying with backoff", _short(exc), self.spool.dir)
+        self.down = True
+        self._next_attempt = self.clock() + self._backoff * (0.5 + random.random() / 2)
+        self._backoff = min(self.retry_max, self._backoff * 2)
+
+    def _update_gauges(self) -> None:
+        entries = self.spool.entries()
+        with self.stats.lock:
+            self.stats.extra["spool_bytes"] = float(sum(e.size for e in entries))
+            self.stats.extra["spool_batches"] = float(len(entries))
+            self.stats.extra["spool_dropped_rows"] = float(self.spool.dropped_rows)
+            self.stats.extra["buffered_rows"] = float(sum(b.rows for b in self._buffers.values()))
+
+
+def _short(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return (lines[0] if lines else type(e).__name__)[:200]

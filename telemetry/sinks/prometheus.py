@@ -1,0 +1,176 @@
+"""Prometheus sink: the latest value of every series, served on /metrics (aiohttp) or rendered
+as text for `--output prom`. Names: railscope_<subsystem>_<field>; counters end in _total.
+
+Component self-metrics (received/sent/dropped/failed, duration, success) are exported alongside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from telemetry.pipeline import Batch, ComponentStats, ExportResult
+from telemetry.sinks.latest import LatestValues
+
+log = logging.getLogger(__name__)
+
+
+class _Collector:
+    def __init__(self, sink: PrometheusSink) -> None:
+        self.sink = sink
+
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, Metric] = {}
+        for s in self.sink.latest.series():
+            fam = families.get(s.metric)
+            if fam is None:
+                names = list(s.labels)
+                help_ = s.field.doc
+                if s.field.role == "counter":
+                    fam = CounterMetricFamily(s.metric, help_, labels=names)
+                else:
+                    fam = GaugeMetricFamily(s.metric, help_, labels=names)
+                families[s.metric] = fam
+            fam.add_metric(list(s.labels.values()), s.value)
+        yield from families.values()
+        yield from component_metrics(self.sink.components())
+
+
+def component_metrics(components: Iterable[ComponentStats]) -> Iterator[Metric]:
+    comps = list(components)
+    if not comps:
+        return
+    fams = {
+        "received": CounterMetricFamily("railscope_component_received_records", "Records received.", labels=["component"]),
+        "sent": CounterMetricFamily("railscope_component_sent_records", "Records sent on.", labels=["component"]),
+        "dropped": CounterMetricFamily("railscope_component_dropped_records", "Records dropped.", labels=["component"]),
+        "failed": CounterMetricFamily("railscope_component_failed", "Failed operations, by reason.", labels=["component", "reason"]),
+    }
+    duration = GaugeMetricFamily("railscope_collector_duration_seconds", "Duration of the last collect/export.", labels=["component"])
+    success = GaugeMetricFamily("railscope_collector_success", "1 if the last collect/export succeeded.", labels=["component"])
+    extra: dict[str, GaugeMetricFamily] = {}
+    for c in comps:
+        snap = c.snapshot()
+        for key in ("received", "sent", "dropped"):
+            fams[key].add_metric([c.name], snap[key])
+        for reason, n in snap["errors"].items():
+            fams["failed"].add_metric([c.name, reason], n)
+        duration.add_metric([c.name], snap["last_duration_seconds"])
+        success.add_metric([c.name], 1.0 if snap["success"] else 0.0)
+        for k, v in c.extra.items():
+            g = extra.setdefault(k, GaugeMetricFamily(f"railscope_component_{k}", f"Component gauge {k}.", labels=["component"]))
+            g.add_metric([c.name], v)
+    yield from fams.values()
+    yield duration
+    yield success
+    yield from extra.values()
+
+
+class PrometheusSink:
+    name = "prometheus"
+
+    def __init__(self, components: Callable[[], Iterable[ComponentStats]] | None = None) -> None:
+        self.stats = ComponentStats("sink:prometheus")
+        self.latest = LatestValues()
+        self._components = components
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Collector(self))  # type: ignore[arg-type]
+        self._server: _Server | None = None
+
+    def components(self) -> Iterable[ComponentStats]:
+        return list(self._components()) if self._components else [self.stats]
+
+    def export(self, batch: Batch) -> ExportResult:
+        self.latest.update(batch)
+        self.stats.received += batch.num_rows
+        self.stats.sent += batch.num_rows
+        return ExportResult(True, batch.num_rows)
+
+    def flush(self, force: bool = False) -> None:
+        pass
+
+    def render(self) -> str:
+        return generate_latest(self.registry).decode()
+
+    def serve(self, host: str = "0.0.0.0", port: int = 9580) -> tuple[str, int]:
+        """Serve /metrics from a background thread. Returns the bound (host, port)."""
+        self._server = _Server(self, host, port)
+        return self._server.start()
+
+    def close(self) -> None:
+        if self._server:
+            self._server.stop()
+            self._server = None
+
+
+class _Server:
+    def __init__(self, sink: PrometheusSink, host: str, port: int) -> None:
+        self.sink, self.host, self.port = sink, host, port
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._bound: tuple[str, int] = (host, port)
+        self._runner: Any = None
+        self._error: BaseException | None = None
+
+    def start(self) -> tuple[str, int]:
+        threading.Thread(target=self._run, name="railscope-metrics", daemon=True).start()
+        self._ready.wait(10)
+        if self._error:
+            raise self._error
+        return self._bound
+
+    def _run(self) -> None:
+        from aiohttp import web
+
+        async def metrics(_: web.Request) -> web.Response:
+            body = await asyncio.get_running_loop().run_in_executor(None, self.sink.render)
+            return web.Response(text=body, content_type="text/plain", charset="utf-8",
+                                headers={"X-Content-Type-Options": "nosniff"})
+
+        async def health(_: web.Request) -> web.Response:
+            return web.Response(text="ok\n")
+
+        async def main() -> None:
+            app = web.Application()
+            app.router.add_get("/metrics", metrics)
+            app.router.add_get("/healthz", health)
+            self._runner = web.AppRunner(app, access_log=None)
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, self.host, self.port)
+            await site.start()
+            sock = site._server.sockets[0]  # type: ignore[union-attr]
+            self._bound = sock.getsockname()[:2]
+
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(main())
+        except BaseException as e:  # bind errors reach the caller as one line
+            self._error = OSError(f"cannot serve /metrics on {self.host}:{self.port}: {e}")
+            self._ready.set()
+            return
+        self._ready.set()
+        self.loop.run_forever()
+
+    def stop(self) -> None:
+        async def shutdown() -> None:
+            if self._runner:
+                await self._runner.cleanup()
+
+        if self.loop.is_running():
+            asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(5)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def render_prometheus(batches: Iterable[Batch], components: Iterable[ComponentStats] = ()) -> str:
+    """Prometheus text for a set of batches (for `--output prom`)."""
+    comps = list(components)
+    sink = PrometheusSink(components=(lambda: comps) if comps else (lambda: []))
+    for b in batches:
+        sink.export(b)
+    return sink.render()

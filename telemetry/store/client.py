@@ -1,0 +1,198 @@
+"""The store: one clickhouse-connect client for the embedded engine (chdb) and for a server.
+
+No code branches on which deployment it is, except DDL for clusters. The embedded engine allows
+one data path per process, so clients are shared per path here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from telemetry.errors import StoreUnavailable
+from telemetry.records import KINDS, RecordKind
+from telemetry.store import migrations as mig
+from telemetry.store.dsn import Dsn, parse_dsn
+
+if TYPE_CHECKING:
+    import polars as pl
+
+log = logging.getLogger(__name__)
+
+_EMBEDDED: dict[str, Any] = {}
+_EMBEDDED_LOCK = threading.Lock()
+
+
+def _open_embedded(dsn: Dsn) -> Any:
+    import clickhouse_connect
+
+    assert dsn.path is not None
+    with _EMBEDDED_LOCK:
+        if dsn.path in _EMBEDDED:
+            return _EMBEDDED[dsn.path]
+        if _EMBEDDED:
+            other = next(iter(_EMBEDDED))
+            raise StoreUnavailable(
+                f"embedded store {dsn.path}: this process already opened {other} "
+                "(the embedded engine allows one data path per process)"
+            )
+        Path(dsn.path).mkdir(parents=True, exist_ok=True)
+        try:
+            client = clickhouse_connect.get_client(dsn=f"chdb://{dsn.path}")
+        except Exception as e:  # chdb raises plain RuntimeError on a locked path
+            raise StoreUnavailable(f"embedded store {dsn.path}: cannot open: {_first_line(e)}") from None
+        _EMBEDDED[dsn.path] = client
+        return client
+
+
+def _open_server(dsn: Dsn, connect_timeout: float) -> Any:
+    import clickhouse_connect
+    from clickhouse_connect.driver.exceptions import ClickHouseError
+
+    try:
+        return clickhouse_connect.get_client(
+            host=dsn.host,
+            port=dsn.port,
+            username=dsn.username,
+            password=dsn.password,
+            secure=dsn.scheme == "https",
+            connect_timeout=connect_timeout,
+            send_receive_timeout=60,
+            autogenerate_session_id=False,
+        )
+    except (ClickHouseError, OSError) as e:
+        raise StoreUnavailable(f"ClickHouse at {dsn.redacted()} is unreachable: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
+
+
+class Store:
+    """A railscope store. `client` is a clickhouse-connect client (opened lazily)."""
+
+    def __init__(
+        self,
+        dsn: str | Dsn | None = None,
+        *,
+        database: str | None = None,
+        cluster: str | None = None,
+        ttl_overrides: Mapping[str, int | None] | None = None,
+        client: Any = None,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        self.dsn = dsn if isinstance(dsn, Dsn) else parse_dsn(dsn)
+        self.database = database or self.dsn.database
+        self.cluster = cluster
+        self.ttl_overrides = dict(ttl_overrides or {})
+        self._client = client
+        self._connect_timeout = connect_timeout
+
+    # -- connection --------------------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            if self.dsn.embedded:
+                self._client = _open_embedded(self.dsn)
+            else:
+                self._client = _open_server(self.dsn, self._connect_timeout)
+        return self._client
+
+    def table(self, kind: RecordKind | str) -> str:
+        k = KINDS[kind] if isinstance(kind, str) else kind
+        return f"`{self.database}`.`{k.table}`"
+
+    # -- schema ------------------------------------------------------------------------------
+    def _ctx(self) -> mig.Context:
+        return mig.Context(self.database, self.cluster, self.ttl_overrides)
+
+    def applied_versions(self) -> list[tuple[int, str, datetime]]:
+        exists = self.client.query(
+            "SELECT count() FROM system.tables WHERE database = {db:String} AND name = 'schema_migrations'",
+            parameters={"db": self.database},
+        ).result_rows[0][0]
+        if not exists:
+            return []
+        rows = self.client.query(
+            f"SELECT version, description, applied_at FROM `{self.database}`.schema_migrations FINAL ORDER BY version"
+        ).result_rows
+        return [(int(v), str(d), a) for v, d, a in rows]
+
+    def migrate(self) -> list[mig.Migration]:
+        """Apply pending migrations and reconcile configured TTLs. Returns what was applied."""
+        ctx = self._ctx()
+        for stmt in mig.bookkeeping_sql(ctx):
+            self.client.command(stmt)
+        done = {v for v, _, _ in self.applied_versions()}
+        applied = []
+        for m in mig.MIGRATIONS:
+            if m.version in done:
+                continue
+            for stmt in m.statements(ctx):
+                self.client.command(stmt)
+            self.client.insert(
+                f"`{self.database}`.schema_migrations",
+                [[m.version, m.description, datetime.now(UTC)]],
+                column_names=["version", "description", "applied_at"],
+            )
+            applied.append(m)
+            log.info("applied migration %d: %s", m.version, m.description)
+        self._reconcile_ttl()
+        return applied
+
+    def pending(self) -> list[mig.Migration]:
+        done = {v for v, _, _ in self.applied_versions()}
+        return [m for m in mig.MIGRATIONS if m.version not in done]
+
+    def _reconcile_ttl(self) -> None:
+        from telemetry.store.schema import LOCAL_SUFFIX, ttl_sql
+
+        for table, days in self.ttl_overrides.items():
+            k = next((k for k in KINDS.values() if k.table == table), None)
+            if k is None:
+                continue
+            name = table + (LOCAL_SUFFIX if self.cluster else "")
+            engine = self.client.query(
+                "SELECT engine_full FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+                parameters={"db": self.database, "t": name},
+            ).result_rows
+            if not engine:
+                continue
+            has = f"toIntervalDay({int(days)})" in engine[0][0] if days else " TTL " not in f" {engine[0][0]} "
+            if not has:
+                self.client.command(ttl_sql(k, self.database, days, self.cluster))
+
+    # -- data --------------------------------------------------------------------------------
+    def insert(self, kind: RecordKind | str, table: pa.Table, *, token: str | None = None) -> int:
+        """Insert one Arrow table of `kind`. `token` makes a retried insert idempotent."""
+        k = KINDS[kind] if isinstance(kind, str) else kind
+        settings = {"insert_deduplication_token": token} if token else None
+        self.client.insert_arrow(self.table(k), k.conform(table), settings=settings)
+        return table.num_rows
+
+    def query_arrow(self, sql: str, parameters: Mapping[str, Any] | Sequence[Any] | None = None) -> pa.Table:
+        return self.client.query_arrow(sql, parameters=parameters, use_strings=True)
+
+    def query_df(self, sql: str, parameters: Mapping[str, Any] | Sequence[Any] | None = None) -> pl.DataFrame:
+        import polars as pl
+
+        return pl.from_arrow(self.query_arrow(sql, parameters))  # type: ignore[return-value]
+
+    def query_rows(self, sql: str, parameters: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self.client.query(sql, parameters=parameters).result_rows]
+
+    def count(self, kind: RecordKind | str) -> int:
+        return int(self.query_rows(f"SELECT count() FROM {self.table(kind)}")[0][0])
+
+    def ping(self) -> float:
+        t = time.perf_counter()
+        self.client.query("SELECT 1")
+        return time.perf_counter() - t
