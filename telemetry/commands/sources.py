@@ -54,6 +54,13 @@ def register(sub: Any) -> list[str]:
 
 def run_source(spec: SourceSpec, args: argparse.Namespace) -> int:
     cfg = config_from_args(args, interval_seconds=args.interval, prometheus__listen=args.listen)
+    # A source may own extra verbs (e.g. `railscope inventory who IP --at T`): it returns an exit
+    # code when it handled the invocation, None to run as a source.
+    handler = getattr(spec.cls, "run_subcommand", None)
+    if handler is not None:
+        rc = handler(args, cfg)
+        if rc is not None:
+            return int(rc)
     source = spec.cls.from_args(args, cfg)
     one_shot = bool(args.once or args.from_path)
     if args.output:
