@@ -61,8 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Store: --dsn or RAILSCOPE_DSN (default chdb://./railscope-data). Docs: README.md.",
     )
     parser.add_argument("--config", metavar="FILE", help="YAML config (default $RAILSCOPE_CONFIG)")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
-                        help="log verbosity on stderr (default info)")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log verbosity on stderr (default info)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     _import_all("exporters")  # sources register themselves
@@ -92,6 +96,12 @@ def _not_built(name: str, where: str):  # type: ignore[no-untyped-def]
     return run
 
 
+def _quiet_clients(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.ERROR or not record.name.startswith(
+        ("urllib3", "clickhouse_connect")
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -100,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s railscope %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if args.log_level != "debug":
+        # client libraries log their own retries; railscope reports the outcome once, by name
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_quiet_clients)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -22,9 +22,26 @@ from telemetry.errors import ConfigError
 from telemetry.records import KINDS
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
-_MULT = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 1024, "KI": 1024, "M": 10**6, "MB": 10**6, "MIB": 1 << 20,
-         "MI": 1 << 20, "G": 10**9, "GB": 10**9, "GIB": 1 << 30, "GI": 1 << 30, "T": 10**12, "TB": 10**12,
-         "TIB": 1 << 40, "TI": 1 << 40}
+_MULT = {
+    "": 1,
+    "B": 1,
+    "K": 1000,
+    "KB": 1000,
+    "KIB": 1024,
+    "KI": 1024,
+    "M": 10**6,
+    "MB": 10**6,
+    "MIB": 1 << 20,
+    "MI": 1 << 20,
+    "G": 10**9,
+    "GB": 10**9,
+    "GIB": 1 << 30,
+    "GI": 1 << 30,
+    "T": 10**12,
+    "TB": 10**12,
+    "TIB": 1 << 40,
+    "TI": 1 << 40,
+}
 
 
 def parse_size(v: Any) -> int:
@@ -41,11 +58,19 @@ class _Model(BaseModel):
 
 
 class StoreConfig(_Model):
-    dsn: str = Field(default_factory=lambda: os.environ.get("RAILSCOPE_DSN") or "chdb://./railscope-data",
-                     description="chdb://PATH (embedded) or http(s)://user:pass@host:port/db")
-    database: str | None = Field(None, description="Database; default from the DSN, else 'railscope'.")
-    cluster: str | None = Field(None, description="ClickHouse cluster name: Replicated + Distributed DDL.")
-    ttl_days: dict[str, int | None] = Field(default_factory=dict, description="TTL per table in days (null = none).")
+    dsn: str = Field(
+        default_factory=lambda: os.environ.get("RAILSCOPE_DSN") or "chdb://./railscope-data",
+        description="chdb://PATH (embedded) or http(s)://user:pass@host:port/db",
+    )
+    database: str | None = Field(
+        None, description="Database; default from the DSN, else 'railscope'."
+    )
+    cluster: str | None = Field(
+        None, description="ClickHouse cluster name: Replicated + Distributed DDL."
+    )
+    ttl_days: dict[str, int | None] = Field(
+        default_factory=dict, description="TTL per table in days (null = none)."
+    )
 
     @field_validator("dsn")
     @classmethod
@@ -74,7 +99,9 @@ class SinkConfig(_Model):
     batch_rows: int = Field(100_000, gt=0, description="Seal a batch at this many rows.")
     batch_seconds: float = Field(5.0, gt=0, description="...or when its oldest row is this old.")
     spool_dir: str = Field("./railscope-spool", description="Write-ahead spool directory.")
-    spool_max_bytes: int = Field(1 << 30, description="Spool size limit (e.g. 2GiB); oldest dropped past it.")
+    spool_max_bytes: int = Field(
+        1 << 30, description="Spool size limit (e.g. 2GiB); oldest dropped past it."
+    )
     retry_initial_seconds: float = Field(0.5, gt=0)
     retry_max_seconds: float = Field(30.0, gt=0)
 
@@ -107,14 +134,20 @@ class OtlpConfig(_Model):
 
 
 class Config(_Model):
-    cluster: str = Field(default_factory=lambda: os.environ.get("RAILSCOPE_CLUSTER", "default"),
-                         description="Cluster name stamped on every record.")
-    interval_seconds: float = Field(10.0, ge=1.0, le=3600.0, description="Collection interval of live sources.")
+    cluster: str = Field(
+        default_factory=lambda: os.environ.get("RAILSCOPE_CLUSTER", "default"),
+        description="Cluster name stamped on every record.",
+    )
+    interval_seconds: float = Field(
+        10.0, ge=1.0, le=3600.0, description="Collection interval of live sources."
+    )
     store: StoreConfig = Field(default_factory=StoreConfig)  # type: ignore[arg-type]
     sink: SinkConfig = Field(default_factory=SinkConfig)  # type: ignore[arg-type]
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)  # type: ignore[arg-type]
     otlp: OtlpConfig = Field(default_factory=OtlpConfig)  # type: ignore[arg-type]
-    sources: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Per-source sections.")
+    sources: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per-source sections."
+    )
 
     def source(self, command: str) -> Any:
         """The validated section of one source (its `Config` model), defaults if absent."""
@@ -158,7 +191,7 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         out["cluster"] = env["RAILSCOPE_CLUSTER"]
     for k, v in env.items():
         if k.startswith("RAILSCOPE__"):
-            path = [p.lower() for p in k[len("RAILSCOPE__"):].split("__") if p]
+            path = [p.lower() for p in k[len("RAILSCOPE__") :].split("__") if p]
             if path:
                 _deep_set(out, path, yaml.safe_load(v) if v else v)
     return out
@@ -195,11 +228,15 @@ def load_config(
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" line {mark.line + 1}" if mark else ""
-            raise ConfigError(f"config {p}:{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+            raise ConfigError(
+                f"config {p}:{where}: not valid YAML: {getattr(e, 'problem', e)}"
+            ) from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):
-            raise ConfigError(f"config {p}: the top level must be a mapping, not {type(loaded).__name__}")
+            raise ConfigError(
+                f"config {p}: the top level must be a mapping, not {type(loaded).__name__}"
+            )
         data = loaded
     data = _merge(data, _env_overrides(env))
     data = _merge(data, {k: v for k, v in (overrides or {}).items() if v is not None})
@@ -212,7 +249,9 @@ def load_config(
 
     for name in cfg.sources:
         if name not in SOURCES:
-            raise ConfigError(f"{source}: sources.{name}: unknown source (known: {', '.join(sorted(SOURCES)) or 'none'})")
+            raise ConfigError(
+                f"{source}: sources.{name}: unknown source (known: {', '.join(sorted(SOURCES)) or 'none'})"
+            )
         cfg.source(name)
     return cfg
 

@@ -121,7 +121,7 @@ class SourceSpec:
     """A registered source: its CLI command, class and help. Created by `@register_source`."""
 
     command: str
-    cls: type
+    cls: Any  # a source class: from_args(args, cfg), optional add_arguments / run_subcommand / Config
     help: str
     kinds: tuple[str, ...]
 
@@ -192,7 +192,9 @@ class Pipeline:
         self.transforms = list(transforms)
         self.sinks = list(sinks)
         self._sink_locks = {id(s): threading.Lock() for s in self.sinks}
-        self.transform_stats = {t.name: ComponentStats(f"transform:{t.name}") for t in self.transforms}
+        self.transform_stats = {
+            t.name: ComponentStats(f"transform:{t.name}") for t in self.transforms
+        }
         self._stop = threading.Event()
 
     def apply_transforms(self, batch: Batch) -> Batch:

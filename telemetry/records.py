@@ -146,7 +146,9 @@ class RecordKind:
             values = [r.get(f.name) for r in rows]
             if not f.nullable and any(v is None for v in values):
                 if f.arrow_type != pa.string():
-                    raise SchemaError(f"{self.name}.{f.name}: missing value in a non-nullable field")
+                    raise SchemaError(
+                        f"{self.name}.{f.name}: missing value in a non-nullable field"
+                    )
                 values = ["" if v is None else v for v in values]  # '' = not known / none
             cols[f.name] = pa.array(values, type=f.arrow_type)
         return pa.Table.from_pydict(cols, schema=self.arrow_schema)
@@ -164,12 +166,22 @@ class RecordKind:
                     try:
                         col = col.cast(f.arrow_type)
                     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                        raise SchemaError(f"{self.name}.{f.name}: cannot cast {col.type} to {f.arrow_type}: {e}") from None
+                        raise SchemaError(
+                            f"{self.name}.{f.name}: cannot cast {col.type} to {f.arrow_type}: {e}"
+                        ) from None
                 if not f.nullable and col.null_count:
-                    raise SchemaError(f"{self.name}.{f.name}: {col.null_count} null value(s) in a non-nullable field")
+                    if f.arrow_type != pa.string():
+                        raise SchemaError(
+                            f"{self.name}.{f.name}: {col.null_count} null value(s) in a non-nullable field"
+                        )
+                    col = col.fill_null("")
                 out.append(col)
             elif f.nullable:
                 out.append(pa.nulls(table.num_rows, f.arrow_type))
+            elif (
+                f.arrow_type == pa.string()
+            ):  # an unknown label is '' (stamp_cluster fills cluster)
+                out.append(pa.array([""] * table.num_rows, pa.string()))
             else:
                 raise SchemaError(f"{self.name}: missing required field {f.name!r}")
         extra = set(table.column_names) - set(self.columns)
@@ -186,7 +198,13 @@ class SchemaError(ValueError):
 # Inventory facts are time-versioned: valid_from/valid_to (null = still valid) and updated_at, the
 # version that ReplacingMergeTree keeps (closing a row = inserting it again with valid_to set).
 VALID_FROM = Field("valid_from", "time", "Start of validity of this fact (UTC).")
-VALID_TO = Field("valid_to", "time", "End of validity (UTC); null while the fact still holds.", nullable=True, codec="ZSTD(1)")
+VALID_TO = Field(
+    "valid_to",
+    "time",
+    "End of validity (UTC); null while the fact still holds.",
+    nullable=True,
+    codec="ZSTD(1)",
+)
 UPDATED_AT = Field("updated_at", "time", "Version of this row: the latest wins.")
 CLUSTER = label("cluster", "Cluster name from the config.")
 
@@ -232,7 +250,12 @@ GPU_SAMPLE = _register(
             label("pci_bus_id", "PCI bus id of the GPU."),
             label("pod", "Pod using the GPU (from kubelet pod-resources), empty if none."),
             label("namespace", "Namespace of that pod."),
-            gauge("up", "1 when the GPU answered NVML, 0 when lost / fallen off the bus.", type_="u8", nullable=False),
+            gauge(
+                "up",
+                "1 when the GPU answered NVML, 0 when lost / fallen off the bus.",
+                type_="u8",
+                nullable=False,
+            ),
             gauge("utilization_ratio", "GPU utilization (0-1).", "ratio"),
             gauge("memory_utilization_ratio", "Memory controller utilization (0-1).", "ratio"),
             gauge("memory_used_bytes", "Frame buffer used.", "bytes"),
@@ -244,9 +267,28 @@ GPU_SAMPLE = _register(
             gauge("power_watts", "Power draw.", "watts"),
             gauge("power_limit_watts", "Enforced power limit.", "watts"),
             counter("energy_joules_total", "Energy since driver load.", "joules"),
-            gauge("clock_event_reasons", "Bitmask of NVML clock-event (throttle) reasons.", type_="u64"),
-            counter("power_violation_seconds_total", "Time throttled by power.", "seconds"),
-            counter("thermal_violation_seconds_total", "Time throttled by temperature.", "seconds"),
+            gauge(
+                "clock_event_reasons",
+                "Bitmask of NVML clock-event (throttle) reasons.",
+                type_="u64",
+            ),
+            # f64 counters: NVML reports violation time in ns; whole seconds would hide short stalls.
+            Field(
+                "power_violation_seconds_total",
+                "f64",
+                "Time throttled by power.",
+                "counter",
+                "seconds",
+                nullable=True,
+            ),
+            Field(
+                "thermal_violation_seconds_total",
+                "f64",
+                "Time throttled by temperature.",
+                "counter",
+                "seconds",
+                nullable=True,
+            ),
             counter("ecc_corrected_errors_total", "Volatile corrected ECC errors."),
             counter("ecc_uncorrected_errors_total", "Volatile uncorrected ECC errors."),
             gauge("remapped_rows_pending", "Rows pending remap (1 = reset needed).", type_="u64"),
@@ -305,7 +347,12 @@ GPU_NIC_AFFINITY = _register(
             label("pcie_switch", "PCI address of the shared upstream bridge."),
             gauge("numa_node", "NUMA node of the GPU.", type_="i64", nullable=True),
             gauge("rail", "Rail (NIC index) the GPU uses.", type_="i64", nullable=True),
-            gauge("direct_nic", "1 when a NIC shares the GPU's PCIe switch.", type_="u8", nullable=False),
+            gauge(
+                "direct_nic",
+                "1 when a NIC shares the GPU's PCIe switch.",
+                type_="u8",
+                nullable=False,
+            ),
         ),
         order_by=("cluster", "node", "gpu", "ts"),
         ttl_days=365,
@@ -327,6 +374,13 @@ NIC_SAMPLE = _register(
             label("port", "Port number.", "u8"),
             label("netdev", "Netdev (eth0 / ens1f0np0)."),
             label("link_layer", "Ethernet | InfiniBand."),
+            label(
+                "pod",
+                "Pod holding this NIC/VF (kubelet pod-resources), empty if none.",
+                nullable=True,
+            ),
+            label("namespace", "Namespace of that pod.", nullable=True),
+            label("container", "Container of that pod.", nullable=True),
             gauge("up", "1 when the port state is ACTIVE.", type_="u8", nullable=False),
             gauge("rate_bytes_per_second", "Port rate.", "bytes_per_second"),
             counter("rx_bytes_total", "Bytes received (port_rcv_data x 4).", "bytes"),
@@ -335,7 +389,10 @@ NIC_SAMPLE = _register(
             counter("tx_packets_total", "Packets sent."),
             counter("rx_errors_total", "Receive errors."),
             counter("tx_discards_total", "Transmit discards."),
-            counter("ecn_marked_packets_total", "RoCE packets received with ECN CE (np_ecn_marked_roce_packets)."),
+            counter(
+                "ecn_marked_packets_total",
+                "RoCE packets received with ECN CE (np_ecn_marked_roce_packets).",
+            ),
             counter("cnp_sent_total", "CNPs sent as notification point (np_cnp_sent)."),
             counter("cnp_handled_total", "CNPs handled as reaction point (rp_cnp_handled)."),
             counter("cnp_ignored_total", "CNPs ignored (rp_cnp_ignored)."),
@@ -345,15 +402,79 @@ NIC_SAMPLE = _register(
             counter("out_of_buffer_total", "Drops for lack of receive WQEs."),
             counter("pfc_rx_pause_total", "PFC pause frames received, all priorities."),
             counter("pfc_tx_pause_total", "PFC pause frames sent, all priorities."),
-            counter("pfc_rx_pause_prio3_total", "PFC pauses received on priority 3 (RoCE default)."),
+            counter(
+                "pfc_rx_pause_prio3_total", "PFC pauses received on priority 3 (RoCE default)."
+            ),
             counter("pfc_tx_pause_prio3_total", "PFC pauses sent on priority 3."),
-            counter("pfc_pause_duration_us_total", "Time paused (rx), microseconds.", "microseconds"),
+            counter(
+                "pfc_pause_duration_us_total", "Time paused (rx), microseconds.", "microseconds"
+            ),
             counter("rx_discards_phy_total", "Packets discarded by the PHY for lack of buffer."),
             counter("pause_storm_events_total", "tx pause storm warning+error events."),
             counter("pci_stalled_total", "Outbound PCIe stalled reads+writes."),
+            counter("link_downed_total", "Times the link went down (counters/link_downed)."),
+            counter("symbol_errors_total", "Physical symbol errors (counters/symbol_error)."),
+            counter(
+                "xmit_wait_total",
+                "Ticks the port had data but could not send (counters/port_xmit_wait).",
+            ),
+            counter("rx_dropped_total", "Packets dropped by the netdev (statistics/rx_dropped)."),
             counter("resets_total", "Counter resets detected (NIC reset / driver reload)."),
         ),
         order_by=("cluster", "node", "device", "port", "ts"),
+    )
+)
+
+# Per-priority PFC is its own small kind (one row per netdev x priority) rather than 8 x 9 columns
+# on nic_sample: queries filter `priority = 3` and dashboards group by it like a label.
+NIC_PRIORITY_SAMPLE = _register(
+    RecordKind(
+        name="nic_priority_sample",
+        table="nic_priority_samples",
+        subsystem="nic_priority",
+        doc="One 802.1p priority of a NIC (ethtool statistics): traffic, PFC pauses, discards.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("node", "Kubernetes node name."),
+            label("netdev", "Netdev the ethtool statistics belong to."),
+            label("device", "RDMA device of that netdev (mlx5_0); empty if none."),
+            label("priority", "802.1p priority (0-7).", "u8"),
+            counter(
+                "rx_bytes_total", "Bytes received on this priority (rx_prio{p}_bytes).", "bytes"
+            ),
+            counter("tx_bytes_total", "Bytes sent on this priority (tx_prio{p}_bytes).", "bytes"),
+            counter("rx_packets_total", "Packets received (rx_prio{p}_packets)."),
+            counter("tx_packets_total", "Packets sent (tx_prio{p}_packets)."),
+            counter("rx_pause_total", "PFC pause frames received (rx_prio{p}_pause)."),
+            counter("tx_pause_total", "PFC pause frames sent (tx_prio{p}_pause)."),
+            Field(
+                "rx_pause_duration_seconds_total",
+                "f64",
+                "Time paused by received PFC (rx_prio{p}_pause_duration, us).",
+                "counter",
+                "seconds",
+                nullable=True,
+            ),
+            Field(
+                "tx_pause_duration_seconds_total",
+                "f64",
+                "Time this NIC paused its peer (tx_prio{p}_pause_duration, us).",
+                "counter",
+                "seconds",
+                nullable=True,
+            ),
+            counter(
+                "rx_pause_transitions_total",
+                "XOFF->XON transitions received (rx_prio{p}_pause_transition).",
+            ),
+            counter(
+                "rx_discards_total",
+                "Packets discarded for lack of buffer on this priority (rx_prio{p}_discards).",
+            ),
+            counter("resets_total", "Counter resets detected on this netdev's ethtool statistics."),
+        ),
+        order_by=("cluster", "node", "netdev", "priority", "ts"),
     )
 )
 
@@ -385,7 +506,11 @@ SWITCH_PORT_SAMPLE = _register(
             counter("pfc_tx_pause_total", "PFC frames sent, all priorities."),
             counter("pfc_rx_pause_prio3_total", "PFC frames received on priority 3."),
             counter("pfc_tx_pause_prio3_total", "PFC frames sent on priority 3."),
-            counter("pfc_rx_pause_duration_us_total", "Pause duration received, microseconds.", "microseconds"),
+            counter(
+                "pfc_rx_pause_duration_us_total",
+                "Pause duration received, microseconds.",
+                "microseconds",
+            ),
             counter("link_down_events_total", "Link down transitions (flaps)."),
             gauge("rx_bytes_per_second", "Rate from RATES:* or derived.", "bytes_per_second"),
             gauge("tx_bytes_per_second", "Rate from RATES:* or derived.", "bytes_per_second"),
@@ -413,12 +538,67 @@ SWITCH_QUEUE_SAMPLE = _register(
             counter("tx_bytes_total", "Bytes sent from the queue.", "bytes"),
             counter("dropped_packets_total", "Packets dropped."),
             counter("ecn_marked_packets_total", "Packets ECN-marked by WRED."),
+            counter("ecn_marked_bytes_total", "Bytes ECN-marked by WRED.", "bytes"),
+            counter("dropped_bytes_total", "Bytes dropped.", "bytes"),
             gauge("watermark_bytes", "Peak occupancy in the interval.", "bytes"),
+            gauge("headroom_watermark_bytes", "PG headroom (xoff room) peak occupancy.", "bytes"),
             gauge("pfc_wd_storm_detected", "1 while the PFC watchdog sees a storm.", type_="u8"),
             counter("pfc_wd_storms_total", "PFC watchdog storms detected."),
             counter("pfc_wd_dropped_packets_total", "Packets dropped by the PFC watchdog."),
         ),
         order_by=("cluster", "switch", "port", "queue", "ts"),
+    )
+)
+
+SWITCH_STATUS = _register(
+    RecordKind(
+        name="switch_status",
+        table="switch_status",
+        subsystem="switch",
+        doc="One poll of one switch (or one ASIC's COUNTERS_DB): did it answer, how long it took.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("switch", "Switch hostname."),
+            label("asic", "ASIC namespace on multi-ASIC switches; empty otherwise."),
+            gauge(
+                "up",
+                "1 when the switch's Redis answered the poll, 0 when not.",
+                type_="u8",
+                nullable=False,
+            ),
+            gauge("poll_duration_seconds", "Duration of the poll.", "seconds"),
+            gauge("ports", "Ports read.", type_="u32"),
+            gauge("queues", "Queues and priority groups read.", type_="u32"),
+            _f("error", "str", "Why the poll failed ('' when up)."),
+        ),
+        order_by=("cluster", "switch", "asic", "ts"),
+    )
+)
+
+ECMP_GROUP_SAMPLE = _register(
+    RecordKind(
+        name="ecmp_group_sample",
+        table="ecmp_group_samples",
+        subsystem="ecmp_group",
+        doc="Spread of tx utilization over the members of one ECMP uplink group in one interval.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("switch", "Switch hostname."),
+            label("group", "ECMP group name (from config or 'uplinks' from LLDP)."),
+            _f("members", "str", "Member ports, comma-separated."),
+            gauge("member_count", "Members with a rate this interval.", type_="u16"),
+            gauge("mean_utilization_ratio", "Mean member tx utilization.", "ratio"),
+            gauge("max_utilization_ratio", "Highest member tx utilization.", "ratio"),
+            gauge("max_mean_ratio", "max / mean member tx rate (1 = perfectly even).", "ratio"),
+            gauge(
+                "cv_ratio", "Coefficient of variation of member tx rates (stddev / mean).", "ratio"
+            ),
+            _f("hottest_member", "lstr", "Member with the highest tx rate."),
+            gauge("tx_bytes_per_second", "Sum of member tx rates.", "bytes_per_second"),
+        ),
+        order_by=("cluster", "switch", "group", "ts"),
     )
 )
 
@@ -435,16 +615,41 @@ FLOW_SAMPLE = _register(
             label("switch", "Switch hostname, when known."),
             _f("in_port", "lstr", "Input interface (ifIndex or name)."),
             _f("out_port", "lstr", "Output interface: the ECMP member for uplinks."),
+            _f("ecmp_group", "lstr", "ECMP group of out_port ('' when not an ECMP member)."),
             _f("src_ip", "str", "Source IP."),
             _f("dst_ip", "str", "Destination IP."),
-            _f("src_port", "u16", "L4 source port (entropy for RoCEv2)."),
-            _f("dst_port", "u16", "L4 destination port (4791 = RoCEv2)."),
-            _f("protocol", "u8", "IP protocol."),
+            _f(
+                "src_port",
+                "u16",
+                "L4 source port (entropy for RoCEv2); null if not TCP/UDP.",
+                nullable=True,
+                codec=None,
+            ),
+            _f(
+                "dst_port",
+                "u16",
+                "L4 destination port (4791 = RoCEv2); null if not TCP/UDP.",
+                nullable=True,
+                codec=None,
+            ),
+            _f(
+                "protocol",
+                "u8",
+                "IP protocol; null if the sampled header is not IP.",
+                nullable=True,
+                codec=None,
+            ),
             _f("vlan", "u16", "VLAN id, 0 if untagged."),
-            _f("dscp", "u8", "DSCP."),
-            _f("ecn", "u8", "ECN bits (3 = CE)."),
+            _f("dscp", "u8", "DSCP; null if not IP.", nullable=True, codec=None),
+            _f("ecn", "u8", "ECN bits (3 = CE); null if not IP.", nullable=True, codec=None),
             _f("bth_opcode", "u8", "InfiniBand BTH opcode (RoCEv2).", nullable=True, codec=None),
-            _f("dest_qp", "u32", "InfiniBand BTH destination QP (RoCEv2).", nullable=True, codec="ZSTD(1)"),
+            _f(
+                "dest_qp",
+                "u32",
+                "InfiniBand BTH destination QP (RoCEv2).",
+                nullable=True,
+                codec="ZSTD(1)",
+            ),
             _f("psn", "u32", "InfiniBand BTH PSN (RoCEv2).", nullable=True, codec="ZSTD(1)"),
             _f("frame_bytes", "u32", "Sampled frame length."),
             _f("sampling_rate", "u32", "1-in-N sampling rate."),
@@ -526,6 +731,184 @@ HDFS_BLOCK_PLACEMENT = _register(
             _f("reason", "str", "Why it breaks the policy ('' if it does not)."),
         ),
         order_by=("cluster", "violation", "path", "block_id", "ts"),
+        ttl_days=90,
+    )
+)
+
+HDFS_PLACEMENT_TOTAL = _register(
+    RecordKind(
+        name="hdfs_placement_total",
+        table="hdfs_placement_totals",
+        subsystem="hdfs_placement",
+        doc="Replica placement audit totals per path prefix (one fsck / WebHDFS report).",
+        fields=(
+            TS,
+            CLUSTER,
+            label("prefix", "Path prefix the totals cover ('/' = everything audited)."),
+            gauge("blocks", "Blocks audited under the prefix.", type_="u64", nullable=False),
+            gauge(
+                "violations",
+                "Blocks whose placement breaks the policy.",
+                type_="u64",
+                nullable=False,
+            ),
+            gauge(
+                "under_replicated",
+                "Blocks with fewer replicas than the policy wants.",
+                type_="u64",
+                nullable=False,
+            ),
+            gauge(
+                "unknown_hosts",
+                "Replicas on hosts the topology does not know.",
+                type_="u64",
+                nullable=False,
+            ),
+        ),
+        order_by=("cluster", "prefix", "ts"),
+        ttl_days=90,
+    )
+)
+
+HDFS_NAMENODE_SAMPLE = _register(
+    RecordKind(
+        name="hdfs_namenode_sample",
+        table="hdfs_namenode_samples",
+        subsystem="hdfs_namenode",
+        doc="One NameNode /jmx scrape (FSNamesystem, FSNamesystemState, NameNodeInfo).",
+        fields=(
+            TS,
+            CLUSTER,
+            label("namenode", "NameNode JMX endpoint (host:port)."),
+            label("ha_state", "active | standby | '' when not reported."),
+            gauge(
+                "up",
+                "1 when the scrape succeeded, 0 when it failed (see error).",
+                type_="u8",
+                nullable=False,
+            ),
+            _f("error", "str", "Why the scrape failed ('' when it did not)."),
+            gauge("live_datanodes", "Live DataNodes.", type_="u64"),
+            gauge("dead_datanodes", "Dead DataNodes.", type_="u64"),
+            gauge("stale_datanodes", "Stale DataNodes.", type_="u64"),
+            gauge("blocks", "Blocks in the namespace.", type_="u64"),
+            gauge("files", "Files in the namespace.", type_="u64"),
+            gauge("under_replicated_blocks", "Blocks below their replication factor.", type_="u64"),
+            gauge("missing_blocks", "Blocks with no live replica.", type_="u64"),
+            gauge("corrupt_blocks", "Blocks with corrupt replicas.", type_="u64"),
+            gauge(
+                "pending_replication_blocks",
+                "Blocks waiting for replication (async backlog).",
+                type_="u64",
+            ),
+            gauge("pending_deletion_blocks", "Blocks waiting for deletion.", type_="u64"),
+            gauge("capacity_total_bytes", "Configured capacity.", "bytes", type_="u64"),
+            gauge("capacity_used_bytes", "DFS used.", "bytes", type_="u64"),
+            gauge("capacity_remaining_bytes", "Capacity remaining.", "bytes", type_="u64"),
+        ),
+        order_by=("cluster", "namenode", "ts"),
+        ttl_days=30,
+    )
+)
+
+HDFS_DATANODE_SAMPLE = _register(
+    RecordKind(
+        name="hdfs_datanode_sample",
+        table="hdfs_datanode_samples",
+        subsystem="hdfs_datanode",
+        doc="One DataNode /jmx scrape (DataNodeActivity-*, FSDatasetState, DataNodeInfo).",
+        fields=(
+            TS,
+            CLUSTER,
+            label("datanode", "DataNode JMX endpoint (host:port)."),
+            label("idc", "IDC of the DataNode ('' = not in the topology)."),
+            gauge(
+                "up",
+                "1 when the scrape succeeded, 0 when it failed (see error).",
+                type_="u8",
+                nullable=False,
+            ),
+            _f("error", "str", "Why the scrape failed ('' when it did not)."),
+            counter("read_bytes_total", "Bytes read from this DataNode.", "bytes"),
+            counter("written_bytes_total", "Bytes written to this DataNode.", "bytes"),
+            counter(
+                "remote_read_bytes_total",
+                "Bytes read by non-local clients (RemoteBytesRead).",
+                "bytes",
+            ),
+            counter("remote_written_bytes_total", "Bytes written by non-local clients.", "bytes"),
+            counter("blocks_read_total", "Blocks read."),
+            counter("blocks_written_total", "Blocks written."),
+            counter("blocks_replicated_total", "Blocks replicated to other DataNodes."),
+            counter("local_client_reads_total", "Reads from a client on the same host."),
+            counter("remote_client_reads_total", "Reads from a client on another host."),
+            counter("local_client_writes_total", "Writes from a client on the same host."),
+            counter("remote_client_writes_total", "Writes from a client on another host."),
+            counter("packet_ack_round_trips_total", "Write-pipeline packet acks measured."),
+            gauge(
+                "packet_ack_round_trip_seconds",
+                "Mean packet-ack round trip (metrics window).",
+                "seconds",
+            ),
+            counter("network_errors_total", "DataNode network errors."),
+            counter("volume_failures_total", "Volume failures."),
+            gauge("capacity_bytes", "Storage capacity.", "bytes", type_="u64"),
+            gauge("dfs_used_bytes", "DFS used.", "bytes", type_="u64"),
+            gauge("remaining_bytes", "Storage remaining.", "bytes", type_="u64"),
+            gauge("failed_volumes", "Failed volumes now.", type_="u64"),
+            gauge("xceivers", "Active data transfer threads.", type_="u64"),
+        ),
+        order_by=("cluster", "datanode", "ts"),
+        ttl_days=30,
+    )
+)
+
+DCI_USAGE = _register(
+    RecordKind(
+        name="dci_usage",
+        table="dci_usage",
+        subsystem="dci",
+        doc="HDFS bytes/s on the DCI per direction (src IDC -> dest IDC) per interval, against the budget.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("src_idc", "IDC the data left."),
+            label("dest_idc", "IDC the data entered."),
+            _f("interval_seconds", "f64", "Length of the interval starting at ts."),
+            gauge(
+                "read_bytes_per_second", "Cross-IDC HDFS reads.", "bytes_per_second", nullable=False
+            ),
+            gauge(
+                "sync_write_bytes_per_second",
+                "Cross-IDC write-pipeline traffic.",
+                "bytes_per_second",
+                nullable=False,
+            ),
+            gauge(
+                "async_replication_bytes_per_second",
+                "Cross-IDC background replication.",
+                "bytes_per_second",
+                nullable=False,
+            ),
+            gauge(
+                "total_bytes_per_second",
+                "All HDFS traffic on the pair.",
+                "bytes_per_second",
+                nullable=False,
+            ),
+            gauge(
+                "capacity_bytes_per_second",
+                "Configured budget for the pair (null = none).",
+                "bytes_per_second",
+            ),
+            gauge(
+                "headroom_bytes_per_second",
+                "Budget minus total (negative = over budget).",
+                "bytes_per_second",
+            ),
+            gauge("utilization_ratio", "Total / budget.", "ratio"),
+        ),
+        order_by=("cluster", "src_idc", "dest_idc", "ts"),
         ttl_days=90,
     )
 )
@@ -624,7 +1007,11 @@ FINDING = _register(
             label("kind", "Finding kind (placement_violation, ecmp_imbalance, pfc_storm, ...)."),
             label("category", "placement | fabric | node | storage | topology."),
             label("severity", "critical | warning | info."),
-            _f("subject_type", "lstr", "job | pod | link | port | nic | gpu | block | hypernode ..."),
+            _f(
+                "subject_type",
+                "lstr",
+                "job | pod | link | port | nic | gpu | block | hypernode ...",
+            ),
             _f("subject", "str", "What the finding is about."),
             _f("summary", "str", "One line a person reads."),
             _f("evidence", "str", "JSON: the numbers and the rows they came from."),
@@ -671,7 +1058,9 @@ def kind(name: str) -> RecordKind:
     try:
         return KINDS[name]
     except KeyError:
-        raise KeyError(f"unknown record kind {name!r} (known: {', '.join(sorted(KINDS))})") from None
+        raise KeyError(
+            f"unknown record kind {name!r} (known: {', '.join(sorted(KINDS))})"
+        ) from None
 
 
 def ms(dt: datetime) -> int:

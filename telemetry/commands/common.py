@@ -15,7 +15,10 @@ from telemetry.store import Store
 
 
 def add_store_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dsn", help="store: chdb://PATH or http(s)://user:pass@host:port/db (default $RAILSCOPE_DSN)")
+    p.add_argument(
+        "--dsn",
+        help="store: chdb://PATH or http(s)://user:pass@host:port/db (default $RAILSCOPE_DSN)",
+    )
 
 
 def config_from_args(args: argparse.Namespace, **dotted: Any) -> Config:
@@ -45,7 +48,9 @@ def open_store(cfg: Config, *, migrate: bool | None = None) -> Store:
     if migrate if migrate is not None else store.dsn.embedded:
         store.migrate()
     elif store.pending():
-        raise StoreUnavailable(f"store {store.dsn.redacted()} needs migrations: run `railscope db migrate`")
+        raise StoreUnavailable(
+            f"store {store.dsn.redacted()} needs migrations: run `railscope db migrate`"
+        )
     return store
 
 
@@ -75,13 +80,20 @@ def write_jsonl(batches: Iterable[Batch], out: IO[str] = sys.stdout) -> int:
     n = 0
     for b in batches:
         for row in b.table.to_pylist():
-            out.write(json.dumps({"_kind": b.kind.name, **row}, default=_jsonable, separators=(",", ":")))
+            out.write(
+                json.dumps({"_kind": b.kind.name, **row}, default=_jsonable, separators=(",", ":"))
+            )
             out.write("\n")
             n += 1
     return n
 
 
-def write_output(batches: list[Batch], fmt: str, components: Iterable[ComponentStats] = (), out: IO[str] = sys.stdout) -> None:
+def write_output(
+    batches: list[Batch],
+    fmt: str,
+    components: Iterable[ComponentStats] = (),
+    out: IO[str] = sys.stdout,
+) -> None:
     if fmt == "jsonl":
         write_jsonl(batches, out)
     else:

@@ -9,16 +9,22 @@ from telemetry.commands.common import add_store_args, config_from_args, store_fr
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser("db", help="store schema: migrate, status, ddl",
-                       description="Manage the ClickHouse schema. Migrations are versioned and idempotent.")
+    p = sub.add_parser(
+        "db",
+        help="store schema: migrate, status, ddl",
+        description="Manage the ClickHouse schema. Migrations are versioned and idempotent.",
+    )
     dsub = p.add_subparsers(dest="db_command", metavar="SUBCOMMAND", required=True)
     m = dsub.add_parser("migrate", help="apply pending migrations (idempotent)")
     s = dsub.add_parser("status", help="list applied and pending migrations")
     d = dsub.add_parser("ddl", help="print the DDL a fresh store runs (nothing is executed)")
     for q in (m, s, d):
         add_store_args(q)
-        q.add_argument("--cluster", metavar="NAME",
-                       help="ClickHouse cluster: ReplicatedMergeTree + Distributed tables, ON CLUSTER DDL")
+        q.add_argument(
+            "--cluster",
+            metavar="NAME",
+            help="ClickHouse cluster: ReplicatedMergeTree + Distributed tables, ON CLUSTER DDL",
+        )
     m.set_defaults(func=migrate)
     s.set_defaults(func=status)
     d.set_defaults(func=ddl)

@@ -14,7 +14,13 @@ import logging
 from functools import partial
 from typing import Any
 
-from telemetry.commands.common import add_store_args, clickhouse_sink, config_from_args, open_store, write_output
+from telemetry.commands.common import (
+    add_store_args,
+    clickhouse_sink,
+    config_from_args,
+    open_store,
+    write_output,
+)
 from telemetry.pipeline import SOURCES, Pipeline, SourceSpec
 from telemetry.transforms import build_transforms
 
@@ -23,14 +29,30 @@ log = logging.getLogger(__name__)
 
 def add_source_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("common source options")
-    g.add_argument("--once", action="store_true", help="collect one cycle from the live source and exit")
-    g.add_argument("--from", dest="from_path", metavar="PATH",
-                   help="read a captured file/directory in the source's real format instead of the live source")
-    g.add_argument("--output", choices=["prom", "jsonl"],
-                   help="print what was collected (Prometheus text or one JSON object per record) instead of storing it")
+    g.add_argument(
+        "--once", action="store_true", help="collect one cycle from the live source and exit"
+    )
+    g.add_argument(
+        "--from",
+        dest="from_path",
+        metavar="PATH",
+        help="read a captured file/directory in the source's real format instead of the live source",
+    )
+    g.add_argument(
+        "--output",
+        choices=["prom", "jsonl"],
+        help="print what was collected (Prometheus text or one JSON object per record) instead of storing it",
+    )
     add_store_args(g)  # type: ignore[arg-type]
-    g.add_argument("--interval", type=float, metavar="SECONDS", help="collection interval (default from config, 10 s)")
-    g.add_argument("--listen", metavar="HOST:PORT", help="serve /metrics here (default 0.0.0.0:9580)")
+    g.add_argument(
+        "--interval",
+        type=float,
+        metavar="SECONDS",
+        help="collection interval (default from config, 10 s)",
+    )
+    g.add_argument(
+        "--listen", metavar="HOST:PORT", help="serve /metrics here (default 0.0.0.0:9580)"
+    )
     g.add_argument("--no-metrics", action="store_true", help="do not serve /metrics")
 
 
@@ -75,7 +97,9 @@ def run_source(spec: SourceSpec, args: argparse.Namespace) -> int:
         from telemetry.sinks.prometheus import PrometheusSink
 
         pipeline_ref: list[Pipeline] = []
-        prom = PrometheusSink(components=lambda: pipeline_ref[0].components() if pipeline_ref else [])
+        prom = PrometheusSink(
+            components=lambda: pipeline_ref[0].components() if pipeline_ref else []
+        )
         sinks.append(prom)
     pipeline = Pipeline([source], sinks, transforms=build_transforms(cfg))
     if prom is not None:
@@ -88,7 +112,12 @@ def run_source(spec: SourceSpec, args: argparse.Namespace) -> int:
             n = pipeline.run_once()
             log.info("%s: stored %d records in %s", spec.command, n, store.dsn.redacted())
         else:
-            log.info("%s: collecting every %.1fs into %s", spec.command, cfg.interval_seconds, store.dsn.redacted())
+            log.info(
+                "%s: collecting every %.1fs into %s",
+                spec.command,
+                cfg.interval_seconds,
+                store.dsn.redacted(),
+            )
             pipeline.run(cfg.interval_seconds)
     finally:
         pipeline.close()

@@ -75,10 +75,23 @@ class ClickHouseSink:
     # -- Sink contract -----------------------------------------------------------------------
     def export(self, batch: Batch) -> ExportResult:
         self.stats.received += batch.num_rows
+        try:
+            table = batch.kind.conform(batch.table)  # cheap when the schema already matches
+        except SchemaError as e:
+            self.stats.error("schema")
+            with self.stats.lock:
+                self.stats.dropped += batch.num_rows
+            log.error(
+                "clickhouse sink: dropped a %s batch of %d rows that does not fit its kind: %s",
+                batch.kind.name,
+                batch.num_rows,
+                e,
+            )
+            return ExportResult(False, 0, str(e))
         buf = self._buffers.get(batch.kind.name)
         if buf is None:
             buf = self._buffers[batch.kind.name] = _Buffer([], 0, self.clock())
-        buf.tables.append(batch.table)
+        buf.tables.append(table)
         buf.rows += batch.num_rows
         if buf.rows >= self.batch_rows:
             self._seal(batch.kind.name)
@@ -99,7 +112,9 @@ class ClickHouseSink:
         if left:
             log.warning(
                 "clickhouse sink closing with %d batch(es) (%d rows) still spooled in %s; they replay on next start",
-                len(left), sum(e.rows for e in left), self.spool.dir,
+                len(left),
+                sum(e.rows for e in left),
+                self.spool.dir,
             )
 
     # -- internals ---------------------------------------------------------------------------
@@ -130,8 +145,14 @@ class ClickHouseSink:
                     break
                 dest = self.spool.reject(entry, f"{type(e).__name__}: {e}")
                 self.stats.error("rejected")
-                log.error("clickhouse refused batch %s (%d %s rows): %s — kept in %s",
-                          entry.path.name, entry.rows, entry.kind, _short(e), dest)
+                log.error(
+                    "clickhouse refused batch %s (%d %s rows): %s — kept in %s",
+                    entry.path.name,
+                    entry.rows,
+                    entry.kind,
+                    _short(e),
+                    dest,
+                )
                 continue
             self.spool.remove(entry)
             sent += entry.rows
@@ -147,14 +168,19 @@ class ClickHouseSink:
         return sent
 
     def _insert(self, entry: SpoolEntry) -> None:
-        table = self.spool.read(entry)
-        self.store.insert(KINDS[entry.kind], table, token=entry.token)
+        # The spool file is already an Arrow IPC stream of the kind's schema: send it as is.
+        with open(entry.path, "rb") as f:
+            self.store.insert_arrow_stream(KINDS[entry.kind], f, token=entry.token)
 
     def _failed(self, entry: SpoolEntry, exc: BaseException) -> None:
         self.stats.error("unreachable")
         self.stats.last_success = False
         if not self.down:
-            log.error("clickhouse unreachable (%s); spooling to %s and retrying with backoff", _short(exc), self.spool.dir)
+            log.error(
+                "clickhouse unreachable (%s); spooling to %s and retrying with backoff",
+                _short(exc),
+                self.spool.dir,
+            )
         self.down = True
         self._next_attempt = self.clock() + self._backoff * (0.5 + random.random() / 2)
         self._backoff = min(self.retry_max, self._backoff * 2)

@@ -53,7 +53,9 @@ class LatestValues:
 
     def series(self) -> Iterator[Series]:
         with self._lock:
-            snapshot = [(k, {key: dict(row) for key, row in s.items()}) for k, s in self._data.values()]
+            snapshot = [
+                (k, {key: dict(row) for key, row in s.items()}) for k, s in self._data.values()
+            ]
         for kind, rows in snapshot:
             names = [f.name for f in kind.labels()]
             for f in kind.values():

@@ -15,20 +15,30 @@ from telemetry.sinks.latest import LatestValues
 class OtlpSink:
     name = "otlp"
 
-    def __init__(self, *, reader: Any = None, endpoint: str | None = None, interval_seconds: float = 10.0) -> None:
+    def __init__(
+        self, *, reader: Any = None, endpoint: str | None = None, interval_seconds: float = 10.0
+    ) -> None:
         try:
             from opentelemetry.sdk.metrics import MeterProvider
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         except ImportError:
-            raise ConfigError("sink otlp: install the extra: pip install 'railscope[otlp]'") from None
+            raise ConfigError(
+                "sink otlp: install the extra: pip install 'railscope[otlp]'"
+            ) from None
         if reader is None:
             if not endpoint:
                 raise ConfigError("sink otlp: set otlp.endpoint (e.g. http://collector:4317)")
             try:
-                from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+                from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+                    OTLPMetricExporter,
+                )
             except ImportError:
-                raise ConfigError("sink otlp: endpoint needs opentelemetry-exporter-otlp installed") from None
-            reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=endpoint), int(interval_seconds * 1000))
+                raise ConfigError(
+                    "sink otlp: endpoint needs opentelemetry-exporter-otlp installed"
+                ) from None
+            reader = PeriodicExportingMetricReader(
+                OTLPMetricExporter(endpoint=endpoint), int(interval_seconds * 1000)
+            )
         self.stats = ComponentStats("sink:otlp")
         self.latest = LatestValues()
         self.provider = MeterProvider(metric_readers=[reader])
@@ -40,6 +50,9 @@ class OtlpSink:
 
         return [Observation(s.value, s.labels) for s in self.latest.series() if s.metric == metric]
 
+    def _callback(self, metric: str) -> Any:
+        return lambda _options: self._observe(metric)
+
     def export(self, batch: Batch) -> ExportResult:
         self.latest.update(batch)
         for f in batch.kind.values():
@@ -47,7 +60,10 @@ class OtlpSink:
             if metric not in self._instruments:
                 self._instruments.add(metric)
                 self.meter.create_observable_gauge(
-                    metric, callbacks=[lambda _opts, m=metric: self._observe(m)], unit=f.unit, description=f.doc
+                    metric,
+                    callbacks=[self._callback(metric)],
+                    unit=f.unit,
+                    description=f.doc,
                 )
         self.stats.received += batch.num_rows
         self.stats.sent += batch.num_rows

@@ -26,16 +26,15 @@ class _Collector:
         self.sink = sink
 
     def collect(self) -> Iterator[Metric]:
-        families: dict[str, Metric] = {}
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
         for s in self.sink.latest.series():
             fam = families.get(s.metric)
             if fam is None:
                 names = list(s.labels)
                 help_ = s.field.doc
-                if s.field.role == "counter":
-                    fam = CounterMetricFamily(s.metric, help_, labels=names)
-                else:
-                    fam = GaugeMetricFamily(s.metric, help_, labels=names)
+                fam = (CounterMetricFamily if s.field.role == "counter" else GaugeMetricFamily)(
+                    s.metric, help_, labels=names
+                )
                 families[s.metric] = fam
             fam.add_metric(list(s.labels.values()), s.value)
         yield from families.values()
@@ -47,13 +46,31 @@ def component_metrics(components: Iterable[ComponentStats]) -> Iterator[Metric]:
     if not comps:
         return
     fams = {
-        "received": CounterMetricFamily("railscope_component_received_records", "Records received.", labels=["component"]),
-        "sent": CounterMetricFamily("railscope_component_sent_records", "Records sent on.", labels=["component"]),
-        "dropped": CounterMetricFamily("railscope_component_dropped_records", "Records dropped.", labels=["component"]),
-        "failed": CounterMetricFamily("railscope_component_failed", "Failed operations, by reason.", labels=["component", "reason"]),
+        "received": CounterMetricFamily(
+            "railscope_component_received_records", "Records received.", labels=["component"]
+        ),
+        "sent": CounterMetricFamily(
+            "railscope_component_sent_records", "Records sent on.", labels=["component"]
+        ),
+        "dropped": CounterMetricFamily(
+            "railscope_component_dropped_records", "Records dropped.", labels=["component"]
+        ),
+        "failed": CounterMetricFamily(
+            "railscope_component_failed",
+            "Failed operations, by reason.",
+            labels=["component", "reason"],
+        ),
     }
-    duration = GaugeMetricFamily("railscope_collector_duration_seconds", "Duration of the last collect/export.", labels=["component"])
-    success = GaugeMetricFamily("railscope_collector_success", "1 if the last collect/export succeeded.", labels=["component"])
+    duration = GaugeMetricFamily(
+        "railscope_collector_duration_seconds",
+        "Duration of the last collect/export.",
+        labels=["component"],
+    )
+    success = GaugeMetricFamily(
+        "railscope_collector_success",
+        "1 if the last collect/export succeeded.",
+        labels=["component"],
+    )
     extra: dict[str, GaugeMetricFamily] = {}
     for c in comps:
         snap = c.snapshot()
@@ -64,7 +81,12 @@ def component_metrics(components: Iterable[ComponentStats]) -> Iterator[Metric]:
         duration.add_metric([c.name], snap["last_duration_seconds"])
         success.add_metric([c.name], 1.0 if snap["success"] else 0.0)
         for k, v in c.extra.items():
-            g = extra.setdefault(k, GaugeMetricFamily(f"railscope_component_{k}", f"Component gauge {k}.", labels=["component"]))
+            g = extra.setdefault(
+                k,
+                GaugeMetricFamily(
+                    f"railscope_component_{k}", f"Component gauge {k}.", labels=["component"]
+                ),
+            )
             g.add_metric([c.name], v)
     yield from fams.values()
     yield duration
@@ -130,8 +152,12 @@ class _Server:
 
         async def metrics(_: web.Request) -> web.Response:
             body = await asyncio.get_running_loop().run_in_executor(None, self.sink.render)
-            return web.Response(text=body, content_type="text/plain", charset="utf-8",
-                                headers={"X-Content-Type-Options": "nosniff"})
+            return web.Response(
+                text=body,
+                content_type="text/plain",
+                charset="utf-8",
+                headers={"X-Content-Type-Options": "nosniff"},
+            )
 
         async def health(_: web.Request) -> web.Response:
             return web.Response(text="ok\n")

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
 
@@ -47,7 +47,9 @@ def _open_embedded(dsn: Dsn) -> Any:
         try:
             client = clickhouse_connect.get_client(dsn=f"chdb://{dsn.path}")
         except Exception as e:  # chdb raises plain RuntimeError on a locked path
-            raise StoreUnavailable(f"embedded store {dsn.path}: cannot open: {_first_line(e)}") from None
+            raise StoreUnavailable(
+                f"embedded store {dsn.path}: cannot open: {_first_line(e)}"
+            ) from None
         _EMBEDDED[dsn.path] = client
         return client
 
@@ -68,12 +70,28 @@ def _open_server(dsn: Dsn, connect_timeout: float) -> Any:
             autogenerate_session_id=False,
         )
     except (ClickHouseError, OSError) as e:
-        raise StoreUnavailable(f"ClickHouse at {dsn.redacted()} is unreachable: {_first_line(e)}") from None
+        raise StoreUnavailable(
+            f"ClickHouse at {dsn.redacted()} is unreachable: {_first_line(e)}"
+        ) from None
+
+
+_REASONS = (
+    ("Connection refused", "connection refused"),
+    ("timed out", "connection timed out"),
+    ("Name or service not known", "host not found"),
+    ("Temporary failure in name resolution", "host not found"),
+    ("Authentication failed", "authentication failed"),
+    ("CERTIFICATE_VERIFY_FAILED", "TLS certificate verification failed"),
+)
 
 
 def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0][:300] if text else type(e).__name__
+    text = str(e).strip()
+    for needle, reason in _REASONS:
+        if needle in text:
+            return reason
+    lines = text.splitlines()
+    return lines[0][:300] if lines else type(e).__name__
 
 
 class Store:
@@ -166,7 +184,11 @@ class Store:
             ).result_rows
             if not engine:
                 continue
-            has = f"toIntervalDay({int(days)})" in engine[0][0] if days else " TTL " not in f" {engine[0][0]} "
+            has = (
+                f"toIntervalDay({int(days)})" in engine[0][0]
+                if days
+                else " TTL " not in f" {engine[0][0]} "
+            )
             if not has:
                 self.client.command(ttl_sql(k, self.database, days, self.cluster))
 
@@ -178,15 +200,31 @@ class Store:
         self.client.insert_arrow(self.table(k), k.conform(table), settings=settings)
         return table.num_rows
 
-    def query_arrow(self, sql: str, parameters: Mapping[str, Any] | Sequence[Any] | None = None) -> pa.Table:
+    def insert_arrow_stream(
+        self, kind: RecordKind | str, data: bytes | BinaryIO, *, token: str | None = None
+    ) -> None:
+        """Insert an Arrow IPC stream (e.g. a spool file) as is: no decode/re-encode on our side."""
+        k = KINDS[kind] if isinstance(kind, str) else kind
+        settings = {"insert_deduplication_token": token} if token else None
+        self.client.raw_insert(
+            self.table(k), k.columns, insert_block=data, settings=settings, fmt="ArrowStream"
+        )
+
+    def query_arrow(
+        self, sql: str, parameters: Mapping[str, Any] | Sequence[Any] | None = None
+    ) -> pa.Table:
         return self.client.query_arrow(sql, parameters=parameters, use_strings=True)
 
-    def query_df(self, sql: str, parameters: Mapping[str, Any] | Sequence[Any] | None = None) -> pl.DataFrame:
+    def query_df(
+        self, sql: str, parameters: Mapping[str, Any] | Sequence[Any] | None = None
+    ) -> pl.DataFrame:
         import polars as pl
 
         return pl.from_arrow(self.query_arrow(sql, parameters))  # type: ignore[return-value]
 
-    def query_rows(self, sql: str, parameters: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    def query_rows(
+        self, sql: str, parameters: Mapping[str, Any] | None = None
+    ) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self.client.query(sql, parameters=parameters).result_rows]
 
     def count(self, kind: RecordKind | str) -> int:

@@ -44,15 +44,21 @@ def default_dsn() -> str:
 def parse_dsn(text: str | None) -> Dsn:
     text = (text or default_dsn()).strip()
     if "://" not in text:
-        raise ConfigError(f"store DSN {text!r}: expected chdb://PATH or http(s)://user:pass@host:port/db")
+        raise ConfigError(
+            f"store DSN {text!r}: expected chdb://PATH or http(s)://user:pass@host:port/db"
+        )
     scheme, rest = text.split("://", 1)
     scheme = scheme.lower()
     if scheme == "chdb":
         path_part, _, query = rest.partition("?")
         if not path_part:
-            raise ConfigError("store DSN chdb://: a directory path is required (chdb://./railscope-data)")
+            raise ConfigError(
+                "store DSN chdb://: a directory path is required (chdb://./railscope-data)"
+            )
         db = parse_qs(query).get("database", [DEFAULT_DATABASE])[0]
-        return Dsn("chdb", path=str(Path(unquote(path_part)).expanduser().resolve()), database=_db(db))
+        return Dsn(
+            "chdb", path=str(Path(unquote(path_part)).expanduser().resolve()), database=_db(db)
+        )
     if scheme in ("http", "https"):
         u = urlsplit(text)
         if not u.hostname:

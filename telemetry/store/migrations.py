@@ -11,7 +11,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from telemetry.records import KINDS
-from telemetry.store.schema import DEDUP_WINDOW, LOCAL_SUFFIX, add_column_sql, database_sql, table_sql
+from telemetry.store.schema import (
+    DEDUP_WINDOW,
+    LOCAL_SUFFIX,
+    add_column_sql,
+    database_sql,
+    table_sql,
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +39,12 @@ def create_tables(*kind_names: str) -> Callable[[Context], list[str]]:
         out: list[str] = []
         for name in kind_names or tuple(KINDS):
             k = KINDS[name]
-            out += table_sql(k, ctx.database, cluster=ctx.cluster, ttl_days=ctx.ttl_overrides.get(k.table, "default"))
+            out += table_sql(
+                k,
+                ctx.database,
+                cluster=ctx.cluster,
+                ttl_days=ctx.ttl_overrides.get(k.table, "default"),
+            )
         return out
 
     return render
@@ -41,7 +52,11 @@ def create_tables(*kind_names: str) -> Callable[[Context], list[str]]:
 
 def add_columns(kind_name: str, *fields: str) -> Callable[[Context], list[str]]:
     def render(ctx: Context) -> list[str]:
-        return [s for f in fields for s in add_column_sql(KINDS[kind_name], f, ctx.database, ctx.cluster)]
+        return [
+            s
+            for f in fields
+            for s in add_column_sql(KINDS[kind_name], f, ctx.database, ctx.cluster)
+        ]
 
     return render
 

@@ -50,7 +50,7 @@ def table_sql(
     database: str,
     *,
     cluster: str | None = None,
-    ttl_days: int | None | str = "default",
+    ttl_days: int | str | None = "default",
 ) -> list[str]:
     """CREATE TABLE statements for one kind (one statement, or two in cluster mode)."""
     ttl = kind.ttl_days if ttl_days == "default" else ttl_days
@@ -95,17 +95,27 @@ def ttl_sql(kind: RecordKind, database: str, days: int | None, cluster: str | No
     )
 
 
-def add_column_sql(kind: RecordKind, field_name: str, database: str, cluster: str | None = None) -> list[str]:
+def add_column_sql(
+    kind: RecordKind, field_name: str, database: str, cluster: str | None = None
+) -> list[str]:
     """ALTER statements adding one field of `kind` (both tables in cluster mode)."""
     f = kind.by_name[field_name]
-    col = f"{_q(f.name)} {f.clickhouse_type}" + (f" CODEC({f.clickhouse_codec})" if f.clickhouse_codec else "")
+    col = f"{_q(f.name)} {f.clickhouse_type}" + (
+        f" CODEC({f.clickhouse_codec})" if f.clickhouse_codec else ""
+    )
     on_cluster = f" ON CLUSTER {_q(cluster)}" if cluster else ""
     names = [kind.table + LOCAL_SUFFIX, kind.table] if cluster else [kind.table]
-    return [f"ALTER TABLE {_q(database)}.{_q(n)}{on_cluster} ADD COLUMN IF NOT EXISTS {col}" for n in names]
+    return [
+        f"ALTER TABLE {_q(database)}.{_q(n)}{on_cluster} ADD COLUMN IF NOT EXISTS {col}"
+        for n in names
+    ]
 
 
 def all_tables_sql(
-    database: str, *, cluster: str | None = None, ttl_overrides: Mapping[str, int | None] | None = None
+    database: str,
+    *,
+    cluster: str | None = None,
+    ttl_overrides: Mapping[str, int | None] | None = None,
 ) -> list[str]:
     out = [database_sql(database, cluster)]
     for k in KINDS.values():

@@ -19,7 +19,9 @@ import pyarrow.ipc as ipc
 
 log = logging.getLogger(__name__)
 
-_NAME = re.compile(r"^(?P<seq>\d{16})\.(?P<kind>[a-z0-9_]+)\.(?P<rows>\d+)\.(?P<token>[0-9a-f]{32})\.arrow$")
+_NAME = re.compile(
+    r"^(?P<seq>\d{16})\.(?P<kind>[a-z0-9_]+)\.(?P<rows>\d+)\.(?P<token>[0-9a-f]{32})\.arrow$"
+)
 
 
 @dataclass(frozen=True, order=True)
@@ -39,14 +41,18 @@ class SpoolEntry:
 
 
 class Spool:
-    def __init__(self, directory: str | os.PathLike[str], max_bytes: int = 1 << 30, *, fsync: bool = False) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], max_bytes: int = 1 << 30, *, fsync: bool = False
+    ) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.rejected_dir = self.dir / "rejected"
         self.max_bytes = max_bytes
         self.fsync = fsync
         self._lock = threading.Lock()
-        for stale in self.dir.glob("*.tmp"):  # a crash mid-write leaves only a .tmp: never acknowledged
+        for stale in self.dir.glob(
+            "*.tmp"
+        ):  # a crash mid-write leaves only a .tmp: never acknowledged
             stale.unlink(missing_ok=True)
         entries = self.entries()
         self._seq = entries[-1].seq + 1 if entries else 1
@@ -116,5 +122,9 @@ class Spool:
             self.dropped_files += 1
             log.error(
                 "spool %s is over its limit (%d bytes): DROPPED the oldest batch %s (%d %s rows)",
-                self.dir, self.max_bytes, e.path.name, e.rows, e.kind,
+                self.dir,
+                self.max_bytes,
+                e.path.name,
+                e.rows,
+                e.kind,
             )

@@ -1,0 +1,108 @@
+"""The CLI as an operator uses it: real processes, real embedded store in a temp directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from telemetry.cli import PLANNED, build_parser
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def rs(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    e = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    e.pop("RAILSCOPE_DSN", None)
+    e.pop("RAILSCOPE_CONFIG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "telemetry.cli", *args],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def test_help_lists_every_command() -> None:
+    r = rs("--help")
+    assert r.returncode == 0
+    for cmd in [*PLANNED, "db", "config"]:
+        assert f"    {cmd} " in r.stdout or f"    {cmd}\n" in r.stdout, cmd
+
+
+def test_not_built_commands_say_so_in_one_line() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    unbuilt = [
+        name
+        for name, p in sub.choices.items()
+        if "_not_built" in getattr(p.get_default("func"), "__qualname__", "")
+    ]
+    for name in unbuilt:
+        r = rs(name)
+        assert r.returncode == 2
+        assert r.stderr.strip().count("\n") == 0 and "not built yet" in r.stderr, (name, r.stderr)
+
+
+def test_db_migrate_twice_then_status(tmp_path: Path) -> None:
+    dsn = f"chdb://{tmp_path / 'store'}"
+    first = rs("db", "migrate", "--dsn", dsn)
+    assert first.returncode == 0, first.stderr
+    assert "applied    1" in first.stdout
+    second = rs("db", "migrate", "--dsn", dsn)
+    assert second.returncode == 0 and "up to date, nothing to apply" in second.stdout
+    status = rs("db", "status", "--dsn", dsn)
+    assert status.returncode == 0
+    assert "applied    1" in status.stdout and "1 applied, 0 pending" in status.stdout
+
+
+def test_db_ddl_renders_cluster_schema() -> None:
+    r = rs("db", "ddl", "--cluster", "prod")
+    assert r.returncode == 0
+    assert (
+        "ReplicatedMergeTree('/clickhouse/tables/{shard}/railscope/gpu_samples_local', '{replica}')"
+        in r.stdout
+    )
+    assert "ENGINE = Distributed(`prod`, `railscope`, `gpu_samples_local`, rand())" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["db", "status", "--dsn", "mongodb://x"], "unknown scheme 'mongodb'"),
+        (["db", "status", "--dsn", "http://127.0.0.1:1/railscope"], "unreachable"),
+        (["config", "check", "/nonexistent.yaml"], "no such file"),
+    ],
+)
+def test_user_errors_are_one_line_exit_2(args: list[str], msg: str) -> None:
+    r = rs(*args)
+    assert r.returncode == 2, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("railscope: error:") and msg in lines[0], (
+        r.stderr
+    )
+    assert "Traceback" not in r.stderr
+
+
+def test_config_check(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("cluster: prod\nsink:\n  batch_rows: 1000\n")
+    r = rs("config", "check", str(good))
+    assert r.returncode == 0 and "ok" in r.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sink:\n  batch_seconds: -1\n")
+    r = rs("config", "check", str(bad))
+    assert r.returncode == 2 and "sink.batch_seconds" in r.stderr
+
+
+def test_demo_runs_end_to_end(tmp_path: Path) -> None:
+    r = rs("demo", "--data", str(tmp_path / "demo"), "--nodes", "2", "--minutes", "1")
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr

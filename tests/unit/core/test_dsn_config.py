@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from telemetry.config import load_config, parse_size
+from telemetry.errors import ConfigError
+from telemetry.store.dsn import parse_dsn
+
+
+def test_chdb_dsn_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    d = parse_dsn("chdb://./data?database=lab")
+    assert d.embedded and d.path == str(tmp_path / "data") and d.database == "lab"
+
+
+def test_default_dsn_comes_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAILSCOPE_DSN", "chdb:///srv/rs")
+    assert parse_dsn(None).path == "/srv/rs"
+    monkeypatch.delenv("RAILSCOPE_DSN")
+    assert parse_dsn(None).path == str(Path("railscope-data").resolve())
+
+
+def test_server_dsn() -> None:
+    d = parse_dsn("https://ops:s%40cret@ch.example:9443/metrics")
+    assert (d.scheme, d.host, d.port, d.username, d.password, d.database) == (
+        "https",
+        "ch.example",
+        9443,
+        "ops",
+        "s@cret",
+        "metrics",
+    )
+    assert "s@cret" not in d.redacted()
+    assert parse_dsn("http://ch").port == 8123
+
+
+@pytest.mark.parametrize(
+    "dsn,msg",
+    [
+        ("mysql://x", "unknown scheme 'mysql'"),
+        ("localhost:8123", "expected chdb://PATH"),
+        ("chdb://", "a directory path is required"),
+        ("http://h:port/db", "port is not a number"),
+        ("http://h:8123/bad-name", "use letters, digits and _ only"),
+    ],
+)
+def test_bad_dsns_name_the_problem(dsn: str, msg: str) -> None:
+    with pytest.raises(ConfigError, match=msg):
+        parse_dsn(dsn)
+
+
+def test_sizes() -> None:
+    assert parse_size("2GiB") == 2 << 30
+    assert parse_size("512 MB") == 512_000_000
+    assert parse_size(1234) == 1234
+    with pytest.raises(ValueError):
+        parse_size("lots")
+
+
+def test_file_env_and_overrides_layer(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "cluster: prod\nsink:\n  batch_rows: 500\n  spool_max_bytes: 64MiB\nstore:\n  ttl_days: {flow_samples: 3}\n"
+    )
+    cfg = load_config(f, env={})
+    assert (
+        cfg.cluster == "prod"
+        and cfg.sink.batch_rows == 500
+        and cfg.sink.spool_max_bytes == 64 << 20
+    )
+    assert cfg.store.ttl_days == {"flow_samples": 3}
+    cfg = load_config(f, env={"RAILSCOPE__SINK__BATCH_ROWS": "700", "RAILSCOPE_DSN": "chdb:///x"})
+    assert cfg.sink.batch_rows == 700 and cfg.store.dsn == "chdb:///x"
+    cfg = load_config(
+        f, env={"RAILSCOPE__SINK__BATCH_ROWS": "700"}, overrides={"sink": {"batch_rows": 9}}
+    )
+    assert cfg.sink.batch_rows == 9
+
+
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("sink:\n  batch_rows: 0\n", "sink.batch_rows: Input should be greater than 0"),
+        ("sink:\n  batchrows: 10\n", "sink.batchrows: Extra inputs are not permitted"),
+        ("store:\n  dsn: ftp://x\n", "store.dsn: store DSN 'ftp://x': unknown scheme 'ftp'"),
+        ("store:\n  ttl_days: {nope: 3}\n", "store.ttl_days: unknown table 'nope'"),
+        ("prometheus:\n  listen: 9580\n", "prometheus.listen"),
+        ("sources:\n  frobnicator: {}\n", "sources.frobnicator: unknown source"),
+        ("sink: [1, 2\n", "not valid YAML"),
+        ("- a\n- b\n", "the top level must be a mapping"),
+    ],
+)
+def test_config_errors_name_the_key(tmp_path: Path, text: str, msg: str) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(f, env={})
+    assert msg in str(e.value)
+    assert str(f) in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_missing_config_file() -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config("/nonexistent/railscope.yaml", env={})
+
+
+def test_env_config_path(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text("cluster: from-env-file\n")
+    assert load_config(env={"RAILSCOPE_CONFIG": str(f)}).cluster == "from-env-file"
+    assert os.environ.get("TZ") == "UTC"

@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from telemetry.pipeline import Batch, ComponentStats, Pipeline
+from telemetry.records import GPU_SAMPLE, NIC_SAMPLE
+from telemetry.sinks.memory import MemorySink
+from telemetry.sinks.prometheus import PrometheusSink, render_prometheus
+from telemetry.store.spool import Spool
+from telemetry.transforms import StampCluster
+
+
+def _gpu(n: int, node: str = "n1", base_ts: int = 1_700_000_000_000) -> Batch:
+    return Batch.from_rows(
+        GPU_SAMPLE,
+        [
+            {"ts": base_ts + i, "node": node, "gpu": i % 8, "up": 1, "power_watts": float(i)}
+            for i in range(n)
+        ],
+    )
+
+
+def test_spool_round_trip_in_order(tmp_path: Path) -> None:
+    sp = Spool(tmp_path)
+    a = sp.append("gpu_sample", _gpu(3).table)
+    b = sp.append(
+        "nic_sample",
+        Batch.from_rows(
+            NIC_SAMPLE, [{"ts": 1, "node": "n", "device": "mlx5_0", "port": 1, "up": 1}]
+        ).table,
+    )
+    assert [e.seq for e in sp.entries()] == [a.seq, b.seq] and a.seq < b.seq
+    assert a.token != b.token and len(a.token) == 32
+    assert Spool.read(a).equals(_gpu(3).table)
+    # a restarted spool continues the sequence and keeps tokens
+    sp2 = Spool(tmp_path)
+    c = sp2.append("gpu_sample", _gpu(1).table)
+    assert c.seq == b.seq + 1
+    assert [e.token for e in sp2.entries()][:2] == [a.token, b.token]
+
+
+def test_spool_drops_oldest_past_limit_and_counts(tmp_path: Path) -> None:
+    one = _gpu(20_000).table
+    sp = Spool(tmp_path, max_bytes=1)
+    first = sp.append("gpu_sample", one)
+    size = first.size
+    sp.max_bytes = int(size * 2.5)
+    sp.append("gpu_sample", one)
+    assert sp.dropped_rows == 0
+    sp.append("gpu_sample", one)  # third file exceeds 2.5 x: the oldest goes
+    assert sp.dropped_rows == 20_000 and sp.dropped_files == 1
+    assert first.seq not in [e.seq for e in sp.entries()]
+    assert len(sp.entries()) == 2
+
+
+def test_spool_ignores_half_written_files(tmp_path: Path) -> None:
+    (tmp_path / "0000000000000007.gpu_sample.5.0123456789abcdef0123456789abcdef.tmp").write_bytes(
+        b"partial"
+    )
+    sp = Spool(tmp_path)
+    assert sp.entries() == [] and not list(tmp_path.glob("*.tmp"))
+
+
+def test_stamp_cluster_fills_only_empty() -> None:
+    t = _gpu(2).table
+    t = t.set_column(t.column_names.index("cluster"), "cluster", pa.array(["", "keep"]))
+    out = StampCluster("prod").process(Batch(GPU_SAMPLE, t))
+    assert out.table.column("cluster").to_pylist() == ["prod", "keep"]
+
+
+class _Boom:
+    name = "boom"
+
+    def process(self, batch: Batch) -> Batch:
+        raise RuntimeError("enricher down")
+
+
+class _ListSource:
+    name = "list"
+
+    def __init__(self, batches: list[Batch], fail: bool = False) -> None:
+        self.batches, self.fail = batches, fail
+        self.stats = ComponentStats("source:list")
+
+    def collect(self) -> list[Batch]:
+        if self.fail:
+            raise OSError("device gone")
+        return self.batches
+
+
+def test_failing_transform_is_counted_and_batch_goes_on() -> None:
+    sink = MemorySink()
+    p = Pipeline(
+        [_ListSource([_gpu(5)]), _ListSource([], fail=True)], [sink], [_Boom(), StampCluster("c")]
+    )
+    assert p.run_once() == 5
+    assert p.transform_stats["boom"].errors == {"RuntimeError": 1}
+    assert sink.table("gpu_sample").column("cluster").to_pylist() == ["c"] * 5
+    p.close()
+    assert sink.closed
+
+
+def test_prometheus_text_names_types_and_skips_nulls() -> None:
+    b = Batch.from_rows(
+        GPU_SAMPLE,
+        [
+            {
+                "ts": 1,
+                "cluster": "c",
+                "node": "n1",
+                "gpu": 0,
+                "up": 1,
+                "power_watts": 300.5,
+                "energy_joules_total": 1000,
+            },
+            {"ts": 1, "cluster": "c", "node": "n1", "gpu": 1, "up": 0},
+        ],
+    )
+    text = render_prometheus([b], [ComponentStats("source:node", received=2, sent=2)])
+    assert "# TYPE railscope_gpu_power_watts gauge" in text
+    assert (
+        'railscope_gpu_power_watts{cluster="c",gpu="0",mig="",model="",namespace="",node="n1",pci_bus_id="",pod="",uuid=""} 300.5'
+        in text
+    )
+    assert "# TYPE railscope_gpu_energy_joules_total counter" in text
+    assert 'railscope_gpu_up{cluster="c",gpu="1"' in text
+    assert 'gpu="1"' not in "".join(
+        line for line in text.splitlines() if line.startswith("railscope_gpu_power_watts")
+    )
+    assert 'railscope_collector_success{component="source:node"} 1.0' in text
+    # a value that turns null stops being exported
+    sink = PrometheusSink()
+    sink.export(b)
+    sink.export(
+        Batch.from_rows(GPU_SAMPLE, [{"ts": 2, "cluster": "c", "node": "n1", "gpu": 0, "up": 1}])
+    )
+    assert "railscope_gpu_power_watts{" not in sink.render()
+
+
+@pytest.mark.skipif(
+    not shutil.which("promtool"), reason="promtool (Debian package prometheus) not installed"
+)
+def test_promtool_accepts_exposition(tmp_path: Path) -> None:
+    b = Batch.from_rows(
+        GPU_SAMPLE,
+        [
+            {
+                "ts": 1,
+                "cluster": "c",
+                "node": "n1",
+                "gpu": 0,
+                "up": 1,
+                "power_watts": 1.0,
+                "xid_errors_total": 2,
+            }
+        ],
+    )
+    text = render_prometheus([b], [ComponentStats("sink:clickhouse")])
+    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+async def test_metrics_served_over_http(free_port: int) -> None:
+    import aiohttp
+
+    sink = PrometheusSink()
+    sink.export(_gpu(1))
+    host, port = sink.serve("127.0.0.1", free_port)
+    try:
+        async with aiohttp.ClientSession() as s, s.get(f"http://{host}:{port}/metrics") as r:
+            body = await r.text()
+            assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain")
+        assert 'railscope_gpu_power_watts{cluster="",gpu="0"' in body
+    finally:
+        sink.close()
+
+
+def test_otlp_sink_exports_latest_values() -> None:
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from telemetry.sinks.otlp import OtlpSink
+
+    reader = InMemoryMetricReader()
+    sink = OtlpSink(reader=reader)
+    sink.export(_gpu(2))
+    data = reader.get_metrics_data()
+    points = {
+        m.name: [(dict(p.attributes), p.value) for p in m.data.data_points]
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    }
+    vals = sorted(v for attrs, v in points["railscope_gpu_power_watts"])
+    assert vals == [0.0, 1.0]
+    sink.close()
