@@ -113,3 +113,11 @@ def test_env_config_path(tmp_path: Path) -> None:
     f.write_text("cluster: from-env-file\n")
     assert load_config(env={"RAILSCOPE_CONFIG": str(f)}).cluster == "from-env-file"
     assert os.environ.get("TZ") == "UTC"
+
+
+def test_example_config_is_valid_and_matches_defaults() -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "railscope.yaml"
+    cfg = load_config(example, env={})
+    default = load_config(None, env={})
+    assert cfg.sink == default.sink and cfg.prometheus == default.prometheus
+    assert cfg.store.ttl_days == {"flow_samples": 14}
