@@ -187,7 +187,11 @@ class Pipeline:
         sources: Sequence[Source],
         sinks: Sequence[Sink],
         transforms: Sequence[Transform] = (),
+        *,
+        report_host: str | None = None,
     ) -> None:
+        """`report_host`: when set, every cycle also stores a component_stat row per component."""
+        self.report_host = report_host
         self.sources = list(sources)
         self.transforms = list(transforms)
         self.sinks = list(sinks)
@@ -232,8 +236,34 @@ class Pipeline:
             except Exception:
                 continue  # already counted and logged by the source; the others keep going
             n += self.publish(batches)
+        if self.report_host is not None:
+            self.publish([self.self_report()])
         self.flush()
         return n
+
+    def self_report(self) -> Batch:
+        """One component_stat row per component: how railscope itself is doing."""
+        from telemetry.records import COMPONENT_STAT
+
+        now = int(time.time() * 1000)
+        rows = []
+        for c in self.components():
+            snap = c.snapshot()
+            rows.append(
+                {
+                    "ts": now,
+                    "host": self.report_host,
+                    "component": c.name,
+                    "received_total": snap["received"],
+                    "sent_total": snap["sent"],
+                    "dropped_total": snap["dropped"],
+                    "failed_total": snap["failed"],
+                    "last_duration_seconds": snap["last_duration_seconds"],
+                    "success": 1 if snap["success"] else 0,
+                    "spool_bytes": snap.get("spool_bytes"),
+                }
+            )
+        return Batch.from_rows(COMPONENT_STAT, rows)
 
     def flush(self) -> None:
         for sink in self.sinks:

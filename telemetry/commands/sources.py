@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 from functools import partial
 from typing import Any
 
@@ -101,7 +102,9 @@ def run_source(spec: SourceSpec, args: argparse.Namespace) -> int:
             components=lambda: pipeline_ref[0].components() if pipeline_ref else []
         )
         sinks.append(prom)
-    pipeline = Pipeline([source], sinks, transforms=build_transforms(cfg))
+    pipeline = Pipeline(
+        [source], sinks, transforms=build_transforms(cfg), report_host=socket.gethostname()
+    )
     if prom is not None:
         pipeline_ref.append(pipeline)
         host, _, port = cfg.prometheus.listen.rpartition(":")

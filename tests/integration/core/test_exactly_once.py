@@ -223,3 +223,41 @@ def test_writer_killed_between_insert_and_ack(tmp_path: Path) -> None:
     left, counts = r.stdout.strip().splitlines()
     assert left == "0"
     assert counts == "30000 30000"
+
+
+def test_closed_port_spools_then_replays_when_target_returns(
+    store: Store, tmp_path: Path, free_port: int
+) -> None:
+    """A real server DSN on a closed port: the real client's failure is classified transient, rows
+    wait in the spool; when the target answers again they are stored once."""
+    target = Store(f"http://default@127.0.0.1:{free_port}/{store.database}", connect_timeout=1)
+    sink = ClickHouseSink(
+        target, spool_dir=str(tmp_path / "spool"), batch_rows=1_000, retry_initial_seconds=0.01
+    )
+    ts0 = now_ms() - 60_000
+    for k in range(5):
+        sink.export(gpu_batch(k * 1_000, 1_000, ts0))
+        sink.flush(force=True)
+    assert len(sink.spool.entries()) == 5 and sink.down
+    assert "rejected" not in sink.stats.errors and sink.stats.errors["unreachable"] >= 5
+    target._client = store.client  # the target is back (same database, reachable client)
+    sink.flush(force=True)
+    assert_exact(store, 5_000)
+    assert sink.spool.entries() == [] and not sink.down
+
+
+def test_pipeline_stores_its_own_component_stats(store: Store, tmp_path: Path) -> None:
+    sink = ClickHouseSink(store, spool_dir=str(tmp_path / "spool"), batch_rows=10)
+    p = Pipeline([ListSource([gpu_batch(0, 25, now_ms())])], [sink], report_host="h1")
+    p.run_once()
+    p.close()
+    rows = dict(
+        store.query_rows(
+            "SELECT component, sent_total FROM {db:Identifier}.component_stats WHERE host = 'h1'",
+            {"db": store.database},
+        )
+    )
+    assert rows["source:list"] == 0  # ListSource does not count; BaseSource-based sources do
+    assert (
+        rows["sink:clickhouse"] == 25
+    )  # the 25-row batch passed batch_rows and went in before the report
