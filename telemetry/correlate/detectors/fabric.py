@@ -1,0 +1,211 @@
+"""Fabric detectors: link flaps and errors, PFC storms and where they started, ECN/CNP hot spots."""
+
+from __future__ import annotations
+
+from telemetry.correlate.engine import Context, detector, increase_sql
+from telemetry.correlate.findings import Finding
+
+
+def _rate(r: dict, col: str) -> float:
+    span = r.get("span_s") or 0.0
+    return (r.get(col) or 0.0) / span if span > 0 else 0.0
+
+
+@detector("link_flap", category="fabric", needs=("switch_port_samples",))
+def link_flap(ctx: Context) -> list[Finding]:
+    flaps = int(ctx.t("link.flaps"))
+    err_ratio = float(ctx.t("link.error_ratio"))
+    inc = increase_sql(
+        "switch_port_samples",
+        ["switch", "port"],
+        ["link_down_events_total", "rx_errors_total", "rx_packets_total"],
+    )
+    out = []
+    for r in ctx.rows(f"""
+        SELECT i.*, d.down_samples AS down_samples FROM ({inc}) AS i
+        LEFT JOIN (
+            SELECT switch, port, countIf(up = 0) AS down_samples FROM $db.switch_port_samples
+            WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}
+            GROUP BY switch, port
+        ) AS d USING (switch, port)
+        ORDER BY switch, port"""):
+        subject = f"{r['switch']}/{r['port']}"
+        downs = int(r["inc_link_down_events_total"] or 0)
+        if downs >= flaps or (r["down_samples"] or 0) > 0:
+            out.append(
+                Finding(
+                    "link_flap",
+                    "fabric",
+                    "warning",
+                    "port",
+                    subject,
+                    f"{subject} went down {max(downs, 1)} time(s) in the window",
+                    {"link_down_events": downs, "down_samples": r["down_samples"]},
+                )
+            )
+        pkts = r["inc_rx_packets_total"] or 0.0
+        errs = r["inc_rx_errors_total"] or 0.0
+        if pkts > 0 and errs / pkts >= err_ratio and errs >= 10:
+            out.append(
+                Finding(
+                    "link_errors",
+                    "fabric",
+                    "warning",
+                    "port",
+                    subject,
+                    f"{subject}: {errs:,.0f} receive errors ({errs / pkts:.2e} per packet)",
+                    {"rx_errors": errs, "rx_packets": pkts, "error_ratio": errs / pkts},
+                )
+            )
+    return out
+
+
+@detector("pfc_storm", category="fabric", needs=("nic_samples", "switch_port_samples"))
+def pfc_storm(ctx: Context) -> list[Finding]:
+    """A storm starts where pauses are *sent* at a storm rate by an end point (a NIC), or where a
+    host-facing switch port receives them; the ports pausing upstream at a fraction of that rate
+    are the propagation path."""
+    storm = float(ctx.t("pfc.storm_pauses_per_second"))
+    frac = float(ctx.t("pfc.propagation_fraction"))
+    nics = [
+        r
+        for r in ctx.rows(increase_sql("nic_samples", ["node", "device"], ["pfc_tx_pause_total"]))
+        if _rate(r, "inc_pfc_tx_pause_total") >= storm
+    ]
+    ports = ctx.rows(
+        increase_sql(
+            "switch_port_samples", ["switch", "port"], ["pfc_rx_pause_total", "pfc_tx_pause_total"]
+        )
+    )
+    # host-facing ports: LLDP says the neighbour is not one of the switches we poll
+    facing = {
+        (r["local_device"], r["local_port"]): (r["remote_device"], r["remote_port"])
+        for r in ctx.rows("""
+        SELECT local_device, local_port, argMax(remote_device, ts) AS remote_device, argMax(remote_port, ts) AS remote_port
+        FROM $db.lldp_links WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')}
+        GROUP BY local_device, local_port""")
+    }
+    switches = {p["switch"] for p in ports}
+    origins: dict[str, dict] = {}
+    for n in nics:
+        subject = f"{n['node']}/{n['device']}"
+        origins[subject] = {"rate": _rate(n, "inc_pfc_tx_pause_total"), "seen_at": "nic"}
+    for p in ports:
+        rx = _rate(p, "inc_pfc_rx_pause_total")
+        peer = facing.get((p["switch"], p["port"]))
+        if rx < storm or peer is None or peer[0] in switches:
+            continue
+        # the host NIC behind this leaf port; its own exporter may be missing
+        subject = next((s for s in origins if s.split("/")[0] == peer[0]), f"{peer[0]}/{peer[1]}")
+        o = origins.setdefault(subject, {"rate": rx, "seen_at": "switch"})
+        o["leaf_port"] = f"{p['switch']}/{p['port']}"
+    out = []
+    for subject, o in sorted(origins.items(), key=lambda kv: -kv[1]["rate"]):
+        path = sorted(
+            (
+                {
+                    "port": f"{p['switch']}/{p['port']}",
+                    "tx_pauses_per_s": round(_rate(p, "inc_pfc_tx_pause_total")),
+                    "rx_pauses_per_s": round(_rate(p, "inc_pfc_rx_pause_total")),
+                }
+                for p in ports
+                if max(_rate(p, "inc_pfc_tx_pause_total"), _rate(p, "inc_pfc_rx_pause_total"))
+                >= frac * o["rate"]
+            ),
+            key=lambda x: -(int(x["tx_pauses_per_s"]) + int(x["rx_pauses_per_s"])),
+        )[:20]
+        out.append(
+            Finding(
+                "pfc_storm",
+                "fabric",
+                "critical",
+                "nic",
+                subject,
+                f"PFC storm from {subject}: {o['rate']:,.0f} pauses/s; {len(path)} switch port(s) on the propagation path",
+                {
+                    "origin_pauses_per_second": round(o["rate"]),
+                    "seen_at": o["seen_at"],
+                    "leaf_port": o.get("leaf_port"),
+                    "propagation": path,
+                },
+            )
+        )
+    return out
+
+
+@detector("ecn_hotspot", category="fabric", needs=("switch_queue_samples",))
+def ecn_hotspot(ctx: Context) -> list[Finding]:
+    """A queue marking a large share of its packets with ECN CE; the evidence pairs it with the
+    receivers sending CNPs (notification points) and the senders handling them (reaction points)."""
+    ratio = float(ctx.t("ecn.marked_ratio"))
+    cnp = float(ctx.t("ecn.cnp_per_second"))
+    queues = [
+        q
+        for q in ctx.rows(
+            increase_sql(
+                "switch_queue_samples",
+                ["switch", "port", "queue"],
+                ["ecn_marked_packets_total", "tx_packets_total"],
+            )
+        )
+        if (q["inc_tx_packets_total"] or 0) > 0
+        and (q["inc_ecn_marked_packets_total"] or 0) / q["inc_tx_packets_total"] >= ratio
+    ]
+    if not queues:
+        return []
+    nic_rows = ctx.rows(
+        increase_sql("nic_samples", ["node", "device"], ["cnp_sent_total", "cnp_handled_total"])
+    )
+    receivers = sorted(
+        (
+            {
+                "nic": f"{r['node']}/{r['device']}",
+                "cnp_sent_per_s": round(_rate(r, "inc_cnp_sent_total")),
+            }
+            for r in nic_rows
+            if _rate(r, "inc_cnp_sent_total") >= cnp
+        ),
+        key=lambda x: -int(x["cnp_sent_per_s"]),
+    )
+    senders = sorted(
+        (
+            {
+                "nic": f"{r['node']}/{r['device']}",
+                "cnp_handled_per_s": round(_rate(r, "inc_cnp_handled_total")),
+            }
+            for r in nic_rows
+            if _rate(r, "inc_cnp_handled_total") >= cnp
+        ),
+        key=lambda x: -int(x["cnp_handled_per_s"]),
+    )
+    by_port: dict[str, list[dict]] = {}
+    for q in queues:
+        by_port.setdefault(f"{q['switch']}/{q['port']}", []).append(q)
+    out = []
+    for subject, qs in sorted(by_port.items()):
+        marked = sum(q["inc_ecn_marked_packets_total"] or 0 for q in qs)
+        pkts = sum(q["inc_tx_packets_total"] or 0 for q in qs)
+        confirmed = bool(receivers and senders)
+        out.append(
+            Finding(
+                "ecn_hotspot",
+                "fabric",
+                "warning" if confirmed else "info",
+                "port",
+                subject,
+                f"{subject}: {marked / pkts:.0%} of packets ECN-marked"
+                + (
+                    "; receivers answer with CNPs and senders slow down"
+                    if confirmed
+                    else "; no CNP reaction seen at the NICs"
+                ),
+                {
+                    "marked_packets": marked,
+                    "tx_packets": pkts,
+                    "queues": sorted(int(q["queue"]) for q in qs),
+                    "cnp_receivers": receivers[:10],
+                    "cnp_senders": senders[:10],
+                },
+            )
+        )
+    return out

@@ -1,0 +1,179 @@
+"""Node detectors: XID errors, lost GPUs, GPU throttling, NIC PCIe stalls."""
+
+from __future__ import annotations
+
+from telemetry.correlate.engine import Context, detector, increase_sql
+from telemetry.correlate.findings import Finding
+
+
+def gpu_subject(node: str, gpu: int) -> str:
+    return f"{node}/gpu{gpu}"
+
+
+@detector("gpu_xid", category="node", needs=("gpu_events",))
+def gpu_xid(ctx: Context) -> list[Finding]:
+    critical = set(ctx.t("gpu.critical_xids"))
+    out = []
+    for r in ctx.rows("""
+        SELECT node, gpu, any(uuid) AS uuid, groupUniqArray(xid) AS xids, count() AS events,
+               min(ts) AS first, max(ts) AS last
+        FROM $db.gpu_events
+        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+          AND event = 'xid'
+        GROUP BY node, gpu ORDER BY node, gpu"""):
+        xids = sorted(r["xids"])
+        sev = "critical" if critical & set(xids) else "warning"
+        out.append(
+            Finding(
+                "gpu_xid",
+                "node",
+                sev,
+                "gpu",
+                gpu_subject(r["node"], r["gpu"]),
+                f"XID {', '.join(map(str, xids))} on {r['node']} GPU {r['gpu']} ({r['events']} event(s))",
+                {
+                    "xids": xids,
+                    "events": r["events"],
+                    "uuid": r["uuid"],
+                    "first": r["first"],
+                    "last": r["last"],
+                },
+            )
+        )
+    return out
+
+
+@detector("gpu_lost", category="node", needs=("gpu_samples", "gpu_events"))
+def gpu_lost(ctx: Context) -> list[Finding]:
+    out = []
+    for r in ctx.rows("""
+        SELECT node, gpu, sum(lost_samples) AS lost_samples, sum(samples) AS samples, sum(events) AS events,
+               min(first) AS first
+        FROM (
+            SELECT node, gpu, countIf(up = 0) AS lost_samples, count() AS samples, 0 AS events,
+                   minIf(ts, up = 0) AS first
+            FROM $db.gpu_samples
+            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+            GROUP BY node, gpu
+            UNION ALL
+            SELECT node, gpu, 0, 0, count(), min(ts)
+            FROM $db.gpu_events
+            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+              AND event = 'gpu_lost'
+            GROUP BY node, gpu
+        )
+        GROUP BY node, gpu
+        HAVING lost_samples > 0 OR events > 0
+        ORDER BY node, gpu"""):
+        out.append(
+            Finding(
+                "gpu_lost",
+                "node",
+                "critical",
+                "gpu",
+                gpu_subject(r["node"], r["gpu"]),
+                f"GPU {r['gpu']} on {r['node']} is lost (fell off the bus / NVML GPU_IS_LOST)",
+                {
+                    "down_samples": r["lost_samples"],
+                    "samples": r["samples"],
+                    "lost_events": r["events"],
+                },
+            )
+        )
+    return out
+
+
+@detector("gpu_throttle", category="node", needs=("gpu_samples",))
+def gpu_throttle(ctx: Context) -> list[Finding]:
+    ratio = float(ctx.t("gpu.throttle_ratio"))
+    mask = int(ctx.t("gpu.throttle_reason_mask"))
+    inc = increase_sql(
+        "gpu_samples",
+        ["node", "gpu"],
+        ["power_violation_seconds_total", "thermal_violation_seconds_total"],
+        "up = 1",
+    )
+    out = []
+    for r in ctx.rows(
+        f"""
+        SELECT v.node AS node, v.gpu AS gpu, v.span_s AS span_s,
+               v.inc_power_violation_seconds_total AS power_s, v.inc_thermal_violation_seconds_total AS thermal_s,
+               s.reason_fraction AS reason_fraction, s.power AS power, s.temp AS temp, s.sm_clock AS sm_clock,
+               s.power_reason AS power_reason, s.thermal_reason AS thermal_reason
+        FROM ({inc}) AS v
+        INNER JOIN (
+            SELECT node, gpu,
+                   countIf(bitAnd(ifNull(clock_event_reasons, 0), {{mask:UInt64}}) != 0) / count() AS reason_fraction,
+                   countIf(bitAnd(ifNull(clock_event_reasons, 0), 0x84) != 0) AS power_reason,
+                   countIf(bitAnd(ifNull(clock_event_reasons, 0), 0x68) != 0) AS thermal_reason,
+                   avg(power_watts) AS power, max(temperature_celsius) AS temp, avg(sm_clock_hertz) AS sm_clock
+            FROM $db.gpu_samples
+            WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}} AND up = 1
+            GROUP BY node, gpu
+        ) AS s ON v.node = s.node AND v.gpu = s.gpu
+        ORDER BY node, gpu""",
+        {"mask": mask},
+    ):
+        span = r["span_s"] or 0.0
+        violation = ((r["power_s"] or 0.0) + (r["thermal_s"] or 0.0)) / span if span > 0 else 0.0
+        frac = max(min(violation, 1.0), r["reason_fraction"] or 0.0)
+        if frac < ratio:
+            continue
+        cause = (
+            "thermal"
+            if (
+                (r["thermal_s"] or 0) > (r["power_s"] or 0)
+                or r["thermal_reason"] > r["power_reason"]
+            )
+            else "power"
+        )
+        out.append(
+            Finding(
+                "gpu_throttle",
+                "node",
+                "warning",
+                "gpu",
+                gpu_subject(r["node"], r["gpu"]),
+                f"GPU {r['gpu']} on {r['node']} throttled ({cause}) {frac:.0%} of the window",
+                {
+                    "throttled_fraction": round(frac, 3),
+                    "cause": cause,
+                    "power_violation_s": r["power_s"],
+                    "thermal_violation_s": r["thermal_s"],
+                    "mean_power_watts": r["power"],
+                    "max_temperature_c": r["temp"],
+                    "mean_sm_clock_hz": r["sm_clock"],
+                },
+            )
+        )
+    return out
+
+
+@detector("nic_pcie_stall", category="node", needs=("nic_samples",))
+def nic_pcie_stall(ctx: Context) -> list[Finding]:
+    limit = float(ctx.t("nic.pcie_stalls_per_second"))
+    out = []
+    for r in ctx.rows(
+        increase_sql("nic_samples", ["node", "device"], ["pci_stalled_total"])
+        + " ORDER BY node, device"
+    ):
+        span = r["span_s"] or 0.0
+        rate = (r["inc_pci_stalled_total"] or 0.0) / span if span > 0 else 0.0
+        if rate < limit:
+            continue
+        out.append(
+            Finding(
+                "nic_pcie_stall",
+                "node",
+                "warning",
+                "nic",
+                f"{r['node']}/{r['device']}",
+                f"NIC {r['device']} on {r['node']}: {rate:,.0f} outbound PCIe stalls/s",
+                {
+                    "stalls_per_second": round(rate, 1),
+                    "stalls": r["inc_pci_stalled_total"],
+                    "span_s": span,
+                },
+            )
+        )
+    return out

@@ -1,0 +1,83 @@
+"""Storage detectors: HDFS reads that cross IDCs, replica placement that breaks the policy."""
+
+from __future__ import annotations
+
+from telemetry.correlate.engine import Context, detector
+from telemetry.correlate.findings import Finding
+
+
+def _host(addr: str) -> str:
+    host = addr.rsplit(":", 1)[0] if addr.count(":") == 1 else addr
+    return host.lstrip("/")
+
+
+@detector("hdfs_cross_idc_read", category="storage", needs=("hdfs_transfers",))
+def cross_idc_read(ctx: Context) -> list[Finding]:
+    floor = float(ctx.t("hdfs.cross_idc_read_bytes"))
+    out = []
+    for r in ctx.rows("""
+        SELECT dest, src_idc, dest_idc, sum(bytes) AS bytes, count() AS reads,
+               groupUniqArray(10)(block_id) AS blocks, groupUniqArray(10)(datanode) AS datanodes,
+               groupUniqArray(5)(client_id) AS clients
+        FROM $db.hdfs_transfers
+        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+          AND op = 'HDFS_READ' AND cross_idc
+        GROUP BY dest, src_idc, dest_idc
+        ORDER BY bytes DESC"""):
+        if r["bytes"] < floor:
+            continue
+        client = _host(r["dest"])
+        out.append(
+            Finding(
+                "hdfs_cross_idc_read",
+                "storage",
+                "warning",
+                "host",
+                client,
+                f"{client} in {r['dest_idc']} read {r['bytes'] / 1e9:.2f} GB from DataNodes in {r['src_idc']} over the DCI",
+                {
+                    "bytes": r["bytes"],
+                    "reads": r["reads"],
+                    "from_idc": r["src_idc"],
+                    "to_idc": r["dest_idc"],
+                    "blocks": sorted(r["blocks"]),
+                    "datanodes": sorted(r["datanodes"]),
+                    "clients": sorted(r["clients"]),
+                },
+            )
+        )
+    return out
+
+
+@detector("hdfs_replica_violation", category="storage", needs=("hdfs_block_placements",))
+def replica_violation(ctx: Context) -> list[Finding]:
+    out = []
+    for r in ctx.rows("""
+        SELECT path, count() AS blocks, groupUniqArray(10)(block_id) AS sample, groupUniqArray(5)(reason) AS reasons,
+               groupUniqArray(5)(replicas_by_idc) AS layouts
+        FROM (
+            SELECT path, block_id, argMax(reason, ts) AS reason, argMax(replicas_by_idc, ts) AS replicas_by_idc,
+                   argMax(violation, ts) AS violation
+            FROM $db.hdfs_block_placements
+            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+            GROUP BY path, block_id
+        )
+        WHERE violation
+        GROUP BY path ORDER BY path"""):
+        out.append(
+            Finding(
+                "hdfs_replica_violation",
+                "storage",
+                "warning",
+                "file",
+                r["path"],
+                f"{r['path']}: {r['blocks']} block(s) not placed per policy ({'; '.join(sorted(r['reasons']))})",
+                {
+                    "blocks": r["blocks"],
+                    "sample_blocks": sorted(r["sample"]),
+                    "reasons": sorted(r["reasons"]),
+                    "layouts": sorted(r["layouts"]),
+                },
+            )
+        )
+    return out

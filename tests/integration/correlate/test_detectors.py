@@ -1,0 +1,404 @@
+"""Detectors on facts written to the real embedded store: each one fires on the fault it is for,
+stays quiet on healthy data, and findings persist without duplicates."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from telemetry.correlate import Correlator
+from telemetry.correlate import findings as fstore
+from telemetry.records import (
+    GPU_EVENT,
+    GPU_SAMPLE,
+    HDFS_TRANSFER,
+    LLDP_LINK,
+    NIC_SAMPLE,
+    SWITCH_PORT_SAMPLE,
+    SWITCH_QUEUE_SAMPLE,
+)
+from telemetry.store import Store
+
+
+def t0() -> datetime:
+    """Start of a recent, window-aligned hour (tables have TTLs; windows are 300 s)."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    return now.replace(minute=0, second=0) - timedelta(hours=2)
+
+
+def ms(dt: datetime) -> int:
+    return int(dt.timestamp() * 1000)
+
+
+def run(store: Store, start: datetime, minutes: int = 10, **kw):  # type: ignore[no-untyped-def]
+    return Correlator(store, cluster="c", **kw).run(start, start + timedelta(minutes=minutes))
+
+
+def test_counter_increase_handles_reset(store: Store) -> None:
+    from telemetry.correlate.engine import Context, Window, default_thresholds, increase_sql
+
+    s = t0()
+    vals = [100, 200, 50, 80]  # NIC reset between the 2nd and 3rd sample
+    store.insert(
+        NIC_SAMPLE,
+        NIC_SAMPLE.to_arrow(
+            [
+                {
+                    "ts": ms(s) + i * 10_000,
+                    "cluster": "c",
+                    "node": "n1",
+                    "device": "mlx5_0",
+                    "port": 1,
+                    "up": 1,
+                    "pci_stalled_total": v,
+                }
+                for i, v in enumerate(vals)
+            ]
+        ),
+    )
+    ctx = Context(store, Window(s, s + timedelta(minutes=5)), default_thresholds(), "c")
+    (r,) = ctx.rows(increase_sql("nic_samples", ["node", "device"], ["pci_stalled_total"]))
+    assert r["inc_pci_stalled_total"] == 100 + 50 + 30
+    assert r["resets_pci_stalled_total"] == 1 and r["span_s"] == 30
+
+
+def test_xid_findings_persist_and_rerun_is_idempotent(store: Store) -> None:
+    s = t0()
+    store.insert(
+        GPU_EVENT,
+        GPU_EVENT.to_arrow(
+            [
+                {
+                    "ts": ms(s) + 60_000,
+                    "cluster": "c",
+                    "node": "n1",
+                    "gpu": 3,
+                    "event": "xid",
+                    "xid": 79,
+                },
+                {
+                    "ts": ms(s) + 400_000,
+                    "cluster": "c",
+                    "node": "n1",
+                    "gpu": 3,
+                    "event": "xid",
+                    "xid": 79,
+                },  # next window
+                {
+                    "ts": ms(s) + 70_000,
+                    "cluster": "c",
+                    "node": "n2",
+                    "gpu": 0,
+                    "event": "xid",
+                    "xid": 13,
+                },
+            ]
+        ),
+    )
+    run(store, s)
+    got = {f["subject"]: f for f in fstore.read(store, kinds=["gpu_xid"])}
+    assert set(got) == {"n1/gpu3", "n2/gpu0"}
+    assert got["n1/gpu3"]["severity"] == "critical" and got["n2/gpu0"]["severity"] == "warning"
+    assert got["n1/gpu3"]["first_seen"].replace(tzinfo=UTC) == s
+    assert got["n1/gpu3"]["last_seen"].replace(tzinfo=UTC) == s + timedelta(
+        minutes=10
+    )  # continued, not a new one
+    ids = {f["finding_id"] for f in got.values()}
+    run(store, s)  # re-run the same range
+    again = fstore.read(store, kinds=["gpu_xid"])
+    assert {f["finding_id"] for f in again} == ids and len(again) == 2
+
+
+def test_gpu_lost_and_throttle(store: Store) -> None:
+    s = t0()
+    rows = []
+    for i in range(30):  # 5 minutes at 10 s
+        ts = ms(s) + i * 10_000
+        rows.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "node": "n1",
+                "gpu": 0,
+                "up": 1,
+                "power_watts": 690.0,
+                "power_violation_seconds_total": i * 8.0,
+                "thermal_violation_seconds_total": 0.0,
+                "clock_event_reasons": 0x4,
+            }
+        )
+        rows.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "node": "n1",
+                "gpu": 1,
+                "up": 1,
+                "power_watts": 400.0,
+                "power_violation_seconds_total": 5.0,
+                "thermal_violation_seconds_total": 0.0,
+                "clock_event_reasons": 0,
+            }
+        )
+        rows.append({"ts": ts, "cluster": "c", "node": "n1", "gpu": 2, "up": 0 if i >= 20 else 1})
+    store.insert(GPU_SAMPLE, GPU_SAMPLE.to_arrow(rows))
+    run(store, s, 5)
+    kinds = {(f["kind"], f["subject"]) for f in fstore.read(store)}
+    assert ("gpu_throttle", "n1/gpu0") in kinds
+    assert ("gpu_lost", "n1/gpu2") in kinds
+    assert not {k for k in kinds if k[1] == "n1/gpu1"}  # healthy GPU: nothing
+
+
+def test_pfc_storm_localised_to_the_nic_with_propagation(store: Store) -> None:
+    s = t0()
+    nic, ports, lldp = [], [], []
+    for i in range(31):
+        ts = ms(s) + i * 10_000
+        nic.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "node": "n7",
+                "device": "mlx5_3",
+                "port": 1,
+                "up": 1,
+                "pfc_tx_pause_total": i * 200_000,
+            }
+        )
+        nic.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "node": "n8",
+                "device": "mlx5_3",
+                "port": 1,
+                "up": 1,
+                "pfc_tx_pause_total": i * 10,
+            }
+        )
+        ports.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "switch": "leaf3",
+                "port": "Ethernet12",
+                "up": 1,
+                "pfc_rx_pause_total": i * 200_000,
+                "pfc_tx_pause_total": 0,
+            }
+        )
+        ports.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "switch": "leaf3",
+                "port": "Ethernet64",
+                "up": 1,
+                "pfc_rx_pause_total": 0,
+                "pfc_tx_pause_total": i * 50_000,
+            }
+        )  # pausing the spine
+        ports.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "switch": "spine1",
+                "port": "Ethernet3",
+                "up": 1,
+                "pfc_rx_pause_total": i * 50_000,
+                "pfc_tx_pause_total": 0,
+            }
+        )
+        ports.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "switch": "leaf4",
+                "port": "Ethernet0",
+                "up": 1,
+                "pfc_rx_pause_total": i * 3,
+                "pfc_tx_pause_total": i * 3,
+            }
+        )  # background
+    lldp.append(
+        {
+            "ts": ms(s),
+            "cluster": "c",
+            "local_device": "leaf3",
+            "local_port": "Ethernet12",
+            "remote_device": "n7",
+            "remote_port": "ens3np0",
+            "source": "sim",
+        }
+    )
+    store.insert(NIC_SAMPLE, NIC_SAMPLE.to_arrow(nic))
+    store.insert(SWITCH_PORT_SAMPLE, SWITCH_PORT_SAMPLE.to_arrow(ports))
+    store.insert(LLDP_LINK, LLDP_LINK.to_arrow(lldp))
+    run(store, s, 5)
+    storms = fstore.read(store, kinds=["pfc_storm"])
+    assert [f["subject"] for f in storms] == ["n7/mlx5_3"]
+    ev = storms[0]["evidence"]
+    assert ev["origin_pauses_per_second"] == 20_000 and ev["leaf_port"] == "leaf3/Ethernet12"
+    assert {p["port"] for p in ev["propagation"]} == {
+        "leaf3/Ethernet12",
+        "leaf3/Ethernet64",
+        "spine1/Ethernet3",
+    }
+
+
+def test_ecn_hotspot_pairs_marks_with_cnps(store: Store) -> None:
+    s = t0()
+    q, nic = [], []
+    for i in range(31):
+        ts = ms(s) + i * 10_000
+        q.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "switch": "spine2",
+                "port": "Ethernet8",
+                "queue": 3,
+                "queue_type": "unicast",
+                "tx_packets_total": i * 1_000_000,
+                "ecn_marked_packets_total": i * 200_000,
+            }
+        )
+        q.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "switch": "spine2",
+                "port": "Ethernet9",
+                "queue": 3,
+                "queue_type": "unicast",
+                "tx_packets_total": i * 1_000_000,
+                "ecn_marked_packets_total": i * 100,
+            }
+        )
+        nic.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "node": "rx1",
+                "device": "mlx5_0",
+                "port": 1,
+                "up": 1,
+                "cnp_sent_total": i * 50_000,
+            }
+        )
+        nic.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "node": "tx1",
+                "device": "mlx5_0",
+                "port": 1,
+                "up": 1,
+                "cnp_handled_total": i * 50_000,
+            }
+        )
+    store.insert(SWITCH_QUEUE_SAMPLE, SWITCH_QUEUE_SAMPLE.to_arrow(q))
+    store.insert(NIC_SAMPLE, NIC_SAMPLE.to_arrow(nic))
+    run(store, s, 5)
+    (f,) = fstore.read(store, kinds=["ecn_hotspot"])
+    assert f["subject"] == "spine2/Ethernet8" and f["severity"] == "warning"
+    assert f["evidence"]["cnp_receivers"][0]["nic"] == "rx1/mlx5_0"
+    assert f["evidence"]["cnp_senders"][0]["nic"] == "tx1/mlx5_0"
+
+
+def test_link_flap_and_errors(store: Store) -> None:
+    s = t0()
+    rows = []
+    for i in range(31):
+        ts = ms(s) + i * 10_000
+        rows.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "switch": "leaf1",
+                "port": "Ethernet4",
+                "up": 0 if i == 10 else 1,
+                "link_down_events_total": 3 + (1 if i >= 10 else 0),
+                "rx_packets_total": i * 10**6,
+                "rx_errors_total": 0,
+            }
+        )
+        rows.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "switch": "leaf1",
+                "port": "Ethernet5",
+                "up": 1,
+                "link_down_events_total": 3,
+                "rx_packets_total": i * 10**6,
+                "rx_errors_total": i * 500,
+            }
+        )
+        rows.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "switch": "leaf1",
+                "port": "Ethernet6",
+                "up": 1,
+                "link_down_events_total": 3,
+                "rx_packets_total": i * 10**6,
+                "rx_errors_total": 0,
+            }
+        )
+    store.insert(SWITCH_PORT_SAMPLE, SWITCH_PORT_SAMPLE.to_arrow(rows))
+    run(store, s, 5)
+    got = {(f["kind"], f["subject"]) for f in fstore.read(store)}
+    assert got == {("link_flap", "leaf1/Ethernet4"), ("link_errors", "leaf1/Ethernet5")}
+
+
+def test_cross_idc_reads_and_quiet_local_reads(store: Store) -> None:
+    s = t0()
+    rows = []
+    for i in range(20):
+        rows.append(
+            {
+                "ts": ms(s) + i * 1000,
+                "cluster": "c",
+                "datanode": "dn-b-1",
+                "op": "HDFS_READ",
+                "src": "10.2.0.5:9866",
+                "dest": "10.1.0.9:41234",
+                "src_idc": "idc-b",
+                "dest_idc": "idc-a",
+                "bytes": 128 << 20,
+                "block_id": f"blk_{i}",
+                "client_id": "DFSClient_job7",
+                "cross_idc": True,
+            }
+        )
+        rows.append(
+            {
+                "ts": ms(s) + i * 1000,
+                "cluster": "c",
+                "datanode": "dn-a-1",
+                "op": "HDFS_READ",
+                "src": "10.1.0.5:9866",
+                "dest": "10.1.0.10:41234",
+                "src_idc": "idc-a",
+                "dest_idc": "idc-a",
+                "bytes": 128 << 20,
+                "block_id": f"blk_l{i}",
+                "client_id": "DFSClient_job8",
+                "cross_idc": False,
+            }
+        )
+    store.insert(HDFS_TRANSFER, HDFS_TRANSFER.to_arrow(rows))
+    run(store, s, 5)
+    (f,) = fstore.read(store, kinds=["hdfs_cross_idc_read"])
+    assert f["subject"] == "10.1.0.9" and f["evidence"]["bytes"] == 20 * (128 << 20)
+    assert f["evidence"]["from_idc"] == "idc-b"
+    blocks = f["evidence"]["blocks"]
+    assert len(blocks) == 10 and not any(
+        b.startswith("blk_l") for b in blocks
+    )  # local reads never listed
+
+
+def test_empty_store_is_quiet(store: Store) -> None:
+    res = run(store, t0(), 15)
+    assert res.windows == 3 and res.findings == [] and res.failed == {}
