@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from telemetry.correlate.engine import Context, detector, increase_sql
 from telemetry.correlate.findings import Finding
+
+
+def _num(d: dict[str, Any], key: str) -> float:
+    return float(d[key])
 
 
 def _rate(r: dict, col: str) -> float:
@@ -112,7 +118,7 @@ def pfc_storm(ctx: Context) -> list[Finding]:
                 if max(_rate(p, "inc_pfc_tx_pause_total"), _rate(p, "inc_pfc_rx_pause_total"))
                 >= frac * o["rate"]
             ),
-            key=lambda x: -(int(x["tx_pauses_per_s"]) + int(x["rx_pauses_per_s"])),
+            key=lambda x: -(_num(x, "tx_pauses_per_s") + _num(x, "rx_pauses_per_s")),
         )[:20]
         out.append(
             Finding(
@@ -165,7 +171,7 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
             for r in nic_rows
             if _rate(r, "inc_cnp_sent_total") >= cnp
         ),
-        key=lambda x: -int(x["cnp_sent_per_s"]),
+        key=lambda x: -_num(x, "cnp_sent_per_s"),
     )
     senders = sorted(
         (
@@ -176,7 +182,7 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
             for r in nic_rows
             if _rate(r, "inc_cnp_handled_total") >= cnp
         ),
-        key=lambda x: -int(x["cnp_handled_per_s"]),
+        key=lambda x: -_num(x, "cnp_handled_per_s"),
     )
     by_port: dict[str, list[dict]] = {}
     for q in queues:
