@@ -8,6 +8,11 @@ from telemetry.correlate.engine import Context, detector, increase_sql
 from telemetry.correlate.findings import Finding
 
 
+def port_subject(switch: str, port: str) -> str:
+    """Switch ports are named SWITCH:PORT (leaf3:Ethernet12), as the switch itself shows them."""
+    return f"{switch}:{port}"
+
+
 def _num(d: dict[str, Any], key: str) -> float:
     return float(d[key])
 
@@ -35,7 +40,7 @@ def link_flap(ctx: Context) -> list[Finding]:
             GROUP BY switch, port
         ) AS d USING (switch, port)
         ORDER BY switch, port"""):
-        subject = f"{r['switch']}/{r['port']}"
+        subject = port_subject(r["switch"], r["port"])
         downs = int(r["inc_link_down_events_total"] or 0)
         if downs >= flaps or (r["down_samples"] or 0) > 0:
             out.append(
@@ -104,13 +109,13 @@ def pfc_storm(ctx: Context) -> list[Finding]:
         # the host NIC behind this leaf port; its own exporter may be missing
         subject = next((s for s in origins if s.split("/")[0] == peer[0]), f"{peer[0]}/{peer[1]}")
         o = origins.setdefault(subject, {"rate": rx, "seen_at": "switch"})
-        o["leaf_port"] = f"{p['switch']}/{p['port']}"
+        o["leaf_port"] = port_subject(p["switch"], p["port"])
     out = []
     for subject, o in sorted(origins.items(), key=lambda kv: -kv[1]["rate"]):
         path = sorted(
             (
                 {
-                    "port": f"{p['switch']}/{p['port']}",
+                    "port": port_subject(p["switch"], p["port"]),
                     "tx_pauses_per_s": round(_rate(p, "inc_pfc_tx_pause_total")),
                     "rx_pauses_per_s": round(_rate(p, "inc_pfc_rx_pause_total")),
                 }
@@ -186,7 +191,7 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
     )
     by_port: dict[str, list[dict]] = {}
     for q in queues:
-        by_port.setdefault(f"{q['switch']}/{q['port']}", []).append(q)
+        by_port.setdefault(port_subject(q["switch"], q["port"]), []).append(q)
     out = []
     for subject, qs in sorted(by_port.items()):
         marked = sum(q["inc_ecn_marked_packets_total"] or 0 for q in qs)

@@ -237,11 +237,11 @@ def test_pfc_storm_localised_to_the_nic_with_propagation(store: Store) -> None:
     storms = fstore.read(store, kinds=["pfc_storm"])
     assert [f["subject"] for f in storms] == ["n7/mlx5_3"]
     ev = storms[0]["evidence"]
-    assert ev["origin_pauses_per_second"] == 20_000 and ev["leaf_port"] == "leaf3/Ethernet12"
+    assert ev["origin_pauses_per_second"] == 20_000 and ev["leaf_port"] == "leaf3:Ethernet12"
     assert {p["port"] for p in ev["propagation"]} == {
-        "leaf3/Ethernet12",
-        "leaf3/Ethernet64",
-        "spine1/Ethernet3",
+        "leaf3:Ethernet12",
+        "leaf3:Ethernet64",
+        "spine1:Ethernet3",
     }
 
 
@@ -300,7 +300,7 @@ def test_ecn_hotspot_pairs_marks_with_cnps(store: Store) -> None:
     store.insert(NIC_SAMPLE, NIC_SAMPLE.to_arrow(nic))
     run(store, s, 5)
     (f,) = fstore.read(store, kinds=["ecn_hotspot"])
-    assert f["subject"] == "spine2/Ethernet8" and f["severity"] == "warning"
+    assert f["subject"] == "spine2:Ethernet8" and f["severity"] == "warning"
     assert f["evidence"]["cnp_receivers"][0]["nic"] == "rx1/mlx5_0"
     assert f["evidence"]["cnp_senders"][0]["nic"] == "tx1/mlx5_0"
 
@@ -349,7 +349,7 @@ def test_link_flap_and_errors(store: Store) -> None:
     store.insert(SWITCH_PORT_SAMPLE, SWITCH_PORT_SAMPLE.to_arrow(rows))
     run(store, s, 5)
     got = {(f["kind"], f["subject"]) for f in fstore.read(store)}
-    assert got == {("link_flap", "leaf1/Ethernet4"), ("link_errors", "leaf1/Ethernet5")}
+    assert got == {("link_flap", "leaf1:Ethernet4"), ("link_errors", "leaf1:Ethernet5")}
 
 
 def test_cross_idc_reads_and_quiet_local_reads(store: Store) -> None:
