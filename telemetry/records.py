@@ -406,8 +406,13 @@ NIC_SAMPLE = _register(
                 "pfc_rx_pause_prio3_total", "PFC pauses received on priority 3 (RoCE default)."
             ),
             counter("pfc_tx_pause_prio3_total", "PFC pauses sent on priority 3."),
-            counter(
-                "pfc_pause_duration_us_total", "Time paused (rx), microseconds.", "microseconds"
+            Field(
+                "pfc_rx_pause_duration_seconds_total",
+                "f64",
+                "Time paused by received PFC, all priorities.",
+                "counter",
+                "seconds",
+                nullable=True,
             ),
             counter("rx_discards_phy_total", "Packets discarded by the PHY for lack of buffer."),
             counter("pause_storm_events_total", "tx pause storm warning+error events."),
@@ -995,6 +1000,44 @@ JOB = _register(
 )
 
 # --- findings ----------------------------------------------------------------------------------
+ATTRIBUTED_FLOW = _register(
+    RecordKind(
+        name="attributed_flow",
+        table="flows_attributed",
+        subsystem="flow_attributed",
+        doc="A flow sample joined, as of its own time, to the pods/jobs/tenants/nodes at both ends "
+        "and the lowest common HyperNode they share. Written per window by the correlation engine.",
+        fields=(
+            TS,
+            CLUSTER,
+            _f("switch", "lstr", "Switch that sampled it."),
+            _f("out_port", "lstr", "Egress port (the ECMP member for uplinks)."),
+            _f("src_ip", "str", "Source IP."),
+            _f("dst_ip", "str", "Destination IP."),
+            _f("dst_port", "u16", "L4 destination port."),
+            _f("dest_qp", "u32", "RoCEv2 destination QP.", nullable=True, codec="ZSTD(1)"),
+            _f("rdma", "bool", "RoCEv2 (UDP 4791)."),
+            _f("bytes", "u64", "Estimated bytes."),
+            _f("src_namespace", "lstr", "Tenant of the source pod ('' = IP owned by nobody then)."),
+            _f("src_pod", "str", "Source pod."),
+            _f("src_node", "lstr", "Source node."),
+            _f("src_job", "lstr", "Source Volcano job."),
+            _f("dst_namespace", "lstr", "Tenant of the destination pod."),
+            _f("dst_pod", "str", "Destination pod."),
+            _f("dst_node", "lstr", "Destination node."),
+            _f("dst_job", "lstr", "Destination Volcano job."),
+            _f("src_su", "lstr", "Scalable unit of the source node."),
+            _f("dst_su", "lstr", "Scalable unit of the destination node."),
+            _f("src_idc", "lstr", "IDC of the source node."),
+            _f("dst_idc", "lstr", "IDC of the destination node."),
+            _f("lca_hypernode", "lstr", "Lowest common HyperNode of the two nodes ('' = none)."),
+            _f("lca_tier", "u8", "Its tier (0 = no common HyperNode / unknown)."),
+        ),
+        order_by=("cluster", "ts", "src_namespace", "src_job"),
+        ttl_days=14,
+    )
+)
+
 FINDING = _register(
     RecordKind(
         name="finding",

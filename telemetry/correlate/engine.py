@@ -65,6 +65,7 @@ class Context:
     window: Window
     thresholds: dict[str, Any]
     cluster: str
+    extra: dict[str, Any] = field(default_factory=dict)  # per-window facts shared by detectors
 
     def t(self, dotted: str) -> Any:
         cur: Any = self.thresholds
@@ -104,7 +105,7 @@ def detector(name: str, *, category: str, needs: tuple[str, ...]) -> Callable[[D
 
 
 def _load_detectors() -> None:
-    from telemetry.correlate.detectors import fabric, node, storage  # noqa: F401  (they register)
+    from telemetry.correlate.detectors import fabric, node, placement, storage  # noqa: F401  (they register)
 
 
 def windows(start: datetime, end: datetime, seconds: int) -> Iterator[Window]:
@@ -145,6 +146,7 @@ class Correlator:
             )
         self.detectors = [d for d in DETECTORS.values() if not only or d.name in only]
         self.stats = {d.name: ComponentStats(f"detector:{d.name}") for d in self.detectors}
+        self.attribution_stats = ComponentStats("correlate:attribution")
 
     def data_span(self) -> tuple[datetime, datetime] | None:
         """First and last sample time over the tables detectors read."""
@@ -178,6 +180,7 @@ class Correlator:
         nonempty = self._nonempty_tables()
         for i, w in enumerate(ws):
             ctx = Context(self.store, w, self.thresholds, self.cluster)
+            self._prepare(ctx, nonempty, result)
             found: list[Finding] = []
             for d in self.detectors:
                 if not set(d.needs) & nonempty:
@@ -210,6 +213,47 @@ class Correlator:
             if progress:
                 progress(i + 1, len(ws))
         return result
+
+    def _prepare(self, ctx: Context, nonempty: set[str], result: RunResult) -> None:
+        """Facts every detector of the window shares: the HyperNode ancestry, node SU/IDC, and
+        the window's flows attributed to pods/jobs/tenants (written to flows_attributed)."""
+        from telemetry.correlate.attribution import Ancestry, ancestry, attribute_window, node_facts
+
+        anc = Ancestry({}, {})
+        if "inv_hypernodes" in nonempty:
+            try:
+                anc = ancestry(ctx)
+            except Exception as e:
+                result.failed["ancestry"] = (
+                    str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+                )
+                log.error(
+                    "HyperNode tree for window %s failed: %s",
+                    ctx.window.start.isoformat(),
+                    result.failed["ancestry"],
+                )
+        su, idc = node_facts(ctx) if "inv_nodes" in nonempty else ({}, {})
+        ctx.extra.update(ancestry=anc, tier_names=anc.tier_names, su=su, idc=idc)
+        if "flow_samples" in nonempty:
+            st = self.attribution_stats
+            t = time.perf_counter()
+            try:
+                counts = attribute_window(ctx, anc)
+            except Exception as e:
+                st.error(type(e).__name__)
+                result.failed["attribution"] = (
+                    str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+                )
+                log.error(
+                    "attribution of window %s failed: %s",
+                    ctx.window.start.isoformat(),
+                    result.failed["attribution"],
+                )
+                return
+            st.last_duration_seconds = time.perf_counter() - t
+            st.received += int(counts["flows"])
+            st.extra["unowned_src"] = st.extra.get("unowned_src", 0) + int(counts["src_unowned"])
+            st.extra["unowned_dst"] = st.extra.get("unowned_dst", 0) + int(counts["dst_unowned"])
 
     def _nonempty_tables(self) -> set[str]:
         rows = self.store.query_rows(

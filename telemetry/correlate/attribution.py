@@ -1,0 +1,144 @@
+"""Attribution: every flow sample of a window joined, as of its own timestamp, to the pod that held
+each IP then (primary or Multus secondary), its tenant and job, the nodes' SU and IDC, and the
+lowest common HyperNode of the two ends. Runs inside ClickHouse (ASOF JOINs); re-running a window
+replaces that window's rows, so it is idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from telemetry.records import ATTRIBUTED_FLOW
+
+if TYPE_CHECKING:
+    from telemetry.correlate.engine import Context
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Ancestry:
+    """node -> HyperNodes above it (lowest tier first) and each HyperNode's tier."""
+
+    ancestors: dict[str, list[str]]
+    tiers: dict[str, int]
+    tier_names: dict[str, int] = field(default_factory=dict)  # tierName -> tier
+
+
+def ancestry(ctx: Context) -> Ancestry:
+    """The HyperNode tree declared at the end of the window (empty when none is stored)."""
+    from telemetry.topology.hypernodes import HyperNodeTree
+    from telemetry.topology.store_io import declared_from_store
+
+    specs, labels = declared_from_store(ctx.store, ctx.cluster, at=ctx.window.end)
+    if not specs:
+        return Ancestry({}, {})
+    tree = HyperNodeTree.build(specs, labels or None)
+    return Ancestry(
+        {n: tree.ancestors(n) for n in tree.node_names},
+        {name: spec.tier for name, spec in tree.specs.items()},
+        {spec.tier_name: spec.tier for spec in tree.specs.values() if spec.tier_name},
+    )
+
+
+def _lease(side: str) -> str:
+    return f"""(SELECT ip, valid_from, valid_to, namespace, pod, node FROM $db.inv_pod_ips FINAL
+               WHERE cluster = {{cluster:String}} AND valid_from < {{we:DateTime64(3, 'UTC')}}) AS {side}"""
+
+
+def _pod(side: str) -> str:
+    return f"""(SELECT namespace, pod, valid_from, valid_to, job FROM $db.inv_pods FINAL
+               WHERE cluster = {{cluster:String}} AND valid_from < {{we:DateTime64(3, 'UTC')}}) AS {side}"""
+
+
+ATTRIBUTE_SQL = f"""
+INSERT INTO $db.flows_attributed ({", ".join(ATTRIBUTED_FLOW.columns)})
+SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, rdma, bytes,
+       src_namespace, src_pod, src_node, src_job, dst_namespace, dst_pod, dst_node, dst_job,
+       src_su, dst_su, src_idc, dst_idc,
+       arrayFirst(h -> has(dst_anc, h), src_anc) AS lca_hypernode,
+       toUInt8(if(lca_hypernode = '', 0, mapFromArrays({{tier_k:Array(String)}}, {{tier_v:Array(UInt8)}})[lca_hypernode])) AS lca_tier
+FROM (
+    SELECT a.*,
+           if(pj.valid_to IS NULL OR a.ts < pj.valid_to, pj.job, '') AS src_job,
+           if(qj.valid_to IS NULL OR a.ts < qj.valid_to, qj.job, '') AS dst_job,
+           mapFromArrays({{su_k:Array(String)}}, {{su_v:Array(String)}}) AS su_map, su_map[src_node] AS src_su, su_map[dst_node] AS dst_su,
+           mapFromArrays({{idc_k:Array(String)}}, {{idc_v:Array(String)}}) AS idc_map, idc_map[src_node] AS src_idc, idc_map[dst_node] AS dst_idc,
+           mapFromArrays({{anc_k:Array(String)}}, {{anc_v:Array(Array(String))}}) AS anc_map, anc_map[src_node] AS src_anc, anc_map[dst_node] AS dst_anc
+    FROM (
+        SELECT f.ts AS ts, f.cluster AS cluster, f.switch AS switch, f.out_port AS out_port,
+               f.src_ip AS src_ip, f.dst_ip AS dst_ip, f.dst_port AS dst_port, f.dest_qp AS dest_qp,
+               f.dst_port = 4791 AS rdma, f.bytes AS bytes,
+               if(s.valid_to IS NULL OR f.ts < s.valid_to, s.namespace, '') AS src_namespace,
+               if(s.valid_to IS NULL OR f.ts < s.valid_to, s.pod, '') AS src_pod,
+               if(s.valid_to IS NULL OR f.ts < s.valid_to, s.node, '') AS src_node,
+               if(d.valid_to IS NULL OR f.ts < d.valid_to, d.namespace, '') AS dst_namespace,
+               if(d.valid_to IS NULL OR f.ts < d.valid_to, d.pod, '') AS dst_pod,
+               if(d.valid_to IS NULL OR f.ts < d.valid_to, d.node, '') AS dst_node
+        FROM (SELECT * FROM $db.flow_samples
+              WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}) AS f
+        ASOF LEFT JOIN {_lease("s")} ON f.src_ip = s.ip AND f.ts >= s.valid_from
+        ASOF LEFT JOIN {_lease("d")} ON f.dst_ip = d.ip AND f.ts >= d.valid_from
+    ) AS a
+    ASOF LEFT JOIN {_pod("pj")} ON a.src_namespace = pj.namespace AND a.src_pod = pj.pod AND a.ts >= pj.valid_from
+    ASOF LEFT JOIN {_pod("qj")} ON a.dst_namespace = qj.namespace AND a.dst_pod = qj.pod AND a.ts >= qj.valid_from
+)
+"""
+
+
+def _node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
+    rows = ctx.rows("""
+        SELECT node, argMax(su, valid_from) AS su, argMax(idc, valid_from) AS idc FROM $db.inv_nodes FINAL
+        WHERE cluster = {cluster:String} AND valid_from < {we:DateTime64(3, 'UTC')}
+          AND (valid_to IS NULL OR valid_to > {ws:DateTime64(3, 'UTC')})
+        GROUP BY node""")
+    return {r["node"]: r["su"] for r in rows}, {r["node"]: r["idc"] for r in rows}
+
+
+def _map(name: str, d: dict[str, Any]) -> dict[str, list[Any]]:
+    """A dict as two array parameters (keys, values) for mapFromArrays() in SQL."""
+    keys = sorted(d)
+    return {f"{name}_k": keys, f"{name}_v": [d[k] for k in keys]}
+
+
+def node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
+    """node -> scalable unit, node -> IDC, as the inventory had them during the window."""
+    return _node_facts(ctx)
+
+
+def attribute_window(ctx: Context, anc: Ancestry | None = None) -> dict[str, Any]:
+    """(Re)write flows_attributed for the context's window. Returns counts for self-report."""
+    db = f"`{ctx.store.database}`"
+    ctx.store.client.command(
+        f"DELETE FROM {db}.flows_attributed WHERE cluster = {{cluster:String}} "
+        "AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}",
+        parameters={**ctx.window.params(), "cluster": ctx.cluster},
+    )
+    anc = anc if anc is not None else ancestry(ctx)
+    su, idc = _node_facts(ctx)
+    ctx.store.client.command(
+        ATTRIBUTE_SQL.replace("$db", db),
+        parameters={
+            **ctx.window.params(),
+            "cluster": ctx.cluster,
+            **_map("anc", anc.ancestors),
+            **_map("tier", anc.tiers),
+            **_map("su", su),
+            **_map("idc", idc),
+        },
+    )
+    (r,) = ctx.rows("""
+        SELECT count() AS flows, countIf(src_pod = '') AS src_unowned, countIf(dst_pod = '') AS dst_unowned
+        FROM $db.flows_attributed
+        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}""")
+    if r["flows"] and (r["src_unowned"] or r["dst_unowned"]):
+        log.info(
+            "attribution %s: %d flow(s), %d source / %d destination IP(s) owned by no pod at the time",
+            ctx.window.start.isoformat(),
+            r["flows"],
+            r["src_unowned"],
+            r["dst_unowned"],
+        )
+    return r

@@ -1,0 +1,168 @@
+"""Placement detectors: jobs spread above the HyperNode tier they were allowed, jobs spanning
+scalable units, RDMA between two tenants' pods. They read the inventory as of the window and the
+attributed flows (so every byte is charged to the pod that held the IP at that moment)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from telemetry.correlate.attribution import Ancestry
+from telemetry.correlate.engine import Context, detector
+from telemetry.correlate.findings import Finding
+
+
+def _jobs(ctx: Context) -> list[dict[str, Any]]:
+    """Jobs with pods placed in the window: their nodes and networkTopology constraint."""
+    return ctx.rows("""
+        SELECT p.namespace AS namespace, p.job AS job, groupUniqArray(p.node) AS nodes,
+               any(j.topology_mode) AS mode, any(j.highest_tier_allowed) AS tier_allowed,
+               any(j.highest_tier_name) AS tier_name
+        FROM (SELECT namespace, job, node FROM $db.inv_pods FINAL
+              WHERE cluster = {cluster:String} AND job != '' AND node != ''
+                AND valid_from < {we:DateTime64(3, 'UTC')} AND (valid_to IS NULL OR valid_to > {ws:DateTime64(3, 'UTC')})) AS p
+        LEFT JOIN (SELECT namespace, job, argMax(topology_mode, valid_from) AS topology_mode,
+                          argMax(highest_tier_allowed, valid_from) AS highest_tier_allowed,
+                          argMax(highest_tier_name, valid_from) AS highest_tier_name
+                   FROM $db.inv_jobs FINAL
+                   WHERE cluster = {cluster:String} AND valid_from < {we:DateTime64(3, 'UTC')}
+                   GROUP BY namespace, job) AS j
+          ON p.namespace = j.namespace AND p.job = j.job
+        GROUP BY p.namespace, p.job
+        ORDER BY namespace, job""")
+
+
+def span_tier(anc: Ancestry, nodes: list[str]) -> tuple[str, int | None]:
+    """Lowest HyperNode holding every node, and its tier; (``, None) when there is none."""
+    if not nodes or any(n not in anc.ancestors for n in nodes):
+        return "", None
+    common = [h for h in anc.ancestors[nodes[0]] if all(h in anc.ancestors[n] for n in nodes[1:])]
+    return (common[0], anc.tiers[common[0]]) if common else ("", None)
+
+
+def _crossed_bytes(ctx: Context, ns: str, job: str, above: int) -> int:
+    (r,) = ctx.rows(
+        """
+        SELECT sum(bytes) AS b FROM $db.flows_attributed
+        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+          AND src_namespace = {ns:String} AND src_job = {job:String} AND (lca_tier > {t:UInt8} OR lca_tier = 0)
+          AND dst_pod != ''""",
+        {"ns": ns, "job": job, "t": above},
+    )
+    return int(r["b"] or 0)
+
+
+@detector("placement_violation", category="placement", needs=("inv_pods",))
+def placement(ctx: Context) -> list[Finding]:
+    anc: Ancestry = ctx.extra["ancestry"]
+    if not anc.ancestors:
+        return []
+    tier_by_name = ctx.extra.get("tier_names", {})
+    out = []
+    for j in _jobs(ctx):
+        if j["mode"] not in ("hard", "soft"):
+            continue  # no networkTopology: nothing to violate (counted in evidence of job_spans_su)
+        allowed = j["tier_allowed"]
+        if allowed is None and j["tier_name"]:
+            allowed = tier_by_name.get(j["tier_name"])
+        if allowed is None:
+            continue
+        nodes = sorted(j["nodes"])
+        hn, tier = span_tier(anc, nodes)
+        if tier is not None and tier <= allowed:
+            continue
+        key = f"{j['namespace']}/{j['job']}"
+        crossed = _crossed_bytes(ctx, j["namespace"], j["job"], int(allowed))
+        hard = j["mode"] == "hard"
+        where = f"tier {tier} ({hn})" if tier is not None else "no common HyperNode"
+        out.append(
+            Finding(
+                "placement_violation" if hard else "placement_warning",
+                "placement",
+                "critical" if hard else "warning",
+                "job",
+                key,
+                f"job {key} ({j['mode']}, highest tier allowed {allowed}) spans {where}; "
+                f"{crossed / 1e9:.2f} GB crossed above tier {allowed} in the window",
+                {
+                    "mode": j["mode"],
+                    "highest_tier_allowed": allowed,
+                    "spanned_tier": tier,
+                    "spanned_hypernode": hn,
+                    "nodes": nodes,
+                    "bytes_above_allowed_tier": crossed,
+                },
+            )
+        )
+    return out
+
+
+@detector("job_spans_su", category="placement", needs=("inv_pods",))
+def job_spans_su(ctx: Context) -> list[Finding]:
+    su_of: dict[str, str] = ctx.extra["su"]
+    out = []
+    for j in _jobs(ctx):
+        sus = sorted({su_of[n] for n in j["nodes"] if su_of.get(n)})
+        if len(sus) < 2:
+            continue
+        key = f"{j['namespace']}/{j['job']}"
+        (r,) = ctx.rows(
+            """
+            SELECT sum(bytes) AS b FROM $db.flows_attributed
+            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+              AND src_namespace = {ns:String} AND src_job = {job:String} AND src_su != dst_su AND dst_su != ''""",
+            {"ns": j["namespace"], "job": j["job"]},
+        )
+        out.append(
+            Finding(
+                "job_spans_su",
+                "placement",
+                "warning" if j["mode"] else "info",
+                "job",
+                key,
+                f"job {key} runs in {len(sus)} scalable units ({', '.join(sus)}): its traffic crosses the spine",
+                {
+                    "sus": sus,
+                    "nodes": sorted(j["nodes"]),
+                    "mode": j["mode"] or "",
+                    "bytes_between_sus": int(r["b"] or 0),
+                },
+            )
+        )
+    return out
+
+
+@detector("cross_tenant_rdma", category="placement", needs=("flow_samples",))
+def cross_tenant_rdma(ctx: Context) -> list[Finding]:
+    out = []
+    pairs: dict[str, dict[str, Any]] = defaultdict(dict)
+    for r in ctx.rows("""
+        SELECT src_namespace, src_pod, dst_namespace, dst_pod, any(src_ip) AS src_ip, any(dst_ip) AS dst_ip,
+               sum(bytes) AS bytes, count() AS samples, groupUniqArray(5)(dest_qp) AS qps
+        FROM $db.flows_attributed
+        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+          AND rdma AND src_namespace != '' AND dst_namespace != '' AND src_namespace != dst_namespace
+        GROUP BY src_namespace, src_pod, dst_namespace, dst_pod
+        ORDER BY bytes DESC"""):
+        key = f"{r['src_namespace']}/{r['src_pod']}->{r['dst_namespace']}/{r['dst_pod']}"
+        pairs[key] = r
+    for key, r in pairs.items():
+        out.append(
+            Finding(
+                "cross_tenant_rdma",
+                "placement",
+                "critical",
+                "flow",
+                key,
+                f"RDMA from tenant {r['src_namespace']} ({r['src_pod']}) to tenant {r['dst_namespace']} ({r['dst_pod']}): "
+                f"{r['bytes'] / 1e6:.1f} MB",
+                {
+                    "bytes": r["bytes"],
+                    "samples": r["samples"],
+                    "src_ip": r["src_ip"],
+                    "dst_ip": r["dst_ip"],
+                    "dest_qps": sorted(q for q in r["qps"] if q is not None),
+                },
+            )
+        )
+    return out

@@ -1,0 +1,268 @@
+"""Attribution and placement on the real embedded store: flows charged to the pod that held the
+IP at that moment, tiers from the declared HyperNodes, placement findings with the bytes."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from telemetry.correlate import Correlator
+from telemetry.correlate import findings as fstore
+from telemetry.records import FLOW_SAMPLE, HYPERNODE, JOB, NODE, POD, POD_IP_LEASE
+from telemetry.store import Store
+from tests.integration.correlate.test_detectors import ms, t0
+
+
+def inventory(store: Store, s: int) -> None:
+    inv = {"cluster": "c", "valid_from": s - 3_600_000, "valid_to": None, "updated_at": s}
+    store.insert(
+        NODE,
+        NODE.to_arrow(
+            [
+                {
+                    **inv,
+                    "node": n,
+                    "su": su,
+                    "idc": "idc-a",
+                    "gpus": 8,
+                    "labels": json.dumps({"su": su}),
+                }
+                for n, su in [("n1", "su1"), ("n2", "su1"), ("n3", "su2"), ("n4", "su2")]
+            ]
+        ),
+    )
+    store.insert(
+        HYPERNODE,
+        HYPERNODE.to_arrow(
+            [
+                {
+                    **inv,
+                    "hypernode": "hn-su1",
+                    "tier": 1,
+                    "tier_name": "leaf",
+                    "member": "n1",
+                    "member_type": "Node",
+                    "selector": "exactMatch",
+                },
+                {
+                    **inv,
+                    "hypernode": "hn-su1",
+                    "tier": 1,
+                    "tier_name": "leaf",
+                    "member": "n2",
+                    "member_type": "Node",
+                    "selector": "exactMatch",
+                },
+                {
+                    **inv,
+                    "hypernode": "hn-su2",
+                    "tier": 1,
+                    "tier_name": "leaf",
+                    "member": "^n[34]$",
+                    "member_type": "Node",
+                    "selector": "regexMatch",
+                },
+                {
+                    **inv,
+                    "hypernode": "hn-spine",
+                    "tier": 2,
+                    "tier_name": "spine",
+                    "member": "hn-su1",
+                    "member_type": "HyperNode",
+                    "selector": "exactMatch",
+                },
+                {
+                    **inv,
+                    "hypernode": "hn-spine",
+                    "tier": 2,
+                    "tier_name": "spine",
+                    "member": "hn-su2",
+                    "member_type": "HyperNode",
+                    "selector": "exactMatch",
+                },
+            ]
+        ),
+    )
+    store.insert(
+        JOB,
+        JOB.to_arrow(
+            [
+                {
+                    **inv,
+                    "namespace": "a",
+                    "job": "train1",
+                    "topology_mode": "hard",
+                    "highest_tier_allowed": 1,
+                    "replicas": 2,
+                },
+                {
+                    **inv,
+                    "namespace": "b",
+                    "job": "train2",
+                    "topology_mode": "soft",
+                    "highest_tier_name": "leaf",
+                    "replicas": 2,
+                },
+                {**inv, "namespace": "b", "job": "infer", "topology_mode": "", "replicas": 2},
+            ]
+        ),
+    )
+    store.insert(
+        POD,
+        POD.to_arrow(
+            [
+                {**inv, "namespace": "a", "pod": "train1-0", "node": "n1", "job": "train1"},
+                {
+                    **inv,
+                    "namespace": "a",
+                    "pod": "train1-1",
+                    "node": "n3",
+                    "job": "train1",
+                },  # across SUs: hard violation
+                {**inv, "namespace": "b", "pod": "train2-0", "node": "n2", "job": "train2"},
+                {**inv, "namespace": "b", "pod": "train2-1", "node": "n2", "job": "train2"},  # fine
+                {**inv, "namespace": "b", "pod": "infer-0", "node": "n2", "job": "infer"},
+                {
+                    **inv,
+                    "namespace": "b",
+                    "pod": "infer-1",
+                    "node": "n4",
+                    "job": "infer",
+                },  # spans SUs, no constraint
+            ]
+        ),
+    )
+    lease = {"cluster": "c", "primary": False, "interface": "net1"}
+    store.insert(
+        POD_IP_LEASE,
+        POD_IP_LEASE.to_arrow(
+            [
+                # 10.9.0.1 is reused: train1-0 until s+5min, then (after a gap) infer-0 of tenant b
+                {
+                    **lease,
+                    "ip": "10.9.0.1",
+                    "namespace": "a",
+                    "pod": "train1-0",
+                    "node": "n1",
+                    "valid_from": s - 3_600_000,
+                    "valid_to": s + 300_000,
+                    "updated_at": s + 300_000,
+                },
+                {
+                    **lease,
+                    "ip": "10.9.0.1",
+                    "namespace": "b",
+                    "pod": "infer-0",
+                    "node": "n2",
+                    "valid_from": s + 360_000,
+                    "valid_to": None,
+                    "updated_at": s + 360_000,
+                },
+                {
+                    **lease,
+                    "ip": "10.9.0.3",
+                    "namespace": "a",
+                    "pod": "train1-1",
+                    "node": "n3",
+                    "valid_from": s - 3_600_000,
+                    "valid_to": None,
+                    "updated_at": s,
+                },
+            ]
+        ),
+    )
+
+
+def flows(store: Store, s: int) -> None:
+    base = {
+        "cluster": "c",
+        "switch": "leaf1",
+        "agent": "10.255.0.1",
+        "dst_port": 4791,
+        "sampling_rate": 1000,
+        "src_port": 49152,
+        "protocol": 17,
+        "vlan": 0,
+        "dscp": 26,
+        "ecn": 2,
+        "frame_bytes": 4096,
+        "bytes": 4_096_000,
+        "packets": 1000,
+        "dest_qp": 77,
+    }
+    rows = [
+        {
+            **base,
+            "ts": s + 60_000,
+            "src_ip": "10.9.0.1",
+            "dst_ip": "10.9.0.3",
+        },  # first lease: a/train1-0 -> a/train1-1
+        {
+            **base,
+            "ts": s + 330_000,
+            "src_ip": "10.9.0.1",
+            "dst_ip": "10.9.0.3",
+        },  # in the gap: nobody
+        {
+            **base,
+            "ts": s + 420_000,
+            "src_ip": "10.9.0.1",
+            "dst_ip": "10.9.0.3",
+        },  # second lease: b/infer-0 -> a/train1-1
+        {
+            **base,
+            "ts": s + 430_000,
+            "src_ip": "10.8.8.8",
+            "dst_ip": "10.9.0.3",
+            "dst_port": 443,
+        },  # unknown source
+    ]
+    store.insert(FLOW_SAMPLE, FLOW_SAMPLE.to_arrow(rows))
+
+
+def test_flows_attributed_as_of_their_time_and_placement(store: Store) -> None:
+    s = t0()
+    inventory(store, ms(s))
+    flows(store, ms(s))
+    res = Correlator(store, cluster="c").run(s, s + timedelta(minutes=5))
+    v = fstore.read(store, kinds=["placement_violation"])[0]
+    assert (
+        v["evidence"]["bytes_above_allowed_tier"] == 4_096_000
+    )  # train1's one flow in the first window
+    res = Correlator(store, cluster="c").run(s + timedelta(minutes=5), s + timedelta(minutes=10))
+    assert res.failed == {}
+    got = store.query_rows(
+        f"SELECT toUnixTimestamp64Milli(ts) - {ms(s)}, src_pod, src_job, dst_pod, lca_hypernode, lca_tier, src_su, dst_su "
+        f"FROM {store.table('attributed_flow')} ORDER BY ts"
+    )
+    assert got == [
+        (60_000, "train1-0", "train1", "train1-1", "hn-spine", 2, "su1", "su2"),
+        (330_000, "", "", "train1-1", "", 0, "", "su2"),
+        (420_000, "infer-0", "infer", "train1-1", "hn-spine", 2, "su1", "su2"),
+        (430_000, "", "", "train1-1", "", 0, "", "su2"),
+    ]
+    f = {(x["kind"], x["subject"]): x for x in fstore.read(store)}
+    v = f[("placement_violation", "a/train1")]
+    assert v["severity"] == "critical" and v["evidence"]["spanned_tier"] == 2
+    assert (
+        v["evidence"]["bytes_above_allowed_tier"] == 0
+    )  # evidence is the latest window's: no flow of train1 there
+    assert v["first_seen"] < v["last_seen"]
+    assert ("placement_violation", "b/train2") not in f and (
+        "placement_warning",
+        "b/train2",
+    ) not in f
+    assert f[("job_spans_su", "b/infer")]["severity"] == "info"  # no constraint: informational
+    assert f[("job_spans_su", "a/train1")]["evidence"]["sus"] == ["su1", "su2"]
+    assert ("cross_tenant_rdma", "b/infer-0->a/train1-1") in f
+    assert not [k for k in f if k[0] == "cross_tenant_rdma" and k[1].startswith("a/")]
+
+
+def test_rerunning_a_window_rewrites_attribution_once(store: Store) -> None:
+    s = t0()
+    inventory(store, ms(s))
+    flows(store, ms(s))
+    for _ in range(2):
+        Correlator(store, cluster="c").run(s, s + timedelta(minutes=10))
+    assert store.count("attributed_flow") == 4
+    assert len(fstore.read(store, kinds=["cross_tenant_rdma"])) == 1
