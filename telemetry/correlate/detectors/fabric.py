@@ -220,3 +220,145 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+def _roles_and_neighbours(
+    ctx: Context,
+) -> tuple[dict[str, str], dict[tuple[str, str], tuple[str, str]]]:
+    roles = {
+        r["switch"]: r["role"]
+        for r in ctx.rows("""
+        SELECT switch, any(role) AS role FROM $db.switch_port_samples
+        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+        GROUP BY switch""")
+    }
+    peers = {
+        (r["local_device"], r["local_port"]): (r["remote_device"], r["remote_port"])
+        for r in ctx.rows("""
+        SELECT local_device, local_port, argMax(remote_device, ts) AS remote_device, argMax(remote_port, ts) AS remote_port
+        FROM $db.lldp_links WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')}
+        GROUP BY local_device, local_port""")
+    }
+    return roles, peers
+
+
+_UPLINK = {"leaf": "spine", "spine": "superspine"}
+
+
+@detector("ecmp_imbalance", category="fabric", needs=("switch_port_samples",))
+def ecmp_imbalance(ctx: Context) -> list[Finding]:
+    """Uplink groups (a leaf's ports to spines, a spine's to super-spines, from LLDP): one member
+    carrying far more than the group mean while busy is a hash collision; the flows on it are the
+    evidence."""
+    hot_ratio = float(ctx.t("ecmp.max_over_mean"))
+    min_util = float(ctx.t("ecmp.min_hot_utilization"))
+    roles, peers = _roles_and_neighbours(ctx)
+    groups: dict[str, list[str]] = {}
+    for (dev, port), (rdev, _) in peers.items():
+        if _UPLINK.get(roles.get(dev, "")) == roles.get(rdev):
+            groups.setdefault(dev, []).append(port)
+    if not groups:
+        return []
+    usage = {
+        (r["switch"], r["port"]): r
+        for r in ctx.rows(f"""
+        SELECT i.switch AS switch, i.port AS port, i.inc_tx_bytes_total AS tx_bytes, i.span_s AS span_s,
+               u.util AS util, u.up AS up
+        FROM ({increase_sql("switch_port_samples", ["switch", "port"], ["tx_bytes_total"])}) AS i
+        LEFT JOIN (SELECT switch, port, avg(tx_utilization_ratio) AS util, min(up) AS up FROM $db.switch_port_samples
+                   WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}
+                   GROUP BY switch, port) AS u USING (switch, port)""")
+    }
+    out = []
+    for dev, ports in sorted(groups.items()):
+        members = [
+            usage[(dev, p)] for p in sorted(ports) if (dev, p) in usage and usage[(dev, p)]["up"]
+        ]
+        if len(members) < 2:
+            continue
+        loads = [float(m["tx_bytes"] or 0.0) for m in members]
+        mean = sum(loads) / len(loads)
+        if mean <= 0:
+            continue
+        hot = max(range(len(members)), key=lambda i: loads[i])
+        ratio = loads[hot] / mean
+        util = float(members[hot]["util"] or 0.0)
+        if ratio < hot_ratio or util < min_util:
+            continue
+        sd = (sum((x - mean) ** 2 for x in loads) / len(loads)) ** 0.5
+        port = members[hot]["port"]
+        flows = ctx.rows(
+            """
+            SELECT src_job, dst_job, src_ip, dst_ip, dest_qp, sum(bytes) AS bytes FROM $db.flows_attributed
+            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+              AND switch = {sw:String} AND out_port = {port:String}
+            GROUP BY src_job, dst_job, src_ip, dst_ip, dest_qp ORDER BY bytes DESC LIMIT 10""",
+            {"sw": dev, "port": port},
+        )
+        subject = port_subject(dev, port)
+        out.append(
+            Finding(
+                "ecmp_imbalance",
+                "fabric",
+                "warning",
+                "port",
+                subject,
+                f"ECMP uplink {subject} carries {ratio:.1f}x its group's mean ({util:.0%} busy); "
+                f"{len(members)} members, CV {sd / mean:.2f}",
+                {
+                    "max_over_mean": round(ratio, 3),
+                    "cv": round(sd / mean, 3),
+                    "hot_utilization": round(util, 3),
+                    "group": {
+                        port_subject(dev, m["port"]): {
+                            "tx_bytes": int(m["tx_bytes"] or 0),
+                            "utilization": round(float(m["util"] or 0), 3),
+                        }
+                        for m in members
+                    },
+                    "flows_on_hot_member": flows,
+                },
+            )
+        )
+    return out
+
+
+@detector("dci_near_capacity", category="storage", needs=("switch_port_samples",))
+def dci_near_capacity(ctx: Context) -> list[Finding]:
+    """A data-center interconnect link whose transmit side averages near its capacity; the
+    evidence splits the HDFS share of it by operation."""
+    limit = float(ctx.t("dci.near_capacity_ratio"))
+    roles, peers = _roles_and_neighbours(ctx)
+    out = []
+    for r in ctx.rows("""
+        SELECT switch, port, avg(tx_utilization_ratio) AS util, max(tx_utilization_ratio) AS peak,
+               avg(tx_bytes_per_second) AS bps
+        FROM $db.switch_port_samples
+        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+          AND role = 'dci'
+        GROUP BY switch, port ORDER BY switch, port"""):
+        peer = peers.get((r["switch"], r["port"]))
+        if peer is None or roles.get(peer[0]) != "dci" or (r["util"] or 0) < limit:
+            continue  # only the inter-DC ports of DCI switches (their peer is a DCI switch)
+        subject = f"{port_subject(r['switch'], r['port'])}<->{port_subject(*peer)}"
+        hdfs = ctx.rows("""
+            SELECT op, write_mode, sum(bytes) AS bytes FROM $db.hdfs_transfers
+            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')} AND cross_idc
+            GROUP BY op, write_mode ORDER BY bytes DESC""")
+        out.append(
+            Finding(
+                "dci_near_capacity",
+                "storage",
+                "critical" if (r["peak"] or 0) >= 0.98 else "warning",
+                "link",
+                subject,
+                f"DCI link {subject} at {r['util']:.0%} of capacity on average (peak {r['peak']:.0%})",
+                {
+                    "utilization": round(float(r["util"]), 3),
+                    "peak": round(float(r["peak"] or 0), 3),
+                    "tx_bytes_per_second": r["bps"],
+                    "hdfs_cross_idc_bytes_by_op": hdfs,
+                },
+            )
+        )
+    return out

@@ -402,3 +402,115 @@ def test_cross_idc_reads_and_quiet_local_reads(store: Store) -> None:
 def test_empty_store_is_quiet(store: Store) -> None:
     res = run(store, t0(), 15)
     assert res.windows == 3 and res.findings == [] and res.failed == {}
+
+
+def _fabric_ports(
+    store: Store, s: datetime, util: dict[tuple[str, str, str], float], cap_bps: float = 400e9
+) -> None:
+    rows = []
+    for i in range(31):
+        ts = ms(s) + i * 10_000
+        for (sw, role, port), u in util.items():
+            rows.append(
+                {
+                    "ts": ts,
+                    "cluster": "c",
+                    "switch": sw,
+                    "role": role,
+                    "port": port,
+                    "up": 1,
+                    "speed_bps": cap_bps,
+                    "tx_bytes_total": int(i * 10 * u * cap_bps / 8),
+                    "tx_utilization_ratio": u,
+                    "tx_bytes_per_second": u * cap_bps / 8,
+                }
+            )
+    store.insert(SWITCH_PORT_SAMPLE, SWITCH_PORT_SAMPLE.to_arrow(rows))
+
+
+def _lldp(store: Store, s: datetime, links: list[tuple[str, str, str, str]]) -> None:
+    rows = []
+    for a, ap, b, bp in links:
+        rows.append(
+            {
+                "ts": ms(s),
+                "cluster": "c",
+                "local_device": a,
+                "local_port": ap,
+                "remote_device": b,
+                "remote_port": bp,
+                "source": "t",
+            }
+        )
+        rows.append(
+            {
+                "ts": ms(s),
+                "cluster": "c",
+                "local_device": b,
+                "local_port": bp,
+                "remote_device": a,
+                "remote_port": ap,
+                "source": "t",
+            }
+        )
+    store.insert(LLDP_LINK, LLDP_LINK.to_arrow(rows))
+
+
+def test_ecmp_hot_member_of_a_leaf_uplink_group(store: Store) -> None:
+    s = t0()
+    util = {
+        ("leaf1", "leaf", f"Ethernet{256 + k * 8}"): u
+        for k, u in enumerate([0.85, 0.2, 0.22, 0.18])
+    }
+    util |= {
+        ("leaf2", "leaf", f"Ethernet{256 + k * 8}"): u for k, u in enumerate([0.5, 0.5, 0.55, 0.45])
+    }  # balanced
+    util |= {(f"spine{k}", "spine", "Ethernet0"): 0.3 for k in range(4)} | {
+        (f"spine{k}", "spine", "Ethernet8"): 0.3 for k in range(4)
+    }
+    util |= {("leaf1", "leaf", "Ethernet0"): 0.95}  # a busy downlink is not an ECMP member
+    _fabric_ports(store, s, util)
+    _lldp(
+        store,
+        s,
+        [("leaf1", f"Ethernet{256 + k * 8}", f"spine{k}", "Ethernet0") for k in range(4)]
+        + [("leaf2", f"Ethernet{256 + k * 8}", f"spine{k}", "Ethernet8") for k in range(4)]
+        + [("leaf1", "Ethernet0", "gpu-0001", "eth2")],
+    )
+    run(store, s, 5)
+    (f,) = fstore.read(store, kinds=["ecmp_imbalance"])
+    assert f["subject"] == "leaf1:Ethernet256"
+    assert (
+        f["evidence"]["max_over_mean"] == round(0.85 / 0.3625, 3)
+        and len(f["evidence"]["group"]) == 4
+    )
+
+
+def test_dci_link_near_capacity(store: Store) -> None:
+    s = t0()
+    _fabric_ports(
+        store,
+        s,
+        {
+            ("dci-a", "dci", "Ethernet0"): 0.93,
+            ("dci-b", "dci", "Ethernet0"): 0.3,
+            ("dci-a", "dci", "Ethernet8"): 0.4,
+            ("dci-b", "dci", "Ethernet8"): 0.4,
+            ("dci-a", "dci", "Ethernet64"): 0.99,
+            ("spine1", "spine", "Ethernet0"): 0.99,
+        },
+    )
+    _lldp(
+        store,
+        s,
+        [
+            ("dci-a", "Ethernet0", "dci-b", "Ethernet0"),
+            ("dci-a", "Ethernet8", "dci-b", "Ethernet8"),
+            ("dci-a", "Ethernet64", "spine1", "Ethernet0"),
+        ],
+    )  # the IDC-internal side is not the DCI
+    run(store, s, 5)
+    (f,) = fstore.read(store, kinds=["dci_near_capacity"])
+    assert (
+        f["subject"] == "dci-a:Ethernet0<->dci-b:Ethernet0" and f["evidence"]["utilization"] == 0.93
+    )
