@@ -30,7 +30,6 @@ PLANNED: dict[str, tuple[str, str]] = {
     "sflow": ("sFlow v5 collector with RoCEv2 decoding", "the switch/flow issue"),
     "hdfs": ("HDFS JMX, clienttrace and replica placement", "the HDFS issue"),
     "inventory": ("Kubernetes/Volcano inventory", "the inventory issue"),
-    "report": ("per-job end-to-end report", "the correlation issue"),
     "topology": ("HyperNode tree, LCA, generation and drift", "the inventory/topology issue"),
     "dashboards": ("build Grafana dashboards", "the dashboards issue"),
     "alerts": ("render Prometheus alert rules", "the dashboards/alerts issue"),

@@ -264,6 +264,18 @@ class Correlator:
 
 
 # --- SQL helpers shared by detectors ----------------------------------------------------------
+def increase_cols(alias: str, keys: list[str], counters: list[str]) -> str:
+    """The columns of an increase_sql() subquery, unprefixed, for SELECTs that join it."""
+    cols = [
+        *keys,
+        "samples",
+        "span_s",
+        *(f"inc_{c}" for c in counters),
+        *(f"resets_{c}" for c in counters),
+    ]
+    return ", ".join(f"{alias}.{c} AS {c}" for c in cols)
+
+
 def increase_sql(table: str, keys: list[str], counters: list[str], where: str = "1") -> str:
     """Per key, how much each counter rose inside the window, resets counted from zero, plus the
     observed span in seconds. Never negative."""

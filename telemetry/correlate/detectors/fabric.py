@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from telemetry.correlate.engine import Context, detector, increase_sql
+from telemetry.correlate.engine import Context, detector, increase_cols, increase_sql
 from telemetry.correlate.findings import Finding
 
 
@@ -26,14 +26,11 @@ def _rate(r: dict, col: str) -> float:
 def link_flap(ctx: Context) -> list[Finding]:
     flaps = int(ctx.t("link.flaps"))
     err_ratio = float(ctx.t("link.error_ratio"))
-    inc = increase_sql(
-        "switch_port_samples",
-        ["switch", "port"],
-        ["link_down_events_total", "rx_errors_total", "rx_packets_total"],
-    )
+    counters = ["link_down_events_total", "rx_errors_total", "rx_packets_total"]
+    inc = increase_sql("switch_port_samples", ["switch", "port"], counters)
     out = []
     for r in ctx.rows(f"""
-        SELECT i.*, d.down_samples AS down_samples FROM ({inc}) AS i
+        SELECT {increase_cols("i", ["switch", "port"], counters)}, d.down_samples AS down_samples FROM ({inc}) AS i
         LEFT JOIN (
             SELECT switch, port, countIf(up = 0) AS down_samples FROM $db.switch_port_samples
             WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}

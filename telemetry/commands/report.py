@@ -1,0 +1,77 @@
+"""`railscope report`: a job's end-to-end path with the bottleneck ranked, or an HTML report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from telemetry.commands.common import add_store_args, config_from_args, open_store
+from telemetry.commands.correlate import parse_time
+from telemetry.errors import UserError
+
+
+def register(sub: Any) -> list[str]:
+    p = sub.add_parser(
+        "report",
+        help="per-job end-to-end report (text/json) or a self-contained HTML report",
+        description="Per hop of a job's traffic path (GPU -> NIC -> leaf port -> uplinks -> spine ...), the "
+        "evidence for and against it being the bottleneck, ranked. Run `railscope correlate` first.",
+    )
+    p.add_argument(
+        "--job", action="append", metavar="NAMESPACE/NAME", help="job to report on (repeatable)"
+    )
+    p.add_argument(
+        "--since", help="start: ISO time or duration ago (default: start of stored data)"
+    )
+    p.add_argument("--until", help="end: ISO time or duration ago (default: end of stored data)")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--html",
+        metavar="OUT",
+        help="write a self-contained HTML report (charts, no network) to OUT",
+    )
+    add_store_args(p)
+    p.set_defaults(func=run)
+    return ["report"]
+
+
+def _range(store: Any, args: argparse.Namespace) -> tuple[datetime, datetime]:
+    if args.since and args.until:
+        return parse_time(args.since), parse_time(args.until)
+    from telemetry.correlate import Correlator
+
+    span = Correlator(store).data_span()
+    if span is None:
+        raise UserError(
+            "report: the store holds no data; run the demo, a source or `railscope replay` first"
+        )
+    start = parse_time(args.since) if args.since else span[0]
+    end = parse_time(args.until) if args.until else span[1] + timedelta(milliseconds=1)
+    return start, end
+
+
+def run(args: argparse.Namespace) -> int:
+    from telemetry.correlate.report import job_report, render_text
+
+    if not args.job and not args.html:
+        raise UserError("report: give --job NAMESPACE/NAME (repeatable) and/or --html OUT")
+    cfg = config_from_args(args)
+    store = open_store(cfg)
+    start, end = _range(store, args)
+    reports = [job_report(store, j, start, end, cluster=cfg.cluster) for j in args.job or []]
+    if args.html:
+        from telemetry.correlate.html import render_html
+
+        out = Path(args.html)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render_html(store, start, end, cluster=cfg.cluster, jobs=reports))
+        print(f"wrote {out} ({out.stat().st_size:,} bytes, {datetime.now(UTC):%H:%M:%S}Z)")
+    for rep in reports:
+        if args.format == "json":
+            print(json.dumps(rep.to_dict(), default=str))
+        elif not args.html:
+            print(render_text(rep), end="")
+    return 0

@@ -1,0 +1,207 @@
+"""Self-contained HTML report: inline SVG charts, no scripts, no network. A fabric heatmap of link
+utilization, each reported job's path with its bottleneck highlighted, and a findings timeline.
+Reads the store; writes one file.
+"""
+
+from __future__ import annotations
+
+import html
+from datetime import datetime
+from typing import Any
+
+from telemetry.correlate import findings as fstore
+from telemetry.correlate.report import JobReport
+from telemetry.store import Store
+
+SEVERITY_COLOR = {"critical": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
+
+
+def _e(s: Any) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _util_color(u: float) -> str:
+    """0 -> pale green, 0.5 -> yellow, 1 -> red."""
+    u = max(0.0, min(1.0, u))
+    if u < 0.5:
+        r, g, b = int(230 * u * 2 + 20), 200, 80
+    else:
+        r, g, b = 230, int(200 - 170 * (u - 0.5) * 2), 60
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def heatmap_svg(
+    store: Store,
+    start: datetime,
+    end: datetime,
+    cluster: str,
+    max_ports: int = 40,
+    buckets: int = 60,
+) -> str:
+    step = max(1, int((end - start).total_seconds() // buckets))
+    rows = store.query_rows(
+        f"""
+        WITH ranked AS (
+            SELECT switch, port, max(tx_utilization_ratio) AS peak FROM {store.table("switch_port_sample")}
+            WHERE cluster = {{c:String}} AND ts >= {{s:DateTime64(3, 'UTC')}} AND ts < {{e:DateTime64(3, 'UTC')}}
+            GROUP BY switch, port ORDER BY peak DESC LIMIT {int(max_ports)})
+        SELECT concat(switch, ':', port) AS name, intDiv(toUnixTimestamp(ts) - toUnixTimestamp({{s:DateTime64(3, 'UTC')}}), {step}) AS b,
+               avg(tx_utilization_ratio) AS u
+        FROM {store.table("switch_port_sample")}
+        WHERE cluster = {{c:String}} AND ts >= {{s:DateTime64(3, 'UTC')}} AND ts < {{e:DateTime64(3, 'UTC')}}
+          AND (switch, port) IN (SELECT switch, port FROM ranked)
+        GROUP BY name, b ORDER BY name, b""",
+        {"c": cluster, "s": start, "e": end},
+    )
+    if not rows:
+        return '<p class="empty">No switch port samples in this range.</p>'
+    names = sorted({r[0] for r in rows})
+    nb = max(int(r[1]) for r in rows) + 1
+    cw, ch, left, top = max(4, 720 // nb), 14, 230, 20
+    w, h = left + cw * nb + 20, top + ch * len(names) + 30
+    parts = [
+        f'<svg class="chart heatmap" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
+        f'aria-label="link utilization heatmap">'
+    ]
+    idx = {n: i for i, n in enumerate(names)}
+    for i, n in enumerate(names):
+        parts.append(
+            f'<text x="{left - 6}" y="{top + i * ch + 11}" text-anchor="end" class="lbl">{_e(n)}</text>'
+        )
+    for i, (name, b, u) in enumerate(rows):
+        x, y = left + int(b) * cw, top + idx[name] * ch
+        # a sample stands until the next one of its port (samples can be sparser than buckets)
+        nxt = int(rows[i + 1][1]) if i + 1 < len(rows) and rows[i + 1][0] == name else int(b) + 1
+        width = cw * max(1, min(nxt - int(b), 4))
+        parts.append(
+            f'<rect x="{x}" y="{y}" width="{width}" height="{ch - 1}" fill="{_util_color(float(u or 0))}">'
+            f"<title>{_e(name)} at +{int(b) * step}s: {float(u or 0):.0%}</title></rect>"
+        )
+    parts.append(f'<text x="{left}" y="{h - 8}" class="lbl">{start:%H:%M}Z</text>')
+    parts.append(
+        f'<text x="{left + cw * nb}" y="{h - 8}" text-anchor="end" class="lbl">{end:%H:%M}Z</text>'
+    )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def path_svg(rep: JobReport) -> str:
+    layers = ["gpu", "nic", "leaf_port", "fabric_port", "placement"]
+    cols = {layer: [h for h in rep.hops if h.layer == layer] for layer in layers}
+    cols = {k: sorted(v, key=lambda h: -h.score)[:8] for k, v in cols.items() if v}
+    if not cols:
+        return '<p class="empty">No hops found for this job.</p>'
+    top = rep.hops[0] if rep.hops else None
+    bw, bh, gap = 180, 26, 28
+    w = len(cols) * (bw + gap) + 20
+    h = 40 + max(len(v) for v in cols.values()) * (bh + 6) + 10
+    parts = [
+        f'<svg class="chart path" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
+        f'aria-label="job path">'
+    ]
+    for ci, (layer, hops) in enumerate(cols.items()):
+        x = 10 + ci * (bw + gap)
+        parts.append(f'<text x="{x}" y="18" class="hdr">{_e(layer)}</text>')
+        if ci:
+            parts.append(
+                f'<line x1="{x - gap + 4}" y1="{30 + bh / 2}" x2="{x - 4}" y2="{30 + bh / 2}" class="arrow"/>'
+            )
+        for ri, hop in enumerate(hops):
+            y = 30 + ri * (bh + 6)
+            bottleneck = top is not None and hop is top and hop.score >= 0.5
+            stroke = (
+                ' stroke="#000" stroke-width="3" class="bottleneck"'
+                if bottleneck
+                else ' stroke="#888"'
+            )
+            ev = "; ".join(hop.evidence_for[:3] or hop.evidence_against[:2])
+            parts.append(
+                f'<rect x="{x}" y="{y}" width="{bw}" height="{bh}" rx="4" fill="{_util_color(hop.score)}"{stroke}>'
+                f"<title>{_e(hop.name)} score {hop.score:.2f}: {_e(ev)}</title></rect>"
+            )
+            parts.append(
+                f'<text x="{x + 6}" y="{y + 17}" class="box">{_e(hop.name[:28])} {hop.score:.2f}</text>'
+            )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def timeline_svg(rows: list[dict[str, Any]], start: datetime, end: datetime) -> str:
+    if not rows:
+        return '<p class="empty">No findings in this range.</p>'
+    rows = sorted(rows, key=lambda f: (f["first_seen"], f["kind"]))[:60]
+    span = max(1.0, (end - start).total_seconds())
+    left, width, rh = 330, 640, 16
+    h = 30 + len(rows) * rh
+    parts = [
+        f'<svg class="chart timeline" xmlns="http://www.w3.org/2000/svg" width="{left + width + 20}" height="{h}" '
+        f'role="img" aria-label="findings timeline">'
+    ]
+    for i, f in enumerate(rows):
+        y = 10 + i * rh
+        fs, ls = (
+            f["first_seen"].replace(tzinfo=start.tzinfo),
+            f["last_seen"].replace(tzinfo=start.tzinfo),
+        )
+        x0 = left + width * max(0.0, (fs - start).total_seconds()) / span
+        x1 = left + width * min(span, (ls - start).total_seconds()) / span
+        parts.append(
+            f'<text x="{left - 6}" y="{y + 11}" text-anchor="end" class="lbl">{_e(f["kind"])} {_e(f["subject"][:34])}</text>'
+        )
+        parts.append(
+            f'<rect x="{x0:.1f}" y="{y}" width="{max(3.0, x1 - x0):.1f}" height="{rh - 3}" '
+            f'fill="{SEVERITY_COLOR.get(f["severity"], "#999")}"><title>{_e(f["summary"])}</title></rect>'
+        )
+    parts.append(
+        f'<text x="{left}" y="{h - 4}" class="lbl">{start:%H:%M}Z</text>'
+        f'<text x="{left + width}" y="{h - 4}" text-anchor="end" class="lbl">{end:%H:%M}Z</text></svg>'
+    )
+    return "".join(parts)
+
+
+CSS = """
+body{font:14px system-ui,sans-serif;margin:24px;color:#222} h1{font-size:22px} h2{font-size:18px;margin-top:28px}
+.lbl{font:10px monospace;fill:#333} .hdr{font:12px sans-serif;font-weight:bold} .box{font:10px monospace;fill:#111}
+.arrow{stroke:#666;stroke-width:2} table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:3px 6px;font-size:12px}
+.critical{color:#d62728;font-weight:bold} .warning{color:#b35900} .info{color:#1f77b4} .empty{color:#777;font-style:italic}
+"""
+
+
+def render_html(
+    store: Store, start: datetime, end: datetime, *, cluster: str, jobs: list[JobReport]
+) -> str:
+    rows = fstore.read(store, cluster=cluster, since=start, until=end, limit=5000)
+    body = [
+        f"<h1>railscope report — cluster {_e(cluster)}</h1>",
+        f"<p>{start:%Y-%m-%d %H:%M}Z .. {end:%Y-%m-%d %H:%M}Z · {len(rows)} finding(s)</p>",
+        "<h2>Fabric: link utilization</h2>",
+        heatmap_svg(store, start, end, cluster),
+        "<h2>Findings timeline</h2>",
+        timeline_svg(rows, start, end),
+    ]
+    for rep in jobs:
+        body += [
+            f"<h2>Job {_e(rep.namespace)}/{_e(rep.job)}</h2>",
+            f"<p>{_e(rep.verdict)}</p>",
+            path_svg(rep),
+            "<table><tr><th>rank</th><th>score</th><th>layer</th><th>hop</th><th>evidence for</th><th>against</th></tr>",
+        ]
+        for i, hp in enumerate(rep.hops[:20], 1):
+            body.append(
+                f"<tr><td>{i}</td><td>{hp.score:.2f}</td><td>{_e(hp.layer)}</td><td>{_e(hp.name)}</td>"
+                f"<td>{_e('; '.join(hp.evidence_for))}</td><td>{_e('; '.join(hp.evidence_against))}</td></tr>"
+            )
+        body.append("</table>")
+    body.append(
+        "<h2>Findings</h2><table><tr><th>severity</th><th>kind</th><th>subject</th><th>first seen</th><th>summary</th></tr>"
+    )
+    for f in rows[:300]:
+        body.append(
+            f'<tr><td class="{_e(f["severity"])}">{_e(f["severity"])}</td><td>{_e(f["kind"])}</td><td>{_e(f["subject"])}</td>'
+            f"<td>{f['first_seen']:%H:%M}Z</td><td>{_e(f['summary'])}</td></tr>"
+        )
+    body.append("</table>")
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>railscope report</title>"
+        f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>"
+    )

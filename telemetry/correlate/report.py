@@ -1,0 +1,343 @@
+"""Per-job end-to-end view: the path a job's traffic takes (GPU -> NIC -> leaf port -> uplinks ->
+spine ...) and, per hop, the evidence for and against it being the bottleneck, ranked.
+
+Reads stored facts and findings only. Scores are 0..1 "how saturated / impaired is this hop";
+the thresholds that turn a number into a sentence come from thresholds.yaml.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from telemetry.correlate import findings as fstore
+from telemetry.correlate.engine import (
+    Context,
+    Window,
+    default_thresholds,
+    increase_cols,
+    increase_sql,
+)
+from telemetry.errors import UserError
+from telemetry.store import Store
+
+
+@dataclass
+class Hop:
+    layer: str  # gpu | nic | leaf_port | fabric_port | placement
+    name: str
+    score: float
+    evidence_for: list[str] = field(default_factory=list)
+    evidence_against: list[str] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class JobReport:
+    namespace: str
+    job: str
+    start: datetime
+    end: datetime
+    pods: list[dict[str, str]]
+    hops: list[Hop]
+    findings: list[dict[str, Any]]
+    bytes_sent: int
+    verdict: str
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["start"], d["end"] = self.start.isoformat(), self.end.isoformat()
+        for f in d["findings"]:
+            for k in ("window_start", "window_end", "first_seen", "last_seen", "updated_at"):
+                if isinstance(f.get(k), datetime):
+                    f[k] = f[k].isoformat()
+        return d
+
+
+def _rate(r: dict[str, Any], col: str) -> float:
+    span = r.get("span_s") or 0.0
+    return float(r.get(col) or 0.0) / span if span > 0 else 0.0
+
+
+def job_report(
+    store: Store,
+    job: str,
+    start: datetime,
+    end: datetime,
+    *,
+    cluster: str = "default",
+    thresholds: dict[str, Any] | None = None,
+) -> JobReport:
+    if "/" not in job:
+        raise UserError(f"job {job!r}: give NAMESPACE/NAME")
+    ns, name = job.split("/", 1)
+    ctx = Context(store, Window(start, end), thresholds or default_thresholds(), cluster)
+    p = {"ns": ns, "job": name}
+    pods = ctx.rows(
+        """
+        SELECT pod, argMax(node, valid_from) AS node FROM $db.inv_pods FINAL
+        WHERE cluster = {cluster:String} AND namespace = {ns:String} AND job = {job:String}
+          AND valid_from < {we:DateTime64(3, 'UTC')} AND (valid_to IS NULL OR valid_to > {ws:DateTime64(3, 'UTC')})
+        GROUP BY pod ORDER BY pod""",
+        p,
+    )
+    if not pods:
+        raise UserError(
+            f"job {job}: no pods of it in the store between {start:%Y-%m-%d %H:%M}Z and {end:%Y-%m-%d %H:%M}Z"
+        )
+    nodes = sorted({r["node"] for r in pods if r["node"]})
+    hops: list[Hop] = []
+    hops += _gpu_hops(ctx, nodes)
+    nic_hops, nic_ports = _nic_hops(ctx, nodes)
+    hops += nic_hops
+    hops += _port_hops(ctx, nic_ports, "leaf_port")
+    used = ctx.rows(
+        """
+        SELECT switch, out_port AS port, sum(bytes) AS bytes FROM $db.flows_attributed
+        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+          AND src_namespace = {ns:String} AND src_job = {job:String} AND out_port != ''
+        GROUP BY switch, out_port ORDER BY bytes DESC LIMIT 32""",
+        p,
+    )
+    leaf_set = {(s, pt) for s, pt in nic_ports}
+    hops += _port_hops(
+        ctx,
+        [(u["switch"], u["port"]) for u in used if (u["switch"], u["port"]) not in leaf_set],
+        "fabric_port",
+        {(u["switch"], u["port"]): int(u["bytes"]) for u in used},
+    )
+    sent = (
+        ctx.rows(
+            """
+        SELECT sum(bytes) AS b FROM $db.flows_attributed
+        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+          AND src_namespace = {ns:String} AND src_job = {job:String}""",
+            p,
+        )[0]["b"]
+        or 0
+    )
+    hop_names = {h.name for h in hops}
+
+    def touches(f: dict[str, Any]) -> bool:
+        """A finding about the job, one of its nodes (GPU/NIC subjects are NODE/...) or a hop."""
+        s = f["subject"]
+        return s == job or s in hop_names or s.split("/")[0] in nodes
+
+    related = [
+        f
+        for f in fstore.read(store, cluster=cluster, since=start, until=end, limit=5000)
+        if touches(f)
+    ]
+    placement = [f for f in related if f["category"] == "placement" and f["subject"] == job]
+    if placement:  # one hop for the job's placement, whatever number of findings say so
+        crit = any(f["severity"] == "critical" for f in placement)
+        hops.append(
+            Hop(
+                "placement",
+                job,
+                0.6 if crit else 0.4,
+                [],
+                [],
+                {"findings": sorted({f["kind"] for f in placement})},
+            )
+        )
+    for h in hops:  # findings on a hop are evidence for it
+        for f in related:
+            if f["subject"] == h.name and f["summary"] not in h.evidence_for:
+                h.evidence_for.append(f"[{f['kind']}] {f['summary']}")
+                h.score = max(h.score, 0.9 if f["severity"] == "critical" else 0.7)
+    hops.sort(key=lambda h: -h.score)
+    top = hops[0] if hops else None
+    verdict = (
+        (
+            f"most likely bottleneck: {top.layer} {top.name} (score {top.score:.2f}): "
+            + (top.evidence_for[0] if top.evidence_for else "highest load on the path")
+        )
+        if top and top.score >= 0.5
+        else "no hop on the path looks saturated or impaired"
+    )
+    return JobReport(ns, name, start, end, pods, hops, related, int(sent), verdict)
+
+
+def _gpu_hops(ctx: Context, nodes: list[str]) -> list[Hop]:
+    mask = int(ctx.t("gpu.throttle_reason_mask"))
+    out = []
+    for r in ctx.rows(
+        """
+        SELECT node, avg(utilization_ratio) AS util, min(utilization_ratio) AS min_util, countIf(up = 0) AS down,
+               countIf(bitAnd(ifNull(clock_event_reasons, 0), {mask:UInt64}) != 0) / count() AS throttled, count() AS n
+        FROM $db.gpu_samples
+        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+          AND node IN {nodes:Array(String)}
+        GROUP BY node ORDER BY node""",
+        {"nodes": nodes, "mask": mask},
+    ):
+        util = float(r["util"] or 0.0)
+        h = Hop(
+            "gpu",
+            f"{r['node']}/gpus",
+            0.0,
+            metrics={
+                "mean_utilization": round(util, 3),
+                "throttled_fraction": round(float(r["throttled"] or 0), 3),
+            },
+        )
+        if r["down"]:
+            h.score = 1.0
+            h.evidence_for.append(f"{r['down']} sample(s) with a GPU lost")
+        if (r["throttled"] or 0) >= ctx.t("gpu.throttle_ratio"):
+            h.score = max(h.score, 0.7)
+            h.evidence_for.append(f"GPUs throttled {r['throttled']:.0%} of the time")
+        if util < 0.5:
+            h.evidence_against.append(f"GPUs only {util:.0%} busy: they wait for something else")
+        else:
+            h.evidence_for.append(f"GPUs {util:.0%} busy")
+            h.score = max(h.score, 0.3 * util)
+        out.append(h)
+    return out
+
+
+def _nic_hops(ctx: Context, nodes: list[str]) -> tuple[list[Hop], list[tuple[str, str]]]:
+    keys, counters = (
+        ["node", "device", "netdev"],
+        ["tx_bytes_total", "pfc_rx_pause_total", "cnp_handled_total", "pci_stalled_total"],
+    )
+    inc = increase_sql("nic_samples", keys, counters, "node IN {nodes:Array(String)}")
+    rates = {
+        (r["node"], r["device"]): r
+        for r in ctx.rows(
+            f"""
+        SELECT {increase_cols("i", keys, counters)}, c.cap AS cap FROM ({inc}) AS i
+        LEFT JOIN (SELECT node, device, max(rate_bytes_per_second) AS cap FROM $db.nic_samples
+                   WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}
+                   GROUP BY node, device) AS c USING (node, device)""",
+            {"nodes": nodes},
+        )
+    }
+    peers = {
+        (r["local_device"], r["local_port"]): (r["remote_device"], r["remote_port"])
+        for r in ctx.rows(
+            """
+        SELECT local_device, local_port, argMax(remote_device, ts) AS remote_device, argMax(remote_port, ts) AS remote_port
+        FROM $db.lldp_links WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')}
+          AND local_device IN {nodes:Array(String)}
+        GROUP BY local_device, local_port""",
+            {"nodes": nodes},
+        )
+    }
+    hops, ports = [], []
+    storm = float(ctx.t("pfc.storm_pauses_per_second"))
+    for (node, dev), r in sorted(rates.items()):
+        cap = float(r["cap"] or 0.0)
+        tx = _rate(r, "inc_tx_bytes_total")
+        util = tx / cap if cap else 0.0
+        h = Hop(
+            "nic",
+            f"{node}/{dev}",
+            min(1.0, util),
+            metrics={
+                "tx_bytes_per_second": round(tx),
+                "utilization": round(util, 3),
+                "pfc_rx_pauses_per_second": round(_rate(r, "inc_pfc_rx_pause_total")),
+                "cnp_handled_per_second": round(_rate(r, "inc_cnp_handled_total")),
+            },
+        )
+        (h.evidence_for if util >= 0.8 else h.evidence_against).append(
+            f"transmit at {util:.0%} of line rate"
+        )
+        if _rate(r, "inc_pfc_rx_pause_total") >= storm / 10:
+            h.score = max(h.score, 0.8)
+            h.evidence_for.append(
+                f"paused by the switch {_rate(r, 'inc_pfc_rx_pause_total'):,.0f} times/s"
+            )
+        if _rate(r, "inc_cnp_handled_total") >= ctx.t("ecn.cnp_per_second"):
+            h.score = max(h.score, 0.6)
+            h.evidence_for.append(
+                f"rate-limited by congestion control ({_rate(r, 'inc_cnp_handled_total'):,.0f} CNPs/s handled)"
+            )
+        if _rate(r, "inc_pci_stalled_total") >= ctx.t("nic.pcie_stalls_per_second"):
+            h.score = max(h.score, 0.8)
+            h.evidence_for.append(f"PCIe stalls {_rate(r, 'inc_pci_stalled_total'):,.0f}/s")
+        hops.append(h)
+        peer = peers.get((node, dev)) or peers.get((node, r["netdev"]))
+        if peer:
+            ports.append(peer)
+    return hops, ports
+
+
+def _port_hops(
+    ctx: Context,
+    ports: list[tuple[str, str]],
+    layer: str,
+    job_bytes: dict[tuple[str, str], int] | None = None,
+) -> list[Hop]:
+    if not ports:
+        return []
+    counters = ["pfc_rx_pause_total", "pfc_tx_pause_total", "tx_discards_total"]
+    inc = increase_sql(
+        "switch_port_samples",
+        ["switch", "port"],
+        counters,
+        "(switch, port) IN {ports:Array(Tuple(String, String))}",
+    )
+    q = increase_sql(
+        "switch_queue_samples",
+        ["switch", "port"],
+        ["ecn_marked_packets_total", "tx_packets_total"],
+        "(switch, port) IN {ports:Array(Tuple(String, String))}",
+    )
+    rows = ctx.rows(
+        f"""
+        SELECT {increase_cols("i", ["switch", "port"], counters)}, u.util AS util,
+               e.inc_ecn_marked_packets_total AS marked, e.inc_tx_packets_total AS pkts
+        FROM ({inc}) AS i
+        LEFT JOIN (SELECT switch, port, avg(tx_utilization_ratio) AS util FROM $db.switch_port_samples
+                   WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}
+                   GROUP BY switch, port) AS u USING (switch, port)
+        LEFT JOIN ({q}) AS e USING (switch, port)""",
+        {"ports": sorted(set(ports))},
+    )
+    out = []
+    storm = float(ctx.t("pfc.storm_pauses_per_second"))
+    for r in sorted(rows, key=lambda r: (r["switch"], r["port"])):
+        util = float(r["util"] or 0.0)
+        name = f"{r['switch']}:{r['port']}"
+        h = Hop(layer, name, min(1.0, util), metrics={"utilization": round(util, 3)})
+        if job_bytes:
+            h.metrics["job_bytes"] = job_bytes.get((r["switch"], r["port"]), 0)
+        (h.evidence_for if util >= 0.8 else h.evidence_against).append(f"{util:.0%} utilized")
+        pauses = _rate(r, "inc_pfc_rx_pause_total") + _rate(r, "inc_pfc_tx_pause_total")
+        if pauses >= storm / 10:
+            h.score = max(h.score, 0.8)
+            h.evidence_for.append(f"PFC pauses {pauses:,.0f}/s")
+        if r["pkts"] and (r["marked"] or 0) / r["pkts"] >= ctx.t("ecn.marked_ratio"):
+            h.score = max(h.score, 0.6)
+            h.evidence_for.append(f"{(r['marked'] or 0) / r['pkts']:.0%} of packets ECN-marked")
+        if (r["inc_tx_discards_total"] or 0) > 0:
+            h.score = max(h.score, 0.5)
+            h.evidence_for.append(f"{r['inc_tx_discards_total']:,.0f} packets discarded")
+        out.append(h)
+    return out
+
+
+def render_text(rep: JobReport) -> str:
+    lines = [
+        f"job {rep.namespace}/{rep.job}  {rep.start:%Y-%m-%d %H:%M}Z .. {rep.end:%Y-%m-%d %H:%M}Z",
+        f"  pods: {len(rep.pods)} on {len({p['node'] for p in rep.pods})} node(s); sent {rep.bytes_sent / 1e9:.2f} GB (sampled flows)",
+        f"  {rep.verdict}",
+        "",
+        "  rank  score  layer        hop                                   evidence",
+    ]
+    for i, h in enumerate(rep.hops[:25], 1):
+        ev = "; ".join(h.evidence_for[:2]) or (
+            "(against) " + "; ".join(h.evidence_against[:1]) if h.evidence_against else ""
+        )
+        lines.append(f"  {i:>4}  {h.score:5.2f}  {h.layer:<11}  {h.name:<36}  {ev}")
+    if rep.findings:
+        lines += ["", "  findings on this job's path:"]
+        lines += [
+            f"    {f['severity']:<8} {f['kind']:<22} {f['subject']}: {f['summary']}"
+            for f in rep.findings[:20]
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,183 @@
+"""The per-job report and the HTML report on the real embedded store."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from telemetry import analysis
+from telemetry.correlate import Correlator
+from telemetry.correlate.html import render_html
+from telemetry.correlate.report import job_report, render_text
+from telemetry.records import FLOW_SAMPLE, GPU_SAMPLE, LLDP_LINK, NIC_SAMPLE, SWITCH_PORT_SAMPLE
+from telemetry.store import Store
+from tests.integration.correlate.test_attribution import inventory
+from tests.integration.correlate.test_detectors import ms, t0
+
+
+def scene(store: Store) -> None:
+    """Job a/train1 on n1 and n3; its traffic leaves leaf1 through Ethernet256, which is 97% busy."""
+    s = t0()
+    inventory(store, ms(s))
+    nic, ports, gpus, flows = [], [], [], []
+    for i in range(31):
+        ts = ms(s) + i * 10_000
+        for node in ("n1", "n3"):
+            nic.append(
+                {
+                    "ts": ts,
+                    "cluster": "c",
+                    "node": node,
+                    "device": "mlx5_0",
+                    "netdev": "eth2",
+                    "port": 1,
+                    "up": 1,
+                    "rate_bytes_per_second": 50e9,
+                    "tx_bytes_total": int(i * 10 * 20e9),
+                }
+            )
+            for g in range(2):
+                gpus.append(
+                    {
+                        "ts": ts,
+                        "cluster": "c",
+                        "node": node,
+                        "gpu": g,
+                        "up": 1,
+                        "utilization_ratio": 0.35,
+                    }
+                )
+        for port, u in [("Ethernet0", 0.4), ("Ethernet256", 0.97), ("Ethernet264", 0.2)]:
+            ports.append(
+                {
+                    "ts": ts,
+                    "cluster": "c",
+                    "switch": "leaf1",
+                    "role": "leaf",
+                    "port": port,
+                    "up": 1,
+                    "tx_utilization_ratio": u,
+                    "tx_bytes_total": int(i * 10 * u * 50e9),
+                }
+            )
+        flows.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "switch": "leaf1",
+                "agent": "a",
+                "out_port": "Ethernet256",
+                "src_ip": "10.9.0.1",
+                "dst_ip": "10.9.0.3",
+                "dst_port": 4791,
+                "src_port": 50000,
+                "protocol": 17,
+                "vlan": 0,
+                "dscp": 26,
+                "ecn": 0,
+                "frame_bytes": 4096,
+                "sampling_rate": 1000,
+                "bytes": 4_096_000,
+                "packets": 1000,
+                "dest_qp": 9,
+            }
+        )
+    store.insert(NIC_SAMPLE, NIC_SAMPLE.to_arrow(nic))
+    store.insert(SWITCH_PORT_SAMPLE, SWITCH_PORT_SAMPLE.to_arrow(ports))
+    store.insert(GPU_SAMPLE, GPU_SAMPLE.to_arrow(gpus))
+    store.insert(FLOW_SAMPLE, FLOW_SAMPLE.to_arrow(flows))
+    store.insert(
+        LLDP_LINK,
+        LLDP_LINK.to_arrow(
+            [
+                {
+                    "ts": ms(s),
+                    "cluster": "c",
+                    "local_device": "n1",
+                    "local_port": "eth2",
+                    "remote_device": "leaf1",
+                    "remote_port": "Ethernet0",
+                    "source": "t",
+                }
+            ]
+        ),
+    )
+    Correlator(store, cluster="c").run(s, s + timedelta(minutes=5))
+
+
+def test_job_report_ranks_the_hot_uplink_first(store: Store) -> None:
+    scene(store)
+    s = t0()
+    rep = job_report(store, "a/train1", s, s + timedelta(minutes=5), cluster="c")
+    assert [p["pod"] for p in rep.pods] == ["train1-0", "train1-1"]
+    top = rep.hops[0]
+    assert (top.layer, top.name) == ("fabric_port", "leaf1:Ethernet256") and top.score >= 0.9
+    layers = {h.layer for h in rep.hops}
+    assert {"gpu", "nic", "leaf_port", "fabric_port", "placement"} <= layers
+    gpu = next(h for h in rep.hops if h.layer == "gpu")
+    assert any("wait for something else" in e for e in gpu.evidence_against)
+    text = render_text(rep)
+    assert "most likely bottleneck: fabric_port leaf1:Ethernet256" in text
+    assert rep.to_dict()["hops"][0]["name"] == "leaf1:Ethernet256"
+    assert rep.bytes_sent == 30 * 4_096_000  # 30 flows at/after s fall in the window [s, s+5m)
+
+
+def test_polars_api(store: Store) -> None:
+    scene(store)
+    s = t0()
+    flows = analysis.attributed_flows(
+        store, since=s, until=s + timedelta(minutes=5), job="a/train1"
+    )
+    assert isinstance(flows, pl.DataFrame) and flows.height == 30
+    assert flows["src_pod"].unique().to_list() == ["train1-0"]
+    f = analysis.findings(store)
+    assert "placement_violation" in f["kind"].to_list()
+    path = analysis.job_path(
+        store, "a/train1", since=s, until=s + timedelta(minutes=5), cluster="c"
+    )
+    assert path.row(0, named=True)["hop"] == "leaf1:Ethernet256"
+
+
+def test_html_report_draws_charts(store: Store, tmp_path: Path) -> None:
+    scene(store)
+    s = t0()
+    rep = job_report(store, "a/train1", s, s + timedelta(minutes=5), cluster="c")
+    page = render_html(store, s, s + timedelta(minutes=5), cluster="c", jobs=[rep])
+    assert (
+        page.count("<svg") == 3
+        and 'class="bottleneck"' in page
+        and "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    )
+    out = tmp_path / "report.html"
+    out.write_text(page)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("chromium (Debian package chromium) not installed: page not rendered")
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run(
+        [chromium, *flags, "--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=120
+    ).stdout
+    assert (
+        dom.count("<svg") == 3 and dom.count("<rect") > 30
+    )  # the browser parsed and kept every chart
+    png = tmp_path / "report.png"
+    subprocess.run(
+        [chromium, *flags, f"--screenshot={png}", "--window-size=1200,1600", out.as_uri()],
+        capture_output=True,
+        timeout=120,
+    )
+    assert png.exists() and png.stat().st_size > 10_000  # something was drawn, not a blank page
