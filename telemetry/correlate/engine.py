@@ -105,7 +105,7 @@ def detector(name: str, *, category: str, needs: tuple[str, ...]) -> Callable[[D
 
 
 def _load_detectors() -> None:
-    from telemetry.correlate.detectors import fabric, node, placement, storage  # noqa: F401  (they register)
+    from telemetry.correlate.detectors import consequence, fabric, node, placement, storage  # noqa: F401  (they register)
 
 
 def windows(start: datetime, end: datetime, seconds: int) -> Iterator[Window]:

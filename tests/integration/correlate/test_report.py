@@ -181,3 +181,45 @@ def test_html_report_draws_charts(store: Store, tmp_path: Path) -> None:
         timeout=120,
     )
     assert png.exists() and png.stat().st_size > 10_000  # something was drawn, not a blank page
+
+
+def test_network_bound_job(store: Store) -> None:
+    from telemetry.correlate import findings as fstore
+
+    scene(store)  # a/train1: GPUs 35% busy, its uplink 97% busy
+    got = {(f["kind"], f["subject"]) for f in fstore.read(store, kinds=["network_bound"])}
+    assert got == {("network_bound", "a/train1")}
+
+
+def test_gpu_without_direct_nic_sending_rdma(store: Store) -> None:
+    from telemetry.correlate import findings as fstore
+    from telemetry.records import GPU_NIC_AFFINITY
+
+    s = t0()
+    store.insert(
+        GPU_NIC_AFFINITY,
+        GPU_NIC_AFFINITY.to_arrow(
+            [
+                {
+                    "ts": ms(s),
+                    "cluster": "c",
+                    "node": "n1",
+                    "gpu": 0,
+                    "nic": "mlx5_0",
+                    "direct_nic": 1,
+                },
+                {"ts": ms(s), "cluster": "c", "node": "n1", "gpu": 1, "nic": "", "direct_nic": 0},
+                {
+                    "ts": ms(s),
+                    "cluster": "c",
+                    "node": "n3",
+                    "gpu": 0,
+                    "nic": "mlx5_0",
+                    "direct_nic": 1,
+                },
+            ]
+        ),
+    )
+    scene(store)  # n1 sends RDMA (train1-0); n3 only receives
+    (f,) = fstore.read(store, kinds=["gpu_without_direct_nic"])
+    assert f["subject"] == "n1" and f["evidence"]["gpus"] == [1] and f["severity"] == "info"
