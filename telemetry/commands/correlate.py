@@ -48,6 +48,29 @@ def register(sub: Any) -> list[str]:
     c.add_argument(
         "--only", action="append", metavar="DETECTOR", help="run only these detectors (repeatable)"
     )
+    c.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep running: correlate each window once it is complete (plus --lag), serve findings on /metrics",
+    )
+    c.add_argument(
+        "--lag",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="with --follow: wait this long after a window ends for late data (default 60)",
+    )
+    c.add_argument(
+        "--cycles",
+        type=int,
+        metavar="N",
+        help="with --follow: stop after N cycles (default: run until stopped)",
+    )
+    c.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="with --follow: serve /metrics here (default prometheus.listen)",
+    )
     add_store_args(c)
     c.set_defaults(func=run_correlate)
 
@@ -78,6 +101,8 @@ def run_correlate(args: argparse.Namespace) -> int:
         thresholds=cfg.sources.get("correlate", {}).get("thresholds"),
         only=args.only,
     )
+    if args.follow:
+        return follow(corr, cfg, args)
     span = corr.data_span()
     if span is None and not (args.since and args.until):
         print("correlate: the store holds no data the detectors read; nothing to do")
@@ -172,3 +197,72 @@ def findings_prometheus(rows: list[dict[str, Any]]) -> str:
     reg = CollectorRegistry(auto_describe=False)
     reg.register(_C())  # type: ignore[arg-type]
     return generate_latest(reg).decode()
+
+
+class FindingsCollector:
+    """Current findings (seen within the merge gap) as Prometheus metrics, read at scrape time."""
+
+    def __init__(self, store: Any, cluster: str, recent: timedelta) -> None:
+        self.store, self.cluster, self.recent = store, cluster, recent
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        from prometheus_client.parser import text_string_to_metric_families
+
+        from telemetry.correlate import findings as fstore
+
+        rows = fstore.read(
+            self.store, cluster=self.cluster, since=datetime.now(UTC) - self.recent, limit=100_000
+        )
+        yield from text_string_to_metric_families(findings_prometheus(rows))
+
+
+def follow(corr: Any, cfg: Any, args: argparse.Namespace, on_cycle: Any = None) -> int:
+    """Correlate every window once complete; serve /metrics (findings + detector self-metrics).
+    `on_cycle(host, port)` is called after each cycle (tests scrape there)."""
+    import logging
+    import time
+
+    log = logging.getLogger("railscope.correlate")
+    from telemetry.sinks.prometheus import PrometheusSink
+
+    step = int(corr.thresholds["window_seconds"])
+    gap = timedelta(seconds=step * (int(corr.thresholds["merge_gap_windows"]) + 1))
+    sink = PrometheusSink(components=lambda: [corr.attribution_stats, *corr.stats.values()])
+    sink.registry.register(FindingsCollector(corr.store, corr.cluster, gap))  # type: ignore[arg-type]
+    host, _, port = (args.listen or cfg.prometheus.listen).rpartition(":")
+    bound = sink.serve(host, int(port))
+    log.info(
+        "correlating every %ds (lag %.0fs); findings on http://%s:%s/metrics",
+        step,
+        args.lag,
+        *bound,
+    )
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    done_until: datetime | None = None
+    cycles = 0
+    try:
+        while True:
+            now = datetime.now(UTC) - timedelta(seconds=args.lag)
+            end = epoch + ((now - epoch) // timedelta(seconds=step)) * timedelta(
+                seconds=step
+            )  # last complete window end
+            start = done_until or end - timedelta(seconds=step)
+            if end > start:
+                res = corr.run(start, end)
+                done_until = end
+                log.info(
+                    "correlated %s..%s: %d finding(s)%s",
+                    start.isoformat(),
+                    end.isoformat(),
+                    len(res.findings),
+                    f", failed: {sorted(res.failed)}" if res.failed else "",
+                )
+            cycles += 1
+            if on_cycle is not None:
+                on_cycle(*bound)
+            if args.cycles is not None and cycles >= args.cycles:
+                break
+            time.sleep(max(1.0, (end + timedelta(seconds=step) - now).total_seconds()))
+    finally:
+        sink.close()
+    return 0

@@ -106,3 +106,13 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     r = rs("demo", "--data", str(tmp_path / "demo"), "--nodes", "2", "--minutes", "1")
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_correlate_and_findings_on_an_empty_store(tmp_path: Path) -> None:
+    dsn = f"chdb://{tmp_path / 'store'}"
+    r = rs("correlate", "--dsn", dsn)
+    assert r.returncode == 0 and "nothing to do" in r.stdout, r.stderr
+    r = rs("findings", "--dsn", dsn)
+    assert r.returncode == 0 and r.stdout.strip() == "no findings"
+    r = rs("report", "--dsn", dsn, "--job", "a/b")
+    assert r.returncode == 2 and "no data" in r.stderr

@@ -223,3 +223,33 @@ def test_gpu_without_direct_nic_sending_rdma(store: Store) -> None:
     scene(store)  # n1 sends RDMA (train1-0); n3 only receives
     (f,) = fstore.read(store, kinds=["gpu_without_direct_nic"])
     assert f["subject"] == "n1" and f["evidence"]["gpus"] == [1] and f["severity"] == "info"
+
+
+def test_follow_serves_findings_on_metrics(store: Store, free_port: int) -> None:
+    """`correlate --follow`: one cycle, scraped over HTTP while it serves."""
+    import argparse
+    import urllib.request
+
+    from telemetry.commands.correlate import follow
+    from telemetry.config import load_config
+
+    scene(store)
+    body: list[str] = []
+
+    def scrape(host: str, port: int) -> None:
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as r:
+            body.append(r.read().decode())
+
+    args = argparse.Namespace(lag=0.0, cycles=1, listen=f"127.0.0.1:{free_port}")
+    assert (
+        follow(Correlator(store, cluster="c"), load_config(None, env={}), args, on_cycle=scrape)
+        == 0
+    )
+    assert len(body) == 1
+    assert 'railscope_collector_success{component="detector:pfc_storm"} 1.0' in body[0]
+    # the inventory still places a/train1 across SUs now, so the latest window finds it again
+    assert (
+        'railscope_finding_active{category="placement",cluster="c",kind="placement_violation",severity="critical",'
+        'subject="a/train1",subject_type="job"} 1.0'
+    ) in body[0]
+    assert 'railscope_findings{cluster="c",kind="job_spans_su",severity="warning"} 1.0' in body[0]
