@@ -1,0 +1,365 @@
+"""Parsers on the real captures (tests/fixtures/hdfs) and on synthetic lines of other versions."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from exporters.hdfs import clienttrace, fsck, jmx, webhdfs
+from telemetry.errors import UserError
+
+FIX = Path(__file__).parents[2] / "fixtures" / "hdfs"
+
+
+def ms(s: str) -> int:
+    return int(datetime.fromisoformat(s).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+# --- JMX ------------------------------------------------------------------------------------------
+def test_namenode_jmx_capture() -> None:
+    doc = json.loads((FIX / "namenode.jmx.json").read_text())
+    assert jmx.role_of(doc) == "namenode"
+    s = jmx.sample(doc, "namenode")
+    # FSNamesystem wins over FSNamesystemState (2 vs 0 under-replicated in this capture).
+    assert s["under_replicated_blocks"] == 2
+    assert s["pending_replication_blocks"] == 1
+    assert s["corrupt_blocks"] == 3
+    assert s["missing_blocks"] == 0
+    assert s["live_datanodes"] == 1 and s["dead_datanodes"] == 0
+    assert s["capacity_total_bytes"] == 1999007744
+    assert s["capacity_remaining_bytes"] == 1997860864
+    assert s["files"] == 1 and s["blocks"] == 0
+    assert s["ha_state"] == "active"
+    nodes = jmx.live_nodes(doc)
+    assert nodes == [jmx.LiveNode("localhost", "127.0.0.1:50075", "127.0.0.1:0", "127.0.0.1:50010")]
+
+
+def test_datanode_jmx_capture() -> None:
+    doc = json.loads((FIX / "datanode.jmx.json").read_text())
+    assert jmx.role_of(doc) == "datanode"
+    s = jmx.sample(doc, "datanode")
+    assert s["capacity_bytes"] == 105554829312
+    assert s["dfs_used_bytes"] == 24576
+    assert s["remaining_bytes"] == 99181457408
+    assert s["xceivers"] == 1
+    assert s["read_bytes_total"] == 0 and s["remote_read_bytes_total"] == 0
+    assert s["failed_volumes"] == 0
+    assert "ha_state" not in s
+
+
+def test_jmx_values_scaled_and_non_numbers_skipped() -> None:
+    doc = {
+        "beans": [
+            {
+                "name": "Hadoop:service=DataNode,name=DataNodeActivity-dn7-9866",
+                "PacketAckRoundTripTimeNanosAvgTime": 2_500_000.0,
+                "BytesRead": "oops",
+                "RemoteBytesRead": 123456789012,
+                "ReadsFromRemoteClient": True,
+            }
+        ]
+    }
+    s = jmx.sample(doc, "datanode")
+    assert s["packet_ack_round_trip_seconds"] == pytest.approx(0.0025)
+    assert s["remote_read_bytes_total"] == 123456789012
+    assert "read_bytes_total" not in s  # a string is not a number: null, not 0
+    assert "remote_client_reads_total" not in s  # a bool is not a counter
+
+
+def test_live_nodes_wildcard_and_bad_json() -> None:
+    doc = {
+        "beans": [
+            {
+                "name": "Hadoop:service=NameNode,name=NameNodeInfo",
+                "LiveNodes": json.dumps(
+                    {
+                        "dn1.a:9866": {
+                            "infoAddr": "0.0.0.0:9864",
+                            "infoSecureAddr": "0.0.0.0:0",
+                            "xferaddr": "10.1.0.1:9866",
+                        }
+                    }
+                ),
+            }
+        ]
+    }
+    assert jmx.live_nodes(doc)[0].info_addr == "dn1.a:9864"
+    doc["beans"][0]["LiveNodes"] = '{"dn1":'
+    with pytest.raises(UserError, match="LiveNodes is not valid JSON"):
+        jmx.live_nodes(doc)
+    assert jmx.role_of({"beans": [{"name": "java.lang:type=Memory"}]}) == ""
+    assert jmx.role_of([1, 2]) == ""
+
+
+# --- clienttrace ----------------------------------------------------------------------------------
+def test_clienttrace_capture_old_duration_form() -> None:
+    st = clienttrace.ParseStats()
+    t = clienttrace.parse_lines((FIX / "datanode_clienttrace_hdfs_read.log").open(), stats=st)
+    assert (st.lines, st.transfers, st.skipped, st.errors) == (11, 11, 0, {})
+    rows = list(t.rows())
+    assert rows[0] == {
+        "ts": ms("2016-07-10 21:31:34.263"),
+        "datanode": "10.130.1.29:50010",
+        "op": "HDFS_READ",
+        "src": "10.130.1.29:50010",
+        "dest": "10.130.1.28:55243",
+        "bytes": 2555904,
+        "client_id": "DFSClient_NONMAPREDUCE_1984924661_1",
+        "block_id": "BP-360285305-10.130.1.11-1444619256876:blk_1109360829_35627143",
+        "duration_seconds": 1.083375057,
+        "write_mode": "",
+    }
+    assert rows[-1]["ts"] == ms("2016-07-10 21:31:47.679")
+    assert rows[-1]["bytes"] == 2490368
+    assert rows[-1]["duration_seconds"] == pytest.approx(0.026523774)
+    assert sum(t.bytes) == 29884416
+
+
+NEW_WRITE = (
+    "2024-03-01 08:00:00,007 INFO org.apache.hadoop.hdfs.server.datanode.DataNode.clienttrace: "
+    "src: /10.1.9.9:41022, dest: /10.1.0.1:9866, volume: /data1, bytes: 134217728, op: HDFS_WRITE, "
+    "cliID: DFSClient_attempt_1_0001_m_000001_0_-1_1, offset: 0, srvID: 7f1c, "
+    "blockid: BP-1-10.1.0.100-1700000000000:blk_1073741900_1076, duration(ns): 1500000000"
+)
+NEW_READ = (
+    "2024-03-01 08:00:01,500 INFO org.apache.hadoop.hdfs.server.datanode.DataNode.clienttrace: "
+    "src: /10.2.0.1:9866, dest: /10.1.9.9:52001, bytes: 1000, op: HDFS_READ, cliID: DFSClient_X_1, "
+    "offset: 0, srvID: aa, blockid: BP-1-10.1.0.100-1700000000000:blk_1073741901_1077, duration(ns): 2000"
+)
+
+
+def test_clienttrace_new_duration_form_and_volume_field_rejected_loudly() -> None:
+    # Hadoop 3.3 writes `duration(ns):`; some builds add `volume:` -> 10 fields: an error, not a guess.
+    st = clienttrace.ParseStats()
+    t = clienttrace.parse_lines([NEW_WRITE, NEW_READ], stats=st)
+    assert st.errors == {"field count": 1}
+    assert len(t) == 1 and t.op == ["HDFS_READ"] and t.duration_seconds == [2e-6]
+    assert t.datanode == ["10.2.0.1:9866"]  # a read is served by its source
+    write = NEW_WRITE.replace("volume: /data1, ", "")
+    t = clienttrace.parse_lines([write])
+    assert t.op == ["HDFS_WRITE"] and t.write_mode == ["sync"] and t.datanode == ["10.1.0.1:9866"]
+    assert t.duration_seconds == [1.5] and t.bytes == [134217728]
+
+
+def test_clienttrace_rejects_and_skips() -> None:
+    st = clienttrace.ParseStats()
+    lines = [
+        "2024-03-01 08:00:00,000 INFO DataNode: Receiving BP-1:blk_1_1 src: /1.1.1.1:1 dest: /2.2.2.2:2",
+        NEW_READ.replace("bytes: 1000", "bytes: lots"),
+        NEW_READ.replace("duration(ns): 2000", "elapsed: 2000"),
+        "2024-03-01 08:00:02,000 INFO DataNode.clienttrace: src: 127.0.0.1, dest: 127.0.0.1, "
+        "op: REQUEST_SHORT_CIRCUIT_FDS, blockid: 1, srvID: x, success: true",
+        "some unrelated line",
+        NEW_READ.replace("2024-03-01", "yesterday!"),
+    ]
+    t = clienttrace.parse_lines(lines, stats=st)
+    assert len(t) == 0
+    assert st.errors == {"bad number or time": 2, "no duration": 1}
+    assert st.skipped == 3 and st.lines == 6
+
+
+def test_replication_line_needs_datanode() -> None:
+    line = (
+        "2024-03-01 08:00:03,000 INFO org.apache.hadoop.hdfs.server.datanode.DataNode: Received "
+        "BP-1-10.1.0.100-1700000000000:blk_1073741902_1078 on volume /data2 size 67108864 from /10.1.0.2:50010"
+    )
+    st = clienttrace.ParseStats()
+    assert len(clienttrace.parse_lines([line], stats=st)) == 0
+    assert st.failed == 1
+    t = clienttrace.parse_lines([line], datanode="10.2.0.1:9866")
+    assert list(t.rows()) == [
+        {
+            "ts": ms("2024-03-01 08:00:03"),
+            "datanode": "10.2.0.1:9866",
+            "op": "replication",
+            "src": "10.1.0.2:50010",
+            "dest": "10.2.0.1:9866",
+            "bytes": 67108864,
+            "client_id": "",
+            "block_id": "BP-1-10.1.0.100-1700000000000:blk_1073741902_1078",
+            "duration_seconds": None,
+            "write_mode": "async",
+        }
+    ]
+
+
+def test_replication_line_with_both_ends() -> None:
+    # DataXceiver's form for DataNode-to-DataNode writes (Hadoop 2.x; 3.x adds "volume: V").
+    lines = [
+        "2024-03-01 08:00:04,000 INFO org.apache.hadoop.hdfs.server.datanode.DataNode: Received "
+        "BP-1-10.1.0.100-1700000000000:blk_1073741903_1079 src: /10.1.0.3:43210 dest: /10.2.0.2:9866 "
+        "of size 1048576",
+        "2024-03-01 08:00:05,000 INFO org.apache.hadoop.hdfs.server.datanode.DataNode: Received "
+        "BP-1-10.1.0.100-1700000000000:blk_1073741904_1080 src: /10.1.0.4:43211 dest: /10.2.0.3:9866 "
+        "volume: /data3 of size 2048",
+    ]
+    st = clienttrace.ParseStats()
+    t = clienttrace.parse_lines(lines, stats=st)
+    assert st.errors == {} and st.transfers == 2
+    assert t.src == ["10.1.0.3:43210", "10.1.0.4:43211"] and t.dest == [
+        "10.2.0.2:9866",
+        "10.2.0.3:9866",
+    ]
+    assert (
+        t.bytes == [1048576, 2048] and t.op == ["replication"] * 2 and t.write_mode == ["async"] * 2
+    )
+    assert t.datanode == ["10.2.0.2:9866", "10.2.0.3:9866"]
+
+
+def test_log_timezone() -> None:
+    tz = clienttrace.local_tz("+08:00")
+    assert tz == timezone(timedelta(hours=8))
+    t = clienttrace.parse_lines([NEW_READ], tz=tz)
+    assert t.ts == [ms("2024-03-01 00:00:01.500")]
+    assert clienttrace.local_tz("Asia/Shanghai").utcoffset(datetime(2024, 3, 1)) == timedelta(
+        hours=8
+    )
+
+
+def test_tailer_follows_rotation(tmp_path: Path) -> None:
+    log = tmp_path / "hadoop-hdfs-datanode.log"
+    log.write_text("old line\n")
+    tl = clienttrace.Tailer(log)
+    assert tl.read() == []  # starts at the end
+    with log.open("a") as f:
+        f.write("a\nb\npart")
+    assert tl.read() == ["a", "b"]
+    with log.open("a") as f:
+        f.write("ial\nc\n")
+    # log4j rolls: hadoop.log -> hadoop.log.1, a new hadoop.log begins
+    log.rename(tmp_path / "hadoop-hdfs-datanode.log.1")
+    log.write_text("d\n")
+    assert tl.read() == ["partial", "c", "d"]
+    assert tl.rotations == 1
+    log.write_text("")  # truncated in place (copytruncate)
+    assert tl.read() == []
+    with log.open("a") as f:
+        f.write("e\n")
+    assert tl.read() == ["e"]
+    log.unlink()
+    assert tl.read() == []  # between rotation and re-creation: quiet
+    assert clienttrace.Tailer(tmp_path / "hadoop-hdfs-datanode.log.1", from_start=True).read() == [
+        "old line",
+        "a",
+        "b",
+        "partial",
+        "c",
+    ]
+
+
+# --- fsck -----------------------------------------------------------------------------------------
+def test_fsck_capture() -> None:
+    rep = fsck.parse_fsck((FIX / "fsck_files_blocks_racks_dataproc.txt").open())
+    assert rep.files == 1 and rep.status == "HEALTHY" and rep.errors == {}
+    assert [b.block_id for b in rep.blocks] == [
+        "BP-634013962-10.154.0.34-1580405307126:blk_1073741827_1003",
+        "BP-634013962-10.154.0.34-1580405307126:blk_1073741828_1004",
+    ]
+    b0, b1 = rep.blocks
+    assert (b0.path, b0.length, b0.live_replicas, b0.replication) == (
+        "/dblp/author-large.txt",
+        134217728,
+        2,
+        None,
+    )
+    assert b1.length == 89064187
+    assert list(b0.replicas) == [
+        ("10.154.0.33:9866", "/default-rack"),
+        ("10.154.0.32:9866", "/default-rack"),
+    ]
+    assert rep.summary["Total blocks (validated)"] == 2
+    assert rep.summary["Default replication factor"] == 2
+    assert rep.summary["Number of racks"] == 1
+    assert rep.summary["Corrupt blocks"] == 0
+
+
+HADOOP3_FSCK = """\
+FSCK started by hdfs (auth:KERBEROS_SSL) from /10.1.0.100 for path /warehouse at Mon Mar 04 10:00:00 CST 2024
+/warehouse/t1/part-0 268435456 bytes, replicated: replication=4, 2 block(s):  OK
+0. BP-1-10.1.0.100-1700000000000:blk_1073741825_1001 len=134217728 Live_repl=4  [/idcA/rack1/10.1.0.1:9866, /idcA/rack2/10.1.0.3:9866, /idcB/rack1/10.2.0.1:9866, /idcB/rack2/10.2.0.3:9866]
+1. BP-1-10.1.0.100-1700000000000:blk_1073741826_1002 len=134217728 Live_repl=3  [DatanodeInfoWithStorage[10.1.0.1:9866,DS-1,DISK], DatanodeInfoWithStorage[10.1.0.2:9866,DS-2,DISK], DatanodeInfoWithStorage[10.2.0.1:9866,DS-3,DISK]]
+
+/warehouse/t1/part 1 99 bytes, replicated: replication=4, 1 block(s):  MISSING 1 blocks of total size 99 B
+0. BP-1-10.1.0.100-1700000000000:blk_1073741827_1003 len=99 MISSING!
+2. BP-1-10.1.0.100-1700000000000:blk_oops
+Status: CORRUPT
+"""
+
+
+def test_fsck_hadoop3_forms() -> None:
+    rep = fsck.parse_fsck(HADOOP3_FSCK.splitlines())
+    assert rep.files == 2 and rep.status == "CORRUPT"
+    assert rep.errors == {"block line": 1}
+    a, b, c = rep.blocks
+    assert a.replication == 4 and a.live_replicas == 4
+    assert [r[1] for r in a.replicas] == [
+        "/idcA/rack1",
+        "/idcA/rack2",
+        "/idcB/rack1",
+        "/idcB/rack2",
+    ]
+    assert list(b.replicas) == [("10.1.0.1:9866", ""), ("10.1.0.2:9866", ""), ("10.2.0.1:9866", "")]
+    assert c.path == "/warehouse/t1/part 1" and c.missing and c.replicas == () and c.length == 99
+
+
+# --- WebHDFS --------------------------------------------------------------------------------------
+def test_webhdfs_getfileblocklocations() -> None:
+    doc = {
+        "BlockLocations": {
+            "BlockLocation": [
+                {
+                    "cachedHosts": [],
+                    "corrupt": False,
+                    "hosts": ["dn1", "dn5"],
+                    "length": 134217728,
+                    "names": ["10.1.0.1:9866", "10.2.0.1:9866"],
+                    "offset": 0,
+                    "storageIds": ["DS-1", "DS-5"],
+                    "storageTypes": ["DISK", "DISK"],
+                    "topologyPaths": ["/idcA/rack1/10.1.0.1:9866", "/idcB/rack1/10.2.0.1:9866"],
+                },
+                {"hosts": [], "names": [], "length": 5, "offset": 134217728, "topologyPaths": []},
+            ]
+        }
+    }
+    a, b = webhdfs.parse_block_locations(doc, "/data/f")
+    assert (a.block_id, a.length, a.path) == ("offset=0", 134217728, "/data/f")
+    assert list(a.replicas) == [("10.1.0.1:9866", "/idcA/rack1"), ("10.2.0.1:9866", "/idcB/rack1")]
+    assert b.missing and b.block_id == "offset=134217728"
+
+
+def test_webhdfs_located_blocks_and_errors() -> None:
+    doc = {
+        "LocatedBlocks": {
+            "fileLength": 10,
+            "locatedBlocks": [
+                {
+                    "block": {
+                        "blockId": 1073741825,
+                        "blockPoolId": "BP-1",
+                        "generationStamp": 1001,
+                        "numBytes": 10,
+                    },
+                    "locations": [
+                        {
+                            "hostName": "dn1",
+                            "ipAddr": "10.1.0.1",
+                            "xferPort": 9866,
+                            "networkLocation": "/idcA/rack1",
+                        }
+                    ],
+                }
+            ],
+        }
+    }
+    (a,) = webhdfs.parse_block_locations(doc, "/f")
+    assert a.block_id == "BP-1:blk_1073741825_1001" and a.replicas[0][0] == "10.1.0.1:9866"
+    with pytest.raises(UserError, match="malformed"):
+        webhdfs.parse_block_locations(
+            {"LocatedBlocks": {"locatedBlocks": [{"block": {}}]}}, "/f", origin="x.json"
+        )
+    with pytest.raises(UserError, match="not a WebHDFS"):
+        webhdfs.parse_block_locations({"beans": []}, "/f")
