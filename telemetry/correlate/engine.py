@@ -105,7 +105,14 @@ def detector(name: str, *, category: str, needs: tuple[str, ...]) -> Callable[[D
 
 
 def _load_detectors() -> None:
-    from telemetry.correlate.detectors import consequence, fabric, node, placement, storage  # noqa: F401  (they register)
+    from telemetry.correlate.detectors import (  # noqa: F401
+        consequence,
+        fabric,
+        node,
+        placement,
+        storage,
+        topology,
+    )
 
 
 def windows(start: datetime, end: datetime, seconds: int) -> Iterator[Window]:

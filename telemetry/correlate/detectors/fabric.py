@@ -222,10 +222,12 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
 def _roles_and_neighbours(
     ctx: Context,
 ) -> tuple[dict[str, str], dict[tuple[str, str], tuple[str, str]]]:
+    """Switch role (the role most of its ports carry: a super-spine with a few DCI ports is a
+    super-spine) and the latest LLDP neighbour of every port."""
     roles = {
         r["switch"]: r["role"]
         for r in ctx.rows("""
-        SELECT switch, any(role) AS role FROM $db.switch_port_samples
+        SELECT switch, topK(1)(role)[1] AS role FROM $db.switch_port_samples
         WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
         GROUP BY switch""")
     }
@@ -239,51 +241,58 @@ def _roles_and_neighbours(
     return roles, peers
 
 
+def _sample_seconds(ctx: Context) -> float:
+    """Typical spacing of switch samples in the window (for turning sample counts into time)."""
+    (r,) = ctx.rows("""
+        SELECT count(DISTINCT ts) AS n, dateDiff('millisecond', min(ts), max(ts)) / 1000 AS span
+        FROM $db.switch_port_samples
+        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}""")
+    return float(r["span"]) / (r["n"] - 1) if r["n"] and r["n"] > 1 else ctx.window.seconds
+
+
 _UPLINK = {"leaf": "spine", "spine": "superspine"}
 
 
 @detector("ecmp_imbalance", category="fabric", needs=("switch_port_samples",))
 def ecmp_imbalance(ctx: Context) -> list[Finding]:
-    """Uplink groups (a leaf's ports to spines, a spine's to super-spines, from LLDP): one member
-    carrying far more than the group mean while busy is a hash collision; the flows on it are the
-    evidence."""
+    """Uplink groups (a leaf's ports to spines, a spine's to super-spines, from LLDP): judged per
+    sample, one member running far above the group mean while busy, for long enough, is a hash
+    collision. The flows on that member are the evidence."""
     hot_ratio = float(ctx.t("ecmp.max_over_mean"))
     min_util = float(ctx.t("ecmp.min_hot_utilization"))
+    min_s = float(ctx.t("ecmp.min_seconds"))
     roles, peers = _roles_and_neighbours(ctx)
-    groups: dict[str, list[str]] = {}
-    for (dev, port), (rdev, _) in peers.items():
-        if _UPLINK.get(roles.get(dev, "")) == roles.get(rdev):
-            groups.setdefault(dev, []).append(port)
-    if not groups:
+    members = sorted(
+        (dev, port)
+        for (dev, port), (rdev, _) in peers.items()
+        if _UPLINK.get(roles.get(dev, "")) == roles.get(rdev)
+    )
+    if not members:
         return []
-    usage = {
-        (r["switch"], r["port"]): r
-        for r in ctx.rows(f"""
-        SELECT i.switch AS switch, i.port AS port, i.inc_tx_bytes_total AS tx_bytes, i.span_s AS span_s,
-               u.util AS util, u.up AS up
-        FROM ({increase_sql("switch_port_samples", ["switch", "port"], ["tx_bytes_total"])}) AS i
-        LEFT JOIN (SELECT switch, port, avg(tx_utilization_ratio) AS util, min(up) AS up FROM $db.switch_port_samples
-                   WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}
-                   GROUP BY switch, port) AS u USING (switch, port)""")
-    }
+    step = _sample_seconds(ctx)
+    hot: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in ctx.rows(
+        """
+        SELECT switch, ts, argMax(port, u) AS hot, max(u) AS hot_u, avg(u) AS mean_u, stddevPop(u) AS sd, count() AS n
+        FROM (SELECT switch, port, ts, ifNull(tx_utilization_ratio, 0) AS u FROM $db.switch_port_samples
+              WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+                AND up = 1 AND (switch, port) IN {members:Array(Tuple(String, String))})
+        GROUP BY switch, ts HAVING n >= 2 AND mean_u > 0
+          AND hot_u / mean_u >= {ratio:Float64} AND hot_u >= {util:Float64}""",
+        {"members": members, "ratio": hot_ratio, "util": min_util},
+    ):
+        h = hot.setdefault(
+            (r["switch"], r["hot"]), {"samples": 0, "ratio": [], "util": [], "cv": [], "n": r["n"]}
+        )
+        h["samples"] += 1
+        h["ratio"].append(r["hot_u"] / r["mean_u"])
+        h["util"].append(r["hot_u"])
+        h["cv"].append(r["sd"] / r["mean_u"])
     out = []
-    for dev, ports in sorted(groups.items()):
-        members = [
-            usage[(dev, p)] for p in sorted(ports) if (dev, p) in usage and usage[(dev, p)]["up"]
-        ]
-        if len(members) < 2:
+    for (dev, port), h in sorted(hot.items()):
+        seconds = h["samples"] * step
+        if seconds < min_s:
             continue
-        loads = [float(m["tx_bytes"] or 0.0) for m in members]
-        mean = sum(loads) / len(loads)
-        if mean <= 0:
-            continue
-        hot = max(range(len(members)), key=lambda i: loads[i])
-        ratio = loads[hot] / mean
-        util = float(members[hot]["util"] or 0.0)
-        if ratio < hot_ratio or util < min_util:
-            continue
-        sd = (sum((x - mean) ** 2 for x in loads) / len(loads)) ** 0.5
-        port = members[hot]["port"]
         flows = ctx.rows(
             """
             SELECT src_job, dst_job, src_ip, dst_ip, dest_qp, sum(bytes) AS bytes FROM $db.flows_attributed
@@ -293,6 +302,8 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
             {"sw": dev, "port": port},
         )
         subject = port_subject(dev, port)
+        ratio = sum(h["ratio"]) / len(h["ratio"])
+        util = sum(h["util"]) / len(h["util"])
         out.append(
             Finding(
                 "ecmp_imbalance",
@@ -300,19 +311,14 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
                 "warning",
                 "port",
                 subject,
-                f"ECMP uplink {subject} carries {ratio:.1f}x its group's mean ({util:.0%} busy); "
-                f"{len(members)} members, CV {sd / mean:.2f}",
+                f"ECMP uplink {subject} ran at {ratio:.1f}x its group's mean ({util:.0%} busy) for {seconds:.0f}s "
+                f"of the window; {h['n']} members",
                 {
                     "max_over_mean": round(ratio, 3),
-                    "cv": round(sd / mean, 3),
                     "hot_utilization": round(util, 3),
-                    "group": {
-                        port_subject(dev, m["port"]): {
-                            "tx_bytes": int(m["tx_bytes"] or 0),
-                            "utilization": round(float(m["util"] or 0), 3),
-                        }
-                        for m in members
-                    },
+                    "cv": round(sum(h["cv"]) / len(h["cv"]), 3),
+                    "seconds": round(seconds),
+                    "group": sorted(port_subject(d, p) for d, p in members if d == dev),
                     "flows_on_hot_member": flows,
                 },
             )
@@ -322,21 +328,29 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
 
 @detector("dci_near_capacity", category="storage", needs=("switch_port_samples",))
 def dci_near_capacity(ctx: Context) -> list[Finding]:
-    """A data-center interconnect link whose transmit side averages near its capacity; the
-    evidence splits the HDFS share of it by operation."""
+    """A data-center interconnect link (a port whose role is 'dci' and whose LLDP peer is a switch)
+    transmitting near capacity for long enough; the evidence splits the HDFS cross-IDC share by
+    operation."""
     limit = float(ctx.t("dci.near_capacity_ratio"))
+    min_s = float(ctx.t("dci.min_seconds"))
     roles, peers = _roles_and_neighbours(ctx)
+    step = _sample_seconds(ctx)
     out = []
-    for r in ctx.rows("""
-        SELECT switch, port, avg(tx_utilization_ratio) AS util, max(tx_utilization_ratio) AS peak,
-               avg(tx_bytes_per_second) AS bps
+    for r in ctx.rows(
+        """
+        SELECT switch, port, any(role) AS role, countIf(tx_utilization_ratio >= {limit:Float64}) AS hot,
+               avgIf(tx_utilization_ratio, tx_utilization_ratio >= {limit:Float64}) AS util, max(tx_utilization_ratio) AS peak
         FROM $db.switch_port_samples
         WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
-          AND role = 'dci'
-        GROUP BY switch, port ORDER BY switch, port"""):
+        GROUP BY switch, port
+        HAVING hot > 0 AND role = 'dci'
+        ORDER BY switch, port""",
+        {"limit": limit},
+    ):
         peer = peers.get((r["switch"], r["port"]))
-        if peer is None or roles.get(peer[0]) != "dci" or (r["util"] or 0) < limit:
-            continue  # only the inter-DC ports of DCI switches (their peer is a DCI switch)
+        seconds = r["hot"] * step
+        if peer is None or peer[0] not in roles or seconds < min_s:
+            continue
         subject = f"{port_subject(r['switch'], r['port'])}<->{port_subject(*peer)}"
         hdfs = ctx.rows("""
             SELECT op, write_mode, sum(bytes) AS bytes FROM $db.hdfs_transfers
@@ -349,11 +363,11 @@ def dci_near_capacity(ctx: Context) -> list[Finding]:
                 "critical" if (r["peak"] or 0) >= 0.98 else "warning",
                 "link",
                 subject,
-                f"DCI link {subject} at {r['util']:.0%} of capacity on average (peak {r['peak']:.0%})",
+                f"DCI link {subject} above {limit:.0%} of capacity for {seconds:.0f}s (mean {r['util']:.0%} then, peak {r['peak']:.0%})",
                 {
-                    "utilization": round(float(r["util"]), 3),
+                    "seconds_near_capacity": round(seconds),
+                    "utilization_when_hot": round(float(r["util"]), 3),
                     "peak": round(float(r["peak"] or 0), 3),
-                    "tx_bytes_per_second": r["bps"],
                     "hdfs_cross_idc_bytes_by_op": hdfs,
                 },
             )

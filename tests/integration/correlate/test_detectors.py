@@ -496,7 +496,7 @@ def test_dci_link_near_capacity(store: Store) -> None:
             ("dci-b", "dci", "Ethernet0"): 0.3,
             ("dci-a", "dci", "Ethernet8"): 0.4,
             ("dci-b", "dci", "Ethernet8"): 0.4,
-            ("dci-a", "dci", "Ethernet64"): 0.99,
+            ("dci-a", "superspine", "Ethernet64"): 0.99,  # IDC-internal side: not a DCI port
             ("spine1", "spine", "Ethernet0"): 0.99,
         },
     )
@@ -512,5 +512,7 @@ def test_dci_link_near_capacity(store: Store) -> None:
     run(store, s, 5)
     (f,) = fstore.read(store, kinds=["dci_near_capacity"])
     assert (
-        f["subject"] == "dci-a:Ethernet0<->dci-b:Ethernet0" and f["evidence"]["utilization"] == 0.93
+        f["subject"] == "dci-a:Ethernet0<->dci-b:Ethernet0"
+        and f["evidence"]["utilization_when_hot"] == 0.93
+        and f["evidence"]["seconds_near_capacity"] == 300
     )

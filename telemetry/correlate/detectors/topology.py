@@ -1,0 +1,46 @@
+"""Topology detector: HyperNodes declared to the scheduler that disagree with the wiring (LLDP).
+Uses telemetry.topology's diff of the declared tree against the graph the LLDP links draw."""
+
+from __future__ import annotations
+
+from telemetry.correlate.engine import Context, detector
+from telemetry.correlate.findings import Finding
+
+
+@detector("hypernode_drift", category="topology", needs=("inv_hypernodes",))
+def hypernode_drift(ctx: Context) -> list[Finding]:
+    from telemetry.topology.hypernodes import HyperNodeTree
+    from telemetry.topology.physical import Fabric, diff
+    from telemetry.topology.store_io import declared_from_store
+
+    specs, labels = declared_from_store(ctx.store, ctx.cluster, at=ctx.window.end)
+    links = ctx.rows("""
+        SELECT local_device, local_port, argMax(remote_device, ts) AS remote_device, argMax(remote_port, ts) AS remote_port
+        FROM $db.lldp_links WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')}
+        GROUP BY local_device, local_port""")
+    if not specs or not links:
+        return []
+    tree = HyperNodeTree.build(specs, labels or None)
+    out = []
+    for d in diff(tree, Fabric(links, servers=list(labels) or None)):
+        if d.kind == "problem":
+            continue  # malformed declarations are the inventory's report, not drift
+        subject = d.declared or d.subject
+        out.append(
+            Finding(
+                "hypernode_drift",
+                "topology",
+                "warning",
+                "hypernode" if d.declared else "node",
+                subject,
+                d.message,
+                {
+                    "difference": d.kind,
+                    "node_or_hypernode": d.subject,
+                    "tier": d.tier,
+                    "declared": d.declared,
+                    "observed": d.observed,
+                },
+            )
+        )
+    return out
