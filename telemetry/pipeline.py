@@ -55,6 +55,7 @@ class ComponentStats:
     failed: int = 0
     last_duration_seconds: float = 0.0
     last_success: bool = True
+    last_error: str = ""  # one line: what went wrong last (empty after a success)
     errors: dict[str, int] = field(default_factory=dict)  # reason -> count
     extra: dict[str, float] = field(default_factory=dict)  # component-specific gauges
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -168,12 +169,14 @@ class BaseSource:
             batches = self._collect()
         except Exception as e:
             self.stats.last_success = False
+            self.stats.last_error = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
             self.stats.error(type(e).__name__)
             log.error("source %s: collection failed: %s", self.name, e)
             raise
         finally:
             self.stats.last_duration_seconds = time.perf_counter() - t
         self.stats.last_success = True
+        self.stats.last_error = ""
         self.stats.sent += sum(b.num_rows for b in batches)
         return batches
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
+import sys
 from functools import partial
 from typing import Any
 
@@ -22,6 +23,7 @@ from telemetry.commands.common import (
     open_store,
     write_output,
 )
+from telemetry.errors import UserError
 from telemetry.pipeline import SOURCES, Pipeline, SourceSpec
 from telemetry.transforms import build_transforms
 
@@ -88,7 +90,17 @@ def run_source(spec: SourceSpec, args: argparse.Namespace) -> int:
     one_shot = bool(args.once or args.from_path)
     if args.output:
         stamp = build_transforms(cfg)
-        batches = [Pipeline([], [], stamp).apply_transforms(b) for b in source.collect()]
+        try:
+            collected = source.collect()
+        except UserError:
+            raise
+        except Exception:  # already logged by the source with its input named
+            print(
+                f"railscope {spec.command}: collection failed: {source.stats.last_error}",
+                file=sys.stderr,
+            )
+            return 1
+        batches = [Pipeline([], [], stamp).apply_transforms(b) for b in collected]
         write_output(batches, args.output, components=[source.stats])
         return 0
     store = open_store(cfg)
@@ -113,6 +125,14 @@ def run_source(spec: SourceSpec, args: argparse.Namespace) -> int:
     try:
         if one_shot:
             n = pipeline.run_once()
+            if (
+                not source.stats.last_success
+            ):  # the pipeline keeps going; a one-shot run must say so
+                print(
+                    f"railscope {spec.command}: collection failed: {source.stats.last_error}",
+                    file=sys.stderr,
+                )
+                return 1
             log.info("%s: stored %d records in %s", spec.command, n, store.dsn.redacted())
         else:
             log.info(
