@@ -406,6 +406,11 @@ NIC_SAMPLE = _register(
                 "pfc_rx_pause_prio3_total", "PFC pauses received on priority 3 (RoCE default)."
             ),
             counter("pfc_tx_pause_prio3_total", "PFC pauses sent on priority 3."),
+            # Deprecated (kept for writers that still fill it); the node exporter fills the seconds
+            # field below: promtool rejects abbreviated units in metric names.
+            counter(
+                "pfc_pause_duration_us_total", "Time paused (rx), microseconds.", "microseconds"
+            ),
             Field(
                 "pfc_rx_pause_duration_seconds_total",
                 "f64",
@@ -496,7 +501,7 @@ SWITCH_PORT_SAMPLE = _register(
             label("switch", "Switch hostname."),
             label("asic", "ASIC namespace on multi-ASIC switches; empty otherwise."),
             label("port", "Port name as the switch shows it (Ethernet0)."),
-            label("role", "leaf | spine | superspine | dci."),
+            label("role", "Role of the switch (leaf | spine | superspine), or dci for the ports of a data-center interconnect link."),
             gauge("up", "1 when oper status is up.", type_="u8", nullable=True),
             gauge("speed_bps", "Port speed, bits/s.", "bps"),
             counter("rx_bytes_total", "Octets received.", "bytes"),

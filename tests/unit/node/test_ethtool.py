@@ -1,0 +1,75 @@
+"""`ethtool -S` text parsing (replay) on the real mlx5 capture, and per-priority mapping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporters.node.ethtool import EthtoolError, TextEthtool, parse_ethtool_s
+from exporters.node.rdma import RdmaCollector
+
+from .conftest import FIXTURES, NODE8
+
+REAL = FIXTURES / "ethtool" / "mlx5_connectx4_ethtool_i_S_partial_ethq_issue8.txt"
+
+
+def test_real_mlx5_capture_exact_values() -> None:
+    text = REAL.read_text()
+    s = parse_ethtool_s(text.split("# ethtool -S output", 1)[1])
+    assert s["rx_packets"] == 845320277
+    assert s["rx_bytes"] == 2195783498134
+    assert s["tx_bytes"] == 2655285206479
+    assert s["tx_csum_partial"] == 726606998
+    assert s["tx_queue_stopped"] == 0
+    assert "NIC statistics" not in s
+    assert len(s) == 23
+
+
+def test_malformed_line_is_an_error_naming_it() -> None:
+    with pytest.raises(EthtoolError, match=r"x\.txt:3: not 'name: integer'") as e:
+        parse_ethtool_s(
+            "NIC statistics:\n     rx_packets: 1\n     rx_bytes: 12abc\n", source="x.txt"
+        )
+    assert e.value.reason == "malformed_ethtool"
+
+
+def test_missing_capture_is_nothing(tmp_path: Path) -> None:
+    assert TextEthtool(tmp_path).stats("eth9") == {}
+
+
+def test_per_priority_rows_and_nic_aggregates(problems) -> None:
+    c = RdmaCollector(NODE8, "n", TextEthtool(NODE8 / "ethtool"))
+    nic, prio = c.collect(1, problems)
+    assert problems.items == []
+    assert len(prio) == 8 * 8  # 8 netdevs x 8 priorities
+    p3 = next(r for r in prio if r["netdev"] == "ens5np0" and r["priority"] == 3)
+    i = 4  # ens5np0 is NIC 4 in make_node8.py
+    assert p3["device"] == "mlx5_4"
+    assert p3["rx_pause_total"] == 1500 * (i + 1)
+    assert p3["tx_pause_total"] == 900 * (i + 1)
+    assert p3["rx_pause_duration_seconds_total"] == pytest.approx(0.25 * (i + 1))
+    assert p3["rx_discards_total"] == 77
+    assert p3["rx_pause_transitions_total"] == 700 * (i + 1)
+    n = next(r for r in nic if r["device"] == "mlx5_4")
+    assert n["pfc_rx_pause_total"] == 1500 * (i + 1)
+    assert n["pfc_rx_pause_prio3_total"] == 1500 * (i + 1)
+    assert n["pfc_rx_pause_duration_seconds_total"] == pytest.approx(0.25 * (i + 1))
+    assert n["rx_discards_phy_total"] == 1234
+    assert n["pci_stalled_total"] == 10 * i + 3 * i
+    assert n["out_of_buffer_total"] == 912
+    assert n["ecn_marked_packets_total"] == 7000 * (i + 1)
+    assert next(r for r in nic if r["device"] == "mlx5_3")["pause_storm_events_total"] == 2
+    assert next(r for r in nic if r["device"] == "mlx5_5").get("xmit_wait_total") is None  # N/A
+
+
+def test_ethtool_reset_counted(node8_copy: Path, problems) -> None:
+    eth = node8_copy / "ethtool" / "ens1np0.txt"
+    c = RdmaCollector(node8_copy, "n", TextEthtool(node8_copy / "ethtool"))
+    c.collect(1, problems)
+    eth.write_text(eth.read_text().replace("rx_prio3_pause: 1500", "rx_prio3_pause: 10"))
+    nic, prio = c.collect(2, problems)
+    p3 = next(r for r in prio if r["netdev"] == "ens1np0" and r["priority"] == 3)
+    assert p3["rx_pause_total"] == 1510
+    assert p3["resets_total"] == 1
+    assert next(r for r in nic if r["netdev"] == "ens1np0")["resets_total"] == 1

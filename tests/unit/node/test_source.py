@@ -1,0 +1,54 @@
+"""NodeSource self-reporting: a problem is named in a self-metric and a log line while the rest
+of the node keeps reporting."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from exporters.node import NodeSource, nvml
+
+
+def test_problems_named_in_self_metrics_and_log(node8_copy: Path, caplog) -> None:
+    bad = node8_copy / "sys/class/infiniband/mlx5_3/ports/1/counters/symbol_error"
+    bad.write_text("twelve\n")
+    fake = nvml.FakeNvml.from_dict(
+        {
+            "gpus": [
+                {
+                    "uuid": "GPU-a",
+                    "pci_bus_id": "0000:18:00.0",
+                    "fields": {"power_watts": 1000},
+                    "lost_after_reads": 0,
+                }
+            ]
+        }
+    )
+    src = NodeSource(from_path=str(node8_copy), node_name="n", gpu_backend_impl=fake)
+    with caplog.at_level(logging.WARNING, logger="exporters.node"):
+        batches = {b.kind.name: b.table.to_pylist() for b in src.collect()}
+    assert src.stats.errors == {"rdma:malformed_sysfs": 1, "gpu:gpu_lost": 1}
+    assert src.stats.extra["collector_rdma_success"] == 0.0
+    assert src.stats.extra["collector_gpu_success"] == 0.0
+    assert src.stats.extra["collector_pcie_success"] == 1.0
+    assert src.stats.last_success  # the source as a whole still delivered
+    assert len(batches["nic_sample"]) == 8
+    assert [r["up"] for r in batches["gpu_sample"]] == [0]
+    text = caplog.text
+    assert "symbol_error: not an integer: 'twelve'" in text and "GPU 0 (GPU-a) is lost" in text
+    # Logged once, counted every time.
+    caplog.clear()
+    src.collect()
+    assert src.stats.errors["rdma:malformed_sysfs"] == 2
+    assert "symbol_error" not in caplog.text
+
+
+def test_no_gpu_backend_uses_pci_tree_for_affinity(node8_copy: Path) -> None:
+    (node8_copy / "nvml.json").unlink()  # a capture without NVML data
+    src = NodeSource(from_path=str(node8_copy), node_name="n")
+    batches = {b.kind.name: b.table.to_pylist() for b in src.collect()}
+    assert "gpu_sample" not in batches
+    aff = {r["gpu"]: r for r in batches["gpu_nic_affinity"]}
+    assert len(aff) == 8 and aff[3]["nic"] == "mlx5_3" and aff[7]["direct_nic"] == 0
+    # unchanged topology: not re-emitted every cycle
+    assert "gpu_nic_affinity" not in {b.kind.name for b in src.collect()}
