@@ -7,7 +7,8 @@ are never exported: an unsupported field is absent, not a sentinel.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from telemetry.pipeline import Batch
@@ -27,9 +28,16 @@ class Series:
 
 
 class LatestValues:
-    def __init__(self) -> None:
+    def __init__(
+        self, stale_after_seconds: float | None = 300.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        """Series not updated for `stale_after_seconds` stop being exported (a pod that ended, a
+        GPU that is gone): /metrics must not keep yesterday's label sets forever."""
         self._lock = threading.Lock()
         self._data: dict[str, tuple[RecordKind, dict[tuple[str, ...], dict[str, float]]]] = {}
+        self._seen: dict[tuple[str, tuple[str, ...]], float] = {}
+        self.stale_after = stale_after_seconds
+        self.clock = clock
 
     def update(self, batch: Batch) -> None:
         kind = batch.kind
@@ -39,10 +47,12 @@ class LatestValues:
         labels = kind.labels()
         cols = batch.table.select([f.name for f in (*labels, *values)]).to_pydict()
         n = batch.num_rows
+        now = self.clock()
         with self._lock:
             _, series = self._data.setdefault(kind.name, (kind, {}))
             for i in range(n):
                 key = tuple("" if cols[f.name][i] is None else str(cols[f.name][i]) for f in labels)
+                self._seen[(kind.name, key)] = now
                 row = series.setdefault(key, {})
                 for f in values:
                     v = cols[f.name][i]
@@ -51,8 +61,18 @@ class LatestValues:
                     else:
                         row[f.name] = float(v)
 
+    def _prune(self) -> None:
+        if self.stale_after is None:
+            return
+        cutoff = self.clock() - self.stale_after
+        for (kind, key), t in list(self._seen.items()):
+            if t < cutoff:
+                del self._seen[(kind, key)]
+                self._data[kind][1].pop(key, None)
+
     def series(self) -> Iterator[Series]:
         with self._lock:
+            self._prune()
             snapshot = [
                 (k, {key: dict(row) for key, row in s.items()}) for k, s in self._data.values()
             ]

@@ -198,3 +198,20 @@ def test_otlp_sink_exports_latest_values() -> None:
     vals = sorted(v for attrs, v in points["railscope_gpu_power_watts"])
     assert vals == [0.0, 1.0]
     sink.close()
+
+
+def test_stale_series_stop_being_exported() -> None:
+    from telemetry.sinks.latest import LatestValues
+
+    now = [0.0]
+    lv = LatestValues(stale_after_seconds=60, clock=lambda: now[0])
+    lv.update(_gpu(2))  # GPUs 0 and 1
+    now[0] = 50
+    lv.update(
+        Batch.from_rows(
+            GPU_SAMPLE, [{"ts": 2, "node": "n1", "gpu": 1, "up": 1, "power_watts": 5.0}]
+        )
+    )
+    now[0] = 100  # GPU 0 last seen 100 s ago: gone
+    gpus = {s.labels["gpu"] for s in lv.series() if s.field.name == "power_watts"}
+    assert gpus == {"1"}
