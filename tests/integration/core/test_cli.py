@@ -103,9 +103,11 @@ def test_config_check(tmp_path: Path) -> None:
 
 
 def test_demo_runs_end_to_end(tmp_path: Path) -> None:
-    r = rs("demo", "--data", str(tmp_path / "demo"), "--nodes", "2", "--minutes", "1")
+    r = rs("demo", "--data", str(tmp_path / "demo"))
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
+    assert "correlation:" in r.stdout and "precision" in r.stdout
+    assert (tmp_path / "demo" / "ground_truth.json").exists()
 
 
 def test_correlate_and_findings_on_an_empty_store(tmp_path: Path) -> None:
