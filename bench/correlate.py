@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from telemetry.correlate.attribution import Ancestry, attribute_window
 from telemetry.correlate.engine import Context, Window, default_thresholds
-from telemetry.records import FLOW_SAMPLE, POD, POD_IP_LEASE
+from telemetry.records import FLOW_SAMPLE, NODE, POD, POD_IP_LEASE
 from telemetry.store import Store
 
 HOUR_MS = 3_600_000
@@ -59,9 +59,12 @@ def leases(n: int, t0: int) -> tuple[pa.Table, pa.Table]:
         "valid_to": lease["valid_to"],
         "updated_at": lease["updated_at"],
     }
-    to = lambda k, d: k.conform(
-        pa.table({c: (v if isinstance(v, pa.Array) else pa.array(v)) for c, v in d.items()})
-    )  # noqa: E731
+
+    def to(kind, d):  # type: ignore[no-untyped-def]
+        return kind.conform(
+            pa.table({c: (v if isinstance(v, pa.Array) else pa.array(v)) for c, v in d.items()})
+        )
+
     return to(
         POD_IP_LEASE,
         {
@@ -160,6 +163,37 @@ def main() -> None:
     ls, pods = leases(args.leases, t0)
     store.insert(POD_IP_LEASE, ls)
     store.insert(POD, pods)
+    # 2,048 nodes under a 4-tier HyperNode tree (SU of 32 / pod of 256 / spine plane of 1,024 / root)
+    nodes = [f"n{i}" for i in range(2048)]
+    store.insert(
+        NODE,
+        NODE.to_arrow(
+            [
+                {
+                    "cluster": "b",
+                    "node": n,
+                    "su": f"su{i // 32}",
+                    "idc": f"idc{i // 1024}",
+                    "gpus": 8,
+                    "valid_from": t0 - HOUR_MS,
+                    "updated_at": t0,
+                }
+                for i, n in enumerate(nodes)
+            ]
+        ),
+    )
+    anc = Ancestry(
+        {
+            n: [f"su{i // 32}", f"pod{i // 256}", f"plane{i // 1024}", "root"]
+            for i, n in enumerate(nodes)
+        },
+        {
+            **{f"su{k}": 1 for k in range(64)},
+            **{f"pod{k}": 2 for k in range(8)},
+            **{f"plane{k}": 3 for k in range(2)},
+            "root": 4,
+        },
+    )
     results = []
     for n in sizes:
         store.client.command("TRUNCATE TABLE bench.flow_samples")
@@ -168,7 +202,7 @@ def main() -> None:
         start = datetime.fromtimestamp(t0 / 1000, UTC)
         ctx = Context(store, Window(start, start + timedelta(hours=1)), default_thresholds(), "b")
         t = time.perf_counter()
-        counts = attribute_window(ctx, Ancestry({}, {}))
+        counts = attribute_window(ctx, anc)
         ch_s = time.perf_counter() - t
         t = time.perf_counter()
         df = polars_attribution(fl, ls, pods)
