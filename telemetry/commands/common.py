@@ -75,8 +75,9 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
-def write_jsonl(batches: Iterable[Batch], out: IO[str] = sys.stdout) -> int:
+def write_jsonl(batches: Iterable[Batch], out: IO[str] | None = None) -> int:
     """One JSON object per record: the kind's field names, plus `_kind`."""
+    out = out or sys.stdout  # looked up per call: sys.stdout may be replaced after import
     n = 0
     for b in batches:
         for row in b.table.to_pylist():
@@ -92,8 +93,9 @@ def write_output(
     batches: list[Batch],
     fmt: str,
     components: Iterable[ComponentStats] = (),
-    out: IO[str] = sys.stdout,
+    out: IO[str] | None = None,
 ) -> None:
+    out = out or sys.stdout
     if fmt == "jsonl":
         write_jsonl(batches, out)
     else:

@@ -1,0 +1,340 @@
+"""Kubernetes/Volcano objects -> inventory facts (pod, pod_ip_lease, node, hypernode, job), and the
+loader for `kubectl get -o json|yaml` dumps (List objects, single objects, multi-document YAML).
+
+Reads plain dicts as the API serves them; never talks to a cluster. A malformed object raises
+`Malformed` naming it; the caller reports and skips it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from telemetry.errors import UserError
+from telemetry.topology.hypernodes import MalformedHyperNode, parse_hypernode
+
+NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
+ALLOCATED_HYPERNODE = "volcano.sh/job-allocated-hypernode"
+JOB_NAME_LABELS = ("volcano.sh/job-name", "batch.volcano.sh/job-name")
+# Node labels that name the data center and scalable unit, first present wins.
+IDC_LABELS = ("railscope.io/idc", "topology.kubernetes.io/region", "topology.kubernetes.io/zone")
+SU_LABELS = ("railscope.io/su",)
+
+
+class Malformed(ValueError):
+    """An object that cannot be turned into facts; the message names it."""
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One inventory fact: record kind, key (the kind's ORDER BY fields minus cluster/valid_from),
+    the other values, and when it started if the object says so (ms)."""
+
+    kind: str
+    key: tuple[str, ...]
+    values: tuple[tuple[str, Any], ...]
+    start_ms: int | None = None
+
+
+KEY_FIELDS: dict[str, tuple[str, ...]] = {
+    "pod": ("namespace", "pod"),
+    "pod_ip_lease": ("ip",),
+    "node": ("node",),
+    "hypernode": ("hypernode", "member"),
+    "job": ("namespace", "job"),
+}
+
+
+def _fact(kind: str, start_ms: int | None = None, **fields: Any) -> Fact:
+    keys = KEY_FIELDS[kind]
+    key = tuple(str(fields.pop(k)) for k in keys)
+    return Fact(kind, key, tuple(sorted(fields.items())), start_ms)
+
+
+def object_id(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (
+        str(obj.get("kind") or ""),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
+
+
+def describe(obj: Mapping[str, Any]) -> str:
+    k, ns, name = object_id(obj)
+    return f"{k} {ns + '/' if ns else ''}{name or '?'}"
+
+
+def parse_time(v: Any) -> int | None:
+    if not v:
+        return None
+    try:
+        return int(datetime.fromisoformat(str(v).replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+# --- per kind ----------------------------------------------------------------------------------
+def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    ns, name = meta.get("namespace") or "default", meta.get("name")
+    if not name:
+        raise Malformed("Pod without metadata.name")
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    job = next((labels[k] for k in JOB_NAME_LABELS if labels.get(k)), "")
+    node = spec.get("nodeName") or ""
+    phase = status.get("phase") or ""
+    start = parse_time(meta.get("creationTimestamp"))
+    facts = [
+        _fact(
+            "pod",
+            start,
+            namespace=ns,
+            pod=name,
+            uid=meta.get("uid") or "",
+            node=node,
+            job=job,
+            phase=phase,
+            gpus="",
+        )
+    ]
+    # An IP belongs to a pod while it is Pending/Running; hostNetwork pods share the node's IP.
+    if phase not in ("Pending", "Running") or spec.get("hostNetwork"):
+        return facts
+    ip_start = parse_time(status.get("startTime")) or start
+    entries: list[Mapping[str, Any]] = []
+    raw = annotations.get(NETWORK_STATUS)
+    if raw:
+        try:
+            parsed = json.loads(raw)
+            if not isinstance(parsed, list) or not all(isinstance(e, Mapping) for e in parsed):
+                raise ValueError("not a JSON list of objects")
+            entries = parsed
+        except ValueError as e:
+            warnings.append(
+                f"Pod {ns}/{name}: annotation {NETWORK_STATUS} is not valid network-status JSON ({e}); "
+                "its secondary IPs were skipped"
+            )
+    primary_ips = [p.get("ip") for p in status.get("podIPs") or [] if p.get("ip")] or (
+        [status["podIP"]] if status.get("podIP") else []
+    )
+    default = next((e for e in entries if e.get("default")), {})
+    seen: set[str] = set()
+    for ip in primary_ips:
+        seen.add(ip)
+        facts.append(
+            _fact(
+                "pod_ip_lease",
+                ip_start,
+                ip=ip,
+                namespace=ns,
+                pod=name,
+                node=node,
+                interface=default.get("interface") or "eth0",
+                network="",
+                mac=default.get("mac") or "",
+                pci_address="",
+                primary=True,
+            )
+        )
+    for ent in entries:
+        if ent.get("default"):
+            continue
+        dev = ent.get("device-info") or {}
+        pci = (dev.get("pci") or {}).get("pci-address", "") if isinstance(dev, Mapping) else ""
+        for ip in ent.get("ips") or []:
+            ip = str(ip).split("/")[0]  # device-info-spec examples carry CIDR notation
+            if ip in seen:
+                continue
+            seen.add(ip)
+            facts.append(
+                _fact(
+                    "pod_ip_lease",
+                    ip_start,
+                    ip=ip,
+                    namespace=ns,
+                    pod=name,
+                    node=node,
+                    interface=ent.get("interface") or "",
+                    network=ent.get("name") or "",
+                    mac=ent.get("mac") or "",
+                    pci_address=pci or "",
+                    primary=False,
+                )
+            )
+    return facts
+
+
+def node_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    name = meta.get("name")
+    if not name:
+        raise Malformed("Node without metadata.name")
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    gpus_raw = (status.get("allocatable") or {}).get("nvidia.com/gpu", 0)
+    try:
+        gpus = int(gpus_raw)
+    except (TypeError, ValueError):
+        warnings.append(
+            f"Node {name}: allocatable nvidia.com/gpu {gpus_raw!r} is not an integer; stored as 0"
+        )
+        gpus = 0
+    return [
+        _fact(
+            "node",
+            parse_time(meta.get("creationTimestamp")),
+            node=name,
+            labels=json.dumps(labels, sort_keys=True, separators=(",", ":")),
+            idc=next((labels[k] for k in IDC_LABELS if labels.get(k)), ""),
+            su=next((labels[k] for k in SU_LABELS if labels.get(k)), ""),
+            gpus=gpus,
+        )
+    ]
+
+
+def hypernode_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
+    try:
+        spec = parse_hypernode(obj)
+    except MalformedHyperNode as e:
+        raise Malformed(str(e)) from None
+    start = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    return [
+        _fact(
+            "hypernode",
+            start,
+            hypernode=spec.name,
+            member=m.render(),
+            tier=spec.tier,
+            tier_name=spec.tier_name,
+            member_type=m.type,
+            selector=m.selector,
+        )
+        for m in spec.members
+    ]
+
+
+def topology_fields(nt: Any, where: str) -> dict[str, Any]:
+    if not nt:
+        return {"topology_mode": "", "highest_tier_allowed": None, "highest_tier_name": None}
+    if not isinstance(nt, Mapping):
+        raise Malformed(f"{where}: spec.networkTopology is not a mapping")
+    mode = nt.get("mode") or "hard"
+    if mode not in ("hard", "soft"):
+        raise Malformed(f"{where}: spec.networkTopology.mode {mode!r} is not hard or soft")
+    tier = nt.get("highestTierAllowed")
+    if tier is not None:
+        try:
+            tier = int(tier)
+        except (TypeError, ValueError):
+            raise Malformed(f"{where}: highestTierAllowed {tier!r} is not an integer") from None
+    return {
+        "topology_mode": mode,
+        "highest_tier_allowed": tier,
+        "highest_tier_name": nt.get("highestTierName"),
+    }
+
+
+def job_facts(obj: Mapping[str, Any], allocated: str = "") -> list[Fact]:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    name = meta.get("name")
+    if not name:
+        raise Malformed("Job without metadata.name")
+    replicas = 0
+    for t in spec.get("tasks") or []:
+        try:
+            replicas += int(t.get("replicas") or 0)
+        except (TypeError, ValueError):
+            raise Malformed(
+                f"Job {meta.get('namespace')}/{name}: tasks[].replicas is not an integer"
+            ) from None
+    return [
+        _fact(
+            "job",
+            parse_time(meta.get("creationTimestamp")),
+            namespace=meta.get("namespace") or "default",
+            job=name,
+            queue=spec.get("queue") or "default",
+            replicas=replicas,
+            allocated_hypernode=allocated,
+            **topology_fields(spec.get("networkTopology"), describe(obj)),
+        )
+    ]
+
+
+def podgroup_job(obj: Mapping[str, Any]) -> str:
+    """The Volcano Job owning a PodGroup ('' when it is a standalone PodGroup)."""
+    for o in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if o.get("kind") == "Job":
+            return str(o.get("name") or "")
+    return ""
+
+
+def podgroup_facts(obj: Mapping[str, Any]) -> list[Fact]:
+    """A standalone PodGroup (no owning Job) is stored as a job row of its own."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    name = meta.get("name")
+    if not name:
+        raise Malformed("PodGroup without metadata.name")
+    return [
+        _fact(
+            "job",
+            parse_time(meta.get("creationTimestamp")),
+            namespace=meta.get("namespace") or "default",
+            job=name,
+            queue=spec.get("queue") or "default",
+            replicas=int(spec.get("minMember") or 0),
+            allocated_hypernode=(meta.get("annotations") or {}).get(ALLOCATED_HYPERNODE, ""),
+            **topology_fields(spec.get("networkTopology"), describe(obj)),
+        )
+    ]
+
+
+# --- dumps -------------------------------------------------------------------------------------
+def iter_objects(doc: Any) -> Iterator[dict[str, Any]]:
+    """Flatten List objects (kind: List / PodList ...)."""
+    if not isinstance(doc, Mapping):
+        return
+    items = doc.get("items")
+    if isinstance(items, list) and str(doc.get("kind", "")).endswith("List"):
+        item_kind = str(doc.get("kind"))[: -len("List")]
+        for it in items:
+            if isinstance(it, Mapping):
+                it = dict(it)
+                if not it.get("kind") and item_kind:
+                    it["kind"] = item_kind
+                yield from iter_objects(it) if str(it.get("kind", "")).endswith("List") else [it]
+        return
+    yield dict(doc)
+
+
+def load_dump(path: str | Path) -> list[dict[str, Any]]:
+    """Objects from a file or a directory of *.json / *.yaml / *.yml files (sorted by name)."""
+    import yaml
+
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such file or directory")
+    files = (
+        sorted(f for f in p.rglob("*") if f.suffix in (".json", ".yaml", ".yml") and f.is_file())
+        if p.is_dir()
+        else [p]
+    )
+    objs: list[dict[str, Any]] = []
+    for f in files:
+        text = f.read_text()
+        try:
+            if f.suffix == ".json" or text.lstrip().startswith(("{", "[")):
+                data = json.loads(text)
+                docs = data if isinstance(data, list) else [data]
+            else:
+                docs = list(yaml.safe_load_all(text))
+        except (ValueError, yaml.YAMLError) as e:
+            raise UserError(f"{f}: not valid JSON/YAML: {str(e).splitlines()[0]}") from None
+        for d in docs:
+            objs.extend(iter_objects(d))
+    return objs

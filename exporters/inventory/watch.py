@@ -1,0 +1,275 @@
+"""List+watch of Pods, Nodes, HyperNodes, Volcano Jobs and PodGroups through kubernetes-asyncio.
+
+Reads the Kubernetes API (kubeconfig or in-cluster service account) and feeds `InventoryState`.
+Watch semantics: resume from the last resourceVersion (bookmarks included) after a dropped
+connection; re-list only on 410 Gone. It never writes to the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import ssl
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporters.inventory.state import InventoryState
+from telemetry.errors import UserError
+from telemetry.pipeline import ComponentStats
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str
+    path: str
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource("Node", "/api/v1/nodes"),
+    Resource("Pod", "/api/v1/pods"),
+    Resource("HyperNode", "/apis/topology.volcano.sh/v1alpha1/hypernodes"),
+    Resource("Job", "/apis/batch.volcano.sh/v1alpha1/jobs"),
+    Resource("PodGroup", "/apis/scheduling.volcano.sh/v1beta1/podgroups"),
+)
+
+
+class Gone(Exception):
+    """410 Gone: the resourceVersion is too old; re-list."""
+
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+async def make_api_client(
+    kubeconfig: str | None,
+    context: str | None,
+    in_cluster: bool,
+    service_account_dir: str = SERVICE_ACCOUNT_DIR,
+) -> Any:
+    """A kubernetes-asyncio ApiClient from a kubeconfig file or the in-cluster service account
+    ($KUBERNETES_SERVICE_HOST/PORT plus the token and CA in `service_account_dir`)."""
+    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
+    conf = client.Configuration()
+    where = (
+        "in-cluster service account"
+        if in_cluster
+        else f"kubeconfig {kubeconfig or '~/.kube/config'}"
+    )
+    try:
+        if in_cluster:
+            config.load_incluster_config(
+                client_configuration=conf,
+                token_filename=f"{service_account_dir}/token",
+                cert_filename=f"{service_account_dir}/ca.crt",
+            )
+        else:
+            await config.load_kube_config(
+                config_file=kubeconfig,
+                context=context,
+                client_configuration=conf,
+                persist_config=False,
+            )
+    except (ConfigException, OSError, TypeError) as e:
+        raise UserError(f"{where}: cannot load: {e}") from None
+    try:
+        return client.ApiClient(configuration=conf)
+    except ssl.SSLError as e:  # a CA bundle that is not PEM
+        raise UserError(f"{where}: bad CA certificate: {e}") from None
+
+
+@dataclass
+class Watcher:
+    """Keeps `state` in step with the API. `api` is a kubernetes-asyncio ApiClient."""
+
+    api: Any
+    state: InventoryState
+    lock: threading.Lock
+    stats: ComponentStats
+    resources: tuple[Resource, ...] = RESOURCES
+    page_size: int = 500
+    watch_timeout_s: int = 300
+    backoff_s: float = 1.0
+    backoff_max_s: float = 30.0
+    on_change: Callable[[], None] = lambda: None
+    resource_versions: dict[str, str] = field(default_factory=dict)
+    relists: dict[str, int] = field(default_factory=dict)
+    missing: set[str] = field(default_factory=set)  # resources the API does not serve (no CRD)
+
+    async def _get(
+        self, path: str, query: list[tuple[str, Any]], timeout: float | None = None
+    ) -> Any:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            resp = await self.api.call_api(
+                path,
+                "GET",
+                query_params=query,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+        except ApiException as e:
+            if e.status == 410:
+                raise Gone(path) from None
+            raise
+        # without preloading, kubernetes-asyncio hands back error responses as they are: an error
+        # must never be read as an empty list (that would close every open fact)
+        if resp.status == 410:
+            resp.release()
+            raise Gone(path)
+        if not 200 <= resp.status < 300:
+            body = (await resp.text())[:300]
+            resp.release()
+            raise ApiException(status=resp.status, reason=f"{resp.reason} on GET {path}: {body}")
+        return resp
+
+    async def list_all(self, r: Resource) -> tuple[list[dict[str, Any]], str]:
+        """A consistent list, paginated (limit/continue); returns items and the list's RV."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        items: list[dict[str, Any]] = []
+        cont = ""
+        while True:
+            q: list[tuple[str, Any]] = [("limit", self.page_size)]
+            if cont:
+                q.append(("continue", cont))
+            resp = await self._get(r.path, q, timeout=60)
+            body = json.loads(await resp.read())
+            if not isinstance(body, dict) or not isinstance(body.get("items", []), list):
+                raise ApiException(status=0, reason=f"GET {r.path}: not a list object")
+            for it in body.get("items") or []:
+                it.setdefault("kind", r.kind)
+                items.append(it)
+            meta = body.get("metadata") or {}
+            cont = meta.get("continue") or ""
+            if not cont:
+                return items, str(meta.get("resourceVersion") or "")
+
+    async def relist(self, r: Resource, *, backdate: bool) -> str:
+        items, rv = await self.list_all(r)
+        with self.lock:
+            self.state.sync(r.kind, items, backdate=backdate)
+            self.stats.received += len(items)
+        self.relists[r.kind] = self.relists.get(r.kind, 0) + 1
+        self.on_change()
+        return rv
+
+    async def watch_once(self, r: Resource, rv: str) -> str:
+        """One watch request from `rv` until the server ends it; returns the last RV seen."""
+        q: list[tuple[str, Any]] = [
+            ("watch", "true"),
+            ("resourceVersion", rv),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", self.watch_timeout_s),
+        ]
+        resp = await self._get(r.path, q, timeout=self.watch_timeout_s + 30)
+        try:
+            async for line in resp.content:
+                if not line.strip():
+                    continue
+                ev = json.loads(line)
+                etype, obj = ev.get("type"), ev.get("object") or {}
+                if etype == "ERROR":
+                    if obj.get("code") == 410:
+                        raise Gone(r.path)
+                    raise RuntimeError(f"watch {r.path}: {obj.get('message') or obj}")
+                new_rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                if etype != "BOOKMARK":
+                    obj.setdefault("kind", r.kind)
+                    with self.lock:
+                        self.state.event(etype, obj)
+                        self.stats.received += 1
+                    self.on_change()
+                rv = new_rv
+                self.resource_versions[r.kind] = rv
+        finally:
+            resp.release()
+        return rv
+
+    async def run_resource(self, r: Resource, stop: asyncio.Event) -> None:
+        import aiohttp
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        rv = ""
+        first = True
+        delay = self.backoff_s
+        while not stop.is_set():
+            try:
+                if not rv:
+                    rv = await self.relist(r, backdate=first)
+                    first = False
+                    self.resource_versions[r.kind] = rv
+                rv = await self.watch_once(r, rv)
+                delay = self.backoff_s
+                continue
+            except Gone:
+                rv = self.resource_versions.get(r.kind) or rv
+                log.info("inventory: %s: resourceVersion %s is gone (410); re-listing", r.kind, rv)
+                rv = ""
+                continue
+            except ApiException as e:
+                if e.status == 404:
+                    if r.kind not in self.missing:
+                        # not served (CRD not installed): nothing of this kind exists any more
+                        with self.lock:
+                            self.state.sync(r.kind, [])
+                        log.info(
+                            "inventory: %s is not served by this API server (CRD not installed?)",
+                            r.kind,
+                        )
+                    self.missing.add(r.kind)
+                else:
+                    self.stats.error(f"api_{e.status}")
+                    log.warning("inventory: %s: API error %s: %s", r.kind, e.status, e.reason)
+            except (TimeoutError, aiohttp.ClientError, ConnectionError, json.JSONDecodeError) as e:
+                # dropped connection: resume the watch from the last RV seen, no re-list
+                rv = self.resource_versions.get(r.kind) or rv
+                self.stats.error("connection")
+                log.warning(
+                    "inventory: %s: watch interrupted (%s); resuming from %s",
+                    r.kind,
+                    type(e).__name__,
+                    rv,
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+            delay = min(delay * 2, self.backoff_max_s)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Watch every resource until `stop` is set; open watch requests are cancelled then."""
+        tasks = [
+            asyncio.create_task(self.run_resource(r, stop), name=f"watch-{r.kind}")
+            for r in self.resources
+        ]
+        waiter = asyncio.create_task(stop.wait())
+        await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        for t in tasks:
+            t.cancel()
+        waiter.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for r in results:
+            if isinstance(r, Exception):
+                raise r
+
+    async def list_once(self) -> None:
+        """One full list of every resource (for --once)."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        for r in self.resources:
+            try:
+                await self.relist(r, backdate=True)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+                self.missing.add(r.kind)
+                with self.lock:
+                    self.state.sync(r.kind, [])

@@ -1,0 +1,204 @@
+"""Real lldpd: two GPU hosts and a leaf in three network namespaces joined by veth pairs; the hosts'
+neighbours are read through the real `lldpcli show neighbors -f json`, parsed, turned into the
+fabric graph and a generated HyperNode. Skipped when network namespaces are not permitted."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from telemetry.topology.hypernodes import HyperNodeTree
+from telemetry.topology.physical import Fabric, generate_specs, parse_lldpcli_json
+
+
+def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+
+
+@pytest.fixture
+def netns_fabric() -> Iterator[dict[str, str]]:
+    if (
+        shutil.which("lldpd") is None
+        or shutil.which("lldpcli") is None
+        or shutil.which("ip") is None
+    ):
+        pytest.skip("lldpd/lldpcli/iproute2 not installed (apt-get install -y lldpd iproute2)")
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    tag = f"rs{os.getpid() % 100000}"
+    names = {"h1": f"{tag}h1", "h2": f"{tag}h2", "leaf": f"{tag}lf"}
+    made: list[str] = []
+    procs: list[subprocess.Popen[bytes]] = []
+    # lldpd drops privileges: its socket directory must be reachable by the _lldpd user, which
+    # pytest's private tmp_path (mode 0700) is not
+    sock_dir = Path(tempfile.mkdtemp(prefix="railscope-lldp-"))
+    sock_dir.chmod(0o755)
+    try:
+        for ns in names.values():
+            r = _run("ip", "netns", "add", ns)
+            if r.returncode != 0:
+                pytest.skip(f"`ip netns add` is not permitted here: {r.stderr.strip()}")
+            made.append(ns)
+            _run("ip", "-n", ns, "link", "set", "lo", "up")
+        # host NIC names as on a GPU server; leaf ports as on a switch
+        for host, leaf_port in (("h1", f"{tag}p1"), ("h2", f"{tag}p2")):
+            nic = f"{tag}{host}e1"
+            for cmd in (
+                ("ip", "link", "add", nic, "type", "veth", "peer", "name", leaf_port),
+                ("ip", "link", "set", nic, "netns", names[host]),
+                ("ip", "link", "set", leaf_port, "netns", names["leaf"]),
+                ("ip", "-n", names[host], "link", "set", nic, "up"),
+                ("ip", "-n", names["leaf"], "link", "set", leaf_port, "up"),
+            ):
+                r = _run(*cmd)
+                assert r.returncode == 0, f"{' '.join(cmd)}: {r.stderr}"
+        hostnames = {"h1": "gpu-node-1", "h2": "gpu-node-2", "leaf": "leaf-su0-r0"}
+        for key, ns in names.items():
+            sock = str(sock_dir / f"{key}.sock")
+            p = subprocess.Popen(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    ns,
+                    "lldpd",
+                    "-d",
+                    "-u",
+                    sock,
+                    "-p",
+                    str(sock_dir / f"{key}.pid"),
+                    "-I",
+                    f"{tag}*",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            procs.append(p)
+        for key in names:
+            sock = str(sock_dir / f"{key}.sock")
+            for _ in range(50):
+                if (
+                    _run(
+                        "lldpcli", "-u", sock, "configure", "system", "hostname", hostnames[key]
+                    ).returncode
+                    == 0
+                ):
+                    break
+                time.sleep(0.1)
+            _run("lldpcli", "-u", sock, "configure", "lldp", "portidsubtype", "ifname")
+            _run("lldpcli", "-u", sock, "configure", "lldp", "tx-interval", "1")
+        yield {"h1": str(sock_dir / "h1.sock"), "h2": str(sock_dir / "h2.sock"), "tag": tag}
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=5)
+        for ns in made:
+            _run("ip", "netns", "del", ns)
+        shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def test_lldpcli_neighbours_build_the_fabric(netns_fabric: dict[str, str]) -> None:
+    tag = netns_fabric["tag"]
+    rows: dict[str, list[dict]] = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for host in ("h1", "h2"):
+            out = _run(
+                "lldpcli", "-u", netns_fabric[host], "show", "neighbors", "-f", "json"
+            ).stdout
+            rows[host] = parse_lldpcli_json(out, f"gpu-node-{host[1]}")
+        if all(r and r[0]["remote_device"] == "leaf-su0-r0" for r in rows.values()):
+            break
+        time.sleep(0.5)
+    assert rows["h1"] == [
+        {
+            "local_device": "gpu-node-1",
+            "local_port": f"{tag}h1e1",
+            "remote_device": "leaf-su0-r0",
+            "remote_port": f"{tag}p1",
+            "remote_chassis_id": rows["h1"][0]["remote_chassis_id"],
+            "source": "lldpcli",
+        }
+    ]
+    assert rows["h2"][0]["remote_port"] == f"{tag}p2"
+    assert rows["h1"][0]["remote_chassis_id"] == rows["h2"][0]["remote_chassis_id"] != ""
+
+    fabric = Fabric(rows["h1"] + rows["h2"])
+    tiers, issues = fabric.hierarchy()
+    assert issues == [] and len(tiers) == 1
+    (su,) = tiers[0]
+    assert su.nodes == {"gpu-node-1", "gpu-node-2"} and su.switches == frozenset({"leaf-su0-r0"})
+    tree = HyperNodeTree.build(generate_specs(tiers))
+    assert tree.lca("gpu-node-1", "gpu-node-2") == (su.name, 1)
+    json.dumps(rows)  # rows are plain JSON, as `--output jsonl` would print them
+
+
+def test_topology_lldp_stores_neighbours_and_hypernodes_come_from_saved_json(
+    netns_fabric: dict[str, str],
+    store: Any,
+    chdb_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    from telemetry.cli import main
+
+    monkeypatch.setenv("RAILSCOPE_DSN", chdb_dsn)
+    monkeypatch.setenv("RAILSCOPE__STORE__DATABASE", store.database)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        out = _run("lldpcli", "-u", netns_fabric["h2"], "show", "neighbors", "-f", "json").stdout
+        if "leaf-su0-r0" in out:
+            break
+        time.sleep(0.5)
+    for host in ("h1", "h2"):
+        assert (
+            main(
+                [
+                    "topology",
+                    "lldp",
+                    "--socket",
+                    netns_fabric[host],
+                    "--host",
+                    f"gpu-node-{host[1]}",
+                ]
+            )
+            == 0
+        )
+        saved = _run("lldpcli", "-u", netns_fabric[host], "show", "neighbors", "-f", "json").stdout
+        (tmp_path / f"gpu-node-{host[1]}.json").write_text(saved)
+    rows = store.query_rows(
+        f"SELECT local_device, remote_device, source FROM {store.table('lldp_link')} ORDER BY local_device"
+    )
+    assert rows == [
+        ("gpu-node-1", "leaf-su0-r0", "lldpcli"),
+        ("gpu-node-2", "leaf-su0-r0", "lldpcli"),
+    ]
+    capsys.readouterr()
+    # from the store and from the saved lldpcli JSON: the same scalable unit
+    assert main(["topology", "units"]) == 0
+    from_store = json.loads(capsys.readouterr().out)
+    assert main(["topology", "units", "--from", str(tmp_path)]) == 0
+    from_files = json.loads(capsys.readouterr().out)
+    assert from_store == from_files
+    assert from_store["nodes"] == ["gpu-node-1", "gpu-node-2"] and from_store["leaves"] == [
+        "leaf-su0-r0"
+    ]

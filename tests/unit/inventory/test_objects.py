@@ -1,0 +1,155 @@
+"""Parsing real Kubernetes/Volcano objects into inventory facts, and dump loading."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from exporters.inventory.objects import Malformed, hypernode_facts, job_facts, load_dump, pod_facts
+from telemetry.errors import UserError
+
+FIX = Path(__file__).parents[2] / "fixtures"
+DUMP = FIX / "k8s" / "dump"
+
+
+def pods() -> dict[str, dict]:
+    return {o["metadata"]["name"]: o for o in load_dump(DUMP / "pods.json")}
+
+
+def leases(name: str) -> list[dict]:
+    warnings: list[str] = []
+    out = [
+        dict(zip(("ip",), f.key, strict=True)) | dict(f.values)
+        for f in pod_facts(pods()[name], warnings)
+        if f.kind == "pod_ip_lease"
+    ]
+    return out
+
+
+def test_sriov_conformance_pod_primary_and_vf() -> None:
+    got = leases("test-pod-sriov")
+    assert [(r["ip"], r["interface"], r["primary"], r["pci_address"]) for r in got] == [
+        ("10.132.2.200", "eth0", True, ""),
+        ("2.2.2.49", "net1", False, "0000:19:00.4"),
+    ]
+    assert got[1]["network"] == "sriov-conformance-testing/test-multi-networkpolicy-sriov-network"
+    assert got[1]["mac"] == "96:a2:09:fb:4d:c3"
+
+
+def test_vfs_without_ips_give_no_lease() -> None:
+    # KubeVirt's SR-IOV interfaces carry device-info but no IPs: only the primary IP is a lease
+    assert [r["ip"] for r in leases("virt-launcher-vmi-sriov")] == ["10.244.2.131"]
+
+
+def test_multus_quickstart_secondary_ip() -> None:
+    assert [(r["ip"], r["network"]) for r in leases("samplepod")] == [
+        ("10.244.1.73", ""),
+        ("192.168.1.205", "macvlan-conf"),
+    ]
+
+
+def test_host_network_and_finished_pods_hold_no_ip() -> None:
+    assert leases("node-exporter-x") == []
+    assert leases("finished-job-pod") == []
+
+
+def test_network_status_not_json_is_reported_by_name() -> None:
+    warnings: list[str] = []
+    facts = pod_facts(pods()["my-pod"], warnings)
+    assert [f.kind for f in facts] == ["pod", "pod_ip_lease"]  # the pod and its primary IP stay
+    assert warnings and warnings[0].startswith(
+        "Pod my-namespace/my-pod: annotation k8s.v1.cni.cncf.io/network-status"
+    )
+
+
+def test_cidr_ips_are_stripped() -> None:
+    status = json.dumps([{"name": "a", "interface": "net1", "ips": ["192.0.2.9/24"]}])
+    pod = {
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "n",
+            "annotations": {"k8s.v1.cni.cncf.io/network-status": status},
+        },
+        "spec": {"nodeName": "x"},
+        "status": {"phase": "Running", "podIP": "10.0.0.1"},
+    }
+    assert [f.key for f in pod_facts(pod, []) if f.kind == "pod_ip_lease"] == [
+        ("10.0.0.1",),
+        ("192.0.2.9",),
+    ]
+
+
+def test_volcano_job_network_topology() -> None:
+    job = next(
+        o for o in load_dump(FIX / "volcano" / "userguide_job_network_topology_hard_tier1.yaml")
+    )
+    (f,) = job_facts(job, "rack-0")
+    v = dict(f.values)
+    assert f.key == ("default", "network-topology-job")
+    assert (
+        v["topology_mode"],
+        v["highest_tier_allowed"],
+        v["replicas"],
+        v["allocated_hypernode"],
+    ) == ("hard", 1, 8, "rack-0")
+    (g,) = job_facts(
+        next(o for o in load_dump(FIX / "volcano" / "userguide_job_no_network_topology.yaml"))
+    )
+    assert dict(g.values)["topology_mode"] == "" and dict(g.values)["highest_tier_allowed"] is None
+
+
+def test_bad_topology_mode_is_malformed() -> None:
+    job = {
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "n"},
+        "spec": {"networkTopology": {"mode": "strict"}},
+    }
+    with pytest.raises(Malformed, match=r"Job n/j: spec\.networkTopology\.mode 'strict'"):
+        job_facts(job)
+
+
+def test_hypernode_rows_per_member() -> None:
+    hn = next(
+        o for o in load_dump(FIX / "volcano" / "benchmark_readme_hypernode_rack_labelmatch.yaml")
+    )
+    (f,) = hypernode_facts(hn, [])
+    assert f.key == ("rack-0", "topology-rack=rack-0")
+    assert dict(f.values) == {
+        "tier": 1,
+        "tier_name": "rack",
+        "member_type": "Node",
+        "selector": "labelMatch",
+    }
+
+
+def test_dump_formats(tmp_path: Path) -> None:
+    single = tmp_path / "one.json"
+    single.write_text(json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}))
+    nested = tmp_path / "list.json"
+    nested.write_text(json.dumps({"kind": "NodeList", "items": [{"metadata": {"name": "n2"}}]}))
+    multi = tmp_path / "multi.yaml"
+    multi.write_text("kind: Node\nmetadata: {name: n3}\n---\nkind: Node\nmetadata: {name: n4}\n")
+    names = [(o["kind"], o["metadata"]["name"]) for o in load_dump(tmp_path)]
+    assert names == [("Node", "n2"), ("Node", "n3"), ("Node", "n4"), ("Node", "n1")]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: [unclosed\n")
+    with pytest.raises(UserError, match=r"bad\.yaml: not valid JSON/YAML"):
+        load_dump(bad)
+    with pytest.raises(UserError, match="no such file"):
+        load_dump(tmp_path / "missing")
+
+
+def test_standalone_podgroup_from_the_design_doc_is_a_job_row() -> None:
+    from exporters.inventory.objects import podgroup_facts, podgroup_job
+
+    pg = next(
+        o for o in load_dump(FIX / "volcano" / "design_podgroup_network_topology_subgroups.yaml")
+    )
+    assert podgroup_job(pg) == ""
+    (f,) = podgroup_facts(pg)
+    v = dict(f.values)
+    assert f.key == ("default", "network-topology-job-<jobUID>")
+    assert (v["topology_mode"], v["highest_tier_allowed"], v["replicas"]) == ("hard", 2, 3)
