@@ -1,0 +1,237 @@
+"""sFlow decode throughput per core: railscope's decoder against pmacct's sfacctd (C) on the
+same datagrams in the same run. Last line: one JSON object.
+
+    python bench/sflow.py [--datagrams 20000] [--samples-per-datagram 8]
+    python bench/sflow.py --fuzz 1000000      # the decoder on random + mutated datagrams
+
+railscope is timed in this process with CPU time (decode only, and decode + rows + Arrow
+batches); sfacctd reads the same datagrams from a pcap (`pcap_savefile`) into its print plugin,
+and its CPU time (core + plugin processes) is taken from the children's rusage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from exporters.sflow import encode as E
+from exporters.sflow.collector import SflowIngest
+from exporters.sflow.decode import DecodeError, decode
+from exporters.sflow.pcap import write_pcap
+from telemetry.pipeline import ComponentStats
+
+
+def make_datagrams(n: int, per: int, seed: int = 1) -> list[bytes]:
+    """Datagrams like a leaf switch sends: `per` RoCEv2 flow samples with 128-byte headers, and
+    one counter sample in every 10th datagram."""
+    rng = random.Random(seed)
+    out = []
+    seq = 0
+    for i in range(n):
+        samples = []
+        for _ in range(per):
+            seq += 1
+            frame = E.rocev2_frame(f"10.{rng.randrange(16)}.{rng.randrange(256)}.{rng.randrange(1, 255)}",
+                                   f"10.{rng.randrange(16)}.{rng.randrange(256)}.{rng.randrange(1, 255)}",
+                                   rng.randrange(1 << 24), psn=rng.randrange(1 << 24),
+                                   sport=rng.randrange(49152, 65536))  # fmt: skip
+            samples.append(E.flow_sample(frame[:128], seq=seq, rate=4096, frame_length=4158,
+                                         input=rng.randrange(1, 64), output=rng.randrange(1, 64)))  # fmt: skip
+        if i % 10 == 0:
+            samples.append(E.counter_sample({"ifindex": i % 64, "ifspeed": 400 * 10**9, "ifstatus": 3,
+                                             "in_octets": i * 1000, "out_octets": i * 2000}))  # fmt: skip
+        out.append(E.datagram(samples, agent="10.255.0.1", seq=i + 1, uptime_ms=1000 + i))
+    return out
+
+
+def bench_railscope(dgrams: list[bytes], repeat: int) -> dict[str, float]:
+    samples = sum(len(d["flows"]) + len(d["counters"]) for d in map(decode, dgrams))
+    best_decode = best_full = float("inf")
+    for _ in range(repeat):
+        t = time.process_time()
+        for d in dgrams:
+            decode(d)
+        best_decode = min(best_decode, time.process_time() - t)
+        ing = SflowIngest(ComponentStats("bench"))
+        t = time.process_time()
+        for d in dgrams:
+            ing.ingest(d, "10.255.0.1", 0)
+        ing.drain()
+        best_full = min(best_full, time.process_time() - t)
+    return {
+        "samples": samples,
+        "decode_cpu_s": best_decode,
+        "full_cpu_s": best_full,
+        "decode_samples_per_s": samples / best_decode,
+        "decode_datagrams_per_s": len(dgrams) / best_decode,
+        "full_samples_per_s": samples / best_full,
+        "full_datagrams_per_s": len(dgrams) / best_full,
+    }
+
+
+def bench_railscope_pcap(pcap: Path, repeat: int) -> float | None:
+    """CPU seconds for railscope's own `--from FILE.pcap` path (read + decode + Arrow rows) on
+    the pcap sfacctd read: the like-for-like comparison."""
+    if not pcap.exists():
+        return None
+    from exporters.sflow.collector import SflowSource
+
+    best = float("inf")
+    for _ in range(repeat):
+        src = SflowSource(pcap_path=str(pcap))
+        t = time.process_time()
+        src.collect()
+        best = min(best, time.process_time() - t)
+    return best
+
+
+def bench_sfacctd(dgrams: list[bytes], samples: int, tmp: Path) -> dict[str, float] | None:
+    exe = shutil.which("sfacctd")
+    if exe is None:
+        return None
+    pcap = tmp / "sflow.pcap"
+    write_pcap(pcap, [(1_700_000_000 + i * 1e-4, E.udp_frame(d)) for i, d in enumerate(dgrams)])
+    out = tmp / "sfacctd.csv"
+    conf = tmp / "sfacctd.conf"
+    conf.write_text(
+        f"daemonize: false\npcap_savefile: {pcap}\npcap_savefile_wait: false\n"
+        "plugins: print[p]\naggregate[p]: src_host, dst_host\n"
+        f"print_output_file[p]: {out}\nprint_output[p]: csv\nprint_refresh_time[p]: 3600\n"
+        "sfacctd_renormalize: false\n"
+    )
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run([exe, "-f", str(conf)], check=True, capture_output=True, timeout=600)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    counted = 0  # sfacctd's own count of the flow samples it accounted (PACKETS, not renormalized)
+    lines = out.read_text().splitlines()
+    for line in lines[1:]:
+        counted += int(line.split(",")[2])
+    return {"cpu_s": cpu, "wall_s": wall, "flow_samples_counted": counted,
+            "samples_per_s": samples / cpu, "datagrams_per_s": len(dgrams) / cpu}  # fmt: skip
+
+
+def fuzz(n: int, seed: int) -> dict[str, object]:
+    """n datagrams: a third pure random bytes, two thirds mutated valid ones (byte flips,
+    truncation, splices, length fields set to extremes). Anything but DecodeError is a failure."""
+    rng = random.Random(seed)
+    seeds = [
+        *make_datagrams(40, 3, seed),
+        E.datagram([E.flow_sample(E.rocev2_frame("10.0.0.1", "10.0.0.2", 7, vlan=9)[:96], expanded=True)],
+                   agent="fd00::1"),
+        E.datagram([E.counter_sample({"ifindex": 1}, {"fcs_errors": 3})]),
+    ]  # fmt: skip
+    outcomes = {"decoded": 0, "rejected": 0}
+    failures: list[str] = []
+    ing = SflowIngest(ComponentStats("fuzz"))
+    t = time.perf_counter()
+    for i in range(n):
+        r = rng.random()
+        if r < 0.33:
+            data = (b"\0\0\0\x05" if rng.random() < 0.5 else b"") + rng.randbytes(
+                rng.randrange(0, 700)
+            )
+        else:
+            b = bytearray(rng.choice(seeds))
+            for _ in range(rng.randrange(1, 6)):
+                op = rng.random()
+                pos = rng.randrange(len(b))
+                if op < 0.5:
+                    b[pos] = rng.randrange(256)
+                elif op < 0.7:  # a 32-bit field set to an extreme (lengths, counts)
+                    pos -= pos % 4
+                    b[pos : pos + 4] = rng.choice(
+                        [b"\xff\xff\xff\xff", b"\0\0\0\0", b"\x7f\xff\xff\xff", b"\0\0\x10\0"]
+                    )
+                elif op < 0.85:
+                    del b[pos:]
+                    if not b:
+                        break
+                else:
+                    b[pos:pos] = rng.randbytes(rng.randrange(1, 16))
+            data = bytes(b)
+        try:
+            decode(data)
+            outcomes["decoded"] += 1
+            ing.ingest(data, "fuzz", 0)
+            if i % 1000 == 0:
+                ing.drain()  # rows from whatever decoded must fit the record kinds
+        except DecodeError:
+            outcomes["rejected"] += 1
+        except Exception as e:  # the failure this fuzzer looks for
+            failures.append(f"{type(e).__name__}: {e} <- {data.hex()}")
+    ing.drain()
+    return {"bench": "sflow_fuzz", "datagrams": n, **outcomes, "escaped_exceptions": len(failures),
+            "first_failures": failures[:3], "seconds": round(time.perf_counter() - t, 1)}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--datagrams", type=int, default=20000)
+    ap.add_argument("--samples-per-datagram", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--fuzz", type=int, metavar="N", help="fuzz the decoder with N datagrams instead"
+    )
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    if a.fuzz:
+        print(json.dumps(fuzz(a.fuzz, a.seed)))
+        return
+    dgrams = make_datagrams(a.datagrams, a.samples_per_datagram, a.seed)
+    rs = bench_railscope(dgrams, a.repeat)
+    print(f"railscope: {rs['decode_samples_per_s']:,.0f} samples/s decode-only, "
+          f"{rs['full_samples_per_s']:,.0f} samples/s to Arrow rows (one core)", file=sys.stderr)  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        sf = bench_sfacctd(dgrams, int(rs["samples"]), Path(tmp))
+        pcap_cpu = bench_railscope_pcap(Path(tmp) / "sflow.pcap", a.repeat)
+    result: dict[str, object] = {
+        "bench": "sflow",
+        "datagrams": len(dgrams),
+        "samples": rs["samples"],
+        "railscope_decode_samples_per_s_per_core": round(rs["decode_samples_per_s"]),
+        "railscope_decode_datagrams_per_s_per_core": round(rs["decode_datagrams_per_s"]),
+        "railscope_rows_samples_per_s_per_core": round(rs["full_samples_per_s"]),
+        "railscope_rows_datagrams_per_s_per_core": round(rs["full_datagrams_per_s"]),
+        "target_samples_per_s_per_core": 50000,
+        "meets_target": rs["full_samples_per_s"] >= 50000,
+    }
+    if sf is not None:
+        result.update(
+            sfacctd_samples_per_s_per_core=round(sf["samples_per_s"]),
+            sfacctd_datagrams_per_s_per_core=round(sf["datagrams_per_s"]),
+            sfacctd_cpu_s=round(sf["cpu_s"], 3),
+            sfacctd_flow_samples_counted=sf["flow_samples_counted"],
+            ratio_railscope_decode_vs_sfacctd=round(
+                rs["decode_samples_per_s"] / sf["samples_per_s"], 3
+            ),
+            ratio_railscope_rows_vs_sfacctd=round(
+                rs["full_samples_per_s"] / sf["samples_per_s"], 3
+            ),
+        )
+    if pcap_cpu:
+        pcap_rate = rs["samples"] / pcap_cpu
+        result["railscope_pcap_samples_per_s_per_core"] = round(pcap_rate)
+        if sf is not None:
+            result["ratio_railscope_pcap_vs_sfacctd_pcap"] = round(
+                pcap_rate / sf["samples_per_s"], 3
+            )
+    else:
+        result["sfacctd"] = "not installed (Debian package pmacct)"
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""One poll of 64 SONiC switches x 64 ports x 8 queues (+ 8 PGs per port) from a real
+redis-server: wall time and CPU time of `railscope switch`'s poll, against, in the same run, the
+same poll done one switch at a time and a naive one-HGETALL-per-key loop. Last line: JSON.
+
+    python bench/switch.py [--switches 64] [--ports 64] [--queues 8] [--repeat 3]
+
+All switches live in one redis-server (switch i = COUNTERS_DB/APPL_DB number i), so the server
+side is one single-threaded process; real switches are separate servers, which only helps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import redis
+
+from exporters.switch.sonic import SwitchSource, targets_from_config
+
+FIX = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "sonic"
+
+
+def switch_db(ports: int, queues: int, sw: int) -> dict[str, dict[str, str]]:
+    """A COUNTERS_DB + APPL_DB of one switch with the counter sets of the real dump."""
+    real = json.loads((FIX / "counters_db.json").read_text())
+    port_fields = list(real[f"COUNTERS:{real['COUNTERS_PORT_NAME_MAP']['Ethernet0']}"])
+    q_fields = list(real["COUNTERS:oid:0x15000000000357"])
+    db: dict[str, dict[str, str]] = {}
+    pmap, qmap, qtype, qidx, pgmap, pgidx = {}, {}, {}, {}, {}, {}
+    for p in range(ports):
+        name, poid = f"Ethernet{p * 4}", f"oid:0x1{sw:03x}{p:04x}"
+        pmap[name] = poid
+        db[f"COUNTERS:{poid}"] = {f: str((p + 1) * (i + 7)) for i, f in enumerate(port_fields)}
+        db[f"RATES:{poid}"] = {
+            "RX_BPS": "1.2e9",
+            "TX_BPS": str(1e9 + p * 1e6),
+            "RX_PPS": "1e5",
+            "TX_PPS": "1e5",
+        }
+        db[f"PORT_TABLE:{name}"] = {"oper_status": "up", "speed": "400000", "admin_status": "up"}
+        db[f"LLDP_ENTRY_TABLE:{name}"] = {"lldp_rem_sys_name": f"spine{p % 8}", "lldp_rem_port_id": f"Ethernet{sw * 4}",
+                                          "lldp_rem_port_id_subtype": "5", "lldp_rem_chassis_id": "00:11:22:33:44:55"}  # fmt: skip
+        for q in range(queues):
+            qoid, pgoid = f"oid:0x15{sw:03x}{p:03x}{q:02x}", f"oid:0x1a{sw:03x}{p:03x}{q:02x}"
+            qmap[f"{name}:{q}"], qtype[qoid], qidx[qoid] = qoid, "SAI_QUEUE_TYPE_UNICAST", str(q)
+            db[f"COUNTERS:{qoid}"] = {f: str(q * 11 + i) for i, f in enumerate(q_fields)}
+            db[f"USER_WATERMARKS:{qoid}"] = {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": str(q * 1000)}
+            pgmap[f"{name}:{q}"], pgidx[pgoid] = pgoid, str(q)
+            db[f"COUNTERS:{pgoid}"] = {"SAI_INGRESS_PRIORITY_GROUP_STAT_DROPPED_PACKETS": str(q)}
+            db[f"USER_WATERMARKS:{pgoid}"] = {
+                "SAI_INGRESS_PRIORITY_GROUP_STAT_SHARED_WATERMARK_BYTES": str(q * 100),
+                "SAI_INGRESS_PRIORITY_GROUP_STAT_XOFF_ROOM_WATERMARK_BYTES": str(q * 10),
+            }
+    db["COUNTERS_PORT_NAME_MAP"], db["COUNTERS_QUEUE_NAME_MAP"] = pmap, qmap
+    db["COUNTERS_QUEUE_TYPE_MAP"], db["COUNTERS_QUEUE_INDEX_MAP"] = qtype, qidx
+    db["COUNTERS_PG_NAME_MAP"], db["COUNTERS_PG_INDEX_MAP"] = pgmap, pgidx
+    return db
+
+
+def naive_poll(port: int, switches: int) -> None:
+    """The baseline: every key read with its own round trip, one switch after another."""
+    for i in range(switches):
+        c: Any = redis.Redis(port=port, db=i, decode_responses=True)
+        pmap = c.hgetall("COUNTERS_PORT_NAME_MAP")
+        c.hgetall("COUNTERS_QUEUE_TYPE_MAP")
+        c.hgetall("COUNTERS_QUEUE_INDEX_MAP")
+        qmap = c.hgetall("COUNTERS_QUEUE_NAME_MAP")
+        pgmap = c.hgetall("COUNTERS_PG_NAME_MAP")
+        for name, oid in pmap.items():
+            c.hgetall(f"COUNTERS:{oid}")
+            c.hgetall(f"RATES:{oid}")
+            c.hgetall(f"PORT_TABLE:{name}")
+        for oid in [*qmap.values(), *pgmap.values()]:
+            c.hgetall(f"COUNTERS:{oid}")
+            c.hgetall(f"USER_WATERMARKS:{oid}")
+        c.close()
+
+
+def timed(fn: Any, repeat: int) -> tuple[float, float, Any]:
+    best_wall = best_cpu = float("inf")
+    out = None
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        out = fn()
+        best_wall = min(best_wall, time.perf_counter() - t)
+        best_cpu = min(best_cpu, time.process_time() - c)
+    return best_wall, best_cpu, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--switches", type=int, default=64)
+    ap.add_argument("--ports", type=int, default=64)
+    ap.add_argument("--queues", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    exe = shutil.which("redis-server")
+    if exe is None:
+        sys.exit("redis-server is not installed (Debian package redis-server)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                 "--databases", str(a.switches + 1), "--dir", tmp],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            for _ in range(100):
+                try:
+                    redis.Redis(port=port).ping()
+                    break
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+            t = time.perf_counter()
+            for i in range(a.switches):
+                pipe: Any = redis.Redis(port=port, db=i).pipeline(transaction=False)
+                for k, h in switch_db(a.ports, a.queues, i).items():
+                    pipe.hset(k, mapping=h)
+                pipe.execute()
+            load_s = time.perf_counter() - t
+            print(f"loaded {a.switches} switches in {load_s:.1f}s", file=sys.stderr)
+
+            def make(workers: int) -> SwitchSource:
+                cfg = SwitchSource.Config(
+                    switches=[{"name": f"leaf{i:02d}", "address": f"127.0.0.1:{port}", "counters_db": i,  # type: ignore[misc]
+                               "appl_db": i, "role": "leaf"} for i in range(a.switches)],
+                    workers=workers, uplink_neighbor="^spine", timeout_seconds=30,
+                )  # fmt: skip
+                return SwitchSource(targets_from_config(cfg), cfg)
+
+            conc = make(32)
+            conc.collect()  # connections up, as in steady state
+            wall, cpu, batches = timed(conc.collect, a.repeat)
+            rows = {b.kind.name: b.num_rows for b in batches}
+            seq = make(1)
+            seq.collect()
+            swall, scpu, _ = timed(seq.collect, a.repeat)
+            nwall, ncpu, _ = timed(lambda: naive_poll(port, a.switches), 1)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    assert rows["switch_port_sample"] == a.switches * a.ports, rows
+    assert rows["switch_queue_sample"] == a.switches * a.ports * a.queues * 2, rows
+    print(json.dumps({
+        "bench": "switch",
+        "switches": a.switches, "ports": a.ports, "queues": a.queues,
+        "rows": rows,
+        "poll_wall_s": round(wall, 3), "poll_cpu_s": round(cpu, 3),
+        "sequential_poll_wall_s": round(swall, 3), "sequential_poll_cpu_s": round(scpu, 3),
+        "naive_unpipelined_wall_s": round(nwall, 3), "naive_unpipelined_cpu_s": round(ncpu, 3),
+        "speedup_vs_naive": round(nwall / wall, 2), "speedup_vs_sequential": round(swall / wall, 2),
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

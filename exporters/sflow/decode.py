@@ -1,0 +1,303 @@
+"""sFlow v5 datagram decoder: bytes in, plain dicts out (pure; no I/O, no clock, no logging).
+
+Reads flow samples (1), expanded flow samples (3), counter samples (2) and expanded counter
+samples (4); flow records: sampled header (1) down through Ethernet/VLAN/IPv4/IPv6/UDP/TCP and,
+for UDP 4791 (RoCEv2), the InfiniBand BTH; extended switch (1001). Counter records: generic
+interface (1) and ethernet (2). It must never let anything but `DecodeError` escape, and never
+return a number it did not read from the datagram: a datagram that does not parse is rejected
+whole. Unknown record formats are skipped by their length (that is what the length is for).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+ROCEV2_PORT = 4791
+
+_U32 = struct.Struct(">I")
+_2U32 = struct.Struct(">II")
+_HDR_TAIL = struct.Struct(">IIII")  # sub-agent, sequence, uptime, samples
+_FLOW = struct.Struct(">IIIIIIII")  # seq, source id, rate, pool, drops, input, output, records
+_XFLOW = struct.Struct(">IIIIIIIIIII")  # expanded: source type/index, in/out format+value
+_CTR = struct.Struct(">III")  # seq, source id, records
+_XCTR = struct.Struct(">IIII")
+_RAW = struct.Struct(">IIII")  # header protocol, frame length, stripped, header length
+_XSW = struct.Struct(">IIII")
+_GENERIC = struct.Struct(">IIQIIQIIIIIIQIIIIII")
+_ETHCTR = struct.Struct(">13I")
+_ETH = struct.Struct(">6s6sH")
+_BTH = struct.Struct(">BBHII")  # opcode, flags, pkey, dest QP (low 24 bits), PSN (low 24 bits)
+_PORTS = struct.Struct(">HH")
+
+GENERIC_FIELDS = (
+    "ifindex", "iftype", "ifspeed", "ifdirection", "ifstatus",
+    "in_octets", "in_ucast_pkts", "in_multicast_pkts", "in_broadcast_pkts", "in_discards",
+    "in_errors", "in_unknown_protos",
+    "out_octets", "out_ucast_pkts", "out_multicast_pkts", "out_broadcast_pkts", "out_discards",
+    "out_errors", "promiscuous_mode",
+)  # fmt: skip
+ETHERNET_FIELDS = (
+    "align_errors", "fcs_errors", "single_collision_frames", "multiple_collision_frames",
+    "sqe_test_errors", "deferred_transmissions", "late_collisions", "excessive_collisions",
+    "internal_mac_transmit_errors", "carrier_sense_errors", "frame_too_longs",
+    "internal_mac_receive_errors", "symbol_errors",
+)  # fmt: skip
+
+MAX_SAMPLES = 4096  # far above any real agent (a 1500-byte datagram holds ~10); bounds the work
+
+
+class DecodeError(ValueError):
+    """The datagram is malformed; `reason` is a short stable label for self-metrics."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+def _iface(fmt: int, value: int) -> str:
+    """An interface as sFlow describes it: an ifIndex, a discard, or 'multiple' (fan-out)."""
+    if fmt == 0:
+        return str(value)
+    if fmt == 1:
+        return "discard"
+    return "multiple"
+
+
+def decode_header(hdr: bytes, out: dict[str, Any]) -> None:
+    """Fill L2-L4 (and BTH) fields from a sampled Ethernet frame. A truncated header is normal
+    (it is a prefix of the packet): whatever is present is decoded, the rest stays absent."""
+    n = len(hdr)
+    if n < 14:
+        return
+    _dst, _src, etype = _ETH.unpack_from(hdr, 0)
+    off = 14
+    while etype in (0x8100, 0x88A8, 0x9100) and n >= off + 4:
+        tci, etype = _PORTS.unpack_from(hdr, off)
+        if "vlan" not in out or out["vlan"] == 0:
+            out["vlan"] = tci & 0x0FFF
+        off += 4
+    decode_ip(hdr, off, etype, out)
+
+
+def decode_ip(hdr: bytes, off: int, etype: int, out: dict[str, Any]) -> None:
+    n = len(hdr)
+    if etype == 0x0800:
+        if n < off + 20:
+            return
+        vihl = hdr[off]
+        ihl = (vihl & 0x0F) * 4
+        if vihl >> 4 != 4 or ihl < 20:
+            return
+        tos = hdr[off + 1]
+        proto = hdr[off + 9]
+        out["src_ip"] = socket.inet_ntop(socket.AF_INET, hdr[off + 12 : off + 16])
+        out["dst_ip"] = socket.inet_ntop(socket.AF_INET, hdr[off + 16 : off + 20])
+        frag = int.from_bytes(hdr[off + 6 : off + 8], "big") & 0x1FFF
+        off += ihl
+        if frag:  # a later fragment carries no L4 header
+            out["protocol"], out["dscp"], out["ecn"] = proto, tos >> 2, tos & 3
+            return
+    elif etype == 0x86DD:
+        if n < off + 40:
+            return
+        if hdr[off] >> 4 != 6:
+            return
+        tc = ((hdr[off] & 0x0F) << 4) | (hdr[off + 1] >> 4)
+        tos = tc
+        proto = hdr[off + 6]
+        out["src_ip"] = socket.inet_ntop(socket.AF_INET6, hdr[off + 8 : off + 24])
+        out["dst_ip"] = socket.inet_ntop(socket.AF_INET6, hdr[off + 24 : off + 40])
+        off += 40
+    else:
+        return
+    out["protocol"], out["dscp"], out["ecn"] = proto, tos >> 2, tos & 3
+    if proto in (6, 17) and n >= off + 4:
+        sport, dport = _PORTS.unpack_from(hdr, off)
+        out["src_port"], out["dst_port"] = sport, dport
+        # RoCEv2: the BTH follows the 8-byte UDP header.
+        if proto == 17 and dport == ROCEV2_PORT and n >= off + 8 + 12:
+            opcode, _flags, _pkey, qp, psn = _BTH.unpack_from(hdr, off + 8)
+            out["bth_opcode"] = opcode
+            out["dest_qp"] = qp & 0xFFFFFF
+            out["psn"] = psn & 0xFFFFFF
+
+
+def _flow_records(data: bytes, off: int, end: int, count: int, s: dict[str, Any]) -> None:
+    for _ in range(count):
+        if off + 8 > end:
+            raise DecodeError("truncated_record", f"flow record header at {off}")
+        fmt, length = _2U32.unpack_from(data, off)
+        off += 8
+        rend = off + length
+        if rend > end:
+            raise DecodeError("truncated_record", f"flow record {fmt} length {length}")
+        if fmt == 1:  # sampled header
+            if length < 16:
+                raise DecodeError("bad_record", "sampled header shorter than 16 bytes")
+            proto, frame_len, stripped, hlen = _RAW.unpack_from(data, off)
+            if off + 16 + hlen > rend:
+                raise DecodeError("bad_record", f"sampled header length {hlen} > record")
+            s["header_protocol"] = proto
+            s["frame_bytes"] = frame_len
+            s["stripped"] = stripped
+            s["header_size"] = hlen
+            hdr = data[off + 16 : off + 16 + hlen]
+            if proto == 1:
+                decode_header(hdr, s)
+            elif proto == 11:
+                decode_ip(hdr, 0, 0x0800, s)
+            elif proto == 12:
+                decode_ip(hdr, 0, 0x86DD, s)
+        elif fmt == 1001:  # extended switch
+            if length < 16:
+                raise DecodeError("bad_record", "extended switch shorter than 16 bytes")
+            sv, sp, dv, dp = _XSW.unpack_from(data, off)
+            if sv > 4095 or dv > 4095 or sp > 7 or dp > 7:
+                raise DecodeError(
+                    "bad_record", f"extended switch vlan {sv}/{dv} priority {sp}/{dp}"
+                )
+            s["src_vlan"], s["src_priority"], s["dst_vlan"], s["dst_priority"] = sv, sp, dv, dp
+        off = rend
+    if off != end:
+        raise DecodeError("bad_sample_length", f"records end at {off}, sample at {end}")
+
+
+def _counter_records(data: bytes, off: int, end: int, count: int, s: dict[str, Any]) -> None:
+    for _ in range(count):
+        if off + 8 > end:
+            raise DecodeError("truncated_record", f"counter record header at {off}")
+        fmt, length = _2U32.unpack_from(data, off)
+        off += 8
+        rend = off + length
+        if rend > end:
+            raise DecodeError("truncated_record", f"counter record {fmt} length {length}")
+        if fmt == 1:
+            if length < _GENERIC.size:
+                raise DecodeError("bad_record", f"generic interface counters length {length}")
+            s["generic"] = dict(zip(GENERIC_FIELDS, _GENERIC.unpack_from(data, off), strict=True))
+        elif fmt == 2:
+            if length < _ETHCTR.size:
+                raise DecodeError("bad_record", f"ethernet counters length {length}")
+            s["ethernet"] = dict(zip(ETHERNET_FIELDS, _ETHCTR.unpack_from(data, off), strict=True))
+        off = rend
+    if off != end:
+        raise DecodeError("bad_sample_length", f"records end at {off}, sample at {end}")
+
+
+def decode(data: bytes) -> dict[str, Any]:
+    """Decode one datagram into {agent, sub_agent, seq, uptime_ms, flows: [...], counters: [...]}.
+
+    Flow dicts carry sampling_rate, frame_bytes, in_port/out_port (ifIndex as text), the header
+    fields found (src_ip ... psn) and `bytes`/`packets` scaled by the sampling rate.
+    Raises DecodeError (only) when the datagram is malformed.
+    """
+    try:
+        return _decode(data)
+    except DecodeError:
+        raise
+    except (struct.error, IndexError, ValueError, OverflowError) as e:  # belt and braces
+        raise DecodeError("malformed", str(e)) from None
+
+
+def _decode(data: bytes) -> dict[str, Any]:
+    n = len(data)
+    if n < 8:
+        raise DecodeError("truncated_header", f"{n} bytes")
+    version, atype = _2U32.unpack_from(data, 0)
+    if version != 5:
+        raise DecodeError("bad_version", f"version {version}")
+    if atype == 1:
+        if n < 12 + 16:
+            raise DecodeError("truncated_header", f"{n} bytes")
+        agent = socket.inet_ntop(socket.AF_INET, data[8:12])
+        off = 12
+    elif atype == 2:
+        if n < 24 + 16:
+            raise DecodeError("truncated_header", f"{n} bytes")
+        agent = socket.inet_ntop(socket.AF_INET6, data[8:24])
+        off = 24
+    else:
+        raise DecodeError("bad_agent_address", f"address type {atype}")
+    sub_agent, seq, uptime, nsamples = _HDR_TAIL.unpack_from(data, off)
+    off += 16
+    if nsamples > MAX_SAMPLES:
+        raise DecodeError("too_many_samples", str(nsamples))
+    flows: list[dict[str, Any]] = []
+    counters: list[dict[str, Any]] = []
+    for _ in range(nsamples):
+        if off + 8 > n:
+            raise DecodeError("truncated_sample", f"sample header at {off}")
+        stype, slen = _2U32.unpack_from(data, off)
+        off += 8
+        end = off + slen
+        if end > n:
+            raise DecodeError("truncated_sample", f"sample format {stype} length {slen}")
+        if stype == 1 or stype == 3:
+            if stype == 1:
+                if slen < _FLOW.size:
+                    raise DecodeError("truncated_sample", "flow sample")
+                sseq, src, rate, pool, drops, inp, outp, nrec = _FLOW.unpack_from(data, off)
+                stype_id, sidx = src >> 24, src & 0xFFFFFF
+                in_fmt, in_val = inp >> 30, inp & 0x3FFFFFFF
+                out_fmt, out_val = outp >> 30, outp & 0x3FFFFFFF
+                roff = off + _FLOW.size
+            else:
+                if slen < _XFLOW.size:
+                    raise DecodeError("truncated_sample", "expanded flow sample")
+                (sseq, stype_id, sidx, rate, pool, drops, in_fmt, in_val, out_fmt, out_val,
+                 nrec) = _XFLOW.unpack_from(data, off)  # fmt: skip
+                roff = off + _XFLOW.size
+            if nrec > MAX_SAMPLES:
+                raise DecodeError("too_many_records", str(nrec))
+            s: dict[str, Any] = {
+                "seq": sseq,
+                "source_type": stype_id,
+                "source_index": sidx,
+                "sampling_rate": rate,
+                "pool": pool,
+                "drops": drops,
+                "in_port": _iface(in_fmt, in_val),
+                "out_port": _iface(out_fmt, out_val),
+                "input": in_val,
+                "output": out_val,
+                "output_format": out_fmt,
+            }
+            _flow_records(data, roff, end, nrec, s)
+            fb = s.get("frame_bytes")
+            if fb is not None:
+                s["bytes"] = fb * rate
+            s["packets"] = rate
+            flows.append(s)
+        elif stype == 2 or stype == 4:
+            if stype == 2:
+                if slen < _CTR.size:
+                    raise DecodeError("truncated_sample", "counter sample")
+                sseq, src, nrec = _CTR.unpack_from(data, off)
+                stype_id, sidx = src >> 24, src & 0xFFFFFF
+                roff = off + _CTR.size
+            else:
+                if slen < _XCTR.size:
+                    raise DecodeError("truncated_sample", "expanded counter sample")
+                sseq, stype_id, sidx, nrec = _XCTR.unpack_from(data, off)
+                roff = off + _XCTR.size
+            if nrec > MAX_SAMPLES:
+                raise DecodeError("too_many_records", str(nrec))
+            c: dict[str, Any] = {"seq": sseq, "source_type": stype_id, "source_index": sidx}
+            _counter_records(data, roff, end, nrec, c)
+            counters.append(c)
+        off = end  # unknown sample formats are skipped by length
+    if off != n:
+        raise DecodeError("trailing_bytes", f"{n - off} bytes after the last sample")
+    return {
+        "agent": agent,
+        "sub_agent": sub_agent,
+        "seq": seq,
+        "uptime_ms": uptime,
+        "flows": flows,
+        "counters": counters,
+    }
+
+
+__all__ = ["ETHERNET_FIELDS", "GENERIC_FIELDS", "ROCEV2_PORT", "DecodeError", "decode"]

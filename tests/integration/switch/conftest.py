@@ -1,0 +1,72 @@
+"""A real redis-server on a free loopback port, loaded with the SONiC fixtures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIX = Path(__file__).parents[2] / "fixtures" / "sonic"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def load(client: Any, dump: dict[str, Any]) -> None:
+    pipe = client.pipeline(transaction=False)
+    for key, h in dump.items():
+        if h:  # Redis has no empty hashes: an empty one in a dump is an absent key
+            pipe.hset(key, mapping=h)
+    pipe.execute()
+
+
+@pytest.fixture(scope="session")
+def redis_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.skip("redis-server is not installed (Debian package redis-server)")
+    port = _free_port()
+    d = tmp_path_factory.mktemp("redis")
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--databases", "32", "--dir", str(d)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    import redis
+
+    for _ in range(100):
+        try:
+            redis.Redis(port=port).ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("redis-server did not start")
+    yield port
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture
+def sonic_redis(redis_port: int) -> Iterator[dict[str, Any]]:
+    """db 2 = COUNTERS_DB dump, db 0 = APPL_DB fixture; flushed afterwards."""
+    import redis
+
+    counters = json.loads((FIX / "counters_db.json").read_text())
+    appl = json.loads((FIX / "appl_db.json").read_text())
+    c2, c0 = redis.Redis(port=redis_port, db=2), redis.Redis(port=redis_port, db=0)
+    load(c2, counters)
+    load(c0, appl)
+    yield {"port": redis_port, "counters": counters, "appl": appl}
+    redis.Redis(port=redis_port).flushall()
