@@ -53,20 +53,25 @@ def _pod(side: str) -> str:
                WHERE cluster = {{cluster:String}} AND valid_from < {{we:DateTime64(3, 'UTC')}}) AS {side}"""
 
 
+# Node facts (SU, IDC, HyperNode ancestors) arrive as parallel array parameters and are joined
+# as a small table: a hash join per side, not a per-row map lookup.
 ATTRIBUTE_SQL = f"""
 INSERT INTO $db.flows_attributed ({", ".join(ATTRIBUTED_FLOW.columns)})
+WITH node_info AS (
+    SELECT n.1 AS node, n.2 AS su, n.3 AS idc, n.4 AS anc
+    FROM (SELECT arrayJoin(arrayZip({{n_node:Array(String)}}, {{n_su:Array(String)}}, {{n_idc:Array(String)}},
+                                    {{n_anc:Array(Array(String))}})) AS n)
+)
 SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, rdma, bytes,
        src_namespace, src_pod, src_node, src_job, dst_namespace, dst_pod, dst_node, dst_job,
        src_su, dst_su, src_idc, dst_idc,
        arrayFirst(h -> has(dst_anc, h), src_anc) AS lca_hypernode,
-       toUInt8(if(lca_hypernode = '', 0, mapFromArrays({{tier_k:Array(String)}}, {{tier_v:Array(UInt8)}})[lca_hypernode])) AS lca_tier
+       toUInt8(transform(lca_hypernode, {{tier_k:Array(String)}}, {{tier_v:Array(UInt8)}}, 0)) AS lca_tier
 FROM (
     SELECT a.*,
            if(pj.valid_to IS NULL OR a.ts < pj.valid_to, pj.job, '') AS src_job,
            if(qj.valid_to IS NULL OR a.ts < qj.valid_to, qj.job, '') AS dst_job,
-           mapFromArrays({{su_k:Array(String)}}, {{su_v:Array(String)}}) AS su_map, su_map[src_node] AS src_su, su_map[dst_node] AS dst_su,
-           mapFromArrays({{idc_k:Array(String)}}, {{idc_v:Array(String)}}) AS idc_map, idc_map[src_node] AS src_idc, idc_map[dst_node] AS dst_idc,
-           mapFromArrays({{anc_k:Array(String)}}, {{anc_v:Array(Array(String))}}) AS anc_map, anc_map[src_node] AS src_anc, anc_map[dst_node] AS dst_anc
+           sn.su AS src_su, dn.su AS dst_su, sn.idc AS src_idc, dn.idc AS dst_idc, sn.anc AS src_anc, dn.anc AS dst_anc
     FROM (
         SELECT f.ts AS ts, f.cluster AS cluster, f.switch AS switch, f.out_port AS out_port,
                f.src_ip AS src_ip, f.dst_ip AS dst_ip, f.dst_port AS dst_port, f.dest_qp AS dest_qp,
@@ -84,6 +89,8 @@ FROM (
     ) AS a
     ASOF LEFT JOIN {_pod("pj")} ON a.src_namespace = pj.namespace AND a.src_pod = pj.pod AND a.ts >= pj.valid_from
     ASOF LEFT JOIN {_pod("qj")} ON a.dst_namespace = qj.namespace AND a.dst_pod = qj.pod AND a.ts >= qj.valid_from
+    LEFT JOIN node_info AS sn ON a.src_node = sn.node
+    LEFT JOIN node_info AS dn ON a.dst_node = dn.node
 )
 """
 
@@ -98,9 +105,19 @@ def _node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _map(name: str, d: dict[str, Any]) -> dict[str, list[Any]]:
-    """A dict as two array parameters (keys, values) for mapFromArrays() in SQL."""
+    """A dict as two array parameters (keys, values), e.g. for transform() in SQL."""
     keys = sorted(d)
     return {f"{name}_k": keys, f"{name}_v": [d[k] for k in keys]}
+
+
+def _node_table(su: dict[str, str], idc: dict[str, str], anc: Ancestry) -> dict[str, list[Any]]:
+    nodes = sorted(set(su) | set(idc) | set(anc.ancestors))
+    return {
+        "n_node": nodes,
+        "n_su": [su.get(n, "") for n in nodes],
+        "n_idc": [idc.get(n, "") for n in nodes],
+        "n_anc": [anc.ancestors.get(n, []) for n in nodes],
+    }
 
 
 def node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
@@ -123,10 +140,8 @@ def attribute_window(ctx: Context, anc: Ancestry | None = None) -> dict[str, Any
         parameters={
             **ctx.window.params(),
             "cluster": ctx.cluster,
-            **_map("anc", anc.ancestors),
+            **_node_table(su, idc, anc),
             **_map("tier", anc.tiers),
-            **_map("su", su),
-            **_map("idc", idc),
         },
     )
     (r,) = ctx.rows("""
