@@ -16,6 +16,7 @@ from telemetry.store.schema import (
     LOCAL_SUFFIX,
     add_column_sql,
     database_sql,
+    modify_column_sql,
     table_sql,
 )
 
@@ -61,8 +62,62 @@ def add_columns(kind_name: str, *fields: str) -> Callable[[Context], list[str]]:
     return render
 
 
+def modify_columns(kind_name: str, *fields: str) -> Callable[[Context], list[str]]:
+    def render(ctx: Context) -> list[str]:
+        return [
+            s
+            for f in fields
+            for s in modify_column_sql(KINDS[kind_name], f, ctx.database, ctx.cluster)
+        ]
+
+    return render
+
+
+def steps(*parts: Callable[[Context], list[str]]) -> Callable[[Context], list[str]]:
+    return lambda ctx: [s for p in parts for s in p(ctx)]
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "create the record tables", create_tables()),
+    # Stores created from the first schema: the exporters' and the engine's kinds and fields.
+    Migration(
+        2,
+        "exporter and correlation kinds and fields",
+        steps(
+            create_tables(
+                "nic_priority_sample",
+                "switch_status",
+                "ecmp_group_sample",
+                "hdfs_placement_total",
+                "hdfs_namenode_sample",
+                "hdfs_datanode_sample",
+                "dci_usage",
+                "attributed_flow",
+            ),
+            add_columns(
+                "nic_sample",
+                "pod",
+                "namespace",
+                "container",
+                "pfc_rx_pause_duration_seconds_total",
+                "link_downed_total",
+                "symbol_errors_total",
+                "xmit_wait_total",
+                "rx_dropped_total",
+            ),
+            add_columns(
+                "switch_queue_sample",
+                "ecn_marked_bytes_total",
+                "dropped_bytes_total",
+                "headroom_watermark_bytes",
+            ),
+            add_columns("flow_sample", "ecmp_group"),
+            modify_columns(
+                "gpu_sample", "power_violation_seconds_total", "thermal_violation_seconds_total"
+            ),
+            modify_columns("flow_sample", "src_port", "dst_port", "protocol", "dscp", "ecn"),
+        ),
+    ),
 ]
 
 

@@ -111,6 +111,19 @@ def add_column_sql(
     ]
 
 
+def modify_column_sql(
+    kind: RecordKind, field_name: str, database: str, cluster: str | None = None
+) -> list[str]:
+    """ALTER statements changing one field of `kind` to its current type and codec."""
+    f = kind.by_name[field_name]
+    col = f"{_q(f.name)} {f.clickhouse_type}" + (
+        f" CODEC({f.clickhouse_codec})" if f.clickhouse_codec else ""
+    )
+    on_cluster = f" ON CLUSTER {_q(cluster)}" if cluster else ""
+    names = [kind.table + LOCAL_SUFFIX, kind.table] if cluster else [kind.table]
+    return [f"ALTER TABLE {_q(database)}.{_q(n)}{on_cluster} MODIFY COLUMN {col}" for n in names]
+
+
 def all_tables_sql(
     database: str,
     *,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -64,16 +65,27 @@ def test_ttl_override_is_reconciled_once(store: Store) -> None:
 
 
 def test_cluster_ddl_parses_with_clickhouse_format_query(store: Store) -> None:
+    import re
+
     stmts = render_all(Context("railscope", "prod", {}))
-    assert (
-        sum("ReplicatedMergeTree" in s or "ReplicatedReplacingMergeTree" in s for s in stmts)
-        == len(KINDS) + 1
-    )
-    assert sum("ENGINE = Distributed(`prod`" in s for s in stmts) == len(KINDS) + 1
+    replicated = {
+        m
+        for s in stmts
+        if "ENGINE = Replicated" in s
+        for m in re.findall(r"CREATE TABLE IF NOT EXISTS `railscope`\.`(\w+)_local`", s)
+    }
+    distributed = {
+        m
+        for s in stmts
+        if "ENGINE = Distributed(`prod`" in s
+        for m in re.findall(r"CREATE TABLE IF NOT EXISTS `railscope`\.`(\w+)`", s)
+    }
+    tables = {k.table for k in KINDS.values()} | {"schema_migrations"}
+    assert replicated == tables and distributed == tables
     for stmt in stmts:
         assert "ON CLUSTER `prod`" in stmt
         formatted = store.query_rows("SELECT formatQuery({q:String})", {"q": stmt})[0][0]
-        assert formatted.startswith("CREATE")
+        assert formatted.split()[0] in ("CREATE", "ALTER")
 
 
 def test_dedup_token_makes_retry_idempotent(store: Store) -> None:
@@ -156,3 +168,42 @@ def test_arrow_table_round_trip(store: Store) -> None:
     assert int(df["ts"][0].timestamp() * 1000) == ts
     assert isinstance(store.query_arrow("SELECT 1 AS x"), pa.Table)
     assert time.time() > 0
+
+
+def test_store_from_the_first_schema_migrates_to_the_current_one(store: Store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A store created by migration 1 of the first schema (git 01dd334) reaches today's tables."""
+    import importlib.util
+    import sys
+
+    first = Path(__file__).resolve().parent / "first_schema_records.py"
+    spec = importlib.util.spec_from_file_location("first_schema_records", first)
+    assert spec and spec.loader
+    old = importlib.util.module_from_spec(spec)
+    sys.modules["first_schema_records"] = old
+    spec.loader.exec_module(old)
+    from telemetry.store.schema import table_sql
+
+    db = store.database + "_old"
+    store.client.command(f"CREATE DATABASE `{db}`")
+    try:
+        for k in old.KINDS.values():
+            for stmt in table_sql(k, db):
+                store.client.command(stmt)
+        s = Store(store.dsn, database=db)
+        from telemetry.store.migrations import bookkeeping_sql
+
+        for stmt in bookkeeping_sql(s._ctx()):
+            store.client.command(stmt)
+        store.client.command(
+            f"INSERT INTO `{db}`.schema_migrations VALUES (1, 'create the record tables', now64(3))"
+        )
+        applied = [m.version for m in s.migrate()]
+        assert applied == [m.version for m in MIGRATIONS if m.version > 1]
+        for k in KINDS.values():
+            cols = s.query_rows(
+                "SELECT name, type FROM system.columns WHERE database = {db:String} AND table = {t:String} ORDER BY name",
+                {"db": db, "t": k.table},
+            )
+            assert dict(cols) == {f.name: f.clickhouse_type for f in k.fields}, k.table
+    finally:
+        store.client.command(f"DROP DATABASE IF EXISTS `{db}`")

@@ -1,0 +1,684 @@
+# The record kinds as the first schema (git 01dd334) defined them: kept to test that migrations
+# bring a store created then up to today. Never edit.
+"""Record kinds: the one definition of every typed record railscope collects or derives.
+
+Sources build Arrow tables with `kind.arrow_schema`, the store renders its DDL from the same
+fields, the Prometheus sink names metrics after them and the docs list them. Adding a field is
+one line here plus a migration (`telemetry/store/migrations.py`). Never define a column elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import pyarrow as pa
+
+# Logical types: (arrow type, ClickHouse type, default codec).
+_TYPES: dict[str, tuple[pa.DataType, str, str | None]] = {
+    "time": (pa.timestamp("ms", tz="UTC"), "DateTime64(3, 'UTC')", "DoubleDelta, ZSTD(1)"),
+    "str": (pa.string(), "String", "ZSTD(1)"),
+    "lstr": (pa.string(), "LowCardinality(String)", None),
+    "bool": (pa.bool_(), "Bool", None),
+    "u8": (pa.uint8(), "UInt8", None),
+    "u16": (pa.uint16(), "UInt16", None),
+    "u32": (pa.uint32(), "UInt32", "T64, ZSTD(1)"),
+    "u64": (pa.uint64(), "UInt64", "T64, ZSTD(1)"),
+    "i64": (pa.int64(), "Int64", "T64, ZSTD(1)"),
+    "counter": (pa.uint64(), "UInt64", "Delta, ZSTD(1)"),  # monotonically rising totals
+    "f64": (pa.float64(), "Float64", "Gorilla, ZSTD(1)"),
+}
+
+Role = Literal["time", "label", "gauge", "counter", "info"]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column/field. `role` says how the Prometheus sink treats it:
+    label (identifies the series), gauge or counter (a value), info (stored only)."""
+
+    name: str
+    type: str
+    doc: str
+    role: Role = "info"
+    unit: str = ""
+    nullable: bool = False
+    codec: str | None = "default"
+
+    def __post_init__(self) -> None:
+        if self.type not in _TYPES:
+            raise ValueError(f"field {self.name}: unknown type {self.type!r}")
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return _TYPES[self.type][0]
+
+    @property
+    def clickhouse_type(self) -> str:
+        t = _TYPES[self.type][1]
+        if self.nullable:
+            # LowCardinality(Nullable(String)) is the legal nesting for nullable low-card strings.
+            if t.startswith("LowCardinality("):
+                return f"LowCardinality(Nullable({t[len('LowCardinality(') : -1]}))"
+            return f"Nullable({t})"
+        return t
+
+    @property
+    def clickhouse_codec(self) -> str | None:
+        if self.codec != "default":
+            return self.codec
+        codec = _TYPES[self.type][2]
+        if codec and self.nullable:
+            # T64/DoubleDelta/Gorilla don't apply to Nullable columns' null maps; keep ZSTD.
+            return "ZSTD(1)"
+        return codec
+
+
+def _f(name: str, type_: str, doc: str, role: Role = "info", unit: str = "", **kw: Any) -> Field:
+    return Field(name, type_, doc, role, unit, **kw)
+
+
+def label(name: str, doc: str, type_: str = "lstr", **kw: Any) -> Field:
+    return Field(name, type_, doc, "label", **kw)
+
+
+def gauge(name: str, doc: str, unit: str = "", type_: str = "f64", nullable: bool = True) -> Field:
+    return Field(name, type_, doc, "gauge", unit, nullable=nullable)
+
+
+def counter(name: str, doc: str, unit: str = "", nullable: bool = True) -> Field:
+    return Field(name, "counter", doc, "counter", unit, nullable=nullable)
+
+
+TS = Field("ts", "time", "Sample time (UTC).", "time")
+
+
+@dataclass(frozen=True)
+class RecordKind:
+    """A typed record kind and the table that stores it."""
+
+    name: str
+    table: str
+    subsystem: str  # Prometheus subsystem: railscope_<subsystem>_<field>
+    doc: str
+    fields: tuple[Field, ...]
+    order_by: tuple[str, ...]
+    time_field: str = "ts"
+    ttl_days: int | None = 30
+    # Versioned kinds (inventory, findings) keep history as rows and are updated by inserting a
+    # newer version; ReplacingMergeTree keeps the latest per ORDER BY key.
+    version_field: str | None = None
+    partition_by: str | None = "toYYYYMMDD(ts)"
+    by_name: Mapping[str, Field] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        names = [f.name for f in self.fields]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: duplicate field names")
+        object.__setattr__(self, "by_name", {f.name: f for f in self.fields})
+        for col in (*self.order_by, self.time_field, self.version_field):
+            if col is not None and col not in self.by_name:
+                raise ValueError(f"{self.name}: {col!r} is not a field")
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema(
+            [pa.field(f.name, f.arrow_type, nullable=f.nullable) for f in self.fields],
+            metadata={"railscope.kind": self.name},
+        )
+
+    @property
+    def columns(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def labels(self) -> list[Field]:
+        return [f for f in self.fields if f.role == "label"]
+
+    def values(self) -> list[Field]:
+        return [f for f in self.fields if f.role in ("gauge", "counter")]
+
+    def to_arrow(self, rows: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]]) -> pa.Table:
+        """Build a table of this kind from dict rows; missing keys become null (or error when the
+        field is not nullable)."""
+        rows = list(rows)
+        cols = {}
+        for f in self.fields:
+            values = [r.get(f.name) for r in rows]
+            if not f.nullable and any(v is None for v in values):
+                if f.arrow_type != pa.string():
+                    raise SchemaError(f"{self.name}.{f.name}: missing value in a non-nullable field")
+                values = ["" if v is None else v for v in values]  # '' = not known / none
+            cols[f.name] = pa.array(values, type=f.arrow_type)
+        return pa.Table.from_pydict(cols, schema=self.arrow_schema)
+
+    def conform(self, table: pa.Table) -> pa.Table:
+        """Cast/reorder a table to this kind's schema; fills absent nullable columns with nulls.
+        Raises SchemaError naming the column that does not fit."""
+        if table.schema.equals(self.arrow_schema, check_metadata=False):
+            return table
+        out = []
+        for f in self.fields:
+            if f.name in table.column_names:
+                col = table.column(f.name)
+                if col.type != f.arrow_type:
+                    try:
+                        col = col.cast(f.arrow_type)
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                        raise SchemaError(f"{self.name}.{f.name}: cannot cast {col.type} to {f.arrow_type}: {e}") from None
+                if not f.nullable and col.null_count:
+                    raise SchemaError(f"{self.name}.{f.name}: {col.null_count} null value(s) in a non-nullable field")
+                out.append(col)
+            elif f.nullable:
+                out.append(pa.nulls(table.num_rows, f.arrow_type))
+            else:
+                raise SchemaError(f"{self.name}: missing required field {f.name!r}")
+        extra = set(table.column_names) - set(self.columns)
+        if extra:
+            raise SchemaError(f"{self.name}: unknown field(s) {sorted(extra)}")
+        return pa.Table.from_arrays(out, schema=self.arrow_schema)
+
+
+class SchemaError(ValueError):
+    """A batch does not fit its record kind."""
+
+
+# --- inventory helpers -------------------------------------------------------------------------
+# Inventory facts are time-versioned: valid_from/valid_to (null = still valid) and updated_at, the
+# version that ReplacingMergeTree keeps (closing a row = inserting it again with valid_to set).
+VALID_FROM = Field("valid_from", "time", "Start of validity of this fact (UTC).")
+VALID_TO = Field("valid_to", "time", "End of validity (UTC); null while the fact still holds.", nullable=True, codec="ZSTD(1)")
+UPDATED_AT = Field("updated_at", "time", "Version of this row: the latest wins.")
+CLUSTER = label("cluster", "Cluster name from the config.")
+
+
+def _inventory(name: str, table: str, doc: str, key: tuple[str, ...], *fields: Field) -> RecordKind:
+    return RecordKind(
+        name=name,
+        table=table,
+        subsystem="inventory",
+        doc=doc,
+        fields=(CLUSTER, *fields, VALID_FROM, VALID_TO, UPDATED_AT),
+        order_by=("cluster", *key, "valid_from"),
+        time_field="valid_from",
+        ttl_days=None,
+        version_field="updated_at",
+        partition_by=None,
+    )
+
+
+KINDS: dict[str, RecordKind] = {}
+
+
+def _register(kind: RecordKind) -> RecordKind:
+    KINDS[kind.name] = kind
+    return kind
+
+
+# --- GPU ---------------------------------------------------------------------------------------
+GPU_SAMPLE = _register(
+    RecordKind(
+        name="gpu_sample",
+        table="gpu_samples",
+        subsystem="gpu",
+        doc="One GPU (or MIG instance) sampled through NVML. Null = not supported / not read.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("node", "Kubernetes node name."),
+            label("gpu", "GPU index on the node.", "u16"),
+            label("uuid", "GPU UUID."),
+            label("mig", "MIG instance (GPU instance/compute instance), empty for a full GPU."),
+            label("model", "Product name."),
+            label("pci_bus_id", "PCI bus id of the GPU."),
+            label("pod", "Pod using the GPU (from kubelet pod-resources), empty if none."),
+            label("namespace", "Namespace of that pod."),
+            gauge("up", "1 when the GPU answered NVML, 0 when lost / fallen off the bus.", type_="u8", nullable=False),
+            gauge("utilization_ratio", "GPU utilization (0-1).", "ratio"),
+            gauge("memory_utilization_ratio", "Memory controller utilization (0-1).", "ratio"),
+            gauge("memory_used_bytes", "Frame buffer used.", "bytes"),
+            gauge("memory_total_bytes", "Frame buffer size.", "bytes"),
+            gauge("sm_clock_hertz", "SM clock.", "hertz"),
+            gauge("memory_clock_hertz", "Memory clock.", "hertz"),
+            gauge("temperature_celsius", "GPU die temperature.", "celsius"),
+            gauge("memory_temperature_celsius", "HBM temperature.", "celsius"),
+            gauge("power_watts", "Power draw.", "watts"),
+            gauge("power_limit_watts", "Enforced power limit.", "watts"),
+            counter("energy_joules_total", "Energy since driver load.", "joules"),
+            gauge("clock_event_reasons", "Bitmask of NVML clock-event (throttle) reasons.", type_="u64"),
+            counter("power_violation_seconds_total", "Time throttled by power.", "seconds"),
+            counter("thermal_violation_seconds_total", "Time throttled by temperature.", "seconds"),
+            counter("ecc_corrected_errors_total", "Volatile corrected ECC errors."),
+            counter("ecc_uncorrected_errors_total", "Volatile uncorrected ECC errors."),
+            gauge("remapped_rows_pending", "Rows pending remap (1 = reset needed).", type_="u64"),
+            counter("remapped_rows_failure_total", "Row remapping failures."),
+            gauge("pcie_tx_bytes_per_second", "PCIe TX throughput.", "bytes_per_second"),
+            gauge("pcie_rx_bytes_per_second", "PCIe RX throughput.", "bytes_per_second"),
+            counter("pcie_replay_total", "PCIe replay counter."),
+            counter("nvlink_tx_bytes_total", "NVLink bytes sent, all links.", "bytes"),
+            counter("nvlink_rx_bytes_total", "NVLink bytes received, all links.", "bytes"),
+            counter("nvlink_errors_total", "NVLink CRC/replay/recovery errors, all links."),
+            gauge("sm_active_ratio", "GPM SM activity (Hopper+).", "ratio"),
+            gauge("sm_occupancy_ratio", "GPM SM occupancy (Hopper+).", "ratio"),
+            gauge("tensor_active_ratio", "GPM tensor pipe activity (Hopper+).", "ratio"),
+            gauge("dram_active_ratio", "GPM DRAM activity (Hopper+).", "ratio"),
+            counter("xid_errors_total", "XID errors seen since the exporter started."),
+        ),
+        order_by=("cluster", "node", "gpu", "ts"),
+    )
+)
+
+GPU_EVENT = _register(
+    RecordKind(
+        name="gpu_event",
+        table="gpu_events",
+        subsystem="gpu_event",
+        doc="An event on a GPU: XID error, GPU lost, throttling start/end.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("node", "Kubernetes node name."),
+            label("gpu", "GPU index on the node.", "u16"),
+            label("uuid", "GPU UUID."),
+            label("event", "xid | gpu_lost | throttle_start | throttle_end"),
+            _f("xid", "u32", "XID code (0 when not an XID event)."),
+            _f("detail", "str", "Free text from the driver/exporter."),
+        ),
+        order_by=("cluster", "node", "ts"),
+        ttl_days=365,
+    )
+)
+
+GPU_NIC_AFFINITY = _register(
+    RecordKind(
+        name="gpu_nic_affinity",
+        table="gpu_nic_affinity",
+        subsystem="affinity",
+        doc="Per GPU: the NIC under the same PCIe switch (if any), NUMA node and rail.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("node", "Kubernetes node name."),
+            label("gpu", "GPU index.", "u16"),
+            label("gpu_pci", "GPU PCI address."),
+            label("nic", "RDMA device (mlx5_0) under the same PCIe switch; empty if none."),
+            label("netdev", "Netdev of that NIC."),
+            label("pcie_switch", "PCI address of the shared upstream bridge."),
+            gauge("numa_node", "NUMA node of the GPU.", type_="i64", nullable=True),
+            gauge("rail", "Rail (NIC index) the GPU uses.", type_="i64", nullable=True),
+            gauge("direct_nic", "1 when a NIC shares the GPU's PCIe switch.", type_="u8", nullable=False),
+        ),
+        order_by=("cluster", "node", "gpu", "ts"),
+        ttl_days=365,
+    )
+)
+
+# --- NIC ---------------------------------------------------------------------------------------
+NIC_SAMPLE = _register(
+    RecordKind(
+        name="nic_sample",
+        table="nic_samples",
+        subsystem="nic",
+        doc="One RDMA NIC port: traffic, RoCE congestion (ECN/CNP), per-priority PFC, health.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("node", "Kubernetes node name."),
+            label("device", "RDMA device (mlx5_0)."),
+            label("port", "Port number.", "u8"),
+            label("netdev", "Netdev (eth0 / ens1f0np0)."),
+            label("link_layer", "Ethernet | InfiniBand."),
+            gauge("up", "1 when the port state is ACTIVE.", type_="u8", nullable=False),
+            gauge("rate_bytes_per_second", "Port rate.", "bytes_per_second"),
+            counter("rx_bytes_total", "Bytes received (port_rcv_data x 4).", "bytes"),
+            counter("tx_bytes_total", "Bytes sent (port_xmit_data x 4).", "bytes"),
+            counter("rx_packets_total", "Packets received."),
+            counter("tx_packets_total", "Packets sent."),
+            counter("rx_errors_total", "Receive errors."),
+            counter("tx_discards_total", "Transmit discards."),
+            counter("ecn_marked_packets_total", "RoCE packets received with ECN CE (np_ecn_marked_roce_packets)."),
+            counter("cnp_sent_total", "CNPs sent as notification point (np_cnp_sent)."),
+            counter("cnp_handled_total", "CNPs handled as reaction point (rp_cnp_handled)."),
+            counter("cnp_ignored_total", "CNPs ignored (rp_cnp_ignored)."),
+            counter("out_of_sequence_total", "Out-of-sequence packets."),
+            counter("packet_seq_errors_total", "NAK sequence errors."),
+            counter("local_ack_timeout_errors_total", "Local ACK timeouts."),
+            counter("out_of_buffer_total", "Drops for lack of receive WQEs."),
+            counter("pfc_rx_pause_total", "PFC pause frames received, all priorities."),
+            counter("pfc_tx_pause_total", "PFC pause frames sent, all priorities."),
+            counter("pfc_rx_pause_prio3_total", "PFC pauses received on priority 3 (RoCE default)."),
+            counter("pfc_tx_pause_prio3_total", "PFC pauses sent on priority 3."),
+            counter("pfc_pause_duration_us_total", "Time paused (rx), microseconds.", "microseconds"),
+            counter("rx_discards_phy_total", "Packets discarded by the PHY for lack of buffer."),
+            counter("pause_storm_events_total", "tx pause storm warning+error events."),
+            counter("pci_stalled_total", "Outbound PCIe stalled reads+writes."),
+            counter("resets_total", "Counter resets detected (NIC reset / driver reload)."),
+        ),
+        order_by=("cluster", "node", "device", "port", "ts"),
+    )
+)
+
+# --- switches ----------------------------------------------------------------------------------
+SWITCH_PORT_SAMPLE = _register(
+    RecordKind(
+        name="switch_port_sample",
+        table="switch_port_samples",
+        subsystem="switch_port",
+        doc="One switch port: traffic, errors, discards, per-priority PFC.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("switch", "Switch hostname."),
+            label("asic", "ASIC namespace on multi-ASIC switches; empty otherwise."),
+            label("port", "Port name as the switch shows it (Ethernet0)."),
+            label("role", "leaf | spine | superspine | dci."),
+            gauge("up", "1 when oper status is up.", type_="u8", nullable=True),
+            gauge("speed_bps", "Port speed, bits/s.", "bps"),
+            counter("rx_bytes_total", "Octets received.", "bytes"),
+            counter("tx_bytes_total", "Octets sent.", "bytes"),
+            counter("rx_packets_total", "Unicast+multicast+broadcast packets received."),
+            counter("tx_packets_total", "Packets sent."),
+            counter("rx_discards_total", "Inbound discards."),
+            counter("tx_discards_total", "Outbound discards."),
+            counter("rx_errors_total", "Inbound errors."),
+            counter("tx_errors_total", "Outbound errors."),
+            counter("pfc_rx_pause_total", "PFC frames received, all priorities."),
+            counter("pfc_tx_pause_total", "PFC frames sent, all priorities."),
+            counter("pfc_rx_pause_prio3_total", "PFC frames received on priority 3."),
+            counter("pfc_tx_pause_prio3_total", "PFC frames sent on priority 3."),
+            counter("pfc_rx_pause_duration_us_total", "Pause duration received, microseconds.", "microseconds"),
+            counter("link_down_events_total", "Link down transitions (flaps)."),
+            gauge("rx_bytes_per_second", "Rate from RATES:* or derived.", "bytes_per_second"),
+            gauge("tx_bytes_per_second", "Rate from RATES:* or derived.", "bytes_per_second"),
+            gauge("tx_utilization_ratio", "tx rate / speed.", "ratio"),
+        ),
+        order_by=("cluster", "switch", "port", "ts"),
+    )
+)
+
+SWITCH_QUEUE_SAMPLE = _register(
+    RecordKind(
+        name="switch_queue_sample",
+        table="switch_queue_samples",
+        subsystem="switch_queue",
+        doc="One egress queue or ingress priority group of a switch port.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("switch", "Switch hostname."),
+            label("asic", "ASIC namespace; empty otherwise."),
+            label("port", "Port name."),
+            label("queue", "Queue index (or PG index for priority groups).", "u8"),
+            label("queue_type", "unicast | multicast | pg."),
+            counter("tx_packets_total", "Packets sent from the queue."),
+            counter("tx_bytes_total", "Bytes sent from the queue.", "bytes"),
+            counter("dropped_packets_total", "Packets dropped."),
+            counter("ecn_marked_packets_total", "Packets ECN-marked by WRED."),
+            gauge("watermark_bytes", "Peak occupancy in the interval.", "bytes"),
+            gauge("pfc_wd_storm_detected", "1 while the PFC watchdog sees a storm.", type_="u8"),
+            counter("pfc_wd_storms_total", "PFC watchdog storms detected."),
+            counter("pfc_wd_dropped_packets_total", "Packets dropped by the PFC watchdog."),
+        ),
+        order_by=("cluster", "switch", "port", "queue", "ts"),
+    )
+)
+
+FLOW_SAMPLE = _register(
+    RecordKind(
+        name="flow_sample",
+        table="flow_samples",
+        subsystem="flow",
+        doc="A sampled packet (sFlow) scaled by its sampling rate; RoCEv2 adds BTH fields.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("agent", "sFlow agent address (the switch)."),
+            label("switch", "Switch hostname, when known."),
+            _f("in_port", "lstr", "Input interface (ifIndex or name)."),
+            _f("out_port", "lstr", "Output interface: the ECMP member for uplinks."),
+            _f("src_ip", "str", "Source IP."),
+            _f("dst_ip", "str", "Destination IP."),
+            _f("src_port", "u16", "L4 source port (entropy for RoCEv2)."),
+            _f("dst_port", "u16", "L4 destination port (4791 = RoCEv2)."),
+            _f("protocol", "u8", "IP protocol."),
+            _f("vlan", "u16", "VLAN id, 0 if untagged."),
+            _f("dscp", "u8", "DSCP."),
+            _f("ecn", "u8", "ECN bits (3 = CE)."),
+            _f("bth_opcode", "u8", "InfiniBand BTH opcode (RoCEv2).", nullable=True, codec=None),
+            _f("dest_qp", "u32", "InfiniBand BTH destination QP (RoCEv2).", nullable=True, codec="ZSTD(1)"),
+            _f("psn", "u32", "InfiniBand BTH PSN (RoCEv2).", nullable=True, codec="ZSTD(1)"),
+            _f("frame_bytes", "u32", "Sampled frame length."),
+            _f("sampling_rate", "u32", "1-in-N sampling rate."),
+            _f("bytes", "u64", "Estimated bytes this sample stands for (frame x rate)."),
+            _f("packets", "u64", "Estimated packets (rate)."),
+        ),
+        order_by=("cluster", "ts", "src_ip", "dst_ip"),
+        ttl_days=14,
+    )
+)
+
+LLDP_LINK = _register(
+    RecordKind(
+        name="lldp_link",
+        table="lldp_links",
+        subsystem="lldp",
+        doc="An LLDP neighbour seen on a local port (host or switch).",
+        fields=(
+            TS,
+            CLUSTER,
+            label("local_device", "Host or switch that saw the neighbour."),
+            label("local_port", "Local interface."),
+            label("remote_device", "Neighbour system name."),
+            label("remote_port", "Neighbour port id / description."),
+            _f("remote_chassis_id", "str", "Neighbour chassis id."),
+            _f("source", "lstr", "lldpcli | sonic | sim."),
+        ),
+        order_by=("cluster", "local_device", "local_port", "ts"),
+        ttl_days=90,
+    )
+)
+
+# --- HDFS --------------------------------------------------------------------------------------
+HDFS_TRANSFER = _register(
+    RecordKind(
+        name="hdfs_transfer",
+        table="hdfs_transfers",
+        subsystem="hdfs_transfer",
+        doc="One HDFS block transfer from a DataNode clienttrace line, mapped to IDC/rack.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("datanode", "DataNode that logged the transfer."),
+            label("op", "HDFS_READ | HDFS_WRITE | replication."),
+            _f("src", "str", "Source address host:port."),
+            _f("dest", "str", "Destination address host:port."),
+            label("src_idc", "IDC of the source ('' = unknown host)."),
+            label("dest_idc", "IDC of the destination ('' = unknown host)."),
+            _f("src_rack", "lstr", "Rack path of the source."),
+            _f("dest_rack", "lstr", "Rack path of the destination."),
+            _f("bytes", "u64", "Bytes transferred."),
+            _f("client_id", "str", "DFSClient id."),
+            _f("block_id", "str", "Block id (BP-...:blk_...)."),
+            _f("duration_seconds", "f64", "Transfer duration.", nullable=True),
+            _f("cross_idc", "bool", "Source and destination in different IDCs."),
+            _f("write_mode", "lstr", "sync | async | '' for reads."),
+        ),
+        order_by=("cluster", "src_idc", "dest_idc", "ts"),
+        ttl_days=30,
+    )
+)
+
+HDFS_BLOCK_PLACEMENT = _register(
+    RecordKind(
+        name="hdfs_block_placement",
+        table="hdfs_block_placements",
+        subsystem="hdfs_block",
+        doc="Replica placement of one block (from fsck or WebHDFS) judged against the policy.",
+        fields=(
+            TS,
+            CLUSTER,
+            _f("path", "str", "File path."),
+            _f("block_id", "str", "Block id."),
+            _f("replicas", "u16", "Replicas found."),
+            _f("expected_replicas", "u16", "Replication factor."),
+            _f("replicas_by_idc", "str", "JSON object IDC -> replica count."),
+            _f("locations", "str", "JSON list of host/rack locations."),
+            _f("violation", "bool", "Placement breaks the policy."),
+            _f("reason", "str", "Why it breaks the policy ('' if it does not)."),
+        ),
+        order_by=("cluster", "violation", "path", "block_id", "ts"),
+        ttl_days=90,
+    )
+)
+
+# --- inventory (time-versioned) ----------------------------------------------------------------
+POD = _register(
+    _inventory(
+        "pod",
+        "inv_pods",
+        "A pod's placement and ownership over time.",
+        ("namespace", "pod"),
+        label("namespace", "Namespace = tenant."),
+        label("pod", "Pod name."),
+        _f("uid", "str", "Pod UID."),
+        label("node", "Node the pod ran on."),
+        _f("job", "lstr", "Volcano job (volcano.sh/job-name), '' if none."),
+        _f("phase", "lstr", "Pod phase."),
+        _f("gpus", "str", "JSON list of GPU indices/UUIDs assigned."),
+    )
+)
+
+POD_IP_LEASE = _register(
+    _inventory(
+        "pod_ip_lease",
+        "inv_pod_ips",
+        "An IP held by a pod over an interval: primary and Multus secondary (RDMA) IPs.",
+        ("ip",),
+        _f("ip", "str", "The IP address."),
+        label("namespace", "Namespace = tenant."),
+        label("pod", "Pod name."),
+        label("node", "Node."),
+        _f("interface", "lstr", "Pod interface (eth0, net1, ...)."),
+        _f("network", "lstr", "Multus network name; '' for the primary."),
+        _f("mac", "str", "MAC address."),
+        _f("pci_address", "str", "SR-IOV VF PCI address (device-info)."),
+        _f("primary", "bool", "The pod's primary IP."),
+    )
+)
+
+NODE = _register(
+    _inventory(
+        "node",
+        "inv_nodes",
+        "A Kubernetes node: labels and where it sits.",
+        ("node",),
+        label("node", "Node name."),
+        _f("labels", "str", "JSON object of node labels."),
+        _f("idc", "lstr", "Data center (from labels or topology)."),
+        _f("su", "lstr", "Scalable unit."),
+        _f("gpus", "u16", "Allocatable GPUs."),
+    )
+)
+
+HYPERNODE = _register(
+    _inventory(
+        "hypernode",
+        "inv_hypernodes",
+        "A Volcano HyperNode member: one row per (hypernode, member).",
+        ("hypernode", "member"),
+        label("hypernode", "HyperNode name."),
+        _f("tier", "u8", "HyperNode tier (1 = lowest)."),
+        _f("tier_name", "lstr", "Tier name, if given."),
+        _f("member", "str", "Member: node name or child HyperNode name."),
+        _f("member_type", "lstr", "Node | HyperNode."),
+        _f("selector", "lstr", "exactMatch | regexMatch | labelMatch."),
+    )
+)
+
+JOB = _register(
+    _inventory(
+        "job",
+        "inv_jobs",
+        "A Volcano job and its networkTopology constraint.",
+        ("namespace", "job"),
+        label("namespace", "Namespace = tenant."),
+        label("job", "Job name."),
+        _f("queue", "lstr", "Volcano queue."),
+        _f("replicas", "u32", "Total task replicas."),
+        _f("topology_mode", "lstr", "hard | soft | '' (no networkTopology)."),
+        _f("highest_tier_allowed", "u8", "spec.networkTopology.highestTierAllowed.", nullable=True),
+        _f("highest_tier_name", "lstr", "spec.networkTopology.highestTierName.", nullable=True),
+        _f("allocated_hypernode", "str", "PodGroup volcano.sh/job-allocated-hypernode annotation."),
+    )
+)
+
+# --- findings ----------------------------------------------------------------------------------
+FINDING = _register(
+    RecordKind(
+        name="finding",
+        table="findings",
+        subsystem="finding",
+        doc="A correlated finding; a persisting one is updated (same finding_id), not duplicated.",
+        fields=(
+            _f("finding_id", "str", "Stable id: hash of kind + subject + first window."),
+            CLUSTER,
+            label("kind", "Finding kind (placement_violation, ecmp_imbalance, pfc_storm, ...)."),
+            label("category", "placement | fabric | node | storage | topology."),
+            label("severity", "critical | warning | info."),
+            _f("subject_type", "lstr", "job | pod | link | port | nic | gpu | block | hypernode ..."),
+            _f("subject", "str", "What the finding is about."),
+            _f("summary", "str", "One line a person reads."),
+            _f("evidence", "str", "JSON: the numbers and the rows they came from."),
+            _f("window_start", "time", "Start of the window that produced it."),
+            _f("window_end", "time", "End of that window."),
+            _f("first_seen", "time", "First window it appeared in."),
+            _f("last_seen", "time", "Last window it appeared in."),
+            _f("updated_at", "time", "Row version."),
+        ),
+        order_by=("cluster", "kind", "subject", "finding_id"),
+        time_field="first_seen",
+        ttl_days=180,
+        version_field="updated_at",
+        partition_by=None,
+    )
+)
+
+# --- railscope itself --------------------------------------------------------------------------
+COMPONENT_STAT = _register(
+    RecordKind(
+        name="component_stat",
+        table="component_stats",
+        subsystem="component",
+        doc="Self-report of a pipeline component (source, transform, sink) per interval.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("host", "Where the component runs."),
+            label("component", "Component name (source:node, sink:clickhouse, ...)."),
+            counter("received_total", "Records received.", nullable=False),
+            counter("sent_total", "Records sent on.", nullable=False),
+            counter("dropped_total", "Records dropped.", nullable=False),
+            counter("failed_total", "Failed operations.", nullable=False),
+            gauge("last_duration_seconds", "Duration of the last collect/export.", "seconds"),
+            gauge("success", "1 when the last operation succeeded.", type_="u8"),
+            gauge("spool_bytes", "Bytes waiting in the spool (sinks).", "bytes"),
+        ),
+        order_by=("cluster", "component", "ts"),
+    )
+)
+
+
+def kind(name: str) -> RecordKind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise KeyError(f"unknown record kind {name!r} (known: {', '.join(sorted(KINDS))})") from None
+
+
+def ms(dt: datetime) -> int:
+    """Milliseconds since the epoch for a timezone-aware datetime."""
+    return int(dt.timestamp() * 1000)
+
+
+__all__ = ["KINDS", "Field", "RecordKind", "SchemaError", "kind"]
