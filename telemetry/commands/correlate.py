@@ -32,6 +32,22 @@ def parse_time(text: str, *, now: datetime | None = None) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
+def time_range(corr: Any, since: str | None, until: str | None) -> tuple[datetime, datetime] | None:
+    """--since/--until, each defaulting to the start/end of the stored data; None when neither is
+    given and the store holds nothing the detectors read."""
+    if since and until:
+        start, end = parse_time(since), parse_time(until)
+    else:
+        span = corr.data_span()
+        if span is None:
+            return None
+        start = parse_time(since) if since else span[0]
+        end = parse_time(until) if until else span[1] + timedelta(milliseconds=1)
+    if end <= start:
+        raise UserError(f"--until ({end.isoformat()}) is not after --since ({start.isoformat()})")
+    return start, end
+
+
 def register(sub: Any) -> list[str]:
     c = sub.add_parser(
         "correlate",
@@ -103,16 +119,11 @@ def run_correlate(args: argparse.Namespace) -> int:
     )
     if args.follow:
         return follow(corr, cfg, args)
-    span = corr.data_span()
-    if span is None and not (args.since and args.until):
+    rng = time_range(corr, args.since, args.until)
+    if rng is None:
         print("correlate: the store holds no data the detectors read; nothing to do")
         return 0
-    start = parse_time(args.since) if args.since else span[0]  # type: ignore[index]
-    end = parse_time(args.until) if args.until else span[1] + timedelta(milliseconds=1)  # type: ignore[index]
-    if end <= start:
-        raise UserError(
-            f"correlate: --until ({end.isoformat()}) is not after --since ({start.isoformat()})"
-        )
+    start, end = rng
     res = corr.run(start, end)
     kinds: dict[str, int] = {}
     for f in res.findings:

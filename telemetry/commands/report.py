@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from telemetry.commands.common import add_store_args, config_from_args, open_store
-from telemetry.commands.correlate import parse_time
 from telemetry.errors import UserError
 
 
@@ -39,18 +38,15 @@ def register(sub: Any) -> list[str]:
 
 
 def _range(store: Any, args: argparse.Namespace) -> tuple[datetime, datetime]:
-    if args.since and args.until:
-        return parse_time(args.since), parse_time(args.until)
+    from telemetry.commands.correlate import time_range
     from telemetry.correlate import Correlator
 
-    span = Correlator(store).data_span()
-    if span is None:
+    rng = time_range(Correlator(store), args.since, args.until)
+    if rng is None:
         raise UserError(
             "report: the store holds no data; run the demo, a source or `railscope replay` first"
         )
-    start = parse_time(args.since) if args.since else span[0]
-    end = parse_time(args.until) if args.until else span[1] + timedelta(milliseconds=1)
-    return start, end
+    return rng
 
 
 def run(args: argparse.Namespace) -> int:

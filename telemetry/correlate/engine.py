@@ -128,7 +128,13 @@ def windows(start: datetime, end: datetime, seconds: int) -> Iterator[Window]:
 class RunResult:
     windows: int = 0
     findings: list[Finding] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(
+        default_factory=dict
+    )  # stage/detector -> first line of the error
+
+    def fail(self, what: str, window: Window, e: BaseException) -> None:
+        self.failed[what] = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        log.error("%s failed on window %s: %s", what, window.start.isoformat(), self.failed[what])
 
 
 class Correlator:
@@ -199,15 +205,7 @@ class Correlator:
                 except Exception as e:
                     st.last_success = False
                     st.error(type(e).__name__)
-                    result.failed[d.name] = (
-                        str(e).splitlines()[0][:300] if str(e) else type(e).__name__
-                    )
-                    log.error(
-                        "detector %s failed on window %s: %s",
-                        d.name,
-                        w.start.isoformat(),
-                        result.failed[d.name],
-                    )
+                    result.fail(d.name, w, e)
                     continue
                 st.last_duration_seconds = time.perf_counter() - t
                 st.last_success = True
@@ -231,14 +229,7 @@ class Correlator:
             try:
                 anc = ancestry(ctx)
             except Exception as e:
-                result.failed["ancestry"] = (
-                    str(e).splitlines()[0][:300] if str(e) else type(e).__name__
-                )
-                log.error(
-                    "HyperNode tree for window %s failed: %s",
-                    ctx.window.start.isoformat(),
-                    result.failed["ancestry"],
-                )
+                result.fail("ancestry", ctx.window, e)
         su, idc = node_facts(ctx) if "inv_nodes" in nonempty else ({}, {})
         ctx.extra.update(ancestry=anc, tier_names=anc.tier_names, su=su, idc=idc)
         if "flow_samples" in nonempty:
@@ -248,14 +239,7 @@ class Correlator:
                 counts = attribute_window(ctx, anc)
             except Exception as e:
                 st.error(type(e).__name__)
-                result.failed["attribution"] = (
-                    str(e).splitlines()[0][:300] if str(e) else type(e).__name__
-                )
-                log.error(
-                    "attribution of window %s failed: %s",
-                    ctx.window.start.isoformat(),
-                    result.failed["attribution"],
-                )
+                result.fail("attribution", ctx.window, e)
                 return
             st.last_duration_seconds = time.perf_counter() - t
             st.received += int(counts["flows"])

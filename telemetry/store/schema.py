@@ -95,33 +95,30 @@ def ttl_sql(kind: RecordKind, database: str, days: int | None, cluster: str | No
     )
 
 
-def add_column_sql(
-    kind: RecordKind, field_name: str, database: str, cluster: str | None = None
+def _alter_column_sql(
+    kind: RecordKind, field_name: str, database: str, cluster: str | None, verb: str
 ) -> list[str]:
-    """ALTER statements adding one field of `kind` (both tables in cluster mode)."""
     f = kind.by_name[field_name]
     col = f"{_q(f.name)} {f.clickhouse_type}" + (
         f" CODEC({f.clickhouse_codec})" if f.clickhouse_codec else ""
     )
     on_cluster = f" ON CLUSTER {_q(cluster)}" if cluster else ""
     names = [kind.table + LOCAL_SUFFIX, kind.table] if cluster else [kind.table]
-    return [
-        f"ALTER TABLE {_q(database)}.{_q(n)}{on_cluster} ADD COLUMN IF NOT EXISTS {col}"
-        for n in names
-    ]
+    return [f"ALTER TABLE {_q(database)}.{_q(n)}{on_cluster} {verb} {col}" for n in names]
+
+
+def add_column_sql(
+    kind: RecordKind, field_name: str, database: str, cluster: str | None = None
+) -> list[str]:
+    """ALTER statements adding one field of `kind` (both tables in cluster mode)."""
+    return _alter_column_sql(kind, field_name, database, cluster, "ADD COLUMN IF NOT EXISTS")
 
 
 def modify_column_sql(
     kind: RecordKind, field_name: str, database: str, cluster: str | None = None
 ) -> list[str]:
     """ALTER statements changing one field of `kind` to its current type and codec."""
-    f = kind.by_name[field_name]
-    col = f"{_q(f.name)} {f.clickhouse_type}" + (
-        f" CODEC({f.clickhouse_codec})" if f.clickhouse_codec else ""
-    )
-    on_cluster = f" ON CLUSTER {_q(cluster)}" if cluster else ""
-    names = [kind.table + LOCAL_SUFFIX, kind.table] if cluster else [kind.table]
-    return [f"ALTER TABLE {_q(database)}.{_q(n)}{on_cluster} MODIFY COLUMN {col}" for n in names]
+    return _alter_column_sql(kind, field_name, database, cluster, "MODIFY COLUMN")
 
 
 def all_tables_sql(
