@@ -958,6 +958,18 @@ POD_IP_LEASE = _register(
     )
 )
 
+NAMESPACE = _register(
+    _inventory(
+        "namespace",
+        "inv_namespaces",
+        "A namespace (= tenant) and its labels over time.",
+        ("namespace",),
+        label("namespace", "Namespace name."),
+        _f("tenant", "lstr", "Tenant: the railscope.io/tenant label, else the namespace name."),
+        _f("labels", "str", "JSON object of namespace labels."),
+    )
+)
+
 NODE = _register(
     _inventory(
         "node",

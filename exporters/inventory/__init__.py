@@ -23,7 +23,7 @@ from telemetry.pipeline import BaseSource, Batch, register_source
 
 log = logging.getLogger(__name__)
 
-KINDS = ("pod", "pod_ip_lease", "node", "hypernode", "job")
+KINDS = ("namespace", "pod", "pod_ip_lease", "node", "hypernode", "job")
 
 
 def _now_ms() -> int:
@@ -32,7 +32,7 @@ def _now_ms() -> int:
 
 @register_source(
     "inventory",
-    help="Kubernetes/Volcano inventory (pods, IPs, nodes, HyperNodes, jobs)",
+    help="Kubernetes/Volcano inventory (namespaces, pods, IPs, nodes, HyperNodes, jobs)",
     kinds=list(KINDS),
 )
 class InventorySource(BaseSource):
@@ -57,7 +57,7 @@ class InventorySource(BaseSource):
             description="use the pod's service account (default: when $KUBERNETES_SERVICE_HOST is set and no kubeconfig is given)",
         )
         resources: list[str] = Field(
-            default_factory=lambda: ["Node", "Pod", "HyperNode", "Job", "PodGroup"],
+            default_factory=lambda: ["Namespace", "Node", "Pod", "HyperNode", "Job", "PodGroup"],
             description="API kinds to list+watch",
         )
         page_size: int = Field(default=500, gt=0, description="list page size (limit/continue)")

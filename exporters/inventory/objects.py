@@ -41,6 +41,7 @@ class Fact:
 
 
 KEY_FIELDS: dict[str, tuple[str, ...]] = {
+    "namespace": ("namespace",),
     "pod": ("namespace", "pod"),
     "pod_ip_lease": ("ip",),
     "node": ("node",),
@@ -168,6 +169,27 @@ def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
                 )
             )
     return facts
+
+
+TENANT_LABEL = "railscope.io/tenant"
+
+
+def namespace_facts(obj: Mapping[str, Any]) -> list[Fact]:
+    """A namespace is a tenant; the railscope.io/tenant label groups several namespaces."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not name:
+        raise Malformed("Namespace without metadata.name")
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    return [
+        _fact(
+            "namespace",
+            parse_time(meta.get("creationTimestamp")),
+            namespace=name,
+            tenant=labels.get(TENANT_LABEL) or name,
+            labels=json.dumps(labels, sort_keys=True, separators=(",", ":")),
+        )
+    ]
 
 
 def node_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:

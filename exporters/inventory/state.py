@@ -19,6 +19,7 @@ from exporters.inventory.objects import (
     describe,
     hypernode_facts,
     job_facts,
+    namespace_facts,
     node_facts,
     pod_facts,
     podgroup_facts,
@@ -33,6 +34,7 @@ Owner = tuple[str, str, str]  # (API kind, namespace, name)
 FactKey = tuple[str, tuple[str, ...]]  # (record kind, key)
 
 _OWNER_KIND = {
+    "namespace": "Namespace",
     "pod": "Pod",
     "pod_ip_lease": "Pod",
     "node": "Node",
@@ -85,6 +87,7 @@ class Ledger:
             name = str(
                 r.get(
                     {
+                        "namespace": "namespace",
                         "pod": "pod",
                         "pod_ip_lease": "pod",
                         "node": "node",
@@ -218,6 +221,8 @@ class InventoryState:
 
     def _facts(self, obj: Mapping[str, Any]) -> list[Fact]:
         kind = obj.get("kind")
+        if kind == "Namespace":
+            return namespace_facts(obj)
         if kind == "Pod":
             facts = pod_facts(obj, self.warnings)
             for w in self.warnings:

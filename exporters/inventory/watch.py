@@ -1,4 +1,4 @@
-"""List+watch of Pods, Nodes, HyperNodes, Volcano Jobs and PodGroups through kubernetes-asyncio.
+"""List+watch of Namespaces, Pods, Nodes, HyperNodes, Volcano Jobs and PodGroups through kubernetes-asyncio.
 
 Reads the Kubernetes API (kubeconfig or in-cluster service account) and feeds `InventoryState`.
 Watch semantics: resume from the last resourceVersion (bookmarks included) after a dropped
@@ -31,6 +31,7 @@ class Resource:
 
 
 RESOURCES: tuple[Resource, ...] = (
+    Resource("Namespace", "/api/v1/namespaces"),
     Resource("Node", "/api/v1/nodes"),
     Resource("Pod", "/api/v1/pods"),
     Resource("HyperNode", "/apis/topology.volcano.sh/v1alpha1/hypernodes"),

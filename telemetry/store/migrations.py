@@ -93,6 +93,7 @@ MIGRATIONS: list[Migration] = [
                 "hdfs_datanode_sample",
                 "dci_usage",
                 "attributed_flow",
+                "namespace",
             ),
             add_columns(
                 "nic_sample",

@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 
 PATHS = {
+    "Namespace": "/api/v1/namespaces",
     "Node": "/api/v1/nodes",
     "Pod": "/api/v1/pods",
     "HyperNode": "/apis/topology.volcano.sh/v1alpha1/hypernodes",

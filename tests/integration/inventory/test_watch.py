@@ -199,6 +199,25 @@ async def test_cli_once_with_kubeconfig_then_who(api: tuple[FakeKube, str], tmp_
     assert "cannot list from the Kubernetes API" in err and "401" in err and "Traceback" not in err
     rc, out, err = await cli("inventory", "who", "10.3.0.4")
     assert rc == 0 and '"pod": "solo"' in out, err
+    # namespaces are watched too: a tenant label names the tenant
+    await kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "team-x", "labels": {"railscope.io/tenant": "acme"}},
+        }
+    )
+    rc, out, err = await cli(
+        "inventory",
+        "--once",
+        "--output",
+        "jsonl",
+        "--kubeconfig",
+        kubeconfig(tmp_path, url, kube.token),
+    )
+    assert rc == 0, err
+    ns_rows = [json.loads(line) for line in out.splitlines() if '"_kind":"namespace"' in line]
+    assert [(r["namespace"], r["tenant"]) for r in ns_rows] == [("team-x", "acme")]
     rc, out, _ = await cli("inventory", "who", "10.3.0.5")
     assert rc == 1 and "no pod held it" in out
 
