@@ -70,13 +70,14 @@ class LatestValues:
                 del self._seen[(kind, key)]
                 self._data[kind][1].pop(key, None)
 
-    def series(self) -> Iterator[Series]:
+    def snapshot(self) -> list[tuple[RecordKind, dict[tuple[str, ...], dict[str, float]]]]:
+        """(kind, label values -> {field: value}) for every kind, stale series pruned."""
         with self._lock:
             self._prune()
-            snapshot = [
-                (k, {key: dict(row) for key, row in s.items()}) for k, s in self._data.values()
-            ]
-        for kind, rows in snapshot:
+            return [(k, {key: dict(row) for key, row in s.items()}) for k, s in self._data.values()]
+
+    def series(self) -> Iterator[Series]:
+        for kind, rows in self.snapshot():
             names = [f.name for f in kind.labels()]
             for f in kind.values():
                 for key, row in rows.items():
