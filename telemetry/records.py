@@ -501,7 +501,10 @@ SWITCH_PORT_SAMPLE = _register(
             label("switch", "Switch hostname."),
             label("asic", "ASIC namespace on multi-ASIC switches; empty otherwise."),
             label("port", "Port name as the switch shows it (Ethernet0)."),
-            label("role", "Role of the switch (leaf | spine | superspine), or dci for the ports of a data-center interconnect link."),
+            label(
+                "role",
+                "Role of the switch (leaf | spine | superspine), or dci for the ports of a data-center interconnect link.",
+            ),
             gauge("up", "1 when oper status is up.", type_="u8", nullable=True),
             gauge("speed_bps", "Port speed, bits/s.", "bps"),
             counter("rx_bytes_total", "Octets received.", "bytes"),

@@ -62,7 +62,9 @@ def test_db_migrate_twice_then_status(tmp_path: Path) -> None:
     assert status.returncode == 0
     from telemetry.store.migrations import MIGRATIONS
 
-    assert "applied    1" in status.stdout and f"{len(MIGRATIONS)} applied, 0 pending" in status.stdout
+    assert (
+        "applied    1" in status.stdout and f"{len(MIGRATIONS)} applied, 0 pending" in status.stdout
+    )
 
 
 def test_db_ddl_renders_cluster_schema() -> None:
