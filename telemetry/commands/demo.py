@@ -1,81 +1,171 @@
-"""`railscope demo`: the README's main job.
-
-Until the cluster simulator lands this is the minimal end-to-end slice the foundation promises:
-synthetic GPU and NIC samples go through the real pipeline (transforms, ClickHouse sink with its
-spool) into the embedded store and are read back. It says so when it runs.
+"""`railscope demo`: the README's main job. Simulates a cluster (two scalable units, a data-center
+pair, ten minutes, one fault of every kind by default), sends it through the real pipeline into an
+embedded store, runs the correlation engine when it is built, and scores its findings against the
+ground truth written next to the data (DATA/ground_truth.json).
 """
 
 from __future__ import annotations
 
 import argparse
-import random
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
 from telemetry.commands.common import clickhouse_sink, config_from_args, open_store
-from telemetry.pipeline import Batch, Pipeline
-from telemetry.records import GPU_SAMPLE, NIC_SAMPLE
-from telemetry.transforms import build_transforms
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser("demo", help="run the end-to-end demo on the embedded store",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default="./demo-data", help="directory for the embedded store (default ./demo-data)")
-    p.add_argument("--nodes", type=int, default=32, help="GPU servers (default 32)")
-    p.add_argument("--minutes", type=int, default=10, help="simulated minutes (default 10)")
-    p.add_argument("--seed", type=int, default=1, help="random seed (same seed, same data)")
-    p.add_argument("--keep", action="store_true", help="keep existing data in --data instead of starting fresh")
+    p = sub.add_parser(
+        "demo",
+        help="simulate a cluster with faults, ingest, correlate and score (embedded store)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--data",
+        default="./demo-data",
+        help="directory for the store and ground truth (default ./demo-data)",
+    )
+    p.add_argument(
+        "--scenario",
+        default="small",
+        help="built-in scenario name or a scenario YAML file (default small)",
+    )
+    p.add_argument("--nodes", type=int, help="GPU servers (default: the scenario's, 32 for small)")
+    p.add_argument(
+        "--minutes", type=float, help="simulated minutes (default: the scenario's, 10 for small)"
+    )
+    p.add_argument(
+        "--seed", type=int, help="random seed (same seed, same data; default: the scenario's)"
+    )
+    p.add_argument(
+        "--start", help="pin the simulated start (ISO, e.g. 2026-01-01T00:00:00Z); default: end now"
+    )
+    p.add_argument(
+        "--keep", action="store_true", help="keep existing data in --data instead of starting fresh"
+    )
     p.set_defaults(func=run)
     return ["demo"]
 
 
-def _samples(nodes: int, minutes: int, seed: int, start_ms: int) -> list[Batch]:
-    rng = random.Random(seed)
-    gpu_rows, nic_rows = [], []
-    steps = minutes * 6
-    for n in range(nodes):
-        node = f"gpu-{n:04d}"
-        rx = tx = 0
-        for s in range(steps):
-            ts = start_ms + s * 10_000
-            for g in range(8):
-                util = min(1.0, max(0.0, rng.gauss(0.85, 0.08)))
-                gpu_rows.append({"ts": ts, "node": node, "gpu": g, "uuid": f"GPU-{n:04d}-{g}", "mig": "", "model": "NVIDIA H100 80GB HBM3",
-                                 "pci_bus_id": "", "pod": "", "namespace": "", "up": 1, "utilization_ratio": util,
-                                 "power_watts": 150 + 550 * util, "temperature_celsius": 40 + 35 * util})
-            rx += rng.randint(10, 40) * 10**9
-            tx += rng.randint(10, 40) * 10**9
-            nic_rows.append({"ts": ts, "node": node, "device": "mlx5_0", "port": 1, "netdev": "eth0", "link_layer": "Ethernet",
-                             "up": 1, "rx_bytes_total": rx, "tx_bytes_total": tx})
-    return [Batch.from_rows(GPU_SAMPLE, gpu_rows), Batch.from_rows(NIC_SAMPLE, nic_rows)]
-
-
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from telemetry.sim import build, load_scenario
+    from telemetry.sim.run import fingerprint
+
+    con = Console(highlight=False, soft_wrap=True)
+    sc = load_scenario(args.scenario).with_overrides(
+        seed=args.seed, minutes=args.minutes, nodes=args.nodes, start=args.start
+    )
+    sim = build(sc)
     data = Path(args.data).resolve()
     if not args.keep and data.exists():
-        shutil.rmtree(data)
-    cfg = config_from_args(args, store__dsn=f"chdb://{data / 'store'}", sink__spool_dir=str(data / "spool"))
-    print("railscope demo: the cluster simulator is not built yet; this run sends synthetic GPU/NIC samples")
-    print(f"through the real pipeline into the embedded store at {data / 'store'}.")
-    t0 = time.perf_counter()
-    store = open_store(cfg, migrate=True)
-    start_ms = (int(time.time()) // 60 - args.minutes) * 60_000
-    batches = _samples(args.nodes, args.minutes, args.seed, start_ms)
-    pipeline = Pipeline([], [clickhouse_sink(cfg, store)], build_transforms(cfg))
-    n = pipeline.publish(batches)
-    pipeline.close()
-    print(f"  wrote {n:,} records in {time.perf_counter() - t0:.1f}s")
-    for kind in (GPU_SAMPLE, NIC_SAMPLE):
-        print(f"  {kind.table:<14} {store.count(kind):>10,} rows")
-    top = store.query_rows(
-        f"SELECT node, round(avg(power_watts)), round(avg(utilization_ratio), 3) FROM {store.table(GPU_SAMPLE)} "
-        "GROUP BY node ORDER BY avg(power_watts) DESC LIMIT 3"
+        if (data / "store").exists() or (data / "ground_truth.json").exists():
+            shutil.rmtree(data)
+        elif any(data.iterdir()):
+            from telemetry.errors import UserError
+
+            raise UserError(
+                f"--data {data}: exists and is not a railscope demo directory; choose another"
+            )
+    cfg = config_from_args(
+        args, store__dsn=f"chdb://{data / 'store'}", sink__spool_dir=str(data / "spool")
     )
-    print("  hottest nodes by mean GPU power:")
-    for node, w, u in top:
-        print(f"    {node}  {w:.0f} W  util {u:.3f}")
-    print("next: RAILSCOPE_DSN=chdb://%s railscope db status" % (data / "store"))
+    fab = sim.fabric
+    con.print(
+        f"[bold]railscope demo[/]: scenario [cyan]{sc.name}[/] seed {sc.seed}: {len(fab.nodes)} GPU servers "
+        f"({len(fab.nodes) * fab.gpus_per_node} GPUs, {fab.nics_per_node} NICs each) in "
+        f"{len({n.su_global for n in fab.nodes})} SUs, {len(sc.fabric.idcs)} IDCs, {len(fab.switches)} switches; "
+        f"{sc.duration_minutes:g} min at {sc.resolution_seconds} s; {len([f for f in sim.faults if f.origin == 'injected'])} faults"
+    )
+    store = open_store(cfg, migrate=True)
+    truth_path = sim.ground_truth().write(data / "ground_truth.json")
+    result = _ingest(sim, cfg, store, con)
+    con.print(
+        f"  stored {result.rows:,} records in {result.seconds:.1f}s ({result.rows / max(result.seconds, 1e-9):,.0f}/s)"
+    )
+    for kind, n in sorted(result.rows_by_kind.items(), key=lambda kv: -kv[1]):
+        con.print(f"    {kind:<22} {n:>10,}")
+    con.print(f"  data in {data}: embedded store {data / 'store'}, cluster {cfg.cluster!r}")
+    con.print(
+        f"  data fingerprint {fingerprint(store, sim, cfg.cluster)} (same scenario and seed -> same fingerprint)"
+    )
+    con.print(f"\n[bold]ground truth[/] ({truth_path}):")
+    for f in sorted(sim.faults, key=lambda f: (f.start_ms, f.kind)):
+        start = (f.start_ms - sim.start_ms) / 60000
+        end = (f.end_ms - sim.start_ms) / 60000
+        tag = "" if f.origin == "injected" else " (by the workload)"
+        con.print(f"  {start:5.1f}-{end:<5.1f} min  {f.kind:<23} {f.subject}{tag}")
+    scored = _correlate(sim, cfg, store, con)
+    dsn = f"chdb://{data / 'store'}"
+    con.print("\n[bold]next[/]:")
+    con.print(
+        f"  railscope sim score --data {data}            # precision/recall/localization vs the ground truth"
+    )
+    con.print(f"  RAILSCOPE_DSN={dsn} railscope db status")
+    if scored:
+        con.print(f"  RAILSCOPE_DSN={dsn} railscope findings")
+    con.print(
+        f"  railscope demo --scenario multi-idc --data {data}-multi   # other scenarios: railscope sim scenarios"
+    )
     return 0
+
+
+def _ingest(sim: Any, cfg: Any, store: Any, con: Any) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from telemetry.sim.run import ingest
+    from telemetry.transforms import build_transforms
+
+    with Progress(
+        TextColumn("  simulate + ingest"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("chunks"),
+        TimeElapsedColumn(),
+        console=con,
+        transient=True,
+    ) as prog:
+        task = prog.add_task("sim", total=sim.n_chunks)
+        return ingest(
+            sim,
+            [clickhouse_sink(cfg, store)],
+            build_transforms(cfg),
+            progress=lambda done, total, rows: prog.update(task, completed=done),
+        )
+
+
+def _correlate(sim: Any, cfg: Any, store: Any, con: Any) -> bool:
+    """Run the correlation engine over the simulated window when it is built; score its findings."""
+    from datetime import UTC, datetime
+
+    from telemetry.sim.score import read_findings, render, score
+
+    try:
+        from telemetry.correlate.engine import Correlator
+    except ImportError:
+        con.print(
+            "\n[bold]correlation[/]: the correlation engine is not built yet; nothing to score. "
+            "The ground truth above is what it should find."
+        )
+        return False
+    start = datetime.fromtimestamp(sim.start_ms / 1000, UTC)
+    end = datetime.fromtimestamp(sim.end_ms / 1000, UTC)
+    try:
+        res = Correlator(store, cluster=cfg.cluster).run(start, end)
+    except Exception as e:  # the engine is another component: report it, keep the demo's data
+        con.print(
+            f"\n[bold red]correlation failed[/]: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        )
+        return False
+    con.print(
+        f"\n[bold]correlation[/]: {res.windows} window(s), {len(res.findings)} finding(s)"
+        + (f"; detectors failed: {', '.join(sorted(res.failed))}" if res.failed else "")
+    )
+    truth = sim.ground_truth()
+    con.print(
+        render(score(truth, read_findings(store, cfg.cluster, sim.start_ms, sim.end_ms)), truth),
+        markup=False,
+    )
+    return True

@@ -1,0 +1,187 @@
+"""`railscope sim`: run the cluster simulator into a store, score findings against its ground
+truth, list and show scenarios, and render small scenarios as device files.
+
+  railscope sim run --scenario small --data DIR       simulate + ingest, write DIR/ground_truth.json
+  railscope sim score --data DIR                      precision / recall / localization per fault kind
+  railscope sim scenarios                             built-in scenarios
+  railscope sim show SCENARIO                         the validated scenario as YAML
+  railscope sim render --scenario small --out DIR     device path: what real devices would show
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from telemetry.commands.common import add_store_args, clickhouse_sink, config_from_args, open_store
+from telemetry.errors import UserError
+
+
+def register(sub: Any) -> list[str]:
+    p = sub.add_parser(
+        "sim",
+        help="cluster simulator: run, score, scenarios, render",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verbs = p.add_subparsers(dest="sim_verb", metavar="VERB")
+
+    r = verbs.add_parser("run", help="simulate a scenario and ingest it through the pipeline")
+    _scenario_args(r)
+    _target_args(r)
+    r.set_defaults(func=_run)
+
+    s = verbs.add_parser("score", help="compare stored findings with the ground truth")
+    _target_args(s)
+    s.add_argument(
+        "--tolerance",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a finding may start/end this long outside the fault's window (default 60)",
+    )
+    s.add_argument("--json", action="store_true", help="print the score as one JSON object")
+    s.set_defaults(func=_score)
+
+    ls = verbs.add_parser("scenarios", help="list the built-in scenarios")
+    ls.set_defaults(func=_scenarios)
+
+    sh = verbs.add_parser("show", help="print a scenario after validation (defaults filled in)")
+    sh.add_argument("scenario", help="built-in name or YAML file")
+    sh.set_defaults(func=_show)
+
+    rd = verbs.add_parser(
+        "render",
+        help="write what real devices would show (sysfs, kubectl JSON) for a small scenario",
+    )
+    _scenario_args(rd)
+    rd.add_argument("--out", required=True, help="directory to write the device files into")
+    rd.add_argument("--step", type=int, help="which simulated step to render (default: the last)")
+    rd.set_defaults(func=_render)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    return ["sim"]
+
+
+def _scenario_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scenario", default="small", help="built-in scenario name or YAML file (default small)"
+    )
+    p.add_argument("--seed", type=int, help="random seed (default: the scenario's)")
+    p.add_argument("--minutes", type=float, help="simulated minutes (default: the scenario's)")
+    p.add_argument("--nodes", type=int, help="GPU servers (default: the scenario's)")
+    p.add_argument("--start", help="pin the start time (ISO with zone); default: the run ends now")
+
+
+def _target_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--data", help="directory: embedded store DATA/store, ground truth DATA/ground_truth.json"
+    )
+    add_store_args(p)
+    p.add_argument(
+        "--ground-truth",
+        dest="ground_truth",
+        help="ground-truth file (default DATA/ground_truth.json or ./ground_truth.json with --dsn)",
+    )
+
+
+def _paths(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
+    over: dict[str, Any] = {}
+    if args.data and args.dsn:
+        raise UserError("give --data or --dsn, not both")
+    if args.data:
+        data = Path(args.data).resolve()
+        over = {"store__dsn": f"chdb://{data / 'store'}", "sink__spool_dir": str(data / "spool")}
+        truth = Path(args.ground_truth) if args.ground_truth else data / "ground_truth.json"
+    else:
+        truth = Path(args.ground_truth or "ground_truth.json")
+    return over, truth
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from telemetry.sim import build, load_scenario
+
+    sc = load_scenario(args.scenario).with_overrides(
+        seed=args.seed, minutes=args.minutes, nodes=args.nodes, start=args.start
+    )
+    return build(sc)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from telemetry.sim.run import fingerprint, ingest
+    from telemetry.transforms import build_transforms
+
+    over, truth_path = _paths(args)
+    sim = _load(args)
+    cfg = config_from_args(args, **over)
+    store = open_store(cfg)
+    sim.ground_truth().write(truth_path)
+
+    def progress(done: int, total: int, rows: int) -> None:
+        print(f"\r  chunk {done}/{total}, {rows:,} records", end="", file=sys.stderr, flush=True)
+
+    res = ingest(sim, [clickhouse_sink(cfg, store)], build_transforms(cfg), progress=progress)
+    print(file=sys.stderr)
+    print(
+        f"scenario {sim.scenario.name} seed {sim.scenario.seed}: {res.rows:,} records in {res.seconds:.1f}s "
+        f"({res.rows / max(res.seconds, 1e-9):,.0f}/s) into {store.dsn.redacted()}"
+    )
+    print(
+        f"ground truth: {truth_path} ({len(sim.faults)} faults); fingerprint {fingerprint(store, sim, cfg.cluster)}"
+    )
+    return 0
+
+
+def _score(args: argparse.Namespace) -> int:
+    from telemetry.sim.faults import GroundTruth
+    from telemetry.sim.score import read_findings, render, score
+
+    over, truth_path = _paths(args)
+    truth = GroundTruth.read(truth_path)
+    cfg = config_from_args(args, **over)
+    store = open_store(cfg)
+    findings = read_findings(store, cfg.cluster, truth.start_ms, truth.end_ms)
+    result = score(truth, findings, tolerance_s=args.tolerance)
+    if args.json:
+        print(json.dumps(result.to_json(), sort_keys=True))
+    else:
+        print(render(result, truth))
+    return 0
+
+
+def _scenarios(args: argparse.Namespace) -> int:
+    from telemetry.sim import builtin_names, load_scenario
+
+    for name in builtin_names():
+        sc = load_scenario(name)
+        print(
+            f"{name:<12} {sc.total_servers:>5} servers  {sc.duration_minutes:>5g} min  {len(sc.faults):>2} faults  {sc.description}"
+        )
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    import yaml
+
+    from telemetry.sim import load_scenario
+
+    print(yaml.safe_dump(load_scenario(args.scenario).model_dump(), sort_keys=False), end="")
+    return 0
+
+
+def _render(args: argparse.Namespace) -> int:
+    from telemetry.sim.render import MAX_RENDER_NODES, render_devices
+
+    sim = _load(args)
+    if len(sim.fabric.nodes) > MAX_RENDER_NODES:
+        raise UserError(
+            f"sim render: {len(sim.fabric.nodes)} servers; the device path is for small scenarios "
+            f"(at most {MAX_RENDER_NODES}); use --nodes"
+        )
+    written = render_devices(sim, Path(args.out), step=args.step)
+    for kind, n in sorted(written.items()):
+        print(f"  {kind:<12} {n} file(s)")
+    print(f"device files in {Path(args.out).resolve()} (formats: docs/simulator.md)")
+    return 0

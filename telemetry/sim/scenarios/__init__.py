@@ -1,0 +1,1 @@
+"""Built-in simulator scenarios (YAML); a package so that wheels ship them."""

@@ -1,0 +1,213 @@
+"""Detection quality: compare the `findings` table with a simulation's ground truth.
+
+Reads findings (kind, subject, window) from the store and maps their kinds onto fault kinds with
+`finding_map.yaml` only — never the engine's internals. Precision is per finding, recall and
+localization per injected fault. With no findings it says so and computes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from telemetry.sim.faults import Fault, GroundTruth
+from telemetry.sim.scenario import FAULT_KINDS
+
+FINDING_MAP_FILE = Path(__file__).parent / "finding_map.yaml"
+
+
+@dataclass
+class Finding:
+    kind: str
+    subject: str
+    start_ms: int
+    end_ms: int
+
+
+@dataclass
+class KindScore:
+    kind: str
+    faults: int = 0
+    detected: int = 0
+    localized: int = 0
+    findings: int = 0
+    true_findings: int = 0
+
+    @property
+    def precision(self) -> float | None:
+        return self.true_findings / self.findings if self.findings else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.detected / self.faults if self.faults else None
+
+    @property
+    def localization(self) -> float | None:
+        return self.localized / self.detected if self.detected else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "faults": self.faults,
+            "detected": self.detected,
+            "localized": self.localized,
+            "findings": self.findings,
+            "true_findings": self.true_findings,
+            "precision": self.precision,
+            "recall": self.recall,
+            "localization": self.localization,
+        }
+
+
+@dataclass
+class Score:
+    findings_total: int
+    kinds: list[KindScore]
+    unmapped: dict[str, int] = field(default_factory=dict)
+    consequences: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "findings_total": self.findings_total,
+            "kinds": [k.to_json() for k in self.kinds],
+            "unmapped": self.unmapped,
+            "consequences": self.consequences,
+        }
+
+
+def load_finding_map(path: str | Path = FINDING_MAP_FILE) -> tuple[dict[str, str], set[str]]:
+    d = yaml.safe_load(Path(path).read_text())
+    mapping = dict(d.get("finding_kinds") or {})
+    bad = sorted(v for v in mapping.values() if v not in FAULT_KINDS)
+    if bad:
+        raise ValueError(f"{path}: unknown fault kind(s) {bad}")
+    return mapping, set(d.get("consequences") or [])
+
+
+def read_findings(store: Any, cluster: str, start_ms: int, end_ms: int) -> list[Finding]:
+    rows = store.query_rows(
+        f"SELECT kind, subject, toUnixTimestamp64Milli(window_start), toUnixTimestamp64Milli(window_end) "
+        f"FROM {store.table('finding')} FINAL WHERE cluster = {{c:String}} "
+        "AND window_end >= fromUnixTimestamp64Milli({s:Int64}, 'UTC') AND window_start <= fromUnixTimestamp64Milli({e:Int64}, 'UTC')",
+        {"c": cluster, "s": start_ms, "e": end_ms},
+    )
+    return [Finding(str(k), str(s), int(a), int(b)) for k, s, a, b in rows]
+
+
+def _overlaps(f: Finding, fault: Fault, tol_ms: int) -> bool:
+    return f.start_ms <= fault.end_ms + tol_ms and f.end_ms >= fault.start_ms - tol_ms
+
+
+def score(
+    truth: GroundTruth,
+    findings: list[Finding],
+    *,
+    tolerance_s: float = 60.0,
+    mapping: dict[str, str] | None = None,
+    consequences: set[str] | None = None,
+) -> Score:
+    if mapping is None or consequences is None:
+        mapping, consequences = load_finding_map()
+    tol = int(tolerance_s * 1000)
+    kinds = {k: KindScore(k) for k in FAULT_KINDS}
+    out = Score(len(findings), [])
+    by_fault: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.kind in consequences:
+            out.consequences[f.kind] = out.consequences.get(f.kind, 0) + 1
+            continue
+        fk = mapping.get(f.kind)
+        if fk is None:
+            out.unmapped[f.kind] = out.unmapped.get(f.kind, 0) + 1
+            continue
+        ks = kinds[fk]
+        ks.findings += 1
+        subj = _norm(f.subject)
+        hits = [g for g in truth.faults if g.kind == fk and _overlaps(f, g, tol)]
+        implied = [g for g in truth.faults if fk in g.implied_kinds and _overlaps(f, g, tol)]
+        named = [g for g in hits if subj in {_norm(x) for x in g.subjects}]
+        if not named and any(subj in {_norm(x) for x in g.subjects} for g in implied):
+            ks.findings -= 1  # true, but a side effect of another injected fault: not scored
+        elif named or hits:
+            ks.true_findings += 1
+            for g in named or hits:
+                by_fault.setdefault(g.id, []).append(f)
+        elif implied:
+            ks.findings -= 1
+    for g in truth.faults:
+        ks = kinds[g.kind]
+        ks.faults += 1
+        found = by_fault.get(g.id, [])
+        if found:
+            ks.detected += 1
+            names = {_norm(x) for x in g.subjects}
+            if any(_norm(f.subject) in names for f in found):
+                ks.localized += 1
+    out.kinds = [k for k in kinds.values() if k.faults or k.findings]
+    return out
+
+
+def _norm(subject: str) -> str:
+    # engines write a port as switch/port or switch:port; both name the same thing
+    return subject.strip().replace(":", "/")
+
+
+def render(s: Score, truth: GroundTruth) -> str:
+    span = f"{_iso(truth.start_ms)} .. {_iso(truth.end_ms)}"
+    lines = [
+        f"scenario {truth.scenario} (seed {truth.seed}), {span}: {len(truth.faults)} ground-truth fault(s), "
+        f"{s.findings_total} finding(s) in the window"
+    ]
+    if s.findings_total == 0:
+        lines.append(
+            "no findings in the store for this run: the correlation engine has not run (or is not built yet), "
+            "so there is nothing to score. Ground truth per kind:"
+        )
+        for k in sorted({f.kind for f in truth.faults}):
+            lines.append(f"  {k:<24} {sum(1 for f in truth.faults if f.kind == k)} fault(s)")
+        return "\n".join(lines)
+
+    def pct(v: float | None) -> str:
+        return "   -" if v is None else f"{v * 100:4.0f}%"
+
+    lines.append(
+        f"  {'fault kind':<24} {'faults':>6} {'found':>6} {'findings':>8} {'precision':>9} {'recall':>7} {'localized':>9}"
+    )
+    for ks in s.kinds:
+        lines.append(
+            f"  {ks.kind:<24} {ks.faults:>6} {ks.detected:>6} {ks.findings:>8} {pct(ks.precision):>9} "
+            f"{pct(ks.recall):>7} {pct(ks.localization):>9}"
+        )
+    tf = sum(k.findings for k in s.kinds)
+    tt = sum(k.true_findings for k in s.kinds)
+    nf = sum(k.faults for k in s.kinds)
+    nd = sum(k.detected for k in s.kinds)
+    nl = sum(k.localized for k in s.kinds)
+    lines.append(
+        f"  {'all':<24} {nf:>6} {nd:>6} {tf:>8} {pct(tt / tf if tf else None):>9} "
+        f"{pct(nd / nf if nf else None):>7} {pct(nl / nd if nd else None):>9}"
+    )
+    if s.unmapped:
+        lines.append(
+            "  finding kinds not in finding_map.yaml (not scored): "
+            + ", ".join(f"{k} ({n})" for k, n in sorted(s.unmapped.items()))
+        )
+    if s.consequences:
+        lines.append(
+            "  consequence findings (not scored): "
+            + ", ".join(f"{k} ({n})" for k, n in sorted(s.consequences.items()))
+        )
+    return "\n".join(lines)
+
+
+def _iso(ms: int) -> str:
+    from datetime import UTC
+
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+__all__ = ["Finding", "Score", "load_finding_map", "read_findings", "render", "score"]

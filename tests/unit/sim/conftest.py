@@ -1,0 +1,29 @@
+"""One simulated `small` run per test session, as polars frames per record kind (no store)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+START = "2026-11-01T00:00:00Z"
+
+
+def run_tables(scenario: str = "small", **over: Any) -> tuple[Any, dict[str, Any]]:
+    import polars as pl
+
+    from telemetry.sim import build, load_scenario
+
+    sc = load_scenario(scenario).with_overrides(start=START, **over)
+    sim = build(sc)
+    parts: dict[str, list[pa.Table]] = {}
+    for batches in sim.batches():
+        for b in batches:
+            parts.setdefault(b.kind.name, []).append(b.table)
+    return sim, {k: pl.from_arrow(pa.concat_tables(v)) for k, v in parts.items()}
+
+
+@pytest.fixture(scope="session")
+def small() -> tuple[Any, dict[str, Any]]:
+    return run_tables("small")

@@ -1,0 +1,170 @@
+"""Device path: the rendered sysfs tree, ethtool text, SONiC dumps and kubectl JSON carry the same
+numbers as the fast-path records of that step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from telemetry.cli import main
+from telemetry.sim import build, load_scenario
+from telemetry.sim.render import render_devices
+from tests.unit.sim.conftest import START, run_tables
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, dict]:
+    out = tmp_path_factory.mktemp("render")
+    sim = build(load_scenario("small").with_overrides(start=START, minutes=4))
+    written = render_devices(sim, out, step=20)
+    assert written["sysfs"] == 32 * 8 and written["sonic"] == len(sim.fabric.switches)
+    _, tables = run_tables("small", minutes=4)
+    return out, sim, tables
+
+
+def test_sysfs_and_ethtool_match_the_records(rendered):
+    out, _, t = rendered
+    ts = t["nic_sample"]["ts"].unique().sort()[20]
+    rec = (
+        t["nic_sample"]
+        .filter(
+            (pl.col("ts") == ts)
+            & (pl.col("node") == "gpu-idc-a-s000-05")
+            & (pl.col("device") == "mlx5_3")
+        )
+        .row(0, named=True)
+    )
+    port = out / "nodes/gpu-idc-a-s000-05/sys/class/infiniband/mlx5_3/ports/1"
+    assert (port / "state").read_text().strip() == "4: ACTIVE"
+    assert (port / "link_layer").read_text().strip() == "Ethernet"
+    words = int((port / "counters/port_xmit_data").read_text())
+    assert words == rec["tx_bytes_total"] // 4
+    assert int((port / "hw_counters/np_cnp_sent").read_text()) == rec["cnp_sent_total"]
+    assert (
+        out / "nodes/gpu-idc-a-s000-05/sys/class/infiniband/mlx5_3/device/net/eth5/dev_port"
+    ).exists()
+    eth = (out / "nodes/gpu-idc-a-s000-05/ethtool/eth5.txt").read_text().splitlines()
+    assert eth[0] == "NIC statistics:"
+    stats = dict(line.strip().split(": ") for line in eth[1:])
+    assert int(stats["tx_prio3_pause"]) == rec["pfc_tx_pause_prio3_total"]
+
+
+def test_sonic_dump_matches_the_records(rendered):
+    out, _, t = rendered
+    ts = t["switch_port_sample"]["ts"].unique().sort()[20]
+    db = json.loads((out / "switches/leaf-idc-a-s000-r0/counters_db.json").read_text())
+    names = db["COUNTERS_PORT_NAME_MAP"]["value"]
+    assert len(names) == 16 + 4 and "Ethernet0" in names and "Ethernet152" in names
+    rec = (
+        t["switch_port_sample"]
+        .filter(
+            (pl.col("ts") == ts)
+            & (pl.col("switch") == "leaf-idc-a-s000-r0")
+            & (pl.col("port") == "Ethernet136")
+        )
+        .row(0, named=True)
+    )
+    v = db[f"COUNTERS:{names['Ethernet136']}"]["value"]
+    assert int(v["SAI_PORT_STAT_IF_OUT_OCTETS"]) == rec["tx_bytes_total"]
+    assert int(v["SAI_PORT_STAT_PFC_3_TX_PKTS"]) == rec["pfc_tx_pause_prio3_total"]
+    q = db["COUNTERS_QUEUE_NAME_MAP"]["value"]["Ethernet136:3"]
+    assert db["COUNTERS_QUEUE_TYPE_MAP"]["value"][q] == "SAI_QUEUE_TYPE_UNICAST"
+    appl = json.loads((out / "switches/leaf-idc-a-s000-r0/appl_db.json").read_text())
+    assert appl["PORT_TABLE:Ethernet0"]["value"]["speed"] == "400000"
+    assert appl["LLDP_ENTRY_TABLE:Ethernet0"]["value"]["lldp_rem_sys_name"] == "gpu-idc-a-s000-00"
+
+
+def test_kubectl_lists_show_the_pods_of_that_step(rendered):
+    out, sim, _ = rendered
+    pods = json.loads((out / "kubernetes/pods.json").read_text())
+    assert pods["kind"] == "List"
+    names = {p["metadata"]["name"] for p in pods["items"]}
+    running = {p.name for j in sim.workload.running(20) for p in j.pods}
+    assert names == running  # step 20 = 200 s: ft-b still runs, eval-b has not started
+    assert "ft-b-worker-0" in names and "eval-b-worker-0" not in names
+    p = next(x for x in pods["items"] if x["metadata"]["name"] == "llm-a-worker-0")
+    status = json.loads(p["metadata"]["annotations"]["k8s.v1.cni.cncf.io/network-status"])
+    assert [s["interface"] for s in status] == ["eth0", *[f"net{i}" for i in range(1, 9)]]
+    assert status[1]["device-info"]["pci"]["pci-address"].startswith("0000:")
+    hn = json.loads((out / "kubernetes/hypernodes.json").read_text())["items"]
+    tiers = {h["metadata"]["name"]: h["spec"]["tier"] for h in hn}
+    assert tiers["hn-idc-a-su000"] == 1 and tiers["hn-idc-a"] == 2 and tiers["hn-root"] == 3
+    jobs = json.loads((out / "kubernetes/vcjobs.json").read_text())["items"]
+    rl = next(j for j in jobs if j["metadata"]["name"] == "rl-c")
+    assert rl["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+
+
+def test_render_refuses_large_scenarios(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    assert (
+        main(
+            [
+                "sim",
+                "render",
+                "--scenario",
+                "small",
+                "--nodes",
+                "256",
+                "--minutes",
+                "1",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "device path is for small scenarios" in err[0]
+
+
+def test_sflow_pcap_carries_the_steps_samples(rendered):
+    import struct
+
+    out, sim, t = rendered
+    step_ts = t["nic_sample"]["ts"].unique().sort()[20]
+    fs = t["flow_sample"].filter(
+        pl.col("ts").is_between(
+            step_ts, step_ts + (sim.dt * 1000 - 1) * pl.duration(milliseconds=1)
+        )
+    )
+    raw = (out / "sflow/sflow.pcap").read_bytes()
+    assert struct.unpack("<I", raw[:4])[0] == 0xA1B2C3D4 and struct.unpack("<I", raw[20:24])[0] == 1
+    off, samples, qps = 24, 0, set()
+    while off < len(raw):
+        incl = struct.unpack("<I", raw[off + 8 : off + 12])[0]
+        frame = raw[off + 16 : off + 16 + incl]
+        off += 16 + incl
+        assert frame[12:14] == b"\x08\x00" and frame[23] == 17
+        assert struct.unpack(">H", frame[36:38])[0] == 6343
+        dg = frame[42:]
+        version, _, agent, _, _, _, n = struct.unpack(">II4sIIII", dg[:28])
+        assert version == 5 and ".".join(map(str, agent)).startswith("10.254.")
+        p = 28
+        for _ in range(n):
+            tag, length = struct.unpack(">II", dg[p : p + 8])
+            assert tag == 1
+            body = dg[p + 8 : p + 8 + length]
+            hdr = body[32 + 8 + 16 :]  # sample fields, record tag/len, raw-header fields
+            assert struct.unpack(">H", hdr[36:38])[0] == 4791  # UDP dport in the sampled frame
+            qps.add(struct.unpack(">I", hdr[46:50])[0] & 0xFFFFFF)  # BTH dest QP
+            samples += 1
+            p += 8 + length
+    assert samples == fs.height > 0
+    assert qps == set(fs["dest_qp"].to_list())
+
+
+def test_clienttrace_logs_and_rack_table(rendered):
+    out, _, t = rendered
+    upto = t["nic_sample"]["ts"].unique().sort()[20]
+    tr = t["hdfs_transfer"].filter(pl.col("ts") <= upto)
+    lines = [
+        ln for p in (out / "hdfs").glob("*/clienttrace.log") for ln in p.read_text().splitlines()
+    ]
+    assert len(lines) == tr.height > 0
+    assert all("DataNode.clienttrace: src: /" in ln and "duration(ns): " in ln for ln in lines)
+    table = dict(ln.split(" ") for ln in (out / "hdfs/topology.table").read_text().splitlines())
+    assert table["10.251.1.10"].startswith("/idc-b/rack") and table["10.251.0.10"].startswith(
+        "/idc-a/rack"
+    )

@@ -1,0 +1,117 @@
+"""Determinism, ground truth on disk, and the scorer's arithmetic."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from telemetry.errors import ConfigError
+from telemetry.sim import GroundTruth, build, load_scenario
+from telemetry.sim.score import Finding, load_finding_map, render, score
+
+
+def _digest(scenario: str, **over: object) -> tuple[str, dict[str, int]]:
+    sim = build(load_scenario(scenario).with_overrides(start="2026-11-01T00:00:00Z", **over))  # type: ignore[arg-type]
+    h = hashlib.sha256()
+    rows: dict[str, int] = {}
+    for batches in sim.batches():
+        for b in batches:
+            import pyarrow as pa
+            import pyarrow.ipc as ipc
+
+            sink = pa.BufferOutputStream()
+            with ipc.new_stream(sink, b.table.schema) as w:
+                w.write_table(b.table)
+            h.update(b.kind.name.encode())
+            h.update(sink.getvalue().to_pybytes())
+            rows[b.kind.name] = rows.get(b.kind.name, 0) + b.num_rows
+    return h.hexdigest(), rows
+
+
+def test_same_seed_same_records_other_seed_other_records():
+    a, rows = _digest("small", minutes=3)
+    b, _ = _digest("small", minutes=3)
+    c, _ = _digest("small", minutes=3, seed=2)
+    assert a == b
+    assert a != c
+    assert rows["gpu_sample"] == 32 * 8 * 18
+
+
+def test_start_defaults_to_ending_at_the_current_minute():
+    sim = build(load_scenario("small").with_overrides(minutes=2), now_s=1_800_000_030.0)
+    assert sim.end_ms == 1_800_000_000_000
+    assert sim.start_ms == sim.end_ms - 120_000
+
+
+def test_ground_truth_round_trips(tmp_path: Path):
+    sim = build(load_scenario("small").with_overrides(start="2026-11-01T00:00:00Z"))
+    truth = sim.ground_truth()
+    p = truth.write(tmp_path / "gt.json")
+    back = GroundTruth.read(p)
+    assert back.to_json() == truth.to_json()
+    kinds = {f.kind for f in back.faults}
+    assert "pfc_storm" in kinds and "job_spans_su" in kinds
+    storm = next(f for f in back.faults if f.kind == "pfc_storm")
+    assert storm.subject_type == "nic" and storm.subject in storm.subjects
+    assert (
+        storm.start_ms == truth.start_ms + 6 * 60_000 and storm.end_ms == storm.start_ms + 120_000
+    )
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ConfigError, match="not a railscope ground-truth file"):
+        GroundTruth.read(tmp_path / "bad.json")
+    with pytest.raises(ConfigError, match="no such file"):
+        GroundTruth.read(tmp_path / "none.json")
+
+
+def test_finding_map_names_only_fault_kinds():
+    mapping, consequences = load_finding_map()
+    assert mapping["ecmp_imbalance"] == "ecmp_collision"
+    assert not set(mapping) & consequences
+
+
+def test_score_counts_precision_recall_localization():
+    truth = build(
+        load_scenario("small").with_overrides(start="2026-11-01T00:00:00Z")
+    ).ground_truth()
+    storm = next(f for f in truth.faults if f.kind == "pfc_storm")
+    flap = next(f for f in truth.faults if f.kind == "link_flap")
+    port = storm.detail["stormed_port"].replace(":", "/")  # engines may write switch/port
+    findings = [
+        Finding("pfc_storm", port, storm.start_ms, storm.end_ms),  # right time, right place
+        Finding(
+            "pfc_storm", "gpu-x/mlx5_0", truth.start_ms, truth.start_ms + 60_000
+        ),  # wrong time: false
+        Finding(
+            "link_errors", "spine-nowhere/Ethernet0", flap.start_ms, flap.end_ms
+        ),  # right time, wrong place
+        Finding("network_bound", "team-a/llm-a", storm.start_ms, storm.end_ms),  # a consequence
+        Finding("made_up_kind", "x", storm.start_ms, storm.end_ms),
+        Finding(
+            "job_spans_su", "team-c/rl-c", truth.start_ms, truth.end_ms
+        ),  # implied by the violation
+    ]
+    s = score(truth, findings)
+    k = {x.kind: x for x in s.kinds}
+    assert (k["pfc_storm"].findings, k["pfc_storm"].true_findings) == (2, 1)
+    assert (
+        k["pfc_storm"].precision == 0.5
+        and k["pfc_storm"].recall == 1.0
+        and k["pfc_storm"].localization == 1.0
+    )
+    assert k["link_flap"].recall == 1.0 and k["link_flap"].localization == 0.0
+    assert k["gpu_xid"].recall == 0.0 and k["gpu_xid"].precision is None
+    assert k["job_spans_su"].findings == 0  # the implied finding is neither true nor false
+    assert s.unmapped == {"made_up_kind": 1} and s.consequences == {"network_bound": 1}
+    text = render(s, truth)
+    assert "pfc_storm" in text and "50%" in text and "made_up_kind (1)" in text
+
+
+def test_score_without_findings_says_so():
+    truth = build(
+        load_scenario("small").with_overrides(start="2026-11-01T00:00:00Z")
+    ).ground_truth()
+    text = render(score(truth, []), truth)
+    assert "no findings" in text and "nothing to score" in text
+    assert "%" not in text
