@@ -80,8 +80,9 @@ def run(args: argparse.Namespace) -> int:
         f"{sc.duration_minutes:g} min at {sc.resolution_seconds} s; {len([f for f in sim.faults if f.origin == 'injected'])} faults"
     )
     store = open_store(cfg, migrate=True)
-    truth_path = sim.ground_truth().write(data / "ground_truth.json")
     result = _ingest(sim, cfg, store, con)
+    # after the steps: the truth includes what the workload did by itself (natural collisions)
+    truth_path = sim.ground_truth().write(data / "ground_truth.json")
     con.print(
         f"  stored {result.rows:,} records in {result.seconds:.1f}s ({result.rows / max(result.seconds, 1e-9):,.0f}/s)"
     )
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         f"  data fingerprint {fingerprint(store, sim, cfg.cluster)} (same scenario and seed -> same fingerprint)"
     )
     con.print(f"\n[bold]ground truth[/] ({truth_path}):")
-    for f in sorted(sim.faults, key=lambda f: (f.start_ms, f.kind)):
+    for f in sorted(sim.ground_truth().faults, key=lambda f: (f.start_ms, f.kind)):
         start = (f.start_ms - sim.start_ms) / 60000
         end = (f.end_ms - sim.start_ms) / 60000
         tag = "" if f.origin == "injected" else " (by the workload)"

@@ -117,13 +117,14 @@ def _run(args: argparse.Namespace) -> int:
     sim = _load(args)
     cfg = config_from_args(args, **over)
     store = open_store(cfg)
-    sim.ground_truth().write(truth_path)
 
     def progress(done: int, total: int, rows: int) -> None:
         print(f"\r  chunk {done}/{total}, {rows:,} records", end="", file=sys.stderr, flush=True)
 
     res = ingest(sim, [clickhouse_sink(cfg, store)], build_transforms(cfg), progress=progress)
     print(file=sys.stderr)
+    # after the steps: the truth includes what the workload did by itself (natural collisions)
+    sim.ground_truth().write(truth_path)
     print(
         f"scenario {sim.scenario.name} seed {sim.scenario.seed}: {res.rows:,} records in {res.seconds:.1f}s "
         f"({res.rows / max(res.seconds, 1e-9):,.0f}/s) into {store.dsn.redacted()}"

@@ -60,6 +60,12 @@ CE_IDLE, CE_SW_POWER, CE_HW_SLOWDOWN, CE_SW_THERMAL, CE_HW_THERMAL = 0x1, 0x4, 0
 _RNG_STREAMS = {"jobs": 1, "faults": 2, "hdfs": 3, "static": 4, "steps": 5}
 
 
+# What counts as an ECMP collision the workload made by itself (see _note_imbalance).
+NATURAL_ECMP_RATIO = 1.6
+NATURAL_ECMP_UTIL = 0.5
+NATURAL_ECMP_SECONDS = 60
+
+
 def _rng(seed: int, stream: str, *extra: int) -> np.random.Generator:
     return np.random.default_rng([seed, _RNG_STREAMS[stream], *extra])
 
@@ -131,6 +137,9 @@ class Simulation:
     hdfs: HdfsModel
     chunk_steps: int = 30
     stats: dict[str, int] = field(default_factory=dict)
+    # ECMP imbalance the hashing produced by itself, noted while epochs are solved:
+    # (uplink endpoint, t0, t1, offered/group mean, offered/capacity)
+    natural_ecmp: list[tuple[int, int, int, float, float]] = field(default_factory=list)
 
     @property
     def steps(self) -> int:
@@ -148,9 +157,54 @@ class Simulation:
         return self.start_ms + step * self.dt * 1000
 
     def ground_truth(self) -> GroundTruth:
+        """What was injected, plus what the workload created by itself. Natural ECMP imbalance is
+        only known once the steps have been generated: write the truth after `batches()`."""
         return GroundTruth(
-            self.scenario.name, self.scenario.seed, self.start_ms, self.end_ms, self.dt, self.faults
+            self.scenario.name,
+            self.scenario.seed,
+            self.start_ms,
+            self.end_ms,
+            self.dt,
+            [*self.faults, *self._natural_ecmp_faults()],
         )
+
+    def _natural_ecmp_faults(self) -> list[Fault]:
+        """Merge consecutive epochs of one uplink's natural imbalance; keep those lasting at
+        least NATURAL_ECMP_SECONDS."""
+        fab, out = self.fabric, []
+        spans: dict[int, list[list[float]]] = {}
+        for ep, t0, t1, ratio, util in sorted(self.natural_ecmp, key=lambda x: (x[0], x[1])):
+            runs = spans.setdefault(ep, [])
+            if runs and runs[-1][1] == t0:
+                runs[-1][1] = t1
+                runs[-1][2] = max(runs[-1][2], ratio)
+                runs[-1][3] = max(runs[-1][3], util)
+            else:
+                runs.append([t0, t1, ratio, util])
+        for ep, runs in sorted(spans.items()):
+            for t0, t1, ratio, util in runs:
+                if (t1 - t0) * self.dt < NATURAL_ECMP_SECONDS:
+                    continue
+                f = Fault(
+                    f"ecmp_collision-w{len(out)}",
+                    "ecmp_collision",
+                    self.ts(int(t0)),
+                    self.ts(int(t1)),
+                    "port",
+                    fab.ep_name(ep),
+                    [
+                        fab.ep_name(ep),
+                        fab.ep_device[ep],
+                        fab.link_name(ep),
+                        fab.link_name(fab.ep_peer[ep]),
+                    ],
+                    origin="workload",
+                    start_step=int(t0),
+                    end_step=int(t1),
+                )
+                f.detail = {"max_over_mean": round(ratio, 3), "offered_utilization": round(util, 3)}
+                out.append(f)
+        return out
 
     # -- the whole run -----------------------------------------------------------------------
     def batches(self) -> Iterator[list[Batch]]:
@@ -716,6 +770,29 @@ class _StepGen:
             np.array(rx, dtype=np.int64),
         )
 
+    def _note_imbalance(
+        self, t0: int, t1: int, offered: np.ndarray, down: np.ndarray, pinned: dict[str, int]
+    ) -> None:
+        """Hashing alone can put far more demand on one uplink of a group than on its siblings
+        (a few elephant flows over a few links). That is a real collision, so it is ground
+        truth too (origin=workload): offered load >= NATURAL_ECMP_RATIO x the group's mean and
+        >= NATURAL_ECMP_UTIL of the link. Injected collisions (pinned leaves) are not re-noted."""
+        fab = self.fab
+        groups = [ups for leaf, ups in fab.leaf_up.items() if leaf not in pinned] + list(
+            fab.spine_up.values()
+        )
+        for ups in groups:
+            live = [e for e in ups if not down[e]]
+            if len(live) < 2:
+                continue
+            load = offered[live] / self.cap[live]
+            mean = float(load.mean())
+            i = int(load.argmax())
+            if mean > 0 and load[i] >= NATURAL_ECMP_RATIO * mean and load[i] >= NATURAL_ECMP_UTIL:
+                self.sim.natural_ecmp.append(
+                    (live[i], t0, t1, float(load[i]) / mean, float(load[i]))
+                )
+
     def _solve(self, t0: int, t1: int) -> EpochState:
         fab, sim = self.fab, self.sim
         n_eps, n_nics = fab.n_eps, fab.n_nics
@@ -758,6 +835,7 @@ class _StepGen:
         fi, hop, etx, erx = self._route(fl, down, pinned)
         nflows = len(fl.src)
         offered = np.bincount(etx, weights=fl.demand[fi], minlength=n_eps) + self.bg + extra_tx
+        self._note_imbalance(t0, t1, offered, down, pinned)
         ratio = np.where(offered > 0, np.minimum(1.0, cap / np.maximum(offered, 1e-9)), 1.0)
         s_flow = np.ones(nflows)
         np.minimum.at(s_flow, fi, ratio[etx])

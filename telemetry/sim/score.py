@@ -89,10 +89,11 @@ def load_finding_map(path: str | Path = FINDING_MAP_FILE) -> tuple[dict[str, str
 
 
 def read_findings(store: Any, cluster: str, start_ms: int, end_ms: int) -> list[Finding]:
+    # a finding that persisted stands for its whole span, first_seen .. last_seen
     rows = store.query_rows(
-        f"SELECT kind, subject, toUnixTimestamp64Milli(window_start), toUnixTimestamp64Milli(window_end) "
+        f"SELECT kind, subject, toUnixTimestamp64Milli(first_seen), toUnixTimestamp64Milli(last_seen) "
         f"FROM {store.table('finding')} FINAL WHERE cluster = {{c:String}} "
-        "AND window_end >= fromUnixTimestamp64Milli({s:Int64}, 'UTC') AND window_start <= fromUnixTimestamp64Milli({e:Int64}, 'UTC')",
+        "AND last_seen >= fromUnixTimestamp64Milli({s:Int64}, 'UTC') AND first_seen <= fromUnixTimestamp64Milli({e:Int64}, 'UTC')",
         {"c": cluster, "s": start_ms, "e": end_ms},
     )
     return [Finding(str(k), str(s), int(a), int(b)) for k, s, a, b in rows]

@@ -291,3 +291,30 @@ def test_two_nic_servers_have_gpus_without_a_direct_nic():
     assert aff["rail"].to_list() == [0, 0, 0, 0, 1, 1, 1, 1]
     assert aff.filter(pl.col("direct_nic") == 0)["nic"].to_list() == ["", "", "", ""]
     assert set(t["nic_sample"]["device"]) == {"mlx5_0", "mlx5_1"}
+
+
+def test_natural_ecmp_imbalance_is_ground_truth_with_the_physics_behind_it() -> None:
+    """rail-2nic hashes a few elephant flows over 4 uplinks: a member that gets far more than its
+    siblings for a minute or more is a real collision, recorded as origin=workload — and the
+    stored counters show that member really carried more than the group."""
+    from tests.unit.sim.conftest import run_tables
+
+    sim, t = run_tables("rail-2nic")
+    natural = [
+        f
+        for f in sim.ground_truth().faults
+        if f.kind == "ecmp_collision" and f.origin == "workload"
+    ]
+    assert natural, "rail-2nic's hashing creates at least one natural collision"
+    sp = t["switch_port_sample"]
+    for f in natural:
+        assert f.detail["max_over_mean"] >= 1.6 and f.end_ms - f.start_ms >= 60_000
+        leaf = f.subject.split(":")[0]
+        group = [p for p in sim.fabric.leaf_up.get(leaf, [])]
+        if not group:
+            continue  # a spine group
+        names = [sim.fabric.ep_name(e) for e in group]
+        a, b = f.start_ms + 5_000, f.end_ms - 5_000
+        rates = {p: _port_rate(sp, p, "tx_bytes_total", a, b) for p in names}
+        assert rates[f.subject] == max(rates.values())
+        assert rates[f.subject] >= 1.3 * (sum(rates.values()) / len(rates))
