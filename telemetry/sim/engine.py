@@ -171,7 +171,8 @@ class Simulation:
     def _natural_ecmp_faults(self) -> list[Fault]:
         """Merge consecutive epochs of one uplink's natural imbalance; keep those lasting at
         least NATURAL_ECMP_SECONDS."""
-        fab, out = self.fabric, []
+        fab = self.fabric
+        out: list[Fault] = []
         spans: dict[int, list[list[float]]] = {}
         for ep, t0, t1, ratio, util in sorted(self.natural_ecmp, key=lambda x: (x[0], x[1])):
             runs = spans.setdefault(ep, [])
@@ -180,9 +181,10 @@ class Simulation:
                 runs[-1][2] = max(runs[-1][2], ratio)
                 runs[-1][3] = max(runs[-1][3], util)
             else:
-                runs.append([t0, t1, ratio, util])
+                runs.append([float(t0), float(t1), ratio, util])
         for ep, runs in sorted(spans.items()):
-            for t0, t1, ratio, util in runs:
+            for s0, s1, ratio, util in runs:
+                t0, t1 = int(s0), int(s1)
                 if (t1 - t0) * self.dt < NATURAL_ECMP_SECONDS:
                     continue
                 f = Fault(
