@@ -133,6 +133,24 @@ class OtlpConfig(_Model):
     interval_seconds: float = Field(10.0, gt=0)
 
 
+class CorrelateConfig(_Model):
+    thresholds: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Overrides of telemetry/correlate/thresholds.yaml (same keys).",
+    )
+
+    @field_validator("thresholds")
+    @classmethod
+    def _known(cls, v: dict[str, Any]) -> dict[str, Any]:
+        from telemetry.correlate.engine import default_thresholds, merge_thresholds
+
+        try:
+            merge_thresholds(default_thresholds(), v, path="thresholds")
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+
 class Config(_Model):
     cluster: str = Field(
         default_factory=lambda: os.environ.get("RAILSCOPE_CLUSTER", "default"),
@@ -145,6 +163,7 @@ class Config(_Model):
     sink: SinkConfig = Field(default_factory=SinkConfig)  # type: ignore[arg-type]
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)  # type: ignore[arg-type]
     otlp: OtlpConfig = Field(default_factory=OtlpConfig)  # type: ignore[arg-type]
+    correlate: CorrelateConfig = Field(default_factory=CorrelateConfig)  # type: ignore[arg-type]
     sources: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-source sections."
     )

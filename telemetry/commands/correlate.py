@@ -114,7 +114,7 @@ def run_correlate(args: argparse.Namespace) -> int:
     corr = Correlator(
         store,
         cluster=cfg.cluster,
-        thresholds=cfg.sources.get("correlate", {}).get("thresholds"),
+        thresholds=cfg.correlate.thresholds,
         only=args.only,
     )
     if args.follow:

@@ -57,7 +57,13 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     store = open_store(cfg)
     start, end = _range(store, args)
-    reports = [job_report(store, j, start, end, cluster=cfg.cluster) for j in args.job or []]
+    from telemetry.correlate.engine import default_thresholds, merge_thresholds
+
+    thresholds = merge_thresholds(default_thresholds(), cfg.correlate.thresholds)
+    reports = [
+        job_report(store, j, start, end, cluster=cfg.cluster, thresholds=thresholds)
+        for j in args.job or []
+    ]
     if args.html:
         from telemetry.correlate.html import render_html
 

@@ -121,3 +121,14 @@ def test_example_config_is_valid_and_matches_defaults() -> None:
     default = load_config(None, env={})
     assert cfg.sink == default.sink and cfg.prometheus == default.prometheus
     assert cfg.store.ttl_days == {"flow_samples": 14}
+
+
+def test_correlate_threshold_overrides_are_checked(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text("correlate:\n  thresholds:\n    pfc:\n      storm_pauses_per_second: 100\n")
+    assert load_config(f, env={}).correlate.thresholds == {"pfc": {"storm_pauses_per_second": 100}}
+    f.write_text("correlate:\n  thresholds:\n    pfc:\n      storm_rate: 100\n")
+    with pytest.raises(
+        ConfigError, match=r"correlate\.thresholds: thresholds\.pfc\.storm_rate: unknown threshold"
+    ):
+        load_config(f, env={})
