@@ -1,0 +1,90 @@
+"""Panel helpers: grafanalib panels with ClickHouse (SQL) or Prometheus targets, laid out on the
+24-column grid in the order given. Builds objects only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grafanalib import core as g
+
+from dashboards.clickhouse import ALL, PROMETHEUS, ClickHouseTarget
+
+# SQL filters on the template variables (All = ALL, see dashboards.clickhouse)
+CLUSTER = "cluster = '${cluster}'"
+
+
+def any_of(var: str, expr: str) -> str:
+    """`expr` equals the variable, or the variable is All."""
+    return f"('${{{var}}}' = '{ALL}' OR {expr} = '${{{var}}}')"
+
+
+def job_of(ns_col: str, job_col: str) -> str:
+    return any_of("job", f"concat({ns_col}, '/', {job_col})")
+
+
+def ts(title: str, sql: str, unit: str = "", w: int = 12, description: str = "") -> g.Panel:
+    return g.TimeSeries(
+        title=title,
+        description=description or None,
+        dataSource=ClickHouseTarget.table("").to_json_data()["datasource"],
+        targets=[ClickHouseTarget.timeseries(sql)],
+        unit=unit,
+        gridPos=g.GridPos(h=8, w=w, x=0, y=0),
+    )
+
+
+def table(title: str, sql: str, w: int = 24, description: str = "", h: int = 8) -> g.Panel:
+    return g.Table(
+        title=title,
+        description=description or None,
+        dataSource=ClickHouseTarget.table("").to_json_data()["datasource"],
+        targets=[ClickHouseTarget.table(sql)],
+        gridPos=g.GridPos(h=h, w=w, x=0, y=0),
+        filterable=True,
+    )
+
+
+def stat(title: str, sql: str, unit: str = "none", w: int = 6, description: str = "") -> g.Panel:
+    return g.Stat(
+        title=title,
+        description=description or None,
+        dataSource=ClickHouseTarget.table("").to_json_data()["datasource"],
+        targets=[ClickHouseTarget.table(sql)],
+        format=unit,
+        reduceCalc="lastNotNull",
+        graphMode="none",
+        gridPos=g.GridPos(h=4, w=w, x=0, y=0),
+    )
+
+
+def prom(
+    title: str, exprs: list[tuple[str, str]], unit: str = "", w: int = 12, description: str = ""
+) -> g.Panel:
+    """Time series of PromQL expressions (expr, legend) against the Prometheus datasource."""
+    return g.TimeSeries(
+        title=title,
+        description=description or None,
+        dataSource=PROMETHEUS,
+        targets=[
+            g.Target(expr=e, legendFormat=legend, refId=chr(ord("A") + i), datasource=PROMETHEUS)
+            for i, (e, legend) in enumerate(exprs)
+        ],
+        unit=unit,
+        gridPos=g.GridPos(h=8, w=w, x=0, y=0),
+    )
+
+
+def layout(panels: list[Any]) -> list[Any]:
+    """Place panels left to right, wrapping at 24 columns; a row starts at the tallest panel's
+    bottom."""
+    import attr
+
+    out, x, y, row_h = [], 0, 0, 0
+    for p in panels:
+        gp = p.gridPos
+        if x + gp.w > 24:
+            x, y, row_h = 0, y + row_h, 0
+        out.append(attr.evolve(p, gridPos=g.GridPos(h=gp.h, w=gp.w, x=x, y=y)))
+        x += gp.w
+        row_h = max(row_h, gp.h)
+    return out

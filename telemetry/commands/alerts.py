@@ -1,0 +1,97 @@
+"""`railscope alerts build|check`: render the Prometheus alert rules and their promtool tests
+from alerts/alerts.yaml, and check them with promtool. Writes only under --out (build) or a
+temporary directory (check); never edits the checked-in files."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from telemetry.errors import UserError
+
+
+def register(sub: Any) -> list[str]:
+    p = sub.add_parser(
+        "alerts",
+        help="render and check the Prometheus alert rules (promtool)",
+        description="Alert rules rendered from alerts/alerts.yaml (thresholds + templates); "
+        "promtool unit tests from alerts/tests/cases.yaml. See docs/alerts.md.",
+    )
+    verbs = p.add_subparsers(dest="alerts_verb", metavar="VERB")
+    b = verbs.add_parser("build", help="write railscope.rules.yaml and railscope.test.yaml")
+    b.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    b.add_argument(
+        "--from",
+        dest="rules_from",
+        metavar="FILE",
+        help="alerts config (default: the packaged alerts/alerts.yaml)",
+    )
+    b.set_defaults(func=run_build)
+    c = verbs.add_parser(
+        "check",
+        help="promtool check + test the rules; verify the checked-in files are current",
+    )
+    c.add_argument("--from", dest="rules_from", metavar="FILE", help="alerts config")
+    c.set_defaults(func=run_check)
+    p.set_defaults(func=lambda args: _usage(p))
+    return ["alerts"]
+
+
+def _usage(p: argparse.ArgumentParser) -> int:
+    p.print_help()
+    return 2
+
+
+def _write(out: Path, rules_from: str | None) -> tuple[Path, Path]:
+    import alerts
+
+    src = Path(rules_from) if rules_from else alerts.CONFIG
+    cfg = alerts.load(src)
+    doc = alerts.render(cfg, source=f"alerts config {src}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"--out {out}: cannot create: {e.strerror}") from None
+    rules, tests = out / alerts.RULES.name, out / alerts.TESTS.name
+    rules.write_text(alerts.render_text(cfg, source=f"alerts config {src}"))
+    tests.write_text(alerts.render_tests(doc))
+    return rules, tests
+
+
+def run_build(args: argparse.Namespace) -> int:
+    rules, tests = _write(Path(args.out), args.rules_from)
+    print(f"wrote {rules}\nwrote {tests}")
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    import yaml
+
+    import alerts
+
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="railscope-alerts-") as d:
+        rules, tests = _write(Path(d), args.rules_from)
+        if not args.rules_from:
+            for got, checked_in in ((rules, alerts.RULES), (tests, alerts.TESTS)):
+                if not checked_in.exists() or checked_in.read_text() != got.read_text():
+                    print(f"STALE {checked_in}: run `railscope alerts build --out alerts`")
+                    ok = False
+        for verb, target in (("check", rules), ("test", tests)):
+            res = alerts.promtool(verb, "rules", target.name, cwd=Path(d))
+            status = "ok" if res.returncode == 0 else "FAILED"
+            print(f"promtool {verb} rules: {status}")
+            if res.returncode != 0:
+                print((res.stdout + res.stderr).strip())
+                ok = False
+        names = alerts.alert_names(yaml.safe_load(rules.read_text()))
+    cov = alerts.coverage(yaml.safe_load(alerts.CASES.read_text()))
+    for name in names:
+        fire, quiet = cov.get(name, (0, 0))
+        if not fire or not quiet:
+            print(f"UNTESTED {name}: {fire} firing and {quiet} non-firing case(s); need >= 1 each")
+            ok = False
+    print(f"{len(names)} rules: {'all checked' if ok else 'problems above'}")
+    return 0 if ok else 1

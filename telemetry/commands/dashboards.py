@@ -1,0 +1,107 @@
+"""`railscope dashboards build|check`: write the Grafana dashboards (JSON) and provisioning files;
+run every dashboard query on a store with the datasource's macros expanded. `build` writes only
+under --out; `check` only reads the store."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from telemetry.commands.common import add_store_args, config_from_args, open_store
+from telemetry.errors import UserError
+
+
+def register(sub: Any) -> list[str]:
+    p = sub.add_parser(
+        "dashboards",
+        help="build Grafana dashboards (JSON + provisioning); check their queries on a store",
+        description="Grafana dashboards as code (grafanalib; ClickHouse and Prometheus "
+        "datasources). See docs/dashboards.md.",
+    )
+    verbs = p.add_subparsers(dest="dashboards_verb", metavar="VERB")
+    b = verbs.add_parser("build", help="write dashboards/*.json and provisioning/*/railscope.yaml")
+    b.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    b.add_argument(
+        "--dashboards-path",
+        default="/var/lib/grafana/dashboards/railscope",
+        metavar="PATH",
+        help="where Grafana will find the JSON files (written into the dashboard provider)",
+    )
+    b.set_defaults(func=run_build)
+    c = verbs.add_parser(
+        "check",
+        help="run every dashboard query on the store (macros and variables expanded)",
+        description="Runs each ClickHouse panel query and template-variable query on the store "
+        "over --since..--until and prints the rows each returns; exit 1 if any fails.",
+    )
+    c.add_argument("--since", default="1h", help="range start: ISO time or duration ago (1h)")
+    c.add_argument("--until", help="range end: ISO time or duration ago (default now)")
+    c.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="template variable value (default cluster from the config, others All; "
+        "job defaults to the first job in the store)",
+    )
+    c.add_argument("--interval", type=int, default=60, metavar="SECONDS", help="$__interval_s")
+    add_store_args(c)
+    c.set_defaults(func=run_check)
+    p.set_defaults(func=lambda args: _usage(p))
+    return ["dashboards"]
+
+
+def _usage(p: argparse.ArgumentParser) -> int:
+    p.print_help()
+    return 2
+
+
+def run_build(args: argparse.Namespace) -> int:
+    import dashboards
+
+    out = Path(args.out)
+    try:
+        written = dashboards.write(out, args.dashboards_path)
+    except OSError as e:
+        raise UserError(f"--out {out}: cannot write: {e.strerror or e}") from None
+    for p in written:
+        print(f"wrote {p}")
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    import dashboards
+    from dashboards.clickhouse import ALL
+    from telemetry.commands.correlate import parse_time
+
+    cfg = config_from_args(args)
+    store = open_store(cfg)
+    start = parse_time(args.since)
+    end = parse_time(args.until) if args.until else datetime.now(UTC)
+    if end <= start:
+        raise UserError(f"dashboards check: --until ({end}) is not after --since ({start})")
+    values = {"cluster": cfg.cluster, "tenant": ALL, "node": ALL, "switch": ALL, "job": ALL}
+    for spec in args.var:
+        name, sep, value = spec.partition("=")
+        if not sep or not name:
+            raise UserError(f"--var {spec!r}: expected NAME=VALUE")
+        values[name] = value
+    if not any(s.startswith("job=") for s in args.var):
+        jobs = store.query_rows(
+            f"SELECT concat(namespace, '/', job) FROM {store.table('job')} FINAL "
+            "WHERE cluster = {c:String} ORDER BY 1 LIMIT 1",
+            {"c": values["cluster"]},
+        )
+        values["job"] = jobs[0][0] if jobs else ALL
+    failed = 0
+    for q, rows in dashboards.run(store, start, end, values, args.interval):
+        if isinstance(rows, str):
+            failed += 1
+            print(f"FAILED  {q.where}: {rows}")
+        else:
+            print(f"{rows:>7}  {q.where}")
+    print(f"{'all queries ran' if not failed else f'{failed} query(ies) failed'}")
+    return 1 if failed else 0

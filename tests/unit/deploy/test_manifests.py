@@ -1,0 +1,267 @@
+"""Kubernetes manifests: every document validates against the Kubernetes schemas bundled by
+kubernetes-validate (strict: unknown fields are errors); the kustomization renders with the real
+kustomize (kubectl kustomize) where kubectl exists; security and RBAC are least privilege; the
+railscope config validates with railscope's own models; generated copies are current."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+import alerts
+import dashboards
+
+ROOT = Path(__file__).resolve().parents[3]
+DEPLOY = ROOT / "deploy"
+K8S = "1.30"
+TOKEN_READERS = {"railscope-inventory"}
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def manifest_files() -> list[Path]:
+    return sorted(p for p in DEPLOY.rglob("*.yaml") if p.name != "kustomization.yaml"
+                  and "provisioning" not in p.parts and p.parent.name != "prometheus")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def all_docs() -> list[dict[str, Any]]:
+    return [d for p in manifest_files() for d in _docs(p)]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl (with its built-in kustomize) is not installed: render not checked")
+    res = subprocess.run(
+        [kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 0, res.stderr
+    return [d for d in yaml.safe_load_all(res.stdout) if d]
+
+
+def _pod_specs(docs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for d in docs:
+        if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet", "Job"):
+            out.append((f"{d['kind']}/{d['metadata']['name']}", d["spec"]["template"]["spec"]))
+    return out
+
+
+def test_every_manifest_validates_strictly(all_docs: list[dict[str, Any]]) -> None:
+    assert len(all_docs) >= 25
+    for d in all_docs:
+        kubernetes_validate.validate(d, K8S, strict=True)
+    bad = copy.deepcopy(next(d for d in all_docs if d["kind"] == "Deployment"))
+    bad["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []  # a typo
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, K8S, strict=True)
+
+
+def test_kustomization_renders_and_validates(rendered: list[dict[str, Any]]) -> None:
+    for d in rendered:
+        kubernetes_validate.validate(d, K8S, strict=True)
+        if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+            assert d["metadata"]["namespace"] == "monitoring", d["metadata"]["name"]
+    names = {(d["kind"], d["metadata"]["name"]) for d in rendered}
+    for n in ("switch", "sflow", "hdfs", "inventory", "correlate", "grafana"):
+        assert ("Deployment", f"railscope-{n}") in names
+    assert ("DaemonSet", "railscope-node") in names
+    assert ("StatefulSet", "clickhouse-keeper") in names
+    assert ("Job", "railscope-db-migrate") in names
+    # generated ConfigMaps get a content hash and the Deployment follows the new name
+    grafana = next(d for d in rendered if d["metadata"]["name"] == "railscope-grafana"
+                   and d["kind"] == "Deployment")  # fmt: skip
+    cms = {v["configMap"]["name"] for v in grafana["spec"]["template"]["spec"]["volumes"]
+           if "configMap" in v}  # fmt: skip
+    assert all(n.startswith("grafana-") and len(n.rsplit("-", 1)[1]) == 10 for n in cms)
+    assert cms <= {d["metadata"]["name"] for d in rendered if d["kind"] == "ConfigMap"}
+    dash = next(d for d in rendered if d["kind"] == "ConfigMap"
+                and d["metadata"]["name"].startswith("grafana-dashboards"))  # fmt: skip
+    assert len(dash["data"]) == 7
+    # client-side `kubectl apply` stores the object in an annotation limited to 256 KiB
+    assert len(json.dumps(dash)) < 200_000
+
+
+def test_daemonset_mounts_host_paths_read_only_and_drops_capabilities(
+    all_docs: list[dict[str, Any]],
+) -> None:
+    (ds,) = [d for d in all_docs if d["kind"] == "DaemonSet"]
+    spec = ds["spec"]["template"]["spec"]
+    host = {v["name"] for v in spec["volumes"] if "hostPath" in v}
+    assert host >= {"sys"}
+    for c in spec["containers"] + spec.get("initContainers", []):
+        sc = c["securityContext"]
+        assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add")
+        assert sc.get("privileged") is False and sc["allowPrivilegeEscalation"] is False
+        for m in c["volumeMounts"]:
+            if m["name"] in host:
+                assert m.get("readOnly") is True, m
+    assert spec["automountServiceAccountToken"] is False
+
+
+def test_pods_run_without_privileges_or_tokens(all_docs: list[dict[str, Any]]) -> None:
+    specs = _pod_specs(all_docs)
+    assert len(specs) >= 10
+    for name, spec in specs:
+        wants_token = spec.get("serviceAccountName") in TOKEN_READERS
+        assert spec.get("automountServiceAccountToken") is wants_token, name
+        assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
+        if name != "DaemonSet/railscope-node":  # root only for the kubelet socket (its file says)
+            assert spec["securityContext"]["runAsNonRoot"] is True, name
+        assert not spec.get("hostNetwork") or name == "DaemonSet/railscope-node", name
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            assert sc["capabilities"]["drop"] == ["ALL"], (name, c["name"])
+            assert sc["allowPrivilegeEscalation"] is False, (name, c["name"])
+            assert "limits" in c["resources"] and "requests" in c["resources"], name
+        for v in spec.get("volumes", []):
+            assert "hostPath" not in v or name == "DaemonSet/railscope-node", name
+
+
+def test_rbac_is_read_only_and_limited_to_what_inventory_records(
+    all_docs: list[dict[str, Any]],
+) -> None:
+    roles = [d for d in all_docs if d["kind"] in ("ClusterRole", "Role")]
+    assert [r["metadata"]["name"] for r in roles] == ["railscope-inventory"]
+    granted = set()
+    for rule in roles[0]["rules"]:
+        assert set(rule["verbs"]) == {"get", "list", "watch"}
+        assert "*" not in rule["resources"] and "*" not in rule["apiGroups"]
+        granted |= {(g, r) for g in rule["apiGroups"] for r in rule["resources"]}
+    assert granted == {
+        ("", "pods"),
+        ("", "nodes"),
+        ("", "namespaces"),
+        ("topology.volcano.sh", "hypernodes"),
+        ("batch.volcano.sh", "jobs"),
+        ("scheduling.volcano.sh", "podgroups"),
+    }
+    (binding,) = [d for d in all_docs if d["kind"] == "ClusterRoleBinding"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "railscope-inventory", "namespace": "monitoring"}
+    ]
+    users = [n for n, s in _pod_specs(all_docs) if s.get("serviceAccountName")]
+    assert users == ["Deployment/railscope-inventory"]
+
+
+def test_services_select_pods_and_config_maps_exist(all_docs: list[dict[str, Any]]) -> None:
+    pods = [(d["spec"]["template"]["metadata"]["labels"], d) for d in all_docs
+            if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet")]  # fmt: skip
+    for svc in (d for d in all_docs if d["kind"] == "Service"):
+        sel = svc["spec"]["selector"]
+        targets = [d for labels, d in pods if sel.items() <= labels.items()]
+        assert targets, f"Service {svc['metadata']['name']} selects no pods"
+        for port in svc["spec"]["ports"]:
+            tp = port.get("targetPort", port["port"])
+            cports = {(p.get("name"), p["containerPort"]) for d in targets
+                      for c in d["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}  # fmt: skip
+            assert any(tp in (n, num) for n, num in cports), (svc["metadata"]["name"], tp)
+    made = {d["metadata"]["name"] for d in all_docs if d["kind"] == "ConfigMap"}
+    made |= {g["name"] for k in DEPLOY.rglob("kustomization.yaml")
+             for g in (yaml.safe_load(k.read_text()).get("configMapGenerator") or [])}  # fmt: skip
+    for name, spec in _pod_specs(all_docs):
+        for v in spec.get("volumes", []):
+            if "configMap" in v:
+                assert v["configMap"]["name"] in made, (name, v)
+
+
+def test_railscope_config_validates_with_railscope_models(tmp_path: Path) -> None:
+    from telemetry.cli import build_parser
+    from telemetry.config import load_config
+
+    build_parser()  # registers the sources (exporters/ are imported at every CLI start)
+    (cm,) = _docs(DEPLOY / "railscope" / "config.yaml")
+    f = tmp_path / "railscope.yaml"
+    f.write_text(cm["data"]["railscope.yaml"])
+    cfg = load_config(
+        f, env={"RAILSCOPE_DSN": "http://railscope:pw@clickhouse-client:8123/railscope"}
+    )
+    assert cfg.store.cluster == "railscope" and cfg.store.database == "railscope"
+    for source in ("switch", "sflow", "hdfs", "inventory"):
+        assert source in cfg.sources
+        cfg.source(source)  # the source's own pydantic model
+    # the store's ClickHouse cluster is the one the servers define
+    (chcfg, *_) = _docs(DEPLOY / "clickhouse" / "config.yaml")
+    remote = ET.fromstring(chcfg["data"]["railscope-cluster.xml"]).find("remote_servers")
+    assert remote is not None and [c.tag for c in remote] == [cfg.store.cluster]
+
+
+def test_clickhouse_is_two_shards_of_two_replicas_with_a_keeper_quorum() -> None:
+    docs = _docs(DEPLOY / "clickhouse" / "shards.yaml") + _docs(
+        DEPLOY / "clickhouse" / "keeper.yaml"
+    )
+    sts = {d["metadata"]["name"]: d for d in docs if d["kind"] == "StatefulSet"}
+    assert sts["clickhouse-keeper"]["spec"]["replicas"] == 3
+    (chcfg, *_) = _docs(DEPLOY / "clickhouse" / "config.yaml")
+    root = ET.fromstring(chcfg["data"]["railscope-cluster.xml"])
+    shards = root.findall("remote_servers/railscope/shard")
+    assert len(shards) == 2
+    for i, shard in enumerate(shards):
+        s = sts[f"clickhouse-shard{i}"]
+        assert s["spec"]["replicas"] == 2 and s["spec"]["serviceName"] == "clickhouse"
+        env = {
+            e["name"]: e.get("value") for e in s["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+        assert env["SHARD"] == str(i)
+        hosts = [r.findtext("host") for r in shard.findall("replica")]
+        assert hosts == [
+            f"clickhouse-shard{i}-{r}.clickhouse.monitoring.svc.cluster.local" for r in (0, 1)
+        ]
+        assert shard.findtext("internal_replication") == "true"
+    macros = root.find("macros")
+    assert macros is not None and {m.tag: m.get("from_env") for m in macros} == {
+        "shard": "SHARD",
+        "replica": "HOSTNAME",
+    }
+    keepers = [n.findtext("host") for n in root.findall("zookeeper/node")]
+    (kcfg, *_) = [d for d in docs if d["kind"] == "ConfigMap"]
+    raft = ET.fromstring(kcfg["data"]["keeper_config.xml"]).findall(
+        "keeper_server/raft_configuration/server"
+    )
+    assert [s.findtext("hostname") for s in raft] == keepers and len(keepers) == 3
+    users = ET.fromstring(chcfg["data"]["railscope-users.xml"])
+    # the passwordless default user is local-only; grafana reads with readonly=2
+    assert [ip.text for ip in users.findall("users/default/networks/ip")] == ["::1", "127.0.0.1"]
+    assert users.findtext("profiles/grafana/readonly") == "2"
+    assert users.findtext("users/grafana/profile") == "grafana"
+
+
+def test_generated_copies_are_current() -> None:
+    built = dashboards.build_all()
+    for name, d in built.items():
+        f = DEPLOY / "grafana" / "dashboards" / f"railscope-{name}.json"
+        assert json.loads(f.read_text()) == d, (
+            f"{f} is stale: railscope dashboards build --out deploy/grafana"
+        )
+    prov = dashboards.provisioning()
+    for kind, doc in prov.items():
+        f = DEPLOY / "grafana" / "provisioning" / kind / "railscope.yaml"
+        assert yaml.safe_load(f.read_text()) == doc
+    assert (DEPLOY / "prometheus" / "railscope.rules.yaml").read_text() == alerts.RULES.read_text()
+
+
+def test_docs_name_every_secret_the_manifests_need(all_docs: list[dict[str, Any]]) -> None:
+    secrets = set()
+    for _, spec in _pod_specs(all_docs):
+        for c in spec["containers"]:
+            for e in c.get("env", []):
+                ref = e.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    secrets.add((ref["name"], ref["key"]))
+    assert {s for s, _ in secrets} == {"railscope-store", "clickhouse-users", "railscope-grafana"}
+    text = (ROOT / "docs" / "deploying.md").read_text()
+    for name, key in secrets:
+        assert name in text and key in text, (name, key)
