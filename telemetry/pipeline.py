@@ -292,6 +292,10 @@ class Pipeline:
         for sink in self.sinks:
             with self._sink_locks[id(sink)]:
                 sink.close()
+        for src in self.sources:  # sources holding files, sockets or threads release them
+            closer = getattr(src, "close", None)
+            if closer is not None:
+                closer()
 
     def components(self) -> list[ComponentStats]:
         out = [s.stats for s in self.sources]

@@ -162,6 +162,7 @@ class NodeSource(BaseSource):
 
         self.node = node_name or os.environ.get("NODE_NAME") or socket.gethostname()
         replay = Path(from_path) if from_path else None
+        self.replay = replay is not None
         if replay is not None and not replay.is_dir():
             raise UserError(
                 f"--from {from_path}: not a directory (expected a captured node: sys/, ethtool/, ...)"
@@ -268,6 +269,8 @@ class NodeSource(BaseSource):
         ]
         n = sum(b.num_rows for b in out)
         self.stats.received += n
+        if self.replay:  # a capture is read once: keeping its files open buys nothing
+            self.nics.close()
         return [b for b in out if b.num_rows]
 
     def _pods(self, problem: Any) -> Any:

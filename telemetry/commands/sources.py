@@ -100,6 +100,10 @@ def run_source(spec: SourceSpec, args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
+        finally:
+            closer = getattr(source, "close", None)
+            if closer is not None:
+                closer()
         batches = [Pipeline([], [], stamp).apply_transforms(b) for b in collected]
         write_output(batches, args.output, components=[source.stats])
         return 0

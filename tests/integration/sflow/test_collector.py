@@ -77,7 +77,7 @@ def test_pmacct_sfprobe_agent_replaying_rocev2(tmp_path: Path) -> None:
     t0 = time.time() - 10
     for i in range(60):
         qp = 0x1200 + i % 4
-        p = (scapy.Ether() / scapy.IP(src=f"10.0.{i % 4}.1", dst="10.1.0.9", tos=(26 << 2) | 2)
+        p = (scapy.Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / scapy.IP(src=f"10.0.{i % 4}.1", dst="10.1.0.9", tos=(26 << 2) | 2)
              / scapy.UDP(sport=49152 + i % 4, dport=4791) / BTH(opcode=10, dqpn=qp, psn=i)
              / scapy.Raw(b"\0" * (256 * (1 + i % 4))))  # fmt: skip
         p.time = t0 + i * 0.001

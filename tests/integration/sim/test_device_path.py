@@ -23,7 +23,11 @@ def parsed(argv: list[str]) -> list[Batch]:
     """What `railscope <argv> --output ...` would print, as batches (same parsers, same flags)."""
     args = build_parser().parse_args([*argv, "--output", "jsonl"])
     src = args.func.args[0].cls.from_args(args, load_config(None, env={}))
-    return src.collect()
+    try:
+        return src.collect()
+    finally:
+        if hasattr(src, "close"):
+            src.close()
 
 
 @pytest.fixture(scope="module")

@@ -164,9 +164,13 @@ def test_topology_lldp_stores_neighbours_and_hypernodes_come_from_saved_json(
     monkeypatch.setenv("RAILSCOPE_DSN", chdb_dsn)
     monkeypatch.setenv("RAILSCOPE__STORE__DATABASE", store.database)
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        out = _run("lldpcli", "-u", netns_fabric["h2"], "show", "neighbors", "-f", "json").stdout
-        if "leaf-su0-r0" in out:
+    while time.monotonic() < deadline:  # both hosts must have heard the leaf before we store
+        seen = [
+            "leaf-su0-r0"
+            in _run("lldpcli", "-u", netns_fabric[h], "show", "neighbors", "-f", "json").stdout
+            for h in ("h1", "h2")
+        ]
+        if all(seen):
             break
         time.sleep(0.5)
     for host in ("h1", "h2"):

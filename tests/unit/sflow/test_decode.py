@@ -147,7 +147,7 @@ def test_sampled_header_fields_match_scapy() -> None:
     from scapy.contrib.roce import BTH
 
     pkt = (
-        scapy.Ether() / scapy.Dot1Q(vlan=301) / scapy.IP(src="10.8.1.2", dst="10.9.3.4", tos=(46 << 2) | 3)
+        scapy.Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / scapy.Dot1Q(vlan=301) / scapy.IP(src="10.8.1.2", dst="10.9.3.4", tos=(46 << 2) | 3)
         / scapy.UDP(sport=61234, dport=4791) / BTH(opcode=6, dqpn=0xABCDE, psn=0x654321) / scapy.Raw(b"x" * 64)
     )  # fmt: skip
     raw = bytes(pkt)
@@ -167,7 +167,7 @@ def test_sampled_header_fields_match_scapy() -> None:
 
 def test_ipv6_and_expanded_sample() -> None:
     scapy = pytest.importorskip("scapy.all")
-    pkt = scapy.Ether() / scapy.IPv6(src="fd00::1", dst="fd00::2", tc=0x68) / scapy.UDP(sport=1, dport=4791) / (
+    pkt = scapy.Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / scapy.IPv6(src="fd00::1", dst="fd00::2", tc=0x68) / scapy.UDP(sport=1, dport=4791) / (
         b"\x04\x00\xff\xff\x00\x00\x00\x2a\x00\x00\x00\x07" + b"\0" * 16)  # fmt: skip
     d = decode(
         E.datagram(
