@@ -81,3 +81,48 @@ def replica_violation(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+@detector("hdfs_replication_backlog", category="storage", needs=("hdfs_namenode_samples",))
+def replication_backlog(ctx: Context) -> list[Finding]:
+    """Blocks waiting for replicas (under-replicated + pending) above a floor and still growing
+    through the window: async cross-IDC replication is not keeping up. The evidence adds the DCI
+    budget (async replication rate, headroom) when the HDFS source reports it."""
+    floor = float(ctx.t("hdfs.replication_backlog_blocks"))
+    out = []
+    for r in ctx.rows("""
+        SELECT namenode,
+               argMin(ifNull(under_replicated_blocks, 0) + ifNull(pending_replication_blocks, 0), ts) AS first,
+               argMax(ifNull(under_replicated_blocks, 0) + ifNull(pending_replication_blocks, 0), ts) AS last,
+               argMax(missing_blocks, ts) AS missing, dateDiff('second', min(ts), max(ts)) AS span_s
+        FROM $db.hdfs_namenode_samples
+        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')} AND up = 1
+        GROUP BY namenode ORDER BY namenode"""):
+        if r["last"] < floor or r["last"] <= r["first"]:
+            continue
+        dci = ctx.rows("""
+            SELECT src_idc, dest_idc, avg(async_replication_bytes_per_second) AS async_bps,
+                   min(headroom_bytes_per_second) AS min_headroom_bps, max(utilization_ratio) AS peak_utilization
+            FROM $db.dci_usage
+            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+            GROUP BY src_idc, dest_idc ORDER BY src_idc, dest_idc""")
+        growth = (r["last"] - r["first"]) / r["span_s"] * 60 if r["span_s"] else 0.0
+        out.append(
+            Finding(
+                "hdfs_replication_backlog",
+                "storage",
+                "warning",
+                "namenode",
+                r["namenode"],
+                f"{r['namenode']}: {r['last']:,} blocks waiting for replicas and growing "
+                f"({growth:,.0f}/min): replication is not keeping up",
+                {
+                    "blocks_waiting_first": r["first"],
+                    "blocks_waiting_last": r["last"],
+                    "growth_blocks_per_minute": round(growth, 1),
+                    "missing_blocks": r["missing"],
+                    "dci": dci,
+                },
+            )
+        )
+    return out

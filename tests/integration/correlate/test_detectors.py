@@ -516,3 +516,57 @@ def test_dci_link_near_capacity(store: Store) -> None:
         and f["evidence"]["utilization_when_hot"] == 0.93
         and f["evidence"]["seconds_near_capacity"] == 300
     )
+
+
+def test_replication_backlog_growing_vs_draining(store: Store) -> None:
+    from telemetry.records import DCI_USAGE, HDFS_NAMENODE_SAMPLE
+
+    s = t0()
+    rows = []
+    for i in range(11):
+        ts = ms(s) + i * 30_000
+        rows.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "namenode": "nn-a",
+                "up": 1,
+                "under_replicated_blocks": 2_000 + i * 500,
+                "pending_replication_blocks": 100,
+            }
+        )  # growing backlog
+        rows.append(
+            {
+                "ts": ts,
+                "cluster": "c",
+                "namenode": "nn-b",
+                "up": 1,
+                "under_replicated_blocks": 9_000 - i * 800,
+                "pending_replication_blocks": 0,
+            }
+        )  # large but draining: recovering, not a finding
+    store.insert(HDFS_NAMENODE_SAMPLE, HDFS_NAMENODE_SAMPLE.to_arrow(rows))
+    store.insert(
+        DCI_USAGE,
+        DCI_USAGE.to_arrow(
+            [
+                {
+                    "ts": ms(s),
+                    "cluster": "c",
+                    "src_idc": "a",
+                    "dest_idc": "b",
+                    "interval_seconds": 60,
+                    "read_bytes_per_second": 0.0,
+                    "sync_write_bytes_per_second": 0.0,
+                    "total_bytes_per_second": 4e9,
+                    "async_replication_bytes_per_second": 4e9,
+                    "headroom_bytes_per_second": 1e8,
+                    "utilization_ratio": 0.98,
+                }
+            ]
+        ),
+    )
+    run(store, s, 5)
+    (f,) = fstore.read(store, kinds=["hdfs_replication_backlog"])
+    assert f["subject"] == "nn-a" and f["evidence"]["blocks_waiting_last"] == 2_000 + 9 * 500 + 100
+    assert f["evidence"]["dci"][0]["async_bps"] == 4e9
