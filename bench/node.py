@@ -25,7 +25,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-NODE8 = ROOT / "tests" / "fixtures" / "sysfs" / "node8"
+sys.path.insert(0, str(ROOT))
+from tests.sysfs_fixture import node8  # noqa: E402
+
+NODE8 = node8()
 TICK = os.sysconf("SC_CLK_TCK")
 
 _CHILD = r"""

@@ -13,9 +13,10 @@ import pytest
 
 from exporters.node import podresources_v1_pb2 as pb
 from exporters.node import podresources_v1_pb2_grpc as pbg
+from tests.sysfs_fixture import node8
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-NODE8 = FIXTURES / "sysfs" / "node8"
+NODE8 = node8()
 
 
 @pytest.fixture

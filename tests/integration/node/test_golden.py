@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.sysfs_fixture import node8
+
 ROOT = Path(__file__).resolve().parents[3]
-NODE8 = ROOT / "tests" / "fixtures" / "sysfs" / "node8"
+NODE8 = node8()
 GOLDEN = ROOT / "tests" / "golden" / "node" / "node8.prom"
 # Durations are the only values that differ run to run.
 _DURATION = re.compile(

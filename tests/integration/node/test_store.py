@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from exporters.node import NodeSource
+from tests.sysfs_fixture import node8
 
-NODE8 = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs" / "node8"
+NODE8 = node8()
 
 
 def test_node8_into_store(store) -> None:

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.sysfs_fixture import node8
+
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 PROCFS = FIXTURES / "sysfs" / "procfs"
-NODE8 = FIXTURES / "sysfs" / "node8"
+NODE8 = node8()
 
 
 class Problems:
