@@ -4,6 +4,7 @@ symlink loops, and setuptools follows links when it walks a project for `pip ins
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -25,9 +26,7 @@ def node8() -> Path:
     spec.loader.exec_module(mod)
     build = Path(tempfile.mkdtemp(prefix="railscope-node8-build-"))
     mod.main(build / "node8")
-    try:
+    with contextlib.suppress(OSError):  # another process finished first
         os.replace(build / "node8", out)  # atomic: a concurrent run sees the whole tree or none
-    except OSError:
-        pass  # another process finished first
     shutil.rmtree(build, ignore_errors=True)
     return out
