@@ -1046,6 +1046,19 @@ ATTRIBUTED_FLOW = _register(
             _f("dst_pod", "str", "Destination pod."),
             _f("dst_node", "lstr", "Destination node."),
             _f("dst_job", "lstr", "Destination Volcano job."),
+            _f(
+                "src_rail",
+                "i64",
+                "Rail of the source IP's interface (Multus network railN); -1 unknown.",
+                codec=None,
+            ),
+            _f("src_nic", "lstr", "Source RDMA device on that rail (mlx5_N)."),
+            _f("src_leaf_port", "lstr", "Leaf port cabled to that NIC (LLDP), SWITCH:PORT."),
+            _f(
+                "dst_rail", "i64", "Rail of the destination IP's interface; -1 unknown.", codec=None
+            ),
+            _f("dst_nic", "lstr", "Destination RDMA device on that rail."),
+            _f("dst_leaf_port", "lstr", "Leaf port cabled to the destination NIC (LLDP)."),
             _f("src_su", "lstr", "Scalable unit of the source node."),
             _f("dst_su", "lstr", "Scalable unit of the destination node."),
             _f("src_idc", "lstr", "IDC of the source node."),

@@ -44,13 +44,19 @@ def ancestry(ctx: Context) -> Ancestry:
 
 
 def _lease(side: str) -> str:
-    return f"""(SELECT ip, valid_from, valid_to, namespace, pod, node FROM $db.inv_pod_ips FINAL
+    return f"""(SELECT ip, valid_from, valid_to, namespace, pod, node, network FROM $db.inv_pod_ips FINAL
                WHERE cluster = {{cluster:String}} AND valid_from < {{we:DateTime64(3, 'UTC')}}) AS {side}"""
 
 
 def _pod(side: str) -> str:
     return f"""(SELECT namespace, pod, valid_from, valid_to, job FROM $db.inv_pods FINAL
                WHERE cluster = {{cluster:String}} AND valid_from < {{we:DateTime64(3, 'UTC')}}) AS {side}"""
+
+
+def _rail(network: str) -> str:
+    """The rail of a Multus network named like rdma-rail3 / rail_3 (rail-optimized clusters
+    give each rail its own network); -1 when the name carries none (the primary network)."""
+    return f"toInt64(ifNull(toInt64OrNull(extract({network}, '(?i)rail[-_]?(\\d+)')), -1))"
 
 
 # Node facts (SU, IDC, HyperNode ancestors) arrive as parallel array parameters and are joined
@@ -61,9 +67,15 @@ WITH node_info AS (
     SELECT n.1 AS node, n.2 AS su, n.3 AS idc, n.4 AS anc
     FROM (SELECT arrayJoin(arrayZip({{n_node:Array(String)}}, {{n_su:Array(String)}}, {{n_idc:Array(String)}},
                                     {{n_anc:Array(Array(String))}})) AS n)
+),
+nic_info AS (
+    SELECT r.1 AS node, r.2 AS rail, r.3 AS nic, r.4 AS leaf_port
+    FROM (SELECT arrayJoin(arrayZip({{r_node:Array(String)}}, {{r_rail:Array(Int64)}}, {{r_nic:Array(String)}},
+                                    {{r_port:Array(String)}})) AS r)
 )
 SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, rdma, bytes,
        src_namespace, src_pod, src_node, src_job, dst_namespace, dst_pod, dst_node, dst_job,
+       src_rail, src_nic, src_leaf_port, dst_rail, dst_nic, dst_leaf_port,
        src_su, dst_su, src_idc, dst_idc,
        arrayFirst(h -> has(dst_anc, h), src_anc) AS lca_hypernode,
        toUInt8(transform(lca_hypernode, {{tier_k:Array(String)}}, {{tier_v:Array(UInt8)}}, 0)) AS lca_tier
@@ -71,7 +83,8 @@ FROM (
     SELECT a.*,
            if(pj.valid_to IS NULL OR a.ts < pj.valid_to, pj.job, '') AS src_job,
            if(qj.valid_to IS NULL OR a.ts < qj.valid_to, qj.job, '') AS dst_job,
-           sn.su AS src_su, dn.su AS dst_su, sn.idc AS src_idc, dn.idc AS dst_idc, sn.anc AS src_anc, dn.anc AS dst_anc
+           sn.su AS src_su, dn.su AS dst_su, sn.idc AS src_idc, dn.idc AS dst_idc, sn.anc AS src_anc, dn.anc AS dst_anc,
+           sr.nic AS src_nic, sr.leaf_port AS src_leaf_port, dr.nic AS dst_nic, dr.leaf_port AS dst_leaf_port
     FROM (
         SELECT f.ts AS ts, f.cluster AS cluster, f.switch AS switch, f.out_port AS out_port,
                f.src_ip AS src_ip, f.dst_ip AS dst_ip, f.dst_port AS dst_port, f.dest_qp AS dest_qp,
@@ -81,7 +94,9 @@ FROM (
                if(s.valid_to IS NULL OR f.ts < s.valid_to, s.node, '') AS src_node,
                if(d.valid_to IS NULL OR f.ts < d.valid_to, d.namespace, '') AS dst_namespace,
                if(d.valid_to IS NULL OR f.ts < d.valid_to, d.pod, '') AS dst_pod,
-               if(d.valid_to IS NULL OR f.ts < d.valid_to, d.node, '') AS dst_node
+               if(d.valid_to IS NULL OR f.ts < d.valid_to, d.node, '') AS dst_node,
+               if(s.valid_to IS NULL OR f.ts < s.valid_to, {_rail("s.network")}, -1) AS src_rail,
+               if(d.valid_to IS NULL OR f.ts < d.valid_to, {_rail("d.network")}, -1) AS dst_rail
         FROM (SELECT * FROM $db.flow_samples
               WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}) AS f
         ASOF LEFT JOIN {_lease("s")} ON f.src_ip = s.ip AND f.ts >= s.valid_from
@@ -91,6 +106,8 @@ FROM (
     ASOF LEFT JOIN {_pod("qj")} ON a.dst_namespace = qj.namespace AND a.dst_pod = qj.pod AND a.ts >= qj.valid_from
     LEFT JOIN node_info AS sn ON a.src_node = sn.node
     LEFT JOIN node_info AS dn ON a.dst_node = dn.node
+    LEFT JOIN nic_info AS sr ON a.src_node = sr.node AND a.src_rail = sr.rail
+    LEFT JOIN nic_info AS dr ON a.dst_node = dr.node AND a.dst_rail = dr.rail
 )
 """
 
@@ -120,6 +137,28 @@ def _node_table(su: dict[str, str], idc: dict[str, str], anc: Ancestry) -> dict[
     }
 
 
+def nic_facts(ctx: Context) -> dict[str, list[Any]]:
+    """(node, rail) -> RDMA device and the leaf port LLDP shows it cabled to, as array
+    parameters. Rails come from the node exporter's GPU<->NIC affinity (rail = NIC index)."""
+    rows = ctx.rows("""
+        SELECT a.node AS node, a.g_rail AS rail, a.g_nic AS nic, ifNull(l.port, '') AS port
+        FROM (SELECT node, argMax(rail, ts) AS g_rail, argMax(nic, ts) AS g_nic, argMax(netdev, ts) AS g_netdev
+              FROM $db.gpu_nic_affinity
+              WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')}
+              GROUP BY node, gpu HAVING g_nic != '' AND g_rail IS NOT NULL) AS a
+        LEFT JOIN (SELECT local_device, local_port, concat(argMax(remote_device, ts), ':', argMax(remote_port, ts)) AS port
+                   FROM $db.lldp_links WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')}
+                   GROUP BY local_device, local_port) AS l
+          ON l.local_device = a.node AND l.local_port = a.g_netdev
+        GROUP BY node, rail, nic, port ORDER BY node, rail""")
+    return {
+        "r_node": [r["node"] for r in rows],
+        "r_rail": [int(r["rail"]) for r in rows],
+        "r_nic": [r["nic"] for r in rows],
+        "r_port": [r["port"] for r in rows],
+    }
+
+
 def node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
     """node -> scalable unit, node -> IDC, as the inventory had them during the window."""
     return _node_facts(ctx)
@@ -142,6 +181,7 @@ def attribute_window(ctx: Context, anc: Ancestry | None = None) -> dict[str, Any
             "cluster": ctx.cluster,
             **_node_table(su, idc, anc),
             **_map("tier", anc.tiers),
+            **nic_facts(ctx),
         },
     )
     (r,) = ctx.rows("""

@@ -119,6 +119,19 @@ MIGRATIONS: list[Migration] = [
             modify_columns("flow_sample", "src_port", "dst_port", "protocol", "dscp", "ecn"),
         ),
     ),
+    Migration(
+        3,
+        "attributed flows carry rail, NIC and leaf port of both ends",
+        add_columns(
+            "attributed_flow",
+            "src_rail",
+            "src_nic",
+            "src_leaf_port",
+            "dst_rail",
+            "dst_nic",
+            "dst_leaf_port",
+        ),
+    ),
 ]
 
 

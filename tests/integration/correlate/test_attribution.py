@@ -266,3 +266,116 @@ def test_rerunning_a_window_rewrites_attribution_once(store: Store) -> None:
         Correlator(store, cluster="c").run(s, s + timedelta(minutes=10))
     assert store.count("attributed_flow") == 4
     assert len(fstore.read(store, kinds=["cross_tenant_rdma"])) == 1
+
+
+def test_flows_carry_rail_nic_and_leaf_port_of_both_ends(store: Store) -> None:
+    from telemetry.records import GPU_NIC_AFFINITY, LLDP_LINK
+
+    s = t0()
+    t = ms(s)
+    lease = {
+        "cluster": "c",
+        "primary": False,
+        "interface": "net2",
+        "network": "rdma-rail1",
+        "valid_from": t - 3_600_000,
+        "valid_to": None,
+        "updated_at": t,
+    }
+    store.insert(
+        POD_IP_LEASE,
+        POD_IP_LEASE.to_arrow(
+            [
+                {**lease, "ip": "10.128.0.1", "namespace": "a", "pod": "p0", "node": "n1"},
+                {**lease, "ip": "10.128.0.3", "namespace": "a", "pod": "p1", "node": "n3"},
+                {
+                    **lease,
+                    "ip": "10.0.0.3",
+                    "namespace": "a",
+                    "pod": "p1",
+                    "node": "n3",
+                    "interface": "eth0",
+                    "network": "",
+                    "primary": True,
+                },
+            ]
+        ),
+    )
+    store.insert(
+        GPU_NIC_AFFINITY,
+        GPU_NIC_AFFINITY.to_arrow(
+            [
+                {
+                    "ts": t - 60_000,
+                    "cluster": "c",
+                    "node": n,
+                    "gpu": g,
+                    "nic": f"mlx5_{g}",
+                    "netdev": f"eth{g + 2}",
+                    "rail": g,
+                    "direct_nic": 1,
+                }
+                for n in ("n1", "n3")
+                for g in range(2)
+            ]
+        ),
+    )
+    store.insert(
+        LLDP_LINK,
+        LLDP_LINK.to_arrow(
+            [
+                {
+                    "ts": t - 60_000,
+                    "cluster": "c",
+                    "local_device": n,
+                    "local_port": "eth3",
+                    "remote_device": f"leaf-{n}-r1",
+                    "remote_port": "Ethernet8",
+                    "source": "t",
+                }
+                for n in ("n1", "n3")
+            ]
+        ),
+    )
+    base = {
+        "cluster": "c",
+        "switch": "leaf1",
+        "agent": "a",
+        "dst_port": 4791,
+        "src_port": 50000,
+        "protocol": 17,
+        "vlan": 0,
+        "dscp": 26,
+        "ecn": 0,
+        "frame_bytes": 4096,
+        "sampling_rate": 1,
+        "bytes": 4096,
+        "packets": 1,
+    }
+    store.insert(
+        FLOW_SAMPLE,
+        FLOW_SAMPLE.to_arrow(
+            [
+                {
+                    **base,
+                    "ts": t + 1_000,
+                    "src_ip": "10.128.0.1",
+                    "dst_ip": "10.128.0.3",
+                },  # rail 1 to rail 1
+                {
+                    **base,
+                    "ts": t + 2_000,
+                    "src_ip": "10.128.0.1",
+                    "dst_ip": "10.0.0.3",
+                },  # to a primary IP: no rail
+            ]
+        ),
+    )
+    Correlator(store, cluster="c").run(s, s + timedelta(minutes=5))
+    got = store.query_rows(
+        f"SELECT src_rail, src_nic, src_leaf_port, dst_rail, dst_nic, dst_leaf_port FROM {store.table('attributed_flow')} ORDER BY ts"
+    )
+    assert got == [
+        (1, "mlx5_1", "leaf-n1-r1:Ethernet8", 1, "mlx5_1", "leaf-n3-r1:Ethernet8"),
+        (1, "mlx5_1", "leaf-n1-r1:Ethernet8", -1, "", ""),
+    ]
