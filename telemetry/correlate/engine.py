@@ -255,6 +255,31 @@ class Correlator:
 
 
 # --- SQL helpers shared by detectors ----------------------------------------------------------
+def rate(r: dict[str, Any], col: str) -> float:
+    """Per-second rate of an increase_sql() column over its row's observed span (0 if none)."""
+    span = r.get("span_s") or 0.0
+    return float(r.get(col) or 0.0) / span if span > 0 else 0.0
+
+
+LLDP_LATEST_SQL = """
+    SELECT local_device, local_port, argMax(remote_device, ts) AS remote_device, argMax(remote_port, ts) AS remote_port
+    FROM $db.lldp_links WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')}
+    GROUP BY local_device, local_port"""
+
+
+def lldp_links(ctx: Context) -> list[dict[str, Any]]:
+    """The latest LLDP neighbour of every local port seen before the window ends."""
+    return ctx.rows(LLDP_LATEST_SQL)
+
+
+def lldp_peers(ctx: Context) -> dict[tuple[str, str], tuple[str, str]]:
+    """(device, port) -> (neighbour device, neighbour port), from lldp_links()."""
+    return {
+        (r["local_device"], r["local_port"]): (r["remote_device"], r["remote_port"])
+        for r in lldp_links(ctx)
+    }
+
+
 def increase_cols(alias: str, keys: list[str], counters: list[str]) -> str:
     """The columns of an increase_sql() subquery, unprefixed, for SELECTs that join it."""
     cols = [

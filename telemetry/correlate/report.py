@@ -18,6 +18,8 @@ from telemetry.correlate.engine import (
     default_thresholds,
     increase_cols,
     increase_sql,
+    lldp_peers,
+    rate,
 )
 from telemetry.errors import UserError
 from telemetry.store import Store
@@ -53,11 +55,6 @@ class JobReport:
                 if isinstance(f.get(k), datetime):
                     f[k] = f[k].isoformat()
         return d
-
-
-def _rate(r: dict[str, Any], col: str) -> float:
-    span = r.get("span_s") or 0.0
-    return float(r.get(col) or 0.0) / span if span > 0 else 0.0
 
 
 def job_report(
@@ -215,22 +212,12 @@ def _nic_hops(ctx: Context, nodes: list[str]) -> tuple[list[Hop], list[tuple[str
             {"nodes": nodes},
         )
     }
-    peers = {
-        (r["local_device"], r["local_port"]): (r["remote_device"], r["remote_port"])
-        for r in ctx.rows(
-            """
-        SELECT local_device, local_port, argMax(remote_device, ts) AS remote_device, argMax(remote_port, ts) AS remote_port
-        FROM $db.lldp_links WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')}
-          AND local_device IN {nodes:Array(String)}
-        GROUP BY local_device, local_port""",
-            {"nodes": nodes},
-        )
-    }
+    peers = lldp_peers(ctx)  # the nodes' NICs are looked up by (node, device or netdev)
     hops, ports = [], []
     storm = float(ctx.t("pfc.storm_pauses_per_second"))
     for (node, dev), r in sorted(rates.items()):
         cap = float(r["cap"] or 0.0)
-        tx = _rate(r, "inc_tx_bytes_total")
+        tx = rate(r, "inc_tx_bytes_total")
         util = tx / cap if cap else 0.0
         h = Hop(
             "nic",
@@ -239,26 +226,26 @@ def _nic_hops(ctx: Context, nodes: list[str]) -> tuple[list[Hop], list[tuple[str
             metrics={
                 "tx_bytes_per_second": round(tx),
                 "utilization": round(util, 3),
-                "pfc_rx_pauses_per_second": round(_rate(r, "inc_pfc_rx_pause_total")),
-                "cnp_handled_per_second": round(_rate(r, "inc_cnp_handled_total")),
+                "pfc_rx_pauses_per_second": round(rate(r, "inc_pfc_rx_pause_total")),
+                "cnp_handled_per_second": round(rate(r, "inc_cnp_handled_total")),
             },
         )
         (h.evidence_for if util >= 0.8 else h.evidence_against).append(
             f"transmit at {util:.0%} of line rate"
         )
-        if _rate(r, "inc_pfc_rx_pause_total") >= storm / 10:
+        if rate(r, "inc_pfc_rx_pause_total") >= storm / 10:
             h.score = max(h.score, 0.8)
             h.evidence_for.append(
-                f"paused by the switch {_rate(r, 'inc_pfc_rx_pause_total'):,.0f} times/s"
+                f"paused by the switch {rate(r, 'inc_pfc_rx_pause_total'):,.0f} times/s"
             )
-        if _rate(r, "inc_cnp_handled_total") >= ctx.t("ecn.cnp_per_second"):
+        if rate(r, "inc_cnp_handled_total") >= ctx.t("ecn.cnp_per_second"):
             h.score = max(h.score, 0.6)
             h.evidence_for.append(
-                f"rate-limited by congestion control ({_rate(r, 'inc_cnp_handled_total'):,.0f} CNPs/s handled)"
+                f"rate-limited by congestion control ({rate(r, 'inc_cnp_handled_total'):,.0f} CNPs/s handled)"
             )
-        if _rate(r, "inc_pci_stalled_total") >= ctx.t("nic.pcie_stalls_per_second"):
+        if rate(r, "inc_pci_stalled_total") >= ctx.t("nic.pcie_stalls_per_second"):
             h.score = max(h.score, 0.8)
-            h.evidence_for.append(f"PCIe stalls {_rate(r, 'inc_pci_stalled_total'):,.0f}/s")
+            h.evidence_for.append(f"PCIe stalls {rate(r, 'inc_pci_stalled_total'):,.0f}/s")
         hops.append(h)
         peer = peers.get((node, dev)) or peers.get((node, r["netdev"]))
         if peer:
@@ -307,7 +294,7 @@ def _port_hops(
         if job_bytes:
             h.metrics["job_bytes"] = job_bytes.get((r["switch"], r["port"]), 0)
         (h.evidence_for if util >= 0.8 else h.evidence_against).append(f"{util:.0%} utilized")
-        pauses = _rate(r, "inc_pfc_rx_pause_total") + _rate(r, "inc_pfc_tx_pause_total")
+        pauses = rate(r, "inc_pfc_rx_pause_total") + rate(r, "inc_pfc_tx_pause_total")
         if pauses >= storm / 10:
             h.score = max(h.score, 0.8)
             h.evidence_for.append(f"PFC pauses {pauses:,.0f}/s")

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from telemetry.correlate.engine import Context, detector, increase_cols, increase_sql
+from telemetry.correlate.engine import (
+    Context,
+    detector,
+    increase_cols,
+    increase_sql,
+    lldp_peers,
+    rate,
+)
 from telemetry.correlate.findings import Finding
 
 
@@ -15,11 +22,6 @@ def port_subject(switch: str, port: str) -> str:
 
 def _num(d: dict[str, Any], key: str) -> float:
     return float(d[key])
-
-
-def _rate(r: dict, col: str) -> float:
-    span = r.get("span_s") or 0.0
-    return (r.get(col) or 0.0) / span if span > 0 else 0.0
 
 
 @detector("link_flap", category="fabric", needs=("switch_port_samples",))
@@ -78,7 +80,7 @@ def pfc_storm(ctx: Context) -> list[Finding]:
     nics = [
         r
         for r in ctx.rows(increase_sql("nic_samples", ["node", "device"], ["pfc_tx_pause_total"]))
-        if _rate(r, "inc_pfc_tx_pause_total") >= storm
+        if rate(r, "inc_pfc_tx_pause_total") >= storm
     ]
     ports = ctx.rows(
         increase_sql(
@@ -86,20 +88,14 @@ def pfc_storm(ctx: Context) -> list[Finding]:
         )
     )
     # host-facing ports: LLDP says the neighbour is not one of the switches we poll
-    facing = {
-        (r["local_device"], r["local_port"]): (r["remote_device"], r["remote_port"])
-        for r in ctx.rows("""
-        SELECT local_device, local_port, argMax(remote_device, ts) AS remote_device, argMax(remote_port, ts) AS remote_port
-        FROM $db.lldp_links WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')}
-        GROUP BY local_device, local_port""")
-    }
+    facing = lldp_peers(ctx)
     switches = {p["switch"] for p in ports}
     origins: dict[str, dict] = {}
     for n in nics:
         subject = f"{n['node']}/{n['device']}"
-        origins[subject] = {"rate": _rate(n, "inc_pfc_tx_pause_total"), "seen_at": "nic"}
+        origins[subject] = {"rate": rate(n, "inc_pfc_tx_pause_total"), "seen_at": "nic"}
     for p in ports:
-        rx = _rate(p, "inc_pfc_rx_pause_total")
+        rx = rate(p, "inc_pfc_rx_pause_total")
         peer = facing.get((p["switch"], p["port"]))
         if rx < storm or peer is None or peer[0] in switches:
             continue
@@ -113,11 +109,11 @@ def pfc_storm(ctx: Context) -> list[Finding]:
             (
                 {
                     "port": port_subject(p["switch"], p["port"]),
-                    "tx_pauses_per_s": round(_rate(p, "inc_pfc_tx_pause_total")),
-                    "rx_pauses_per_s": round(_rate(p, "inc_pfc_rx_pause_total")),
+                    "tx_pauses_per_s": round(rate(p, "inc_pfc_tx_pause_total")),
+                    "rx_pauses_per_s": round(rate(p, "inc_pfc_rx_pause_total")),
                 }
                 for p in ports
-                if max(_rate(p, "inc_pfc_tx_pause_total"), _rate(p, "inc_pfc_rx_pause_total"))
+                if max(rate(p, "inc_pfc_tx_pause_total"), rate(p, "inc_pfc_rx_pause_total"))
                 >= frac * o["rate"]
             ),
             key=lambda x: -(_num(x, "tx_pauses_per_s") + _num(x, "rx_pauses_per_s")),
@@ -168,10 +164,10 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
         (
             {
                 "nic": f"{r['node']}/{r['device']}",
-                "cnp_sent_per_s": round(_rate(r, "inc_cnp_sent_total")),
+                "cnp_sent_per_s": round(rate(r, "inc_cnp_sent_total")),
             }
             for r in nic_rows
-            if _rate(r, "inc_cnp_sent_total") >= cnp
+            if rate(r, "inc_cnp_sent_total") >= cnp
         ),
         key=lambda x: -_num(x, "cnp_sent_per_s"),
     )
@@ -179,10 +175,10 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
         (
             {
                 "nic": f"{r['node']}/{r['device']}",
-                "cnp_handled_per_s": round(_rate(r, "inc_cnp_handled_total")),
+                "cnp_handled_per_s": round(rate(r, "inc_cnp_handled_total")),
             }
             for r in nic_rows
-            if _rate(r, "inc_cnp_handled_total") >= cnp
+            if rate(r, "inc_cnp_handled_total") >= cnp
         ),
         key=lambda x: -_num(x, "cnp_handled_per_s"),
     )
@@ -231,13 +227,7 @@ def _roles_and_neighbours(
         WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
         GROUP BY switch""")
     }
-    peers = {
-        (r["local_device"], r["local_port"]): (r["remote_device"], r["remote_port"])
-        for r in ctx.rows("""
-        SELECT local_device, local_port, argMax(remote_device, ts) AS remote_device, argMax(remote_port, ts) AS remote_port
-        FROM $db.lldp_links WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')}
-        GROUP BY local_device, local_port""")
-    }
+    peers = lldp_peers(ctx)
     return roles, peers
 
 

@@ -3,7 +3,7 @@ Uses telemetry.topology's diff of the declared tree against the graph the LLDP l
 
 from __future__ import annotations
 
-from telemetry.correlate.engine import Context, detector
+from telemetry.correlate.engine import Context, detector, lldp_links
 from telemetry.correlate.findings import Finding
 
 
@@ -14,10 +14,7 @@ def hypernode_drift(ctx: Context) -> list[Finding]:
     from telemetry.topology.store_io import declared_from_store
 
     specs, labels = declared_from_store(ctx.store, ctx.cluster, at=ctx.window.end)
-    links = ctx.rows("""
-        SELECT local_device, local_port, argMax(remote_device, ts) AS remote_device, argMax(remote_port, ts) AS remote_port
-        FROM $db.lldp_links WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')}
-        GROUP BY local_device, local_port""")
+    links = lldp_links(ctx)
     if not specs or not links:
         return []
     tree = HyperNodeTree.build(specs, labels or None)
