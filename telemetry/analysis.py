@@ -29,7 +29,7 @@ def _t(v: datetime | str | None, default: datetime | None = None) -> datetime | 
         return default
     if isinstance(v, datetime):
         return v if v.tzinfo else v.replace(tzinfo=UTC)
-    from telemetry.commands.correlate import parse_time
+    from telemetry.times import parse_time
 
     return parse_time(v)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from telemetry.errors import UserError
+from telemetry.times import iso_to_ms
 from telemetry.topology.hypernodes import MalformedHyperNode, parse_hypernode
 
 NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
@@ -70,15 +70,6 @@ def describe(obj: Mapping[str, Any]) -> str:
     return f"{k} {ns + '/' if ns else ''}{name or '?'}"
 
 
-def parse_time(v: Any) -> int | None:
-    if not v:
-        return None
-    try:
-        return int(datetime.fromisoformat(str(v).replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        return None
-
-
 # --- per kind ----------------------------------------------------------------------------------
 def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
@@ -90,7 +81,7 @@ def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
     job = next((labels[k] for k in JOB_NAME_LABELS if labels.get(k)), "")
     node = spec.get("nodeName") or ""
     phase = status.get("phase") or ""
-    start = parse_time(meta.get("creationTimestamp"))
+    start = iso_to_ms(meta.get("creationTimestamp"))
     facts = [
         _fact(
             "pod",
@@ -107,7 +98,7 @@ def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
     # An IP belongs to a pod while it is Pending/Running; hostNetwork pods share the node's IP.
     if phase not in ("Pending", "Running") or spec.get("hostNetwork"):
         return facts
-    ip_start = parse_time(status.get("startTime")) or start
+    ip_start = iso_to_ms(status.get("startTime")) or start
     entries: list[Mapping[str, Any]] = []
     raw = annotations.get(NETWORK_STATUS)
     if raw:
@@ -184,7 +175,7 @@ def namespace_facts(obj: Mapping[str, Any]) -> list[Fact]:
     return [
         _fact(
             "namespace",
-            parse_time(meta.get("creationTimestamp")),
+            iso_to_ms(meta.get("creationTimestamp")),
             namespace=name,
             tenant=labels.get(TENANT_LABEL) or name,
             labels=json.dumps(labels, sort_keys=True, separators=(",", ":")),
@@ -209,7 +200,7 @@ def node_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
     return [
         _fact(
             "node",
-            parse_time(meta.get("creationTimestamp")),
+            iso_to_ms(meta.get("creationTimestamp")),
             node=name,
             labels=json.dumps(labels, sort_keys=True, separators=(",", ":")),
             idc=next((labels[k] for k in IDC_LABELS if labels.get(k)), ""),
@@ -224,7 +215,7 @@ def hypernode_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
         spec = parse_hypernode(obj)
     except MalformedHyperNode as e:
         raise Malformed(str(e)) from None
-    start = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    start = iso_to_ms((obj.get("metadata") or {}).get("creationTimestamp"))
     return [
         _fact(
             "hypernode",
@@ -277,7 +268,7 @@ def job_facts(obj: Mapping[str, Any], allocated: str = "") -> list[Fact]:
     return [
         _fact(
             "job",
-            parse_time(meta.get("creationTimestamp")),
+            iso_to_ms(meta.get("creationTimestamp")),
             namespace=meta.get("namespace") or "default",
             job=name,
             queue=spec.get("queue") or "default",
@@ -305,7 +296,7 @@ def podgroup_facts(obj: Mapping[str, Any]) -> list[Fact]:
     return [
         _fact(
             "job",
-            parse_time(meta.get("creationTimestamp")),
+            iso_to_ms(meta.get("creationTimestamp")),
             namespace=meta.get("namespace") or "default",
             job=name,
             queue=spec.get("queue") or "default",

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from telemetry.errors import UserError
 from telemetry.records import POD_IP_LEASE
+from telemetry.times import parse_time
 
 _COLS = (
     "namespace",
@@ -28,18 +28,8 @@ _COLS = (
 
 
 def parse_at(text: str | None) -> datetime:
-    """'now', ms since the epoch, or an ISO-8601 time (naive = UTC)."""
-    if text is None or text == "now":
-        return datetime.now(UTC)
-    if text.isdigit():
-        return datetime.fromtimestamp(int(text) / 1000, UTC)
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise UserError(
-            f"--at {text!r}: expected 'now', milliseconds since the epoch or an ISO-8601 time"
-        ) from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+    """'now', ms since the epoch, an ISO-8601 time (naive = UTC) or a duration ago."""
+    return parse_time(text or "now", what="--at")
 
 
 def _dt(t: datetime | int) -> datetime:

@@ -4,32 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from telemetry.commands.common import add_store_args, config_from_args, open_store
 from telemetry.errors import UserError
-
-_DUR = re.compile(r"^(\d+)([smhd])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-
-def parse_time(text: str, *, now: datetime | None = None) -> datetime:
-    """ISO time (UTC if no zone) or a duration ago: 15m, 2h, 1d."""
-    now = now or datetime.now(UTC)
-    m = _DUR.match(text.strip())
-    if m:
-        n, unit = int(m[1]), m[2]
-        return now - timedelta(**{_UNITS[unit]: n})
-    try:
-        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise UserError(
-            f"time {text!r}: use ISO 8601 (2026-11-21T10:02:00Z) or a duration ago (15m, 2h, 1d)"
-        ) from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+from telemetry.times import parse_time
 
 
 def time_range(corr: Any, since: str | None, until: str | None) -> tuple[datetime, datetime] | None:

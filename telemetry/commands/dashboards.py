@@ -75,7 +75,7 @@ def run_check(args: argparse.Namespace) -> int:
 
     import dashboards
     from dashboards.clickhouse import ALL
-    from telemetry.commands.correlate import parse_time
+    from telemetry.times import parse_time
 
     cfg = config_from_args(args)
     store = open_store(cfg)

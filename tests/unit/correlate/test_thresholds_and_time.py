@@ -4,9 +4,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from telemetry.commands.correlate import parse_time
 from telemetry.correlate.engine import default_thresholds, merge_thresholds, windows
 from telemetry.errors import ConfigError, UserError
+from telemetry.times import parse_time
 
 
 def test_thresholds_file_loads_and_overrides_by_key() -> None:
@@ -38,3 +38,15 @@ def test_parse_time() -> None:
     assert parse_time("2026-11-21 10:02") == datetime(2026, 11, 21, 10, 2, tzinfo=UTC)
     with pytest.raises(UserError, match="use ISO 8601"):
         parse_time("yesterday-ish")
+    assert parse_time("now", now=now) == now
+    assert parse_time("1763726400000") == datetime(2025, 11, 21, 12, 0, tzinfo=UTC)
+    with pytest.raises(UserError, match="--at '10:99'"):
+        parse_time("10:99", what="--at")
+
+
+def test_iso_to_ms_never_raises() -> None:
+    from telemetry.times import iso_to_ms
+
+    assert iso_to_ms("2026-11-21T10:02:00Z") == 1795255320000
+    assert iso_to_ms("not a time") is None
+    assert iso_to_ms(None) is None
