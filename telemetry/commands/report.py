@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     store = open_store(cfg)
     start, end = _range(store, args)
-    from telemetry.correlate.engine import default_thresholds, merge_thresholds
+    from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
 
     thresholds = merge_thresholds(default_thresholds(), cfg.correlate.thresholds)
     reports = [
