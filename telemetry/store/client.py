@@ -76,6 +76,20 @@ def _open_server(dsn: Dsn, connect_timeout: float) -> Any:
         ) from None
 
 
+def table_ref(
+    kind: RecordKind | str, database: str | None, *, final: bool = False, alias: str = ""
+) -> str:
+    """A record kind's table in SQL: the quoted `db`.`table` (the Distributed table in cluster
+    mode; unqualified when `database` is None: the connection's default database, as Grafana's
+    datasource has it), then `AS alias`, then FINAL when `final` and the kind is versioned
+    (the latest version of each row; a no-op for the others)."""
+    k = KINDS[kind] if isinstance(kind, str) else kind
+    sql = f"{quote(database)}.{quote(k.table)}" if database else quote(k.table)
+    if alias:
+        sql += f" AS {alias}"
+    return sql + " FINAL" if final and k.version_field else sql
+
+
 def time_range(kind: RecordKind | str, lo: str | None = "ws", hi: str | None = "we") -> str:
     """The WHERE fragment selecting rows of `kind` by its own time column (`RecordKind.
     time_field`) between the DateTime64 query parameters named `lo` (inclusive) and `hi`
@@ -137,13 +151,9 @@ class Store:
                 self._client = _open_server(self.dsn, self._connect_timeout)
         return self._client
 
-    def table(self, kind: RecordKind | str, *, final: bool = False) -> str:
-        """The one way SQL names a table: the quoted `db`.`table` of a record kind (the
-        Distributed table in cluster mode); `final=True` reads the latest version of each row
-        of a versioned kind (FINAL), and is a no-op for the others."""
-        k = KINDS[kind] if isinstance(kind, str) else kind
-        sql = f"{quote(self.database)}.{quote(k.table)}"
-        return sql + " FINAL" if final and k.version_field else sql
+    def table(self, kind: RecordKind | str, *, final: bool = False, alias: str = "") -> str:
+        """The one way SQL names a table: see table_ref; qualified with this store's database."""
+        return table_ref(kind, self.database, final=final, alias=alias)
 
     # -- schema ------------------------------------------------------------------------------
     @property
