@@ -161,28 +161,8 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
     nic_rows = ctx.rows(
         increase_sql(ctx, "nic_sample", ["node", "device"], ["cnp_sent_total", "cnp_handled_total"])
     )
-    receivers = sorted(
-        (
-            {
-                "nic": f"{r['node']}/{r['device']}",
-                "cnp_sent_per_s": round(rate(r, "inc_cnp_sent_total")),
-            }
-            for r in nic_rows
-            if rate(r, "inc_cnp_sent_total") >= cnp
-        ),
-        key=lambda x: -_num(x, "cnp_sent_per_s"),
-    )
-    senders = sorted(
-        (
-            {
-                "nic": f"{r['node']}/{r['device']}",
-                "cnp_handled_per_s": round(rate(r, "inc_cnp_handled_total")),
-            }
-            for r in nic_rows
-            if rate(r, "inc_cnp_handled_total") >= cnp
-        ),
-        key=lambda x: -_num(x, "cnp_handled_per_s"),
-    )
+    receivers = _busiest_nics(nic_rows, "cnp_sent", cnp)
+    senders = _busiest_nics(nic_rows, "cnp_handled", cnp)
     by_port: dict[str, list[dict]] = {}
     for q in queues:
         by_port.setdefault(port_subject(q["switch"], q["port"]), []).append(q)
@@ -214,6 +194,18 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+def _busiest_nics(rows: list[dict[str, Any]], counter: str, floor: float) -> list[dict[str, Any]]:
+    """NICs whose `<counter>_total` rose at `floor`/s or more, busiest first, as
+    {"nic": NODE/DEVICE, "<counter>_per_s": rate}."""
+    col, key = f"inc_{counter}_total", f"{counter}_per_s"
+    busy = [
+        {"nic": f"{r['node']}/{r['device']}", key: round(rate(r, col))}
+        for r in rows
+        if rate(r, col) >= floor
+    ]
+    return sorted(busy, key=lambda x: -_num(x, key))
 
 
 def _roles_and_neighbours(
