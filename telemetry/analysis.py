@@ -63,7 +63,9 @@ def attributed_flows(
     if tenant:
         where.append("(src_namespace = {t:String} OR dst_namespace = {t:String})")
         params["t"] = tenant
-    lim = f" LIMIT {int(limit)}" if limit else ""
+    if limit:
+        params["limit"] = int(limit)
+    lim = " LIMIT {limit:UInt64}" if limit else ""
     return store.query_df(
         f"SELECT * FROM {store.table(ATTRIBUTED_FLOW)} WHERE {' AND '.join(where)} ORDER BY ts{lim}",
         params,

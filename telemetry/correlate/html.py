@@ -44,14 +44,14 @@ def heatmap_svg(
         WITH ranked AS (
             SELECT switch, port, max(tx_utilization_ratio) AS peak FROM {store.table("switch_port_sample")}
             WHERE cluster = {{c:String}} AND {time_range("switch_port_sample", "s", "e")}
-            GROUP BY switch, port ORDER BY peak DESC LIMIT {int(max_ports)})
-        SELECT concat(switch, ':', port) AS name, intDiv(toUnixTimestamp(ts) - toUnixTimestamp({{s:DateTime64(3, 'UTC')}}), {step}) AS b,
+            GROUP BY switch, port ORDER BY peak DESC LIMIT {{n:UInt32}})
+        SELECT concat(switch, ':', port) AS name, intDiv(toUnixTimestamp(ts) - toUnixTimestamp({{s:DateTime64(3, 'UTC')}}), {{step:UInt32}}) AS b,
                avg(tx_utilization_ratio) AS u
         FROM {store.table("switch_port_sample")}
         WHERE cluster = {{c:String}} AND {time_range("switch_port_sample", "s", "e")}
           AND (switch, port) IN (SELECT switch, port FROM ranked)
         GROUP BY name, b ORDER BY name, b""",
-        {"c": cluster, "s": start, "e": end},
+        {"c": cluster, "s": start, "e": end, "n": int(max_ports), "step": step},
     )
     if not rows:
         return '<p class="empty">No switch port samples in this range.</p>'
