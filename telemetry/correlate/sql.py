@@ -80,6 +80,7 @@ def increase_sql(
     zero, plus the observed span in seconds. Never negative. `among` restricts the rows to
     parameter values (see in_params)."""
     k = ", ".join(keys)
+    ts = f"`{KINDS[kind].time_field}`"
     deltas = ",\n".join(
         f"toFloat64({c}) - toFloat64(lagInFrame({c}, 1, {c}) OVER w) AS d_{c}, toFloat64({c}) AS v_{c}"
         for c in counters
@@ -90,14 +91,14 @@ def increase_sql(
     )
     where = " AND ".join([ctx.where(kind), *in_params(kind, among or {})])
     return f"""
-        SELECT {k}, count() AS samples, dateDiff('millisecond', min(ts), max(ts)) / 1000 AS span_s,
+        SELECT {k}, count() AS samples, dateDiff('millisecond', min(t), max(t)) / 1000 AS span_s,
         {sums}
         FROM (
-            SELECT {k}, ts,
+            SELECT {k}, {ts} AS t,
             {deltas}
             FROM {ctx.table(kind)}
             WHERE {where}
-            WINDOW w AS (PARTITION BY {k} ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+            WINDOW w AS (PARTITION BY {k} ORDER BY {ts} ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
         )
         GROUP BY {k}
     """
