@@ -23,7 +23,8 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from telemetry.correlate.attribution import Ancestry, attribute_window
-from telemetry.correlate.engine import Context, Window, default_thresholds
+from telemetry.correlate.registry import Context, Window
+from telemetry.correlate.thresholds import default_thresholds
 from telemetry.records import FLOW_SAMPLE, NODE, POD, POD_IP_LEASE
 from telemetry.store import Store
 

@@ -18,15 +18,18 @@ from dashboards.clickhouse import ALL, CLICKHOUSE, PLUGIN, PROMETHEUS, expand
 FOLDER = "railscope"
 
 
-def build_all() -> dict[str, dict[str, Any]]:
-    """name -> dashboard JSON model (what Grafana stores)."""
+def build_all(database: str | None = None) -> dict[str, dict[str, Any]]:
+    """name -> dashboard JSON model (what Grafana stores). Tables are unqualified (the
+    datasource's default database) unless `database` is given (to run the queries on a store)."""
     from grafanalib._gen import DashboardEncoder
 
     from dashboards.definitions import DASHBOARDS
+    from dashboards.panels import database as qualified
 
     out = {}
-    for name, make in DASHBOARDS.items():
-        out[name] = json.loads(json.dumps(make().to_json_data(), cls=DashboardEncoder))
+    with qualified(database):
+        for name, make in DASHBOARDS.items():
+            out[name] = json.loads(json.dumps(make().to_json_data(), cls=DashboardEncoder))
     return out
 
 
@@ -127,24 +130,14 @@ def queries(models: dict[str, dict[str, Any]] | None = None) -> Iterator[Query]:
                     yield Query(name, p["title"], "prometheus", t["expr"])
 
 
-_TABLE = re.compile(r"\b(?:FROM|JOIN)\s+([a-z_][a-z0-9_]*)\b(?!\s*\()", re.IGNORECASE)
+_TABLE = re.compile(
+    r"\b(?:FROM|JOIN)\s+(?:`[^`]*`\.)?`?([a-z_][a-z0-9_]*)\b`?(?!\s*\()", re.IGNORECASE
+)
 
 
 def tables_of(sql: str) -> set[str]:
     """Store tables a query reads (subquery aliases and CTE names excluded by the caller)."""
     return {m.group(1) for m in _TABLE.finditer(sql)}
-
-
-def qualify(sql: str, database: str, tables: set[str]) -> str:
-    """Prefix the store's tables with a database: what the datasource's default database does."""
-
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name not in tables:
-            return m.group(0)
-        return m.group(0).replace(name, f"`{database}`.`{name}`", 1)
-
-    return _TABLE.sub(sub, sql)
 
 
 def run(
@@ -156,17 +149,13 @@ def run(
     models: dict[str, dict[str, Any]] | None = None,
 ) -> list[tuple[Query, int | str]]:
     """Run every ClickHouse query (panels and variables) on `store`: (query, rows) or
-    (query, error line)."""
-    from telemetry.records import KINDS
-
-    known = {k.table for k in KINDS.values()}
+    (query, error line). The dashboards are built with the store's database (`models`, when
+    given, must have been built so)."""
     out: list[tuple[Query, int | str]] = []
-    for q in queries(models):
+    for q in queries(models or build_all(store.database)):
         if q.kind == "prometheus":
             continue
-        sql = qualify(
-            expand(q.text, start, end, variables, interval_seconds), store.database, known
-        )
+        sql = expand(q.text, start, end, variables, interval_seconds)
         try:
             out.append((q, len(store.client.query(sql).result_rows)))
         except Exception as e:  # a failing query is reported by name, the others still run

@@ -1,46 +1,63 @@
-"""The railscope dashboards. SQL reads the store's tables by their unqualified names (the
-datasource's default database is the store's); versioned tables (inv_*, findings) are read
-FINAL. Every query here is run on a simulated store by tests/integration/dashboards."""
+"""The railscope dashboards. SQL names tables only through `tbl(kind)` (the store's one table
+helper): unqualified in the built JSON (the datasource's default database is the store's),
+qualified when `build_all(database=)` renders them to run on a store; versioned kinds
+(inventory, findings) are read FINAL. Every query here is run on a simulated store by tests/integration/dashboards."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from grafanalib import core as g
 
 from dashboards.clickhouse import ALL, variable
-from dashboards.panels import CLUSTER, any_of, job_of, layout, prom, stat, table, ts
-
-# --- template variables --------------------------------------------------------------------------
-V_CLUSTER = variable(
-    "cluster",
-    "SELECT DISTINCT cluster FROM inv_nodes FINAL ORDER BY cluster",
-    include_all=False,
-    refresh=1,
-)
-V_TENANT = variable(
-    "tenant",
-    f"SELECT DISTINCT namespace FROM inv_pods FINAL WHERE {CLUSTER} ORDER BY namespace",
-)
-V_JOB = variable(
-    "job",
-    f"SELECT DISTINCT concat(namespace, '/', job) FROM inv_jobs FINAL "
-    f"WHERE {CLUSTER} AND {any_of('tenant', 'namespace')} ORDER BY 1",
-)
-V_JOB_ONE = {**V_JOB, "includeAll": False, "current": {}}
-V_JOB_ONE.pop("allValue", None)
-V_NODE = variable(
-    "node",
-    f"SELECT DISTINCT node FROM inv_nodes FINAL WHERE {CLUSTER} ORDER BY node",
-)
-V_SWITCH = variable(
-    "switch",
-    f"SELECT DISTINCT switch FROM switch_port_samples WHERE {CLUSTER} AND $__timeFilter(ts) "
-    "ORDER BY switch",
-)
+from dashboards.panels import CLUSTER, any_of, job_of, layout, prom, stat, table, tbl, ts
+from telemetry.records import KINDS
 
 
-def counter_rate(table_: str, keys: str, counter: str, series: str, where: str = "1") -> str:
+# --- template variables (built per call: table names depend on build_all's database) -----------
+def v_cluster() -> dict[str, Any]:
+    return variable(
+        "cluster",
+        f"SELECT DISTINCT cluster FROM {tbl('node', final=True)} ORDER BY cluster",
+        include_all=False,
+        refresh=1,
+    )
+
+
+def v_tenant() -> dict[str, Any]:
+    return variable(
+        "tenant",
+        f"SELECT DISTINCT namespace FROM {tbl('pod', final=True)} WHERE {CLUSTER} ORDER BY namespace",
+    )
+
+
+def v_job(include_all: bool = True) -> dict[str, Any]:
+    v = variable(
+        "job",
+        f"SELECT DISTINCT concat(namespace, '/', job) FROM {tbl('job', final=True)} "
+        f"WHERE {CLUSTER} AND {any_of('tenant', 'namespace')} ORDER BY 1",
+        include_all=include_all,
+    )
+    return v
+
+
+def v_node() -> dict[str, Any]:
+    return variable(
+        "node",
+        f"SELECT DISTINCT node FROM {tbl('node', final=True)} WHERE {CLUSTER} ORDER BY node",
+    )
+
+
+def v_switch() -> dict[str, Any]:
+    return variable(
+        "switch",
+        f"SELECT DISTINCT switch FROM {tbl('switch_port_sample')} WHERE {CLUSTER} "
+        "AND $__timeFilter(ts) ORDER BY switch",
+    )
+
+
+def counter_rate(kind: str, keys: str, counter: str, series: str, where: str = "1") -> str:
     """Per-second rate of a counter per `series`: increases between consecutive samples of one
     key (a decrease is a reset: the increase counts from zero, never negative), summed per bucket."""
     return f"""
@@ -51,17 +68,21 @@ FROM (
          lagInFrame(cur, 1, cur) OVER (
            PARTITION BY {keys} ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS prev,
          if(cur >= prev, cur - prev, cur) AS inc
-  FROM {table_}
+  FROM {tbl(kind)}
   WHERE {CLUSTER} AND $__timeFilter(ts) AND {where}
 )
 GROUP BY time, series ORDER BY time, series"""
 
 
 FINDINGS_IN_RANGE = f"{CLUSTER} AND last_seen >= $__fromTime AND first_seen <= $__toTime"
-JOB_PODS = (
-    f"SELECT namespace, pod FROM inv_pods FINAL WHERE {CLUSTER} AND {job_of('namespace', 'job')}"
-)
-JOB_NODES = f"SELECT node FROM inv_pods FINAL WHERE {CLUSTER} AND {job_of('namespace', 'job')}"
+
+
+def job_pods() -> str:
+    return f"SELECT namespace, pod FROM {tbl('pod', final=True)} WHERE {CLUSTER} AND {job_of('namespace', 'job')}"
+
+
+def job_nodes() -> str:
+    return f"SELECT node FROM {tbl('pod', final=True)} WHERE {CLUSTER} AND {job_of('namespace', 'job')}"
 
 
 def _dashboard(
@@ -97,44 +118,44 @@ def overview() -> g.Dashboard:
         "railscope-overview",
         "railscope / Cluster overview",
         "Findings, GPUs and fabric of one cluster at a glance.",
-        [V_CLUSTER],
+        [v_cluster()],
         [
             stat(
                 "Critical findings",
-                f"SELECT count() FROM findings FINAL WHERE {FINDINGS_IN_RANGE} "
+                f"SELECT count() FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} "
                 "AND severity = 'critical'",
             ),
             stat(
                 "Warnings",
-                f"SELECT count() FROM findings FINAL WHERE {FINDINGS_IN_RANGE} "
+                f"SELECT count() FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} "
                 "AND severity = 'warning'",
             ),
             stat(
                 "GPUs reporting",
-                f"SELECT uniqExact(node, gpu) FROM gpu_samples WHERE {CLUSTER} AND $__timeFilter(ts)",
+                f"SELECT uniqExact(node, gpu) FROM {tbl('gpu_sample')} WHERE {CLUSTER} AND $__timeFilter(ts)",
             ),
             stat(
                 "GPUs lost",
-                f"SELECT uniqExactIf((node, gpu), up = 0) FROM gpu_samples "
+                f"SELECT uniqExactIf((node, gpu), up = 0) FROM {tbl('gpu_sample')} "
                 f"WHERE {CLUSTER} AND $__timeFilter(ts)",
             ),
             ts(
                 "Findings by category",
                 f"SELECT $__timeInterval(window_start) AS time, category, count() AS findings "
-                f"FROM findings FINAL WHERE {FINDINGS_IN_RANGE} "
+                f"FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} "
                 "GROUP BY time, category ORDER BY time, category",
             ),
             ts(
                 "GPU utilization by tenant",
                 f"SELECT $__timeInterval(ts) AS time, if(namespace = '', '(no pod)', namespace) "
-                f"AS tenant, avg(utilization_ratio) AS utilization FROM gpu_samples "
+                f"AS tenant, avg(utilization_ratio) AS utilization FROM {tbl('gpu_sample')} "
                 f"WHERE {CLUSTER} AND $__timeFilter(ts) GROUP BY time, tenant ORDER BY time, tenant",
                 unit="percentunit",
             ),
             ts(
                 "Busiest port per switch role (tx utilization)",
                 f"SELECT $__timeInterval(ts) AS time, role, max(tx_utilization_ratio) AS utilization "
-                f"FROM switch_port_samples WHERE {CLUSTER} AND $__timeFilter(ts) "
+                f"FROM {tbl('switch_port_sample')} WHERE {CLUSTER} AND $__timeFilter(ts) "
                 "GROUP BY time, role ORDER BY time, role",
                 unit="percentunit",
             ),
@@ -145,7 +166,7 @@ def overview() -> g.Dashboard:
             table(
                 "Current findings",
                 f"SELECT severity, kind, subject, summary, first_seen, last_seen "
-                f"FROM findings FINAL WHERE {FINDINGS_IN_RANGE} "
+                f"FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} "
                 "ORDER BY severity = 'critical' DESC, last_seen DESC LIMIT 200",
                 h=10,
             ),
@@ -159,7 +180,7 @@ def job() -> g.Dashboard:
     hops = f"""
 WITH hops AS (
   SELECT switch, out_port AS port, sum(bytes) AS job_bytes, max(lca_tier) AS tier
-  FROM flows_attributed
+  FROM {tbl("attributed_flow")}
   WHERE {CLUSTER} AND $__timeFilter(ts)
     AND ({one.format(ns="src_namespace", job="src_job")} OR {one.format(ns="dst_namespace", job="dst_job")})
   GROUP BY switch, port
@@ -172,14 +193,14 @@ LEFT JOIN (
   SELECT switch, port, any(role) AS role, max(tx_utilization_ratio) AS max_util,
          max(pfc_rx_pause_total) - min(pfc_rx_pause_total) AS pfc_rx,
          max(tx_discards_total) - min(tx_discards_total) AS discards
-  FROM switch_port_samples WHERE {CLUSTER} AND $__timeFilter(ts) GROUP BY switch, port
+  FROM {tbl("switch_port_sample")} WHERE {CLUSTER} AND $__timeFilter(ts) GROUP BY switch, port
 ) AS p ON p.switch = h.switch AND p.port = h.port
 LEFT JOIN (
   SELECT switch, port, sum(m) AS ecn_marked, max(w) AS watermark FROM (
     SELECT switch, port, queue,
            max(ecn_marked_packets_total) - min(ecn_marked_packets_total) AS m,
            max(watermark_bytes) AS w
-    FROM switch_queue_samples WHERE {CLUSTER} AND $__timeFilter(ts) GROUP BY switch, port, queue)
+    FROM {tbl("switch_queue_sample")} WHERE {CLUSTER} AND $__timeFilter(ts) GROUP BY switch, port, queue)
   GROUP BY switch, port
 ) AS q ON q.switch = h.switch AND q.port = h.port
 ORDER BY max_tx_utilization DESC, job_bytes DESC
@@ -190,12 +211,12 @@ LIMIT 100"""
         "One job: its pods and where they sit, the fabric ports its traffic took with the "
         "evidence on each (utilization, PFC, ECN, discards), its GPUs and NICs, its findings. "
         "`railscope report --job NS/JOB` ranks the same hops.",
-        [V_CLUSTER, V_TENANT, V_JOB_ONE],
+        [v_cluster(), v_tenant(), v_job(include_all=False)],
         [
             table(
                 "Job and its networkTopology constraint",
                 f"SELECT namespace, job, queue, replicas, topology_mode, highest_tier_allowed, "
-                f"highest_tier_name, allocated_hypernode FROM inv_jobs FINAL "
+                f"highest_tier_name, allocated_hypernode FROM {tbl('job', final=True)} "
                 f"WHERE {CLUSTER} AND {one.format(ns='namespace', job='job')}",
                 w=12,
                 h=5,
@@ -204,7 +225,7 @@ LIMIT 100"""
                 "Pods per scalable unit and IDC",
                 f"SELECT n.idc AS idc, n.su AS su, count() AS pods, "
                 f"arrayStringConcat(groupArray(p.node), ', ') AS nodes "
-                f"FROM inv_pods AS p FINAL LEFT JOIN (SELECT node, idc, su FROM inv_nodes FINAL "
+                f"FROM {tbl('pod', final=True, alias='p')} LEFT JOIN (SELECT node, idc, su FROM {tbl('node', final=True)} "
                 f"WHERE {CLUSTER}) AS n ON n.node = p.node "
                 f"WHERE p.{CLUSTER} AND {one.format(ns='p.namespace', job='p.job')} "
                 "AND p.valid_from <= $__toTime AND (p.valid_to IS NULL OR p.valid_to >= $__fromTime) "
@@ -214,7 +235,7 @@ LIMIT 100"""
             ),
             table(
                 "Pods",
-                f"SELECT pod, node, phase, valid_from, valid_to FROM inv_pods FINAL "
+                f"SELECT pod, node, phase, valid_from, valid_to FROM {tbl('pod', final=True)} "
                 f"WHERE {CLUSTER} AND {one.format(ns='namespace', job='job')} "
                 "AND valid_from <= $__toTime AND (valid_to IS NULL OR valid_to >= $__fromTime) "
                 "ORDER BY pod",
@@ -223,7 +244,7 @@ LIMIT 100"""
             table(
                 "Bytes by the tier they crossed (lowest common HyperNode)",
                 f"SELECT lca_tier, lca_hypernode, sum(bytes) AS bytes, count() AS samples "
-                f"FROM flows_attributed WHERE {CLUSTER} AND $__timeFilter(ts) AND "
+                f"FROM {tbl('attributed_flow')} WHERE {CLUSTER} AND $__timeFilter(ts) AND "
                 f"{one.format(ns='src_namespace', job='src_job')} "
                 "GROUP BY lca_tier, lca_hypernode ORDER BY lca_tier DESC, bytes DESC",
                 w=12,
@@ -238,28 +259,28 @@ LIMIT 100"""
             ts(
                 "GPU utilization of the job's nodes",
                 f"SELECT $__timeInterval(ts) AS time, node, avg(utilization_ratio) AS utilization "
-                f"FROM gpu_samples WHERE {CLUSTER} AND $__timeFilter(ts) "
-                f"AND (namespace, pod) IN ({JOB_PODS}) "
+                f"FROM {tbl('gpu_sample')} WHERE {CLUSTER} AND $__timeFilter(ts) "
+                f"AND (namespace, pod) IN ({job_pods()}) "
                 "GROUP BY time, node ORDER BY time, node",
                 unit="percentunit",
             ),
             ts(
                 "RDMA transmit of the job's nodes",
                 counter_rate(
-                    "nic_samples",
+                    "nic_sample",
                     "node, device, port",
                     "tx_bytes_total",
                     "node",
-                    f"node IN ({JOB_NODES})",
+                    f"node IN ({job_nodes()})",
                 ),
                 unit="Bps",
             ),
             table(
                 "Findings on the job, its pods and its nodes",
                 f"SELECT severity, kind, subject, summary, first_seen, last_seen "
-                f"FROM findings FINAL WHERE {FINDINGS_IN_RANGE} AND ("
+                f"FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} AND ("
                 "subject = '${job}' OR position(subject, concat('${job}', '-')) > 0 "
-                f"OR splitByChar('/', subject)[1] IN ({JOB_NODES})) "
+                f"OR splitByChar('/', subject)[1] IN ({job_nodes()})) "
                 "ORDER BY last_seen DESC LIMIT 200",
             ),
         ],
@@ -275,12 +296,12 @@ SELECT switch, count() AS members, round(max(u) / nullIf(avg(u), 0), 2) AS max_o
        round(stddevPop(u) / nullIf(avg(u), 0), 3) AS cv
 FROM (
   SELECT switch, port, avg(tx_utilization_ratio) AS u
-  FROM switch_port_samples
+  FROM {tbl("switch_port_sample")}
   WHERE {CLUSTER} AND $__timeFilter(ts) AND {sw} AND role = 'leaf'
     AND (switch, port) IN (
-      SELECT local_device, local_port FROM lldp_links
+      SELECT local_device, local_port FROM {tbl("lldp_link")}
       WHERE {CLUSTER} AND remote_device IN (
-        SELECT DISTINCT switch FROM switch_port_samples
+        SELECT DISTINCT switch FROM {tbl("switch_port_sample")}
         WHERE {CLUSTER} AND $__timeFilter(ts) AND role = 'spine'))
   GROUP BY switch, port
 )
@@ -291,26 +312,26 @@ ORDER BY max_over_mean DESC LIMIT 50"""
         "railscope / Fabric",
         "Switch ports and queues: utilization, PFC per priority, ECN marks and CNPs, ECMP "
         "member spread, buffer watermarks, errors and flaps.",
-        [V_CLUSTER, V_SWITCH, V_NODE],
+        [v_cluster(), v_switch(), v_node()],
         [
             ts(
                 "Port tx utilization (busiest port per switch)",
                 f"SELECT $__timeInterval(ts) AS time, switch, max(tx_utilization_ratio) AS utilization "
-                f"FROM switch_port_samples WHERE {CLUSTER} AND $__timeFilter(ts) AND {sw} "
+                f"FROM {tbl('switch_port_sample')} WHERE {CLUSTER} AND $__timeFilter(ts) AND {sw} "
                 "GROUP BY time, switch ORDER BY time, switch",
                 unit="percentunit",
             ),
             ts(
                 "Switch PFC pause frames received, priority 3 (per switch)",
                 counter_rate(
-                    "switch_port_samples", "switch, port", "pfc_rx_pause_prio3_total", "switch", sw
+                    "switch_port_sample", "switch, port", "pfc_rx_pause_prio3_total", "switch", sw
                 ),
                 unit="pps",
             ),
             ts(
                 "NIC PFC pause frames sent per priority (ethtool)",
                 counter_rate(
-                    "nic_priority_samples",
+                    "nic_priority_sample",
                     "node, netdev, priority",
                     "tx_pause_total",
                     "concat('prio ', toString(priority))",
@@ -321,7 +342,7 @@ ORDER BY max_over_mean DESC LIMIT 50"""
             ts(
                 "NIC PFC pause frames sent, priority 3 (per node)",
                 counter_rate(
-                    "nic_samples",
+                    "nic_sample",
                     "node, device, port",
                     "pfc_tx_pause_prio3_total",
                     "node",
@@ -332,7 +353,7 @@ ORDER BY max_over_mean DESC LIMIT 50"""
             ts(
                 "ECN-marked packets (per switch)",
                 counter_rate(
-                    "switch_queue_samples",
+                    "switch_queue_sample",
                     "switch, port, queue, queue_type",
                     "ecn_marked_packets_total",
                     "switch",
@@ -343,7 +364,7 @@ ORDER BY max_over_mean DESC LIMIT 50"""
             ts(
                 "CNPs sent by receivers (per node)",
                 counter_rate(
-                    "nic_samples",
+                    "nic_sample",
                     "node, device, port",
                     "cnp_sent_total",
                     "node",
@@ -361,7 +382,7 @@ ORDER BY max_over_mean DESC LIMIT 50"""
                 "ECMP groups (switch exporter)",
                 f"SELECT switch, `group`, max(max_mean_ratio) AS max_over_mean, "
                 f"max(max_utilization_ratio) AS max_utilization, argMax(hottest_member, max_mean_ratio) "
-                f"AS hottest_member, max(member_count) AS members FROM ecmp_group_samples "
+                f"AS hottest_member, max(member_count) AS members FROM {tbl('ecmp_group_sample')} "
                 f"WHERE {CLUSTER} AND $__timeFilter(ts) AND {sw} GROUP BY switch, `group` "
                 "ORDER BY max_over_mean DESC LIMIT 50",
                 w=12,
@@ -369,7 +390,7 @@ ORDER BY max_over_mean DESC LIMIT 50"""
             ts(
                 "Queue watermark (max per switch)",
                 f"SELECT $__timeInterval(ts) AS time, switch, max(watermark_bytes) AS watermark "
-                f"FROM switch_queue_samples WHERE {CLUSTER} AND $__timeFilter(ts) AND {sw} "
+                f"FROM {tbl('switch_queue_sample')} WHERE {CLUSTER} AND $__timeFilter(ts) AND {sw} "
                 "GROUP BY time, switch ORDER BY time, switch",
                 unit="bytes",
             ),
@@ -379,7 +400,7 @@ ORDER BY max_over_mean DESC LIMIT 50"""
                 f"max(rx_errors_total) - min(rx_errors_total) AS rx_errors, "
                 f"max(tx_discards_total) - min(tx_discards_total) AS tx_discards, "
                 f"max(link_down_events_total) - min(link_down_events_total) AS flaps, "
-                f"countIf(up = 0) AS down_samples FROM switch_port_samples "
+                f"countIf(up = 0) AS down_samples FROM {tbl('switch_port_sample')} "
                 f"WHERE {CLUSTER} AND $__timeFilter(ts) AND {sw} GROUP BY switch, port "
                 "HAVING rx_errors > 0 OR tx_discards > 0 OR flaps > 0 OR down_samples > 0 "
                 "ORDER BY flaps DESC, rx_errors DESC LIMIT 100",
@@ -413,36 +434,36 @@ def gpus() -> g.Dashboard:
     gsel = (
         f"{CLUSTER} AND $__timeFilter(ts) AND {any_of('node', 'node')} "
         f"AND {any_of('tenant', 'namespace')} "
-        f"AND ('${{job}}' = '{ALL}' OR (namespace, pod) IN ({JOB_PODS}))"
+        f"AND ('${{job}}' = '{ALL}' OR (namespace, pod) IN ({job_pods()}))"
     )
     return _dashboard(
         "railscope-gpus",
         "railscope / GPUs",
         "GPU utilization, power, temperature, throttling and errors by node, job and tenant.",
-        [V_CLUSTER, V_TENANT, V_JOB, V_NODE],
+        [v_cluster(), v_tenant(), v_job(), v_node()],
         [
             ts(
                 "GPU utilization by node",
                 f"SELECT $__timeInterval(ts) AS time, node, avg(utilization_ratio) AS utilization "
-                f"FROM gpu_samples WHERE {gsel} GROUP BY time, node ORDER BY time, node",
+                f"FROM {tbl('gpu_sample')} WHERE {gsel} GROUP BY time, node ORDER BY time, node",
                 unit="percentunit",
             ),
             ts(
                 "Power draw by node",
                 f"SELECT $__timeInterval(ts) AS time, node, sum(power_watts) / uniqExact(ts) AS watts "
-                f"FROM gpu_samples WHERE {gsel} GROUP BY time, node ORDER BY time, node",
+                f"FROM {tbl('gpu_sample')} WHERE {gsel} GROUP BY time, node ORDER BY time, node",
                 unit="watt",
             ),
             ts(
                 "Hottest GPU per node",
                 f"SELECT $__timeInterval(ts) AS time, node, max(temperature_celsius) AS celsius "
-                f"FROM gpu_samples WHERE {gsel} GROUP BY time, node ORDER BY time, node",
+                f"FROM {tbl('gpu_sample')} WHERE {gsel} GROUP BY time, node ORDER BY time, node",
                 unit="celsius",
             ),
             ts(
                 "Throttled time (power + thermal), share of wall time",
                 counter_rate(
-                    "gpu_samples",
+                    "gpu_sample",
                     "node, gpu",
                     "power_violation_seconds_total + thermal_violation_seconds_total",
                     "concat(node, '/gpu', toString(gpu))",
@@ -457,8 +478,8 @@ def gpus() -> g.Dashboard:
                 f"round(avg(g.utilization_ratio), 3) AS mean_utilization, "
                 f"round(max(g.temperature_celsius), 1) AS max_celsius "
                 f"FROM (SELECT node, gpu, namespace, pod, utilization_ratio, temperature_celsius "
-                f"FROM gpu_samples WHERE {gsel}) AS g "
-                f"LEFT JOIN (SELECT namespace, pod, any(job) AS job FROM inv_pods FINAL "
+                f"FROM {tbl('gpu_sample')} WHERE {gsel}) AS g "
+                f"LEFT JOIN (SELECT namespace, pod, any(job) AS job FROM {tbl('pod', final=True)} "
                 f"WHERE {CLUSTER} GROUP BY namespace, pod) AS p "
                 f"ON p.namespace = g.namespace AND p.pod = g.pod "
                 "GROUP BY tenant, job ORDER BY gpus DESC",
@@ -466,7 +487,7 @@ def gpus() -> g.Dashboard:
             ),
             table(
                 "GPU events (XID, lost, throttling)",
-                f"SELECT ts, node, gpu, event, xid, detail FROM gpu_events "
+                f"SELECT ts, node, gpu, event, xid, detail FROM {tbl('gpu_event')} "
                 f"WHERE {CLUSTER} AND $__timeFilter(ts) AND {any_of('node', 'node')} "
                 "ORDER BY ts DESC LIMIT 200",
                 w=12,
@@ -474,7 +495,7 @@ def gpus() -> g.Dashboard:
             table(
                 "GPU findings",
                 f"SELECT severity, kind, subject, summary, first_seen, last_seen "
-                f"FROM findings FINAL WHERE {FINDINGS_IN_RANGE} AND category = 'node' "
+                f"FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} AND category = 'node' "
                 f"AND ('${{node}}' = '{ALL}' OR startsWith(subject, concat('${{node}}', '/'))) "
                 "ORDER BY last_seen DESC LIMIT 200",
             ),
@@ -507,19 +528,19 @@ def hdfs_dci() -> g.Dashboard:
         "railscope-hdfs-dci",
         "railscope / HDFS and DCI",
         "HDFS traffic per IDC pair, cross-IDC reads, the replica placement audit and DCI headroom.",
-        [V_CLUSTER],
+        [v_cluster()],
         [
             ts(
                 "HDFS traffic per IDC pair",
                 f"SELECT $__timeInterval(ts) AS time, concat(src_idc, ' -> ', dest_idc) AS pair, "
-                f"sum(bytes) / $__interval_s AS bytes_per_second FROM hdfs_transfers "
+                f"sum(bytes) / $__interval_s AS bytes_per_second FROM {tbl('hdfs_transfer')} "
                 f"WHERE {CLUSTER} AND $__timeFilter(ts) GROUP BY time, pair ORDER BY time, pair",
                 unit="Bps",
             ),
             ts(
                 "Cross-IDC HDFS traffic by operation",
                 f"SELECT $__timeInterval(ts) AS time, if(write_mode = '', op, concat(op, ' ', write_mode)) "
-                f"AS operation, sum(bytes) / $__interval_s AS bytes_per_second FROM hdfs_transfers "
+                f"AS operation, sum(bytes) / $__interval_s AS bytes_per_second FROM {tbl('hdfs_transfer')} "
                 f"WHERE {CLUSTER} AND $__timeFilter(ts) AND cross_idc "
                 "GROUP BY time, operation ORDER BY time, operation",
                 unit="Bps",
@@ -528,7 +549,7 @@ def hdfs_dci() -> g.Dashboard:
                 "Cross-IDC reads: clients reading from another IDC",
                 f"SELECT dest AS client, dest_idc AS client_idc, src_idc AS datanode_idc, "
                 f"uniqExact(datanode) AS datanodes, uniqExact(block_id) AS blocks, sum(bytes) AS bytes "
-                f"FROM hdfs_transfers WHERE {CLUSTER} AND $__timeFilter(ts) AND cross_idc "
+                f"FROM {tbl('hdfs_transfer')} WHERE {CLUSTER} AND $__timeFilter(ts) AND cross_idc "
                 "AND op = 'HDFS_READ' GROUP BY client, client_idc, datanode_idc "
                 "ORDER BY bytes DESC LIMIT 100",
                 w=12,
@@ -536,7 +557,7 @@ def hdfs_dci() -> g.Dashboard:
             table(
                 "Replica audit: blocks that break the placement policy",
                 f"SELECT path, block_id, replicas, expected_replicas, replicas_by_idc, reason, "
-                f"max(ts) AS audited FROM hdfs_block_placements "
+                f"max(ts) AS audited FROM {tbl('hdfs_block_placement')} "
                 f"WHERE {CLUSTER} AND $__timeFilter(ts) AND violation "
                 "GROUP BY path, block_id, replicas, expected_replicas, replicas_by_idc, reason "
                 "ORDER BY audited DESC LIMIT 200",
@@ -545,13 +566,13 @@ def hdfs_dci() -> g.Dashboard:
             stat(
                 "Blocks audited / in violation",
                 f"SELECT uniqExact(block_id) AS audited, uniqExactIf(block_id, violation) AS violations "
-                f"FROM hdfs_block_placements WHERE {CLUSTER} AND $__timeFilter(ts)",
+                f"FROM {tbl('hdfs_block_placement')} WHERE {CLUSTER} AND $__timeFilter(ts)",
                 w=8,
             ),
             ts(
                 "DCI links: tx utilization (switch ports of role dci)",
                 f"SELECT $__timeInterval(ts) AS time, concat(switch, ':', port) AS link, "
-                f"max(tx_utilization_ratio) AS utilization FROM switch_port_samples "
+                f"max(tx_utilization_ratio) AS utilization FROM {tbl('switch_port_sample')} "
                 f"WHERE {CLUSTER} AND $__timeFilter(ts) AND role = 'dci' "
                 "GROUP BY time, link ORDER BY time, link",
                 unit="percentunit",
@@ -560,27 +581,27 @@ def hdfs_dci() -> g.Dashboard:
             ts(
                 "DCI budget headroom per direction (HDFS source)",
                 f"SELECT $__timeInterval(ts) AS time, concat(src_idc, ' -> ', dest_idc) AS pair, "
-                f"min(headroom_bytes_per_second) AS headroom FROM dci_usage "
+                f"min(headroom_bytes_per_second) AS headroom FROM {tbl('dci_usage')} "
                 f"WHERE {CLUSTER} AND $__timeFilter(ts) GROUP BY time, pair ORDER BY time, pair",
                 unit="Bps",
             ),
             ts(
                 "Placement audit totals per prefix",
                 f"SELECT $__timeInterval(ts) AS time, prefix, max(violations) AS violations "
-                f"FROM hdfs_placement_totals WHERE {CLUSTER} AND $__timeFilter(ts) "
+                f"FROM {tbl('hdfs_placement_total')} WHERE {CLUSTER} AND $__timeFilter(ts) "
                 "GROUP BY time, prefix ORDER BY time, prefix",
             ),
             table(
                 "Storage findings",
                 f"SELECT severity, kind, subject, summary, first_seen, last_seen "
-                f"FROM findings FINAL WHERE {FINDINGS_IN_RANGE} AND category = 'storage' "
+                f"FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} AND category = 'storage' "
                 "ORDER BY last_seen DESC LIMIT 200",
             ),
             prom(
                 "DCI utilization of HDFS's budget (exporter)",
                 [
                     (
-                        'max by (src_idc, dest_idc) (railscope_dci_utilization_ratio{cluster="$cluster"})',
+                        'max by (src_idc, dest_idc) (railscope_dci_usage_utilization_ratio{cluster="$cluster"})',
                         "{{src_idc}} -> {{dest_idc}}",
                     )
                 ],
@@ -597,12 +618,12 @@ def placement() -> g.Dashboard:
         "railscope / Placement and topology",
         "Where jobs landed against their networkTopology constraints, the tiers their traffic "
         "crossed, GPUs without a direct NIC, and HyperNode drift against LLDP.",
-        [V_CLUSTER, V_TENANT],
+        [v_cluster(), v_tenant()],
         [
             table(
                 "Placement findings",
                 f"SELECT severity, kind, subject, summary, first_seen, last_seen "
-                f"FROM findings FINAL WHERE {FINDINGS_IN_RANGE} AND category = 'placement' "
+                f"FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} AND category = 'placement' "
                 f"AND ('${{tenant}}' = '{ALL}' OR startsWith(subject, concat('${{tenant}}', '/'))) "
                 "ORDER BY severity = 'critical' DESC, last_seen DESC LIMIT 200",
             ),
@@ -610,9 +631,9 @@ def placement() -> g.Dashboard:
                 "Jobs: constraint and the highest tier their traffic crossed",
                 f"SELECT j.namespace AS tenant, j.job AS job, j.topology_mode AS mode, "
                 f"j.highest_tier_allowed AS highest_tier_allowed, f.max_tier AS highest_tier_crossed, "
-                f"f.bytes AS bytes FROM inv_jobs AS j FINAL LEFT JOIN ("
+                f"f.bytes AS bytes FROM {tbl('job', final=True, alias='j')} LEFT JOIN ("
                 f"SELECT src_namespace, src_job, max(lca_tier) AS max_tier, sum(bytes) AS bytes "
-                f"FROM flows_attributed WHERE {CLUSTER} AND $__timeFilter(ts) AND src_job != '' "
+                f"FROM {tbl('attributed_flow')} WHERE {CLUSTER} AND $__timeFilter(ts) AND src_job != '' "
                 "GROUP BY src_namespace, src_job) AS f "
                 "ON f.src_namespace = j.namespace AND f.src_job = j.job "
                 f"WHERE j.{CLUSTER} AND {any_of('tenant', 'j.namespace')} "
@@ -622,7 +643,7 @@ def placement() -> g.Dashboard:
             table(
                 "Traffic between tenants (RDMA)",
                 f"SELECT src_namespace, dst_namespace, sum(bytes) AS bytes, count() AS samples "
-                f"FROM flows_attributed WHERE {CLUSTER} AND $__timeFilter(ts) AND rdma "
+                f"FROM {tbl('attributed_flow')} WHERE {CLUSTER} AND $__timeFilter(ts) AND rdma "
                 "AND src_namespace != '' AND dst_namespace != '' AND src_namespace != dst_namespace "
                 "GROUP BY src_namespace, dst_namespace ORDER BY bytes DESC",
                 w=12,
@@ -630,14 +651,14 @@ def placement() -> g.Dashboard:
             table(
                 "Topology drift findings (HyperNodes vs LLDP)",
                 f"SELECT severity, kind, subject, summary, first_seen, last_seen "
-                f"FROM findings FINAL WHERE {FINDINGS_IN_RANGE} "
+                f"FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} "
                 "AND (category = 'topology' OR kind LIKE '%drift%') ORDER BY last_seen DESC",
                 w=12,
             ),
             table(
                 "HyperNodes declared (current)",
                 f"SELECT hypernode, tier, member_type, selector, count() AS members, "
-                f"arrayStringConcat(groupArray(member), ', ') AS member_list FROM inv_hypernodes FINAL "
+                f"arrayStringConcat(groupArray(member), ', ') AS member_list FROM {tbl('hypernode', final=True)} "
                 f"WHERE {CLUSTER} AND valid_to IS NULL GROUP BY hypernode, tier, member_type, selector "
                 "ORDER BY tier DESC, hypernode",
                 w=12,
@@ -645,14 +666,14 @@ def placement() -> g.Dashboard:
             table(
                 "GPUs without a NIC on their PCIe switch",
                 f"SELECT node, groupArray(gpu) AS gpus FROM (SELECT node, gpu, "
-                f"argMax(direct_nic, ts) AS direct FROM gpu_nic_affinity WHERE {CLUSTER} "
+                f"argMax(direct_nic, ts) AS direct FROM {tbl('gpu_nic_affinity')} WHERE {CLUSTER} "
                 "GROUP BY node, gpu) WHERE direct = 0 GROUP BY node ORDER BY node",
                 w=12,
             ),
             table(
                 "Bytes per tier crossed, per source tenant",
                 f"SELECT src_namespace AS tenant, lca_tier, sum(bytes) AS bytes "
-                f"FROM flows_attributed WHERE {CLUSTER} AND $__timeFilter(ts) "
+                f"FROM {tbl('attributed_flow')} WHERE {CLUSTER} AND $__timeFilter(ts) "
                 f"AND {any_of('tenant', 'src_namespace')} "
                 "GROUP BY tenant, lca_tier ORDER BY tenant, lca_tier",
                 w=12,
@@ -663,26 +684,26 @@ def placement() -> g.Dashboard:
 
 # --- railscope itself ----------------------------------------------------------------------------
 def self_health() -> g.Dashboard:
-    tables = [
-        "gpu_samples",
-        "nic_samples",
-        "switch_port_samples",
-        "switch_queue_samples",
-        "flow_samples",
-        "hdfs_transfers",
-        "flows_attributed",
+    kinds = [
+        "gpu_sample",
+        "nic_sample",
+        "switch_port_sample",
+        "switch_queue_sample",
+        "flow_sample",
+        "hdfs_transfer",
+        "attributed_flow",
     ]
     fresh = " UNION ALL ".join(
-        f"SELECT '{t}' AS table, count() AS rows, max(ts) AS newest FROM {t} "
+        f"SELECT '{KINDS[k].table}' AS table, count() AS rows, max(ts) AS newest FROM {tbl(k)} "
         f"WHERE {CLUSTER} AND $__timeFilter(ts)"
-        for t in tables
+        for k in kinds
     )
     return _dashboard(
         "railscope-self",
         "railscope / Self health",
         "railscope's own pipeline: records in and out per component, failures, collector "
         "success and duration, spool, and how fresh each table is.",
-        [V_CLUSTER],
+        [v_cluster()],
         [
             prom(
                 "Records received per component",
@@ -739,9 +760,9 @@ def self_health() -> g.Dashboard:
             ts(
                 "Rows stored per minute",
                 " UNION ALL ".join(
-                    f"SELECT $__timeInterval(ts) AS time, '{t}' AS table, count() AS rows FROM {t} "
-                    f"WHERE {CLUSTER} AND $__timeFilter(ts) GROUP BY time"
-                    for t in tables[:5]
+                    f"SELECT $__timeInterval(ts) AS time, '{KINDS[k].table}' AS table, count() AS rows "
+                    f"FROM {tbl(k)} WHERE {CLUSTER} AND $__timeFilter(ts) GROUP BY time"
+                    for k in kinds[:5]
                 )
                 + " ORDER BY time, table",
             ),
@@ -749,7 +770,7 @@ def self_health() -> g.Dashboard:
                 "Component self-reports stored (component_stats)",
                 f"SELECT component, host, max(ts) AS last, max(received_total) AS received, "
                 f"max(failed_total) AS failed, argMax(success, ts) AS success, "
-                f"argMax(spool_bytes, ts) AS spool_bytes FROM component_stats "
+                f"argMax(spool_bytes, ts) AS spool_bytes FROM {tbl('component_stat')} "
                 f"WHERE {CLUSTER} AND $__timeFilter(ts) GROUP BY component, host ORDER BY component",
             ),
         ],

@@ -3,11 +3,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from grafanalib import core as g
 
 from dashboards.clickhouse import ALL, PROMETHEUS, ClickHouseTarget
+from telemetry.store import table_ref
+
+_DATABASE: ContextVar[str | None] = ContextVar("dashboards_database", default=None)
+
+
+@contextmanager
+def database(name: str | None) -> Iterator[None]:
+    """Render tables qualified with `name` (None: unqualified, the datasource's default)."""
+    token = _DATABASE.set(name)
+    try:
+        yield
+    finally:
+        _DATABASE.reset(token)
+
+
+def tbl(kind: str, *, final: bool = False, alias: str = "") -> str:
+    """A record kind's table in dashboard SQL, by the store's own helper (telemetry.store.table_ref)."""
+    return table_ref(kind, _DATABASE.get(), final=final, alias=alias)
+
 
 # SQL filters on the template variables (All = ALL, see dashboards.clickhouse)
 CLUSTER = "cluster = '${cluster}'"

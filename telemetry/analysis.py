@@ -1,6 +1,6 @@
 """polars API for notebooks: attributed flows, findings and per-job paths as DataFrames.
 
-    from telemetry.store import Store
+    from telemetry.store import Store, time_range
     from telemetry import analysis
     store = Store("chdb://./demo-data/store")
     flows = analysis.attributed_flows(store, since="1h")
@@ -21,7 +21,7 @@ import polars as pl
 from telemetry.correlate import findings as fstore
 from telemetry.correlate.report import job_report
 from telemetry.records import ATTRIBUTED_FLOW, FINDING
-from telemetry.store import Store
+from telemetry.store import Store, time_range
 
 
 def _t(v: datetime | str | None, default: datetime | None = None) -> datetime | None:
@@ -45,14 +45,15 @@ def attributed_flows(
 ) -> pl.DataFrame:
     """Flow samples with both ends' pod/tenant/job/node/SU/IDC and their lowest common HyperNode
     (written by `railscope correlate`). `job` is NAMESPACE/NAME; `tenant` a namespace."""
-    where: list[str] = ["1"]
-    params: dict[str, Any] = {}
-    if (s := _t(since)) is not None:
-        where.append("ts >= {s:DateTime64(3, 'UTC')}")
-        params["s"] = s
-    if (u := _t(until)) is not None:
-        where.append("ts < {u:DateTime64(3, 'UTC')}")
-        params["u"] = u
+    params: dict[str, Any] = {"s": _t(since), "u": _t(until)}
+    where = [
+        time_range(
+            ATTRIBUTED_FLOW,
+            "s" if params["s"] is not None else None,
+            "u" if params["u"] is not None else None,
+        )
+    ]
+    params = {k: v for k, v in params.items() if v is not None}
     if job:
         ns, _, name = job.partition("/")
         where.append(
@@ -62,7 +63,9 @@ def attributed_flows(
     if tenant:
         where.append("(src_namespace = {t:String} OR dst_namespace = {t:String})")
         params["t"] = tenant
-    lim = f" LIMIT {int(limit)}" if limit else ""
+    if limit:
+        params["limit"] = int(limit)
+    lim = " LIMIT {limit:UInt64}" if limit else ""
     return store.query_df(
         f"SELECT * FROM {store.table(ATTRIBUTED_FLOW)} WHERE {' AND '.join(where)} ORDER BY ts{lim}",
         params,

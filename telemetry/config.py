@@ -142,10 +142,10 @@ class CorrelateConfig(_Model):
     @field_validator("thresholds")
     @classmethod
     def _known(cls, v: dict[str, Any]) -> dict[str, Any]:
-        from telemetry.correlate.engine import default_thresholds, merge_thresholds
+        from telemetry.correlate.thresholds import check_thresholds
 
         try:
-            merge_thresholds(default_thresholds(), v, path="thresholds")
+            check_thresholds(v)
         except ConfigError as e:
             raise ValueError(str(e)) from None
         return v

@@ -93,13 +93,23 @@ def counter(name: str, doc: str, unit: str = "", nullable: bool = True) -> Field
 TS = Field("ts", "time", "Sample time (UTC).", "time")
 
 
+def plural(name: str) -> str:
+    """English plural of a snake_case name's last word (regular forms only)."""
+    if name.endswith(("s", "x", "ch", "sh")):
+        return name + "es"
+    if name.endswith("y") and name[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return name[:-1] + "ies"
+    return name + "s"
+
+
 @dataclass(frozen=True)
 class RecordKind:
-    """A typed record kind and the table that stores it."""
+    """A typed record kind and the table that stores it.
+
+    One name per kind: the table and the Prometheus subsystem are derived from `name` by the same
+    rule for every kind (`table`, `subsystem`), never spelled out per kind."""
 
     name: str
-    table: str
-    subsystem: str  # Prometheus subsystem: railscope_<subsystem>_<field>
     doc: str
     fields: tuple[Field, ...]
     order_by: tuple[str, ...]
@@ -119,6 +129,18 @@ class RecordKind:
         for col in (*self.order_by, self.time_field, self.version_field):
             if col is not None and col not in self.by_name:
                 raise ValueError(f"{self.name}: {col!r} is not a field")
+
+    @property
+    def table(self) -> str:
+        """The table that stores this kind: the kind's plural (`attributed_flow` ->
+        `attributed_flows`, `switch_status` -> `switch_statuses`)."""
+        return plural(self.name)
+
+    @property
+    def subsystem(self) -> str:
+        """Prometheus subsystem, `railscope_<subsystem>_<field>`: the kind's name without a
+        trailing `_sample` (every kind is a sample of something; the metric names its subject)."""
+        return self.name.removesuffix("_sample")
 
     @property
     def arrow_schema(self) -> pa.Schema:
@@ -209,11 +231,9 @@ UPDATED_AT = Field("updated_at", "time", "Version of this row: the latest wins."
 CLUSTER = label("cluster", "Cluster name from the config.")
 
 
-def _inventory(name: str, table: str, doc: str, key: tuple[str, ...], *fields: Field) -> RecordKind:
+def _inventory(name: str, doc: str, key: tuple[str, ...], *fields: Field) -> RecordKind:
     return RecordKind(
         name=name,
-        table=table,
-        subsystem="inventory",
         doc=doc,
         fields=(CLUSTER, *fields, VALID_FROM, VALID_TO, UPDATED_AT),
         order_by=("cluster", *key, "valid_from"),
@@ -236,8 +256,6 @@ def _register(kind: RecordKind) -> RecordKind:
 GPU_SAMPLE = _register(
     RecordKind(
         name="gpu_sample",
-        table="gpu_samples",
-        subsystem="gpu",
         doc="One GPU (or MIG instance) sampled through NVML. Null = not supported / not read.",
         fields=(
             TS,
@@ -312,8 +330,6 @@ GPU_SAMPLE = _register(
 GPU_EVENT = _register(
     RecordKind(
         name="gpu_event",
-        table="gpu_events",
-        subsystem="gpu_event",
         doc="An event on a GPU: XID error, GPU lost, throttling start/end.",
         fields=(
             TS,
@@ -333,8 +349,6 @@ GPU_EVENT = _register(
 GPU_NIC_AFFINITY = _register(
     RecordKind(
         name="gpu_nic_affinity",
-        table="gpu_nic_affinity",
-        subsystem="affinity",
         doc="Per GPU: the NIC under the same PCIe switch (if any), NUMA node and rail.",
         fields=(
             TS,
@@ -363,8 +377,6 @@ GPU_NIC_AFFINITY = _register(
 NIC_SAMPLE = _register(
     RecordKind(
         name="nic_sample",
-        table="nic_samples",
-        subsystem="nic",
         doc="One RDMA NIC port: traffic, RoCE congestion (ECN/CNP), per-priority PFC, health.",
         fields=(
             TS,
@@ -440,8 +452,6 @@ NIC_SAMPLE = _register(
 NIC_PRIORITY_SAMPLE = _register(
     RecordKind(
         name="nic_priority_sample",
-        table="nic_priority_samples",
-        subsystem="nic_priority",
         doc="One 802.1p priority of a NIC (ethtool statistics): traffic, PFC pauses, discards.",
         fields=(
             TS,
@@ -492,8 +502,6 @@ NIC_PRIORITY_SAMPLE = _register(
 SWITCH_PORT_SAMPLE = _register(
     RecordKind(
         name="switch_port_sample",
-        table="switch_port_samples",
-        subsystem="switch_port",
         doc="One switch port: traffic, errors, discards, per-priority PFC.",
         fields=(
             TS,
@@ -536,8 +544,6 @@ SWITCH_PORT_SAMPLE = _register(
 SWITCH_QUEUE_SAMPLE = _register(
     RecordKind(
         name="switch_queue_sample",
-        table="switch_queue_samples",
-        subsystem="switch_queue",
         doc="One egress queue or ingress priority group of a switch port.",
         fields=(
             TS,
@@ -566,8 +572,6 @@ SWITCH_QUEUE_SAMPLE = _register(
 SWITCH_STATUS = _register(
     RecordKind(
         name="switch_status",
-        table="switch_status",
-        subsystem="switch",
         doc="One poll of one switch (or one ASIC's COUNTERS_DB): did it answer, how long it took.",
         fields=(
             TS,
@@ -592,8 +596,6 @@ SWITCH_STATUS = _register(
 ECMP_GROUP_SAMPLE = _register(
     RecordKind(
         name="ecmp_group_sample",
-        table="ecmp_group_samples",
-        subsystem="ecmp_group",
         doc="Spread of tx utilization over the members of one ECMP uplink group in one interval.",
         fields=(
             TS,
@@ -618,8 +620,6 @@ ECMP_GROUP_SAMPLE = _register(
 FLOW_SAMPLE = _register(
     RecordKind(
         name="flow_sample",
-        table="flow_samples",
-        subsystem="flow",
         doc="A sampled packet (sFlow) scaled by its sampling rate; RoCEv2 adds BTH fields.",
         fields=(
             TS,
@@ -628,7 +628,6 @@ FLOW_SAMPLE = _register(
             label("switch", "Switch hostname, when known."),
             _f("in_port", "lstr", "Input interface (ifIndex or name)."),
             _f("out_port", "lstr", "Output interface: the ECMP member for uplinks."),
-            _f("ecmp_group", "lstr", "ECMP group of out_port ('' when not an ECMP member)."),
             _f("src_ip", "str", "Source IP."),
             _f("dst_ip", "str", "Destination IP."),
             _f(
@@ -677,8 +676,6 @@ FLOW_SAMPLE = _register(
 LLDP_LINK = _register(
     RecordKind(
         name="lldp_link",
-        table="lldp_links",
-        subsystem="lldp",
         doc="An LLDP neighbour seen on a local port (host or switch).",
         fields=(
             TS,
@@ -699,8 +696,6 @@ LLDP_LINK = _register(
 HDFS_TRANSFER = _register(
     RecordKind(
         name="hdfs_transfer",
-        table="hdfs_transfers",
-        subsystem="hdfs_transfer",
         doc="One HDFS block transfer from a DataNode clienttrace line, mapped to IDC/rack.",
         fields=(
             TS,
@@ -728,8 +723,6 @@ HDFS_TRANSFER = _register(
 HDFS_BLOCK_PLACEMENT = _register(
     RecordKind(
         name="hdfs_block_placement",
-        table="hdfs_block_placements",
-        subsystem="hdfs_block",
         doc="Replica placement of one block (from fsck or WebHDFS) judged against the policy.",
         fields=(
             TS,
@@ -751,8 +744,6 @@ HDFS_BLOCK_PLACEMENT = _register(
 HDFS_PLACEMENT_TOTAL = _register(
     RecordKind(
         name="hdfs_placement_total",
-        table="hdfs_placement_totals",
-        subsystem="hdfs_placement",
         doc="Replica placement audit totals per path prefix (one fsck / WebHDFS report).",
         fields=(
             TS,
@@ -786,8 +777,6 @@ HDFS_PLACEMENT_TOTAL = _register(
 HDFS_NAMENODE_SAMPLE = _register(
     RecordKind(
         name="hdfs_namenode_sample",
-        table="hdfs_namenode_samples",
-        subsystem="hdfs_namenode",
         doc="One NameNode /jmx scrape (FSNamesystem, FSNamesystemState, NameNodeInfo).",
         fields=(
             TS,
@@ -827,8 +816,6 @@ HDFS_NAMENODE_SAMPLE = _register(
 HDFS_DATANODE_SAMPLE = _register(
     RecordKind(
         name="hdfs_datanode_sample",
-        table="hdfs_datanode_samples",
-        subsystem="hdfs_datanode",
         doc="One DataNode /jmx scrape (DataNodeActivity-*, FSDatasetState, DataNodeInfo).",
         fields=(
             TS,
@@ -879,8 +866,6 @@ HDFS_DATANODE_SAMPLE = _register(
 DCI_USAGE = _register(
     RecordKind(
         name="dci_usage",
-        table="dci_usage",
-        subsystem="dci",
         doc="HDFS bytes/s on the DCI per direction (src IDC -> dest IDC) per interval, against the budget.",
         fields=(
             TS,
@@ -930,7 +915,6 @@ DCI_USAGE = _register(
 POD = _register(
     _inventory(
         "pod",
-        "inv_pods",
         "A pod's placement and ownership over time.",
         ("namespace", "pod"),
         label("namespace", "Namespace = tenant."),
@@ -946,7 +930,6 @@ POD = _register(
 POD_IP_LEASE = _register(
     _inventory(
         "pod_ip_lease",
-        "inv_pod_ips",
         "An IP held by a pod over an interval: primary and Multus secondary (RDMA) IPs.",
         ("ip",),
         _f("ip", "str", "The IP address."),
@@ -964,7 +947,6 @@ POD_IP_LEASE = _register(
 NAMESPACE = _register(
     _inventory(
         "namespace",
-        "inv_namespaces",
         "A namespace (= tenant) and its labels over time.",
         ("namespace",),
         label("namespace", "Namespace name."),
@@ -976,7 +958,6 @@ NAMESPACE = _register(
 NODE = _register(
     _inventory(
         "node",
-        "inv_nodes",
         "A Kubernetes node: labels and where it sits.",
         ("node",),
         label("node", "Node name."),
@@ -990,7 +971,6 @@ NODE = _register(
 HYPERNODE = _register(
     _inventory(
         "hypernode",
-        "inv_hypernodes",
         "A Volcano HyperNode member: one row per (hypernode, member).",
         ("hypernode", "member"),
         label("hypernode", "HyperNode name."),
@@ -1005,7 +985,6 @@ HYPERNODE = _register(
 JOB = _register(
     _inventory(
         "job",
-        "inv_jobs",
         "A Volcano job and its networkTopology constraint.",
         ("namespace", "job"),
         label("namespace", "Namespace = tenant."),
@@ -1023,8 +1002,6 @@ JOB = _register(
 ATTRIBUTED_FLOW = _register(
     RecordKind(
         name="attributed_flow",
-        table="flows_attributed",
-        subsystem="flow_attributed",
         doc="A flow sample joined, as of its own time, to the pods/jobs/tenants/nodes at both ends "
         "and the lowest common HyperNode they share. Written per window by the correlation engine.",
         fields=(
@@ -1074,8 +1051,6 @@ ATTRIBUTED_FLOW = _register(
 FINDING = _register(
     RecordKind(
         name="finding",
-        table="findings",
-        subsystem="finding",
         doc="A correlated finding; a persisting one is updated (same finding_id), not duplicated.",
         fields=(
             _f("finding_id", "str", "Stable id: hash of kind + subject + first window."),
@@ -1109,8 +1084,6 @@ FINDING = _register(
 COMPONENT_STAT = _register(
     RecordKind(
         name="component_stat",
-        table="component_stats",
-        subsystem="component",
         doc="Self-report of a pipeline component (source, transform, sink) per interval.",
         fields=(
             TS,

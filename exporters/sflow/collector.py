@@ -33,7 +33,7 @@ _FLOW_FIELDS = (
     "bth_opcode", "dest_qp", "psn", "frame_bytes", "sampling_rate", "bytes", "packets",
 )  # fmt: skip
 _FLOW_COLUMNS = (
-    *_FLOW_FIELDS, "ts", "agent", "switch", "in_port", "out_port", "ecmp_group", "vlan",
+    *_FLOW_FIELDS, "ts", "agent", "switch", "in_port", "out_port", "vlan",
 )  # fmt: skip
 
 
@@ -97,7 +97,6 @@ class SflowIngest:
             cols["switch"].append(switch)
             cols["in_port"].append(names.get(f["input"], f["in_port"]))
             cols["out_port"].append(out_port)
-            cols["ecmp_group"].append(self.ecmp.get((switch or agent, out_port), ""))
             cols["vlan"].append(f.get("vlan") or f.get("src_vlan") or 0)
         for c in d["counters"]:
             g = c.get("generic")

@@ -29,6 +29,16 @@ def time_range(corr: Any, since: str | None, until: str | None) -> tuple[datetim
     return start, end
 
 
+def add_range_args(p: argparse.ArgumentParser) -> None:
+    """--since/--until over the stored data (see time_range)."""
+    p.add_argument(
+        "--since", help="start: ISO time or duration ago (default: start of the stored data)"
+    )
+    p.add_argument(
+        "--until", help="end: ISO time or duration ago (default: end of the stored data)"
+    )
+
+
 def register(sub: Any) -> list[str]:
     c = sub.add_parser(
         "correlate",
@@ -36,12 +46,7 @@ def register(sub: Any) -> list[str]:
         description="Run every detector over fixed windows (thresholds in telemetry/correlate/thresholds.yaml) "
         "and store findings. Re-running a range is idempotent.",
     )
-    c.add_argument(
-        "--since", help="start: ISO time or duration ago (default: start of the stored data)"
-    )
-    c.add_argument(
-        "--until", help="end: ISO time or duration ago (default: end of the stored data)"
-    )
+    add_range_args(c)
     c.add_argument(
         "--only", action="append", metavar="DETECTOR", help="run only these detectors (repeatable)"
     )

@@ -91,7 +91,7 @@ def run_check(args: argparse.Namespace) -> int:
         values[name] = value
     if not any(s.startswith("job=") for s in args.var):
         jobs = store.query_rows(
-            f"SELECT concat(namespace, '/', job) FROM {store.table('job')} FINAL "
+            f"SELECT concat(namespace, '/', job) FROM {store.table('job', final=True)} "
             "WHERE cluster = {c:String} ORDER BY 1 LIMIT 1",
             {"c": values["cluster"]},
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.commands.common import add_store_args, config_from_args, open_store
+from telemetry.commands.correlate import add_range_args, time_range
 from telemetry.errors import UserError
 
 
@@ -22,10 +23,7 @@ def register(sub: Any) -> list[str]:
     p.add_argument(
         "--job", action="append", metavar="NAMESPACE/NAME", help="job to report on (repeatable)"
     )
-    p.add_argument(
-        "--since", help="start: ISO time or duration ago (default: start of stored data)"
-    )
-    p.add_argument("--until", help="end: ISO time or duration ago (default: end of stored data)")
+    add_range_args(p)
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument(
         "--html",
@@ -38,7 +36,6 @@ def register(sub: Any) -> list[str]:
 
 
 def _range(store: Any, args: argparse.Namespace) -> tuple[datetime, datetime]:
-    from telemetry.commands.correlate import time_range
     from telemetry.correlate import Correlator
 
     rng = time_range(Correlator(store), args.since, args.until)
@@ -57,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     store = open_store(cfg)
     start, end = _range(store, args)
-    from telemetry.correlate.engine import default_thresholds, merge_thresholds
+    from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
 
     thresholds = merge_thresholds(default_thresholds(), cfg.correlate.thresholds)
     reports = [

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from telemetry.records import ATTRIBUTED_FLOW
+from telemetry.store import time_range
+from telemetry.topology.store_io import latest_lldp_sql
 
 if TYPE_CHECKING:
-    from telemetry.correlate.engine import Context
+    from telemetry.correlate.registry import Context
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +45,14 @@ def ancestry(ctx: Context) -> Ancestry:
     )
 
 
-def _lease(side: str) -> str:
-    return f"""(SELECT ip, valid_from, valid_to, namespace, pod, node, network FROM $db.inv_pod_ips FINAL
-               WHERE cluster = {{cluster:String}} AND valid_from < {{we:DateTime64(3, 'UTC')}}) AS {side}"""
+def _lease(ctx: Context, side: str) -> str:
+    return f"""(SELECT ip, valid_from, valid_to, namespace, pod, node, network FROM {ctx.table("pod_ip_lease", final=True)}
+               WHERE cluster = {{cluster:String}} AND {time_range("pod_ip_lease", None, "we")}) AS {side}"""
 
 
-def _pod(side: str) -> str:
-    return f"""(SELECT namespace, pod, valid_from, valid_to, job FROM $db.inv_pods FINAL
-               WHERE cluster = {{cluster:String}} AND valid_from < {{we:DateTime64(3, 'UTC')}}) AS {side}"""
+def _pod(ctx: Context, side: str) -> str:
+    return f"""(SELECT namespace, pod, valid_from, valid_to, job FROM {ctx.table("pod", final=True)}
+               WHERE cluster = {{cluster:String}} AND {time_range("pod", None, "we")}) AS {side}"""
 
 
 def _rail(network: str) -> str:
@@ -61,8 +63,10 @@ def _rail(network: str) -> str:
 
 # Node facts (SU, IDC, HyperNode ancestors) arrive as parallel array parameters and are joined
 # as a small table: a hash join per side, not a per-row map lookup.
-ATTRIBUTE_SQL = f"""
-INSERT INTO $db.flows_attributed ({", ".join(ATTRIBUTED_FLOW.columns)})
+def attribute_sql(ctx: Context) -> str:
+    """INSERT ... SELECT of the window's attributed flows."""
+    return f"""
+INSERT INTO {ctx.table("attributed_flow")} ({", ".join(ATTRIBUTED_FLOW.columns)})
 WITH node_info AS (
     SELECT n.1 AS node, n.2 AS su, n.3 AS idc, n.4 AS anc
     FROM (SELECT arrayJoin(arrayZip({{n_node:Array(String)}}, {{n_su:Array(String)}}, {{n_idc:Array(String)}},
@@ -97,13 +101,12 @@ FROM (
                if(d.valid_to IS NULL OR f.ts < d.valid_to, d.node, '') AS dst_node,
                if(s.valid_to IS NULL OR f.ts < s.valid_to, {_rail("s.network")}, -1) AS src_rail,
                if(d.valid_to IS NULL OR f.ts < d.valid_to, {_rail("d.network")}, -1) AS dst_rail
-        FROM (SELECT * FROM $db.flow_samples
-              WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}) AS f
-        ASOF LEFT JOIN {_lease("s")} ON f.src_ip = s.ip AND f.ts >= s.valid_from
-        ASOF LEFT JOIN {_lease("d")} ON f.dst_ip = d.ip AND f.ts >= d.valid_from
+        FROM (SELECT * FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")}) AS f
+        ASOF LEFT JOIN {_lease(ctx, "s")} ON f.src_ip = s.ip AND f.ts >= s.valid_from
+        ASOF LEFT JOIN {_lease(ctx, "d")} ON f.dst_ip = d.ip AND f.ts >= d.valid_from
     ) AS a
-    ASOF LEFT JOIN {_pod("pj")} ON a.src_namespace = pj.namespace AND a.src_pod = pj.pod AND a.ts >= pj.valid_from
-    ASOF LEFT JOIN {_pod("qj")} ON a.dst_namespace = qj.namespace AND a.dst_pod = qj.pod AND a.ts >= qj.valid_from
+    ASOF LEFT JOIN {_pod(ctx, "pj")} ON a.src_namespace = pj.namespace AND a.src_pod = pj.pod AND a.ts >= pj.valid_from
+    ASOF LEFT JOIN {_pod(ctx, "qj")} ON a.dst_namespace = qj.namespace AND a.dst_pod = qj.pod AND a.ts >= qj.valid_from
     LEFT JOIN node_info AS sn ON a.src_node = sn.node
     LEFT JOIN node_info AS dn ON a.dst_node = dn.node
     LEFT JOIN nic_info AS sr ON a.src_node = sr.node AND a.src_rail = sr.rail
@@ -113,10 +116,10 @@ FROM (
 
 
 def _node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
-    rows = ctx.rows("""
-        SELECT node, argMax(su, valid_from) AS su, argMax(idc, valid_from) AS idc FROM $db.inv_nodes FINAL
-        WHERE cluster = {cluster:String} AND valid_from < {we:DateTime64(3, 'UTC')}
-          AND (valid_to IS NULL OR valid_to > {ws:DateTime64(3, 'UTC')})
+    rows = ctx.rows(f"""
+        SELECT node, argMax(su, valid_from) AS su, argMax(idc, valid_from) AS idc FROM {ctx.table("node", final=True)}
+        WHERE cluster = {{cluster:String}} AND {time_range("node", None, "we")}
+          AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})
         GROUP BY node""")
     return {r["node"]: r["su"] for r in rows}, {r["node"]: r["idc"] for r in rows}
 
@@ -140,15 +143,13 @@ def _node_table(su: dict[str, str], idc: dict[str, str], anc: Ancestry) -> dict[
 def nic_facts(ctx: Context) -> dict[str, list[Any]]:
     """(node, rail) -> RDMA device and the leaf port LLDP shows it cabled to, as array
     parameters. Rails come from the node exporter's GPU<->NIC affinity (rail = NIC index)."""
-    rows = ctx.rows("""
-        SELECT a.node AS node, a.g_rail AS rail, a.g_nic AS nic, ifNull(l.port, '') AS port
+    rows = ctx.rows(f"""
+        SELECT a.node AS node, a.g_rail AS rail, a.g_nic AS nic, if(empty(l.remote_device), '', concat(l.remote_device, ':', l.remote_port)) AS port
         FROM (SELECT node, argMax(rail, ts) AS g_rail, argMax(nic, ts) AS g_nic, argMax(netdev, ts) AS g_netdev
-              FROM $db.gpu_nic_affinity
-              WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')}
+              FROM {ctx.table("gpu_nic_affinity")}
+              WHERE cluster = {{cluster:String}} AND {time_range("gpu_nic_affinity", None, "we")}
               GROUP BY node, gpu HAVING g_nic != '' AND g_rail IS NOT NULL) AS a
-        LEFT JOIN (SELECT local_device, local_port, concat(argMax(remote_device, ts), ':', argMax(remote_port, ts)) AS port
-                   FROM $db.lldp_links WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')}
-                   GROUP BY local_device, local_port) AS l
+        LEFT JOIN ({latest_lldp_sql(ctx.store, lo=None, hi="we")}) AS l
           ON l.local_device = a.node AND l.local_port = a.g_netdev
         GROUP BY node, rail, nic, port ORDER BY node, rail""")
     return {
@@ -165,29 +166,21 @@ def node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def attribute_window(ctx: Context, anc: Ancestry | None = None) -> dict[str, Any]:
-    """(Re)write flows_attributed for the context's window. Returns counts for self-report."""
-    db = f"`{ctx.store.database}`"
-    ctx.store.client.command(
-        f"DELETE FROM {db}.flows_attributed WHERE cluster = {{cluster:String}} "
-        "AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}",
-        parameters={**ctx.window.params(), "cluster": ctx.cluster},
-    )
+    """(Re)write the window's attributed flows. Returns counts for self-report."""
+    ctx.command(f"DELETE FROM {ctx.table('attributed_flow')} WHERE {ctx.where('attributed_flow')}")
     anc = anc if anc is not None else ancestry(ctx)
     su, idc = _node_facts(ctx)
-    ctx.store.client.command(
-        ATTRIBUTE_SQL.replace("$db", db),
-        parameters={
-            **ctx.window.params(),
-            "cluster": ctx.cluster,
+    ctx.command(
+        attribute_sql(ctx),
+        {
             **_node_table(su, idc, anc),
             **_map("tier", anc.tiers),
             **nic_facts(ctx),
         },
     )
-    (r,) = ctx.rows("""
+    (r,) = ctx.rows(f"""
         SELECT count() AS flows, countIf(src_pod = '') AS src_unowned, countIf(dst_pod = '') AS dst_unowned
-        FROM $db.flows_attributed
-        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}""")
+        FROM {ctx.table("attributed_flow")} WHERE {ctx.where("attributed_flow")}""")
     if r["flows"] and (r["src_unowned"] or r["dst_unowned"]):
         log.info(
             "attribution %s: %d flow(s), %d source / %d destination IP(s) owned by no pod at the time",

@@ -60,7 +60,7 @@ def upsert(
     earliest = min(_utc(f.window_start) for f in findings if f.window_start) - merge_gap
     latest = max(_utc(f.window_start) for f in findings if f.window_start)
     rows = store.query_rows(
-        f"""SELECT kind, subject, finding_id, first_seen, last_seen FROM {store.table(FINDING)} FINAL
+        f"""SELECT kind, subject, finding_id, first_seen, last_seen FROM {store.table(FINDING, final=True)}
             WHERE cluster = {{c:String}} AND last_seen >= {{t:DateTime64(3, 'UTC')}}
               AND first_seen <= {{t2:DateTime64(3, 'UTC')}} AND (kind, subject) IN {{keys:Array(Tuple(String, String))}}
             ORDER BY first_seen""",
@@ -131,7 +131,7 @@ def read(
         params["subj"] = subject_like
     cols = ", ".join(FINDING.columns)
     rows = store.query_rows(
-        f"SELECT {cols} FROM {store.table(FINDING)} FINAL WHERE {' AND '.join(where)} "
+        f"SELECT {cols} FROM {store.table(FINDING, final=True)} WHERE {' AND '.join(where)} "
         "ORDER BY last_seen DESC, severity, kind, subject LIMIT {limit:UInt32}",
         params,
     )

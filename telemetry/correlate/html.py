@@ -11,7 +11,7 @@ from typing import Any
 
 from telemetry.correlate import findings as fstore
 from telemetry.correlate.report import JobReport
-from telemetry.store import Store
+from telemetry.store import Store, time_range
 
 SEVERITY_COLOR = {"critical": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
 
@@ -43,15 +43,15 @@ def heatmap_svg(
         f"""
         WITH ranked AS (
             SELECT switch, port, max(tx_utilization_ratio) AS peak FROM {store.table("switch_port_sample")}
-            WHERE cluster = {{c:String}} AND ts >= {{s:DateTime64(3, 'UTC')}} AND ts < {{e:DateTime64(3, 'UTC')}}
-            GROUP BY switch, port ORDER BY peak DESC LIMIT {int(max_ports)})
-        SELECT concat(switch, ':', port) AS name, intDiv(toUnixTimestamp(ts) - toUnixTimestamp({{s:DateTime64(3, 'UTC')}}), {step}) AS b,
+            WHERE cluster = {{c:String}} AND {time_range("switch_port_sample", "s", "e")}
+            GROUP BY switch, port ORDER BY peak DESC LIMIT {{n:UInt32}})
+        SELECT concat(switch, ':', port) AS name, intDiv(toUnixTimestamp(ts) - toUnixTimestamp({{s:DateTime64(3, 'UTC')}}), {{step:UInt32}}) AS b,
                avg(tx_utilization_ratio) AS u
         FROM {store.table("switch_port_sample")}
-        WHERE cluster = {{c:String}} AND ts >= {{s:DateTime64(3, 'UTC')}} AND ts < {{e:DateTime64(3, 'UTC')}}
+        WHERE cluster = {{c:String}} AND {time_range("switch_port_sample", "s", "e")}
           AND (switch, port) IN (SELECT switch, port FROM ranked)
         GROUP BY name, b ORDER BY name, b""",
-        {"c": cluster, "s": start, "e": end},
+        {"c": cluster, "s": start, "e": end, "n": int(max_ports), "step": step},
     )
     if not rows:
         return '<p class="empty">No switch port samples in this range.</p>'

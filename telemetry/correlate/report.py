@@ -12,15 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from telemetry.correlate import findings as fstore
-from telemetry.correlate.engine import (
-    Context,
-    Window,
-    default_thresholds,
-    increase_cols,
-    increase_sql,
-    lldp_peers,
-    rate,
-)
+from telemetry.correlate.registry import Context, Window
+from telemetry.correlate.sql import increase_cols, increase_sql, lldp_peers, rate
+from telemetry.correlate.thresholds import default_thresholds
 from telemetry.errors import UserError
 from telemetry.store import Store
 
@@ -72,10 +66,10 @@ def job_report(
     ctx = Context(store, Window(start, end), thresholds or default_thresholds(), cluster)
     p = {"ns": ns, "job": name}
     pods = ctx.rows(
-        """
-        SELECT pod, argMax(node, valid_from) AS node FROM $db.inv_pods FINAL
-        WHERE cluster = {cluster:String} AND namespace = {ns:String} AND job = {job:String}
-          AND valid_from < {we:DateTime64(3, 'UTC')} AND (valid_to IS NULL OR valid_to > {ws:DateTime64(3, 'UTC')})
+        f"""
+        SELECT pod, argMax(node, valid_from) AS node FROM {ctx.table("pod", final=True)}
+        WHERE cluster = {{cluster:String}} AND namespace = {{ns:String}} AND job = {{job:String}}
+          AND valid_from < {{we:DateTime64(3, 'UTC')}} AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})
         GROUP BY pod ORDER BY pod""",
         p,
     )
@@ -90,10 +84,10 @@ def job_report(
     hops += nic_hops
     hops += _port_hops(ctx, nic_ports, "leaf_port")
     used = ctx.rows(
-        """
-        SELECT switch, out_port AS port, sum(bytes) AS bytes FROM $db.flows_attributed
-        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
-          AND src_namespace = {ns:String} AND src_job = {job:String} AND out_port != ''
+        f"""
+        SELECT switch, out_port AS port, sum(bytes) AS bytes FROM {ctx.table("attributed_flow")}
+        WHERE {ctx.where("attributed_flow")}
+          AND src_namespace = {{ns:String}} AND src_job = {{job:String}} AND out_port != ''
         GROUP BY switch, out_port ORDER BY bytes DESC LIMIT 32""",
         p,
     )
@@ -106,10 +100,10 @@ def job_report(
     )
     sent = (
         ctx.rows(
-            """
-        SELECT sum(bytes) AS b FROM $db.flows_attributed
-        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
-          AND src_namespace = {ns:String} AND src_job = {job:String}""",
+            f"""
+        SELECT sum(bytes) AS b FROM {ctx.table("attributed_flow")}
+        WHERE {ctx.where("attributed_flow")}
+          AND src_namespace = {{ns:String}} AND src_job = {{job:String}}""",
             p,
         )[0]["b"]
         or 0
@@ -161,12 +155,12 @@ def _gpu_hops(ctx: Context, nodes: list[str]) -> list[Hop]:
     mask = int(ctx.t("gpu.throttle_reason_mask"))
     out = []
     for r in ctx.rows(
-        """
+        f"""
         SELECT node, avg(utilization_ratio) AS util, min(utilization_ratio) AS min_util, countIf(up = 0) AS down,
-               countIf(bitAnd(ifNull(clock_event_reasons, 0), {mask:UInt64}) != 0) / count() AS throttled, count() AS n
-        FROM $db.gpu_samples
-        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
-          AND node IN {nodes:Array(String)}
+               countIf(bitAnd(ifNull(clock_event_reasons, 0), {{mask:UInt64}}) != 0) / count() AS throttled, count() AS n
+        FROM {ctx.table("gpu_sample")}
+        WHERE {ctx.where("gpu_sample")}
+          AND node IN {{nodes:Array(String)}}
         GROUP BY node ORDER BY node""",
         {"nodes": nodes, "mask": mask},
     ):
@@ -200,14 +194,14 @@ def _nic_hops(ctx: Context, nodes: list[str]) -> tuple[list[Hop], list[tuple[str
         ["node", "device", "netdev"],
         ["tx_bytes_total", "pfc_rx_pause_total", "cnp_handled_total", "pci_stalled_total"],
     )
-    inc = increase_sql("nic_samples", keys, counters, "node IN {nodes:Array(String)}")
+    inc = increase_sql(ctx, "nic_sample", keys, counters, {"node": "nodes"})
     rates = {
         (r["node"], r["device"]): r
         for r in ctx.rows(
             f"""
         SELECT {increase_cols("i", keys, counters)}, c.cap AS cap FROM ({inc}) AS i
-        LEFT JOIN (SELECT node, device, max(rate_bytes_per_second) AS cap FROM $db.nic_samples
-                   WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}
+        LEFT JOIN (SELECT node, device, max(rate_bytes_per_second) AS cap FROM {ctx.table("nic_sample")}
+                   WHERE {ctx.where("nic_sample")}
                    GROUP BY node, device) AS c USING (node, device)""",
             {"nodes": nodes},
         )
@@ -263,24 +257,26 @@ def _port_hops(
         return []
     counters = ["pfc_rx_pause_total", "pfc_tx_pause_total", "tx_discards_total"]
     inc = increase_sql(
-        "switch_port_samples",
+        ctx,
+        "switch_port_sample",
         ["switch", "port"],
         counters,
-        "(switch, port) IN {ports:Array(Tuple(String, String))}",
+        {("switch", "port"): "ports"},
     )
     q = increase_sql(
-        "switch_queue_samples",
+        ctx,
+        "switch_queue_sample",
         ["switch", "port"],
         ["ecn_marked_packets_total", "tx_packets_total"],
-        "(switch, port) IN {ports:Array(Tuple(String, String))}",
+        {("switch", "port"): "ports"},
     )
     rows = ctx.rows(
         f"""
         SELECT {increase_cols("i", ["switch", "port"], counters)}, u.util AS util,
                e.inc_ecn_marked_packets_total AS marked, e.inc_tx_packets_total AS pkts
         FROM ({inc}) AS i
-        LEFT JOIN (SELECT switch, port, avg(tx_utilization_ratio) AS util FROM $db.switch_port_samples
-                   WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}
+        LEFT JOIN (SELECT switch, port, avg(tx_utilization_ratio) AS util FROM {ctx.table("switch_port_sample")}
+                   WHERE {ctx.where("switch_port_sample")}
                    GROUP BY switch, port) AS u USING (switch, port)
         LEFT JOIN ({q}) AS e USING (switch, port)""",
         {"ports": sorted(set(ports))},

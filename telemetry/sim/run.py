@@ -80,12 +80,10 @@ def fingerprint(store: Any, sim: Simulation, cluster: str) -> str:
         k = KINDS[name]
         exprs = ", ".join(_expr(k, f.name, sim.start_ms) for f in k.fields if f.name != "cluster")
         sql = (
-            f"SELECT count(), sum(cityHash64({exprs})) FROM {store.table(k)} "
+            f"SELECT count(), sum(cityHash64({exprs})) FROM {store.table(k, final=True)} "
             f"WHERE cluster = {{c:String}} AND {k.time_field} >= fromUnixTimestamp64Milli({{s:Int64}}, 'UTC') "
             f"AND {k.time_field} <= fromUnixTimestamp64Milli({{e:Int64}}, 'UTC')"
         )
-        if k.version_field:
-            sql = sql.replace(f"FROM {store.table(k)}", f"FROM {store.table(k)} FINAL")
         n, h = store.query_rows(sql, {"c": cluster, "s": sim.start_ms, "e": sim.end_ms})[0]
         parts.append(f"{name}:{n}:{h}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

@@ -92,7 +92,7 @@ def read_findings(store: Any, cluster: str, start_ms: int, end_ms: int) -> list[
     # a finding that persisted stands for its whole span, first_seen .. last_seen
     rows = store.query_rows(
         f"SELECT kind, subject, toUnixTimestamp64Milli(first_seen), toUnixTimestamp64Milli(last_seen) "
-        f"FROM {store.table('finding')} FINAL WHERE cluster = {{c:String}} "
+        f"FROM {store.table('finding', final=True)} WHERE cluster = {{c:String}} "
         "AND last_seen >= fromUnixTimestamp64Milli({s:Int64}, 'UTC') AND first_seen <= fromUnixTimestamp64Milli({e:Int64}, 'UTC')",
         {"c": cluster, "s": start_ms, "e": end_ms},
     )

@@ -20,6 +20,7 @@ from telemetry.errors import StoreUnavailable
 from telemetry.records import KINDS, RecordKind
 from telemetry.store import migrations as mig
 from telemetry.store.dsn import Dsn, parse_dsn
+from telemetry.store.schema import LOCAL_SUFFIX, quote, ttl_sql
 
 if TYPE_CHECKING:
     import polars as pl
@@ -75,6 +76,32 @@ def _open_server(dsn: Dsn, connect_timeout: float) -> Any:
         ) from None
 
 
+def table_ref(
+    kind: RecordKind | str, database: str | None, *, final: bool = False, alias: str = ""
+) -> str:
+    """A record kind's table in SQL: the quoted `db`.`table` (the Distributed table in cluster
+    mode; unqualified when `database` is None: the connection's default database, as Grafana's
+    datasource has it), then `AS alias`, then FINAL when `final` and the kind is versioned
+    (the latest version of each row; a no-op for the others)."""
+    k = KINDS[kind] if isinstance(kind, str) else kind
+    sql = f"{quote(database)}.{quote(k.table)}" if database else quote(k.table)
+    if alias:
+        sql += f" AS {alias}"
+    return sql + " FINAL" if final and k.version_field else sql
+
+
+def time_range(kind: RecordKind | str, lo: str | None = "ws", hi: str | None = "we") -> str:
+    """The WHERE fragment selecting rows of `kind` by its own time column (`RecordKind.
+    time_field`) between the DateTime64 query parameters named `lo` (inclusive) and `hi`
+    (exclusive); either bound may be left out (None)."""
+    k = KINDS[kind] if isinstance(kind, str) else kind
+    col = quote(k.time_field)
+    parts = [f"{col} >= {{{lo}:DateTime64(3, 'UTC')}}"] if lo else []
+    if hi:
+        parts.append(f"{col} < {{{hi}:DateTime64(3, 'UTC')}}")
+    return " AND ".join(parts) or "1"
+
+
 _REASONS = (
     ("Connection refused", "connection refused"),
     ("timed out", "connection timed out"),
@@ -124,11 +151,15 @@ class Store:
                 self._client = _open_server(self.dsn, self._connect_timeout)
         return self._client
 
-    def table(self, kind: RecordKind | str) -> str:
-        k = KINDS[kind] if isinstance(kind, str) else kind
-        return f"`{self.database}`.`{k.table}`"
+    def table(self, kind: RecordKind | str, *, final: bool = False, alias: str = "") -> str:
+        """The one way SQL names a table: see table_ref; qualified with this store's database."""
+        return table_ref(kind, self.database, final=final, alias=alias)
 
     # -- schema ------------------------------------------------------------------------------
+    @property
+    def _migrations_table(self) -> str:
+        return f"{quote(self.database)}.{quote('schema_migrations')}"
+
     def _ctx(self) -> mig.Context:
         return mig.Context(self.database, self.cluster, self.ttl_overrides)
 
@@ -140,7 +171,7 @@ class Store:
         if not exists:
             return []
         rows = self.client.query(
-            f"SELECT version, description, applied_at FROM `{self.database}`.schema_migrations FINAL ORDER BY version"
+            f"SELECT version, description, applied_at FROM {self._migrations_table} FINAL ORDER BY version"
         ).result_rows
         return [(int(v), str(d), a) for v, d, a in rows]
 
@@ -157,7 +188,7 @@ class Store:
             for stmt in m.statements(ctx):
                 self.client.command(stmt)
             self.client.insert(
-                f"`{self.database}`.schema_migrations",
+                self._migrations_table,
                 [[m.version, m.description, datetime.now(UTC)]],
                 column_names=["version", "description", "applied_at"],
             )
@@ -171,8 +202,6 @@ class Store:
         return [m for m in mig.MIGRATIONS if m.version not in done]
 
     def _reconcile_ttl(self) -> None:
-        from telemetry.store.schema import LOCAL_SUFFIX, ttl_sql
-
         for table, days in self.ttl_overrides.items():
             k = next((k for k in KINDS.values() if k.table == table), None)
             if k is None:
@@ -228,6 +257,7 @@ class Store:
         return [tuple(r) for r in self.client.query(sql, parameters=parameters).result_rows]
 
     def count(self, kind: RecordKind | str) -> int:
+        """Rows stored of `kind` (every version of a versioned kind)."""
         return int(self.query_rows(f"SELECT count() FROM {self.table(kind)}")[0][0])
 
     def ping(self) -> float:

@@ -1,8 +1,11 @@
 """Versioned, idempotent schema migrations. Applied versions are rows in `schema_migrations`.
 
-Rules: never edit a released migration's meaning; add a new one. Adding a field to a kind is
-`add_columns(kind, field)` in a new migration (fresh stores get it from version 1 already, and
-ADD COLUMN IF NOT EXISTS makes that harmless).
+Rules: never edit a released migration's meaning; add a new one. Every migration carries its own
+DDL text, frozen as it was released (the tables and columns at the bottom of this module): a
+migration never renders today's record kinds, so renaming or removing a field later cannot
+change what an old migration does. Adding a field to a kind is a new migration with
+`add_columns(table, "<column_sql(field)> AFTER <previous>")`; adding a kind is a new migration
+with a frozen `TableDef` (print today's with `TableDef.of(kind)`).
 """
 
 from __future__ import annotations
@@ -10,14 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from telemetry.records import KINDS
 from telemetry.store.schema import (
     DEDUP_WINDOW,
     LOCAL_SUFFIX,
-    add_column_sql,
+    TableDef,
+    alter_sql,
+    create_table_sql,
     database_sql,
-    modify_column_sql,
-    table_sql,
+    rename_sql,
+    ttl_sql,
 )
 
 
@@ -35,101 +39,76 @@ class Migration:
     statements: Callable[[Context], list[str]]
 
 
-def create_tables(*kind_names: str) -> Callable[[Context], list[str]]:
-    def render(ctx: Context) -> list[str]:
-        out: list[str] = []
-        for name in kind_names or tuple(KINDS):
-            k = KINDS[name]
-            out += table_sql(
-                k,
-                ctx.database,
-                cluster=ctx.cluster,
-                ttl_days=ctx.ttl_overrides.get(k.table, "default"),
-            )
-        return out
-
-    return render
+Step = Callable[[Context], list[str]]
 
 
-def add_columns(kind_name: str, *fields: str) -> Callable[[Context], list[str]]:
-    def render(ctx: Context) -> list[str]:
-        return [
-            s
-            for f in fields
-            for s in add_column_sql(KINDS[kind_name], f, ctx.database, ctx.cluster)
-        ]
-
-    return render
+def create_tables(tables: Callable[[], tuple[TableDef, ...]]) -> Step:
+    """CREATE TABLE IF NOT EXISTS for frozen table definitions (TTL overrides from the config
+    are applied after the migrations, by `Store.migrate`)."""
+    return lambda ctx: [s for t in tables() for s in create_table_sql(t, ctx.database, ctx.cluster)]
 
 
-def modify_columns(kind_name: str, *fields: str) -> Callable[[Context], list[str]]:
-    def render(ctx: Context) -> list[str]:
-        return [
-            s
-            for f in fields
-            for s in modify_column_sql(KINDS[kind_name], f, ctx.database, ctx.cluster)
-        ]
+def alter_columns(columns: Callable[[], tuple[tuple[str, str, str], ...]]) -> Step:
+    """(table, ADD | MODIFY | DROP, column text) -> ALTER TABLE on both tables in cluster mode."""
+    verbs = {
+        "ADD": "ADD COLUMN IF NOT EXISTS",
+        "MODIFY": "MODIFY COLUMN",
+        "DROP": "DROP COLUMN IF EXISTS",
+    }
+    return lambda ctx: [
+        s
+        for table, verb, col in columns()
+        for s in alter_sql(table, f"{verbs[verb]} {col}", ctx.database, ctx.cluster)
+    ]
 
-    return render
+
+def rename_tables(renames: Mapping[str, str]) -> Step:
+    return lambda ctx: [
+        s for old, new in renames.items() for s in rename_sql(old, new, ctx.database, ctx.cluster)
+    ]
 
 
-def steps(*parts: Callable[[Context], list[str]]) -> Callable[[Context], list[str]]:
+def steps(*parts: Step) -> Step:
     return lambda ctx: [s for p in parts for s in p(ctx)]
 
 
+# Migration 4: tables named by the one rule (`RecordKind.table`, the kind's plural).
+MIGRATION_4_RENAMES = {
+    "gpu_nic_affinity": "gpu_nic_affinities",
+    "switch_status": "switch_statuses",
+    "dci_usage": "dci_usages",
+    "inv_pods": "pods",
+    "inv_pod_ips": "pod_ip_leases",
+    "inv_namespaces": "namespaces",
+    "inv_nodes": "nodes",
+    "inv_hypernodes": "hypernodes",
+    "inv_jobs": "jobs",
+    "flows_attributed": "attributed_flows",
+}
+
+
 MIGRATIONS: list[Migration] = [
-    Migration(1, "create the record tables", create_tables()),
+    Migration(1, "create the record tables", create_tables(lambda: FIRST_SCHEMA)),
     # Stores created from the first schema: the exporters' and the engine's kinds and fields.
     Migration(
         2,
         "exporter and correlation kinds and fields",
         steps(
-            create_tables(
-                "nic_priority_sample",
-                "switch_status",
-                "ecmp_group_sample",
-                "hdfs_placement_total",
-                "hdfs_namenode_sample",
-                "hdfs_datanode_sample",
-                "dci_usage",
-                "attributed_flow",
-                "namespace",
-            ),
-            add_columns(
-                "nic_sample",
-                "pod",
-                "namespace",
-                "container",
-                "pfc_rx_pause_duration_seconds_total",
-                "link_downed_total",
-                "symbol_errors_total",
-                "xmit_wait_total",
-                "rx_dropped_total",
-            ),
-            add_columns(
-                "switch_queue_sample",
-                "ecn_marked_bytes_total",
-                "dropped_bytes_total",
-                "headroom_watermark_bytes",
-            ),
-            add_columns("flow_sample", "ecmp_group"),
-            modify_columns(
-                "gpu_sample", "power_violation_seconds_total", "thermal_violation_seconds_total"
-            ),
-            modify_columns("flow_sample", "src_port", "dst_port", "protocol", "dscp", "ecn"),
+            create_tables(lambda: MIGRATION_2_TABLES),
+            alter_columns(lambda: MIGRATION_2_COLUMNS),
         ),
     ),
     Migration(
         3,
         "attributed flows carry rail, NIC and leaf port of both ends",
-        add_columns(
-            "attributed_flow",
-            "src_rail",
-            "src_nic",
-            "src_leaf_port",
-            "dst_rail",
-            "dst_nic",
-            "dst_leaf_port",
+        alter_columns(lambda: MIGRATION_3_COLUMNS),
+    ),
+    Migration(
+        4,
+        "one name per kind: every table is its record kind's plural; flow_samples.ecmp_group removed",
+        steps(
+            rename_tables(MIGRATION_4_RENAMES),
+            alter_columns(lambda: (("flow_samples", "DROP", "`ecmp_group`"),)),
         ),
     ),
 ]
@@ -155,8 +134,765 @@ def bookkeeping_sql(ctx: Context) -> list[str]:
 
 
 def render_all(ctx: Context) -> list[str]:
-    """Every statement a fresh store runs, in order (for `db migrate --print` and tests)."""
+    """Every statement a fresh store runs, in order (for `db ddl` and tests), TTL overrides last."""
+    from telemetry.records import KINDS
+
     out = bookkeeping_sql(ctx)
     for m in MIGRATIONS:
         out += m.statements(ctx)
+    tables = {k.table: k for k in KINDS.values()}
+    for table, days in ctx.ttl_overrides.items():
+        if table in tables:
+            out.append(ttl_sql(tables[table], ctx.database, days, ctx.cluster))
     return out
+
+
+# --- frozen DDL: never edit what a released migration created ----------------------------------
+# Migration 1: the first schema (git 01dd334).
+FIRST_SCHEMA: tuple[TableDef, ...] = (
+    TableDef(
+        "gpu_samples",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`node` LowCardinality(String) COMMENT 'Kubernetes node name.'
+`gpu` UInt16 COMMENT 'GPU index on the node.'
+`uuid` LowCardinality(String) COMMENT 'GPU UUID.'
+`mig` LowCardinality(String) COMMENT 'MIG instance (GPU instance/compute instance), empty for a full GPU.'
+`model` LowCardinality(String) COMMENT 'Product name.'
+`pci_bus_id` LowCardinality(String) COMMENT 'PCI bus id of the GPU.'
+`pod` LowCardinality(String) COMMENT 'Pod using the GPU (from kubelet pod-resources), empty if none.'
+`namespace` LowCardinality(String) COMMENT 'Namespace of that pod.'
+`up` UInt8 COMMENT '1 when the GPU answered NVML, 0 when lost / fallen off the bus.'
+`utilization_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'GPU utilization (0-1).'
+`memory_utilization_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Memory controller utilization (0-1).'
+`memory_used_bytes` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Frame buffer used.'
+`memory_total_bytes` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Frame buffer size.'
+`sm_clock_hertz` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'SM clock.'
+`memory_clock_hertz` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Memory clock.'
+`temperature_celsius` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'GPU die temperature.'
+`memory_temperature_celsius` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'HBM temperature.'
+`power_watts` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Power draw.'
+`power_limit_watts` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Enforced power limit.'
+`energy_joules_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Energy since driver load.'
+`clock_event_reasons` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Bitmask of NVML clock-event (throttle) reasons.'
+`power_violation_seconds_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Time throttled by power.'
+`thermal_violation_seconds_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Time throttled by temperature.'
+`ecc_corrected_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Volatile corrected ECC errors.'
+`ecc_uncorrected_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Volatile uncorrected ECC errors.'
+`remapped_rows_pending` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Rows pending remap (1 = reset needed).'
+`remapped_rows_failure_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Row remapping failures.'
+`pcie_tx_bytes_per_second` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'PCIe TX throughput.'
+`pcie_rx_bytes_per_second` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'PCIe RX throughput.'
+`pcie_replay_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PCIe replay counter.'
+`nvlink_tx_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'NVLink bytes sent, all links.'
+`nvlink_rx_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'NVLink bytes received, all links.'
+`nvlink_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'NVLink CRC/replay/recovery errors, all links.'
+`sm_active_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'GPM SM activity (Hopper+).'
+`sm_occupancy_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'GPM SM occupancy (Hopper+).'
+`tensor_active_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'GPM tensor pipe activity (Hopper+).'
+`dram_active_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'GPM DRAM activity (Hopper+).'
+`xid_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'XID errors seen since the exporter started.'
+""",
+        order_by="`cluster`, `node`, `gpu`, `ts`",
+        comment="One GPU (or MIG instance) sampled through NVML. Null = not supported / not read.",
+        ttl=("ts", 30),
+    ),
+    TableDef(
+        "gpu_events",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`node` LowCardinality(String) COMMENT 'Kubernetes node name.'
+`gpu` UInt16 COMMENT 'GPU index on the node.'
+`uuid` LowCardinality(String) COMMENT 'GPU UUID.'
+`event` LowCardinality(String) COMMENT 'xid | gpu_lost | throttle_start | throttle_end'
+`xid` UInt32 CODEC(T64, ZSTD(1)) COMMENT 'XID code (0 when not an XID event).'
+`detail` String CODEC(ZSTD(1)) COMMENT 'Free text from the driver/exporter.'
+""",
+        order_by="`cluster`, `node`, `ts`",
+        comment="An event on a GPU: XID error, GPU lost, throttling start/end.",
+        ttl=("ts", 365),
+    ),
+    TableDef(
+        "gpu_nic_affinity",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`node` LowCardinality(String) COMMENT 'Kubernetes node name.'
+`gpu` UInt16 COMMENT 'GPU index.'
+`gpu_pci` LowCardinality(String) COMMENT 'GPU PCI address.'
+`nic` LowCardinality(String) COMMENT 'RDMA device (mlx5_0) under the same PCIe switch; empty if none.'
+`netdev` LowCardinality(String) COMMENT 'Netdev of that NIC.'
+`pcie_switch` LowCardinality(String) COMMENT 'PCI address of the shared upstream bridge.'
+`numa_node` Nullable(Int64) CODEC(ZSTD(1)) COMMENT 'NUMA node of the GPU.'
+`rail` Nullable(Int64) CODEC(ZSTD(1)) COMMENT 'Rail (NIC index) the GPU uses.'
+`direct_nic` UInt8 COMMENT '1 when a NIC shares the GPU\\'s PCIe switch.'
+""",
+        order_by="`cluster`, `node`, `gpu`, `ts`",
+        comment="Per GPU: the NIC under the same PCIe switch (if any), NUMA node and rail.",
+        ttl=("ts", 365),
+    ),
+    TableDef(
+        "nic_samples",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`node` LowCardinality(String) COMMENT 'Kubernetes node name.'
+`device` LowCardinality(String) COMMENT 'RDMA device (mlx5_0).'
+`port` UInt8 COMMENT 'Port number.'
+`netdev` LowCardinality(String) COMMENT 'Netdev (eth0 / ens1f0np0).'
+`link_layer` LowCardinality(String) COMMENT 'Ethernet | InfiniBand.'
+`up` UInt8 COMMENT '1 when the port state is ACTIVE.'
+`rate_bytes_per_second` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Port rate.'
+`rx_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Bytes received (port_rcv_data x 4).'
+`tx_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Bytes sent (port_xmit_data x 4).'
+`rx_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets received.'
+`tx_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets sent.'
+`rx_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Receive errors.'
+`tx_discards_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Transmit discards.'
+`ecn_marked_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RoCE packets received with ECN CE (np_ecn_marked_roce_packets).'
+`cnp_sent_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'CNPs sent as notification point (np_cnp_sent).'
+`cnp_handled_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'CNPs handled as reaction point (rp_cnp_handled).'
+`cnp_ignored_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'CNPs ignored (rp_cnp_ignored).'
+`out_of_sequence_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Out-of-sequence packets.'
+`packet_seq_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'NAK sequence errors.'
+`local_ack_timeout_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Local ACK timeouts.'
+`out_of_buffer_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Drops for lack of receive WQEs.'
+`pfc_rx_pause_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PFC pause frames received, all priorities.'
+`pfc_tx_pause_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PFC pause frames sent, all priorities.'
+`pfc_rx_pause_prio3_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PFC pauses received on priority 3 (RoCE default).'
+`pfc_tx_pause_prio3_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PFC pauses sent on priority 3.'
+`pfc_pause_duration_us_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Time paused (rx), microseconds.'
+`rx_discards_phy_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets discarded by the PHY for lack of buffer.'
+`pause_storm_events_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'tx pause storm warning+error events.'
+`pci_stalled_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Outbound PCIe stalled reads+writes.'
+`resets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Counter resets detected (NIC reset / driver reload).'
+""",
+        order_by="`cluster`, `node`, `device`, `port`, `ts`",
+        comment="One RDMA NIC port: traffic, RoCE congestion (ECN/CNP), per-priority PFC, health.",
+        ttl=("ts", 30),
+    ),
+    TableDef(
+        "switch_port_samples",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`switch` LowCardinality(String) COMMENT 'Switch hostname.'
+`asic` LowCardinality(String) COMMENT 'ASIC namespace on multi-ASIC switches; empty otherwise.'
+`port` LowCardinality(String) COMMENT 'Port name as the switch shows it (Ethernet0).'
+`role` LowCardinality(String) COMMENT 'leaf | spine | superspine | dci.'
+`up` Nullable(UInt8) COMMENT '1 when oper status is up.'
+`speed_bps` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Port speed, bits/s.'
+`rx_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Octets received.'
+`tx_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Octets sent.'
+`rx_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Unicast+multicast+broadcast packets received.'
+`tx_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets sent.'
+`rx_discards_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Inbound discards.'
+`tx_discards_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Outbound discards.'
+`rx_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Inbound errors.'
+`tx_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Outbound errors.'
+`pfc_rx_pause_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PFC frames received, all priorities.'
+`pfc_tx_pause_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PFC frames sent, all priorities.'
+`pfc_rx_pause_prio3_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PFC frames received on priority 3.'
+`pfc_tx_pause_prio3_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PFC frames sent on priority 3.'
+`pfc_rx_pause_duration_us_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Pause duration received, microseconds.'
+`link_down_events_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Link down transitions (flaps).'
+`rx_bytes_per_second` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Rate from RATES:* or derived.'
+`tx_bytes_per_second` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Rate from RATES:* or derived.'
+`tx_utilization_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'tx rate / speed.'
+""",
+        order_by="`cluster`, `switch`, `port`, `ts`",
+        comment="One switch port: traffic, errors, discards, per-priority PFC.",
+        ttl=("ts", 30),
+    ),
+    TableDef(
+        "switch_queue_samples",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`switch` LowCardinality(String) COMMENT 'Switch hostname.'
+`asic` LowCardinality(String) COMMENT 'ASIC namespace; empty otherwise.'
+`port` LowCardinality(String) COMMENT 'Port name.'
+`queue` UInt8 COMMENT 'Queue index (or PG index for priority groups).'
+`queue_type` LowCardinality(String) COMMENT 'unicast | multicast | pg.'
+`tx_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets sent from the queue.'
+`tx_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Bytes sent from the queue.'
+`dropped_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets dropped.'
+`ecn_marked_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets ECN-marked by WRED.'
+`watermark_bytes` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Peak occupancy in the interval.'
+`pfc_wd_storm_detected` Nullable(UInt8) COMMENT '1 while the PFC watchdog sees a storm.'
+`pfc_wd_storms_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PFC watchdog storms detected.'
+`pfc_wd_dropped_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets dropped by the PFC watchdog.'
+""",
+        order_by="`cluster`, `switch`, `port`, `queue`, `ts`",
+        comment="One egress queue or ingress priority group of a switch port.",
+        ttl=("ts", 30),
+    ),
+    TableDef(
+        "flow_samples",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`agent` LowCardinality(String) COMMENT 'sFlow agent address (the switch).'
+`switch` LowCardinality(String) COMMENT 'Switch hostname, when known.'
+`in_port` LowCardinality(String) COMMENT 'Input interface (ifIndex or name).'
+`out_port` LowCardinality(String) COMMENT 'Output interface: the ECMP member for uplinks.'
+`src_ip` String CODEC(ZSTD(1)) COMMENT 'Source IP.'
+`dst_ip` String CODEC(ZSTD(1)) COMMENT 'Destination IP.'
+`src_port` UInt16 COMMENT 'L4 source port (entropy for RoCEv2).'
+`dst_port` UInt16 COMMENT 'L4 destination port (4791 = RoCEv2).'
+`protocol` UInt8 COMMENT 'IP protocol.'
+`vlan` UInt16 COMMENT 'VLAN id, 0 if untagged.'
+`dscp` UInt8 COMMENT 'DSCP.'
+`ecn` UInt8 COMMENT 'ECN bits (3 = CE).'
+`bth_opcode` Nullable(UInt8) COMMENT 'InfiniBand BTH opcode (RoCEv2).'
+`dest_qp` Nullable(UInt32) CODEC(ZSTD(1)) COMMENT 'InfiniBand BTH destination QP (RoCEv2).'
+`psn` Nullable(UInt32) CODEC(ZSTD(1)) COMMENT 'InfiniBand BTH PSN (RoCEv2).'
+`frame_bytes` UInt32 CODEC(T64, ZSTD(1)) COMMENT 'Sampled frame length.'
+`sampling_rate` UInt32 CODEC(T64, ZSTD(1)) COMMENT '1-in-N sampling rate.'
+`bytes` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Estimated bytes this sample stands for (frame x rate).'
+`packets` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Estimated packets (rate).'
+""",
+        order_by="`cluster`, `ts`, `src_ip`, `dst_ip`",
+        comment="A sampled packet (sFlow) scaled by its sampling rate; RoCEv2 adds BTH fields.",
+        ttl=("ts", 14),
+    ),
+    TableDef(
+        "lldp_links",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`local_device` LowCardinality(String) COMMENT 'Host or switch that saw the neighbour.'
+`local_port` LowCardinality(String) COMMENT 'Local interface.'
+`remote_device` LowCardinality(String) COMMENT 'Neighbour system name.'
+`remote_port` LowCardinality(String) COMMENT 'Neighbour port id / description.'
+`remote_chassis_id` String CODEC(ZSTD(1)) COMMENT 'Neighbour chassis id.'
+`source` LowCardinality(String) COMMENT 'lldpcli | sonic | sim.'
+""",
+        order_by="`cluster`, `local_device`, `local_port`, `ts`",
+        comment="An LLDP neighbour seen on a local port (host or switch).",
+        ttl=("ts", 90),
+    ),
+    TableDef(
+        "hdfs_transfers",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`datanode` LowCardinality(String) COMMENT 'DataNode that logged the transfer.'
+`op` LowCardinality(String) COMMENT 'HDFS_READ | HDFS_WRITE | replication.'
+`src` String CODEC(ZSTD(1)) COMMENT 'Source address host:port.'
+`dest` String CODEC(ZSTD(1)) COMMENT 'Destination address host:port.'
+`src_idc` LowCardinality(String) COMMENT 'IDC of the source (\\'\\' = unknown host).'
+`dest_idc` LowCardinality(String) COMMENT 'IDC of the destination (\\'\\' = unknown host).'
+`src_rack` LowCardinality(String) COMMENT 'Rack path of the source.'
+`dest_rack` LowCardinality(String) COMMENT 'Rack path of the destination.'
+`bytes` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Bytes transferred.'
+`client_id` String CODEC(ZSTD(1)) COMMENT 'DFSClient id.'
+`block_id` String CODEC(ZSTD(1)) COMMENT 'Block id (BP-...:blk_...).'
+`duration_seconds` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Transfer duration.'
+`cross_idc` Bool COMMENT 'Source and destination in different IDCs.'
+`write_mode` LowCardinality(String) COMMENT 'sync | async | \\'\\' for reads.'
+""",
+        order_by="`cluster`, `src_idc`, `dest_idc`, `ts`",
+        comment="One HDFS block transfer from a DataNode clienttrace line, mapped to IDC/rack.",
+        ttl=("ts", 30),
+    ),
+    TableDef(
+        "hdfs_block_placements",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`path` String CODEC(ZSTD(1)) COMMENT 'File path.'
+`block_id` String CODEC(ZSTD(1)) COMMENT 'Block id.'
+`replicas` UInt16 COMMENT 'Replicas found.'
+`expected_replicas` UInt16 COMMENT 'Replication factor.'
+`replicas_by_idc` String CODEC(ZSTD(1)) COMMENT 'JSON object IDC -> replica count.'
+`locations` String CODEC(ZSTD(1)) COMMENT 'JSON list of host/rack locations.'
+`violation` Bool COMMENT 'Placement breaks the policy.'
+`reason` String CODEC(ZSTD(1)) COMMENT 'Why it breaks the policy (\\'\\' if it does not).'
+""",
+        order_by="`cluster`, `violation`, `path`, `block_id`, `ts`",
+        comment="Replica placement of one block (from fsck or WebHDFS) judged against the policy.",
+        ttl=("ts", 90),
+    ),
+    TableDef(
+        "inv_pods",
+        """\
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`namespace` LowCardinality(String) COMMENT 'Namespace = tenant.'
+`pod` LowCardinality(String) COMMENT 'Pod name.'
+`uid` String CODEC(ZSTD(1)) COMMENT 'Pod UID.'
+`node` LowCardinality(String) COMMENT 'Node the pod ran on.'
+`job` LowCardinality(String) COMMENT 'Volcano job (volcano.sh/job-name), \\'\\' if none.'
+`phase` LowCardinality(String) COMMENT 'Pod phase.'
+`gpus` String CODEC(ZSTD(1)) COMMENT 'JSON list of GPU indices/UUIDs assigned.'
+`valid_from` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Start of validity of this fact (UTC).'
+`valid_to` Nullable(DateTime64(3, 'UTC')) CODEC(ZSTD(1)) COMMENT 'End of validity (UTC); null while the fact still holds.'
+`updated_at` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Version of this row: the latest wins.'
+""",
+        order_by="`cluster`, `namespace`, `pod`, `valid_from`",
+        comment="A pod's placement and ownership over time.",
+        partition_by=None,
+        version="updated_at",
+    ),
+    TableDef(
+        "inv_pod_ips",
+        """\
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`ip` String CODEC(ZSTD(1)) COMMENT 'The IP address.'
+`namespace` LowCardinality(String) COMMENT 'Namespace = tenant.'
+`pod` LowCardinality(String) COMMENT 'Pod name.'
+`node` LowCardinality(String) COMMENT 'Node.'
+`interface` LowCardinality(String) COMMENT 'Pod interface (eth0, net1, ...).'
+`network` LowCardinality(String) COMMENT 'Multus network name; \\'\\' for the primary.'
+`mac` String CODEC(ZSTD(1)) COMMENT 'MAC address.'
+`pci_address` String CODEC(ZSTD(1)) COMMENT 'SR-IOV VF PCI address (device-info).'
+`primary` Bool COMMENT 'The pod\\'s primary IP.'
+`valid_from` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Start of validity of this fact (UTC).'
+`valid_to` Nullable(DateTime64(3, 'UTC')) CODEC(ZSTD(1)) COMMENT 'End of validity (UTC); null while the fact still holds.'
+`updated_at` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Version of this row: the latest wins.'
+""",
+        order_by="`cluster`, `ip`, `valid_from`",
+        comment="An IP held by a pod over an interval: primary and Multus secondary (RDMA) IPs.",
+        partition_by=None,
+        version="updated_at",
+    ),
+    TableDef(
+        "inv_nodes",
+        """\
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`node` LowCardinality(String) COMMENT 'Node name.'
+`labels` String CODEC(ZSTD(1)) COMMENT 'JSON object of node labels.'
+`idc` LowCardinality(String) COMMENT 'Data center (from labels or topology).'
+`su` LowCardinality(String) COMMENT 'Scalable unit.'
+`gpus` UInt16 COMMENT 'Allocatable GPUs.'
+`valid_from` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Start of validity of this fact (UTC).'
+`valid_to` Nullable(DateTime64(3, 'UTC')) CODEC(ZSTD(1)) COMMENT 'End of validity (UTC); null while the fact still holds.'
+`updated_at` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Version of this row: the latest wins.'
+""",
+        order_by="`cluster`, `node`, `valid_from`",
+        comment="A Kubernetes node: labels and where it sits.",
+        partition_by=None,
+        version="updated_at",
+    ),
+    TableDef(
+        "inv_hypernodes",
+        """\
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`hypernode` LowCardinality(String) COMMENT 'HyperNode name.'
+`tier` UInt8 COMMENT 'HyperNode tier (1 = lowest).'
+`tier_name` LowCardinality(String) COMMENT 'Tier name, if given.'
+`member` String CODEC(ZSTD(1)) COMMENT 'Member: node name or child HyperNode name.'
+`member_type` LowCardinality(String) COMMENT 'Node | HyperNode.'
+`selector` LowCardinality(String) COMMENT 'exactMatch | regexMatch | labelMatch.'
+`valid_from` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Start of validity of this fact (UTC).'
+`valid_to` Nullable(DateTime64(3, 'UTC')) CODEC(ZSTD(1)) COMMENT 'End of validity (UTC); null while the fact still holds.'
+`updated_at` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Version of this row: the latest wins.'
+""",
+        order_by="`cluster`, `hypernode`, `member`, `valid_from`",
+        comment="A Volcano HyperNode member: one row per (hypernode, member).",
+        partition_by=None,
+        version="updated_at",
+    ),
+    TableDef(
+        "inv_jobs",
+        """\
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`namespace` LowCardinality(String) COMMENT 'Namespace = tenant.'
+`job` LowCardinality(String) COMMENT 'Job name.'
+`queue` LowCardinality(String) COMMENT 'Volcano queue.'
+`replicas` UInt32 CODEC(T64, ZSTD(1)) COMMENT 'Total task replicas.'
+`topology_mode` LowCardinality(String) COMMENT 'hard | soft | \\'\\' (no networkTopology).'
+`highest_tier_allowed` Nullable(UInt8) COMMENT 'spec.networkTopology.highestTierAllowed.'
+`highest_tier_name` LowCardinality(Nullable(String)) COMMENT 'spec.networkTopology.highestTierName.'
+`allocated_hypernode` String CODEC(ZSTD(1)) COMMENT 'PodGroup volcano.sh/job-allocated-hypernode annotation.'
+`valid_from` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Start of validity of this fact (UTC).'
+`valid_to` Nullable(DateTime64(3, 'UTC')) CODEC(ZSTD(1)) COMMENT 'End of validity (UTC); null while the fact still holds.'
+`updated_at` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Version of this row: the latest wins.'
+""",
+        order_by="`cluster`, `namespace`, `job`, `valid_from`",
+        comment="A Volcano job and its networkTopology constraint.",
+        partition_by=None,
+        version="updated_at",
+    ),
+    TableDef(
+        "findings",
+        """\
+`finding_id` String CODEC(ZSTD(1)) COMMENT 'Stable id: hash of kind + subject + first window.'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`kind` LowCardinality(String) COMMENT 'Finding kind (placement_violation, ecmp_imbalance, pfc_storm, ...).'
+`category` LowCardinality(String) COMMENT 'placement | fabric | node | storage | topology.'
+`severity` LowCardinality(String) COMMENT 'critical | warning | info.'
+`subject_type` LowCardinality(String) COMMENT 'job | pod | link | port | nic | gpu | block | hypernode ...'
+`subject` String CODEC(ZSTD(1)) COMMENT 'What the finding is about.'
+`summary` String CODEC(ZSTD(1)) COMMENT 'One line a person reads.'
+`evidence` String CODEC(ZSTD(1)) COMMENT 'JSON: the numbers and the rows they came from.'
+`window_start` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Start of the window that produced it.'
+`window_end` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'End of that window.'
+`first_seen` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'First window it appeared in.'
+`last_seen` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Last window it appeared in.'
+`updated_at` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Row version.'
+""",
+        order_by="`cluster`, `kind`, `subject`, `finding_id`",
+        comment="A correlated finding; a persisting one is updated (same finding_id), not duplicated.",
+        ttl=("first_seen", 180),
+        partition_by=None,
+        version="updated_at",
+    ),
+    TableDef(
+        "component_stats",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`host` LowCardinality(String) COMMENT 'Where the component runs.'
+`component` LowCardinality(String) COMMENT 'Component name (source:node, sink:clickhouse, ...).'
+`received_total` UInt64 CODEC(Delta, ZSTD(1)) COMMENT 'Records received.'
+`sent_total` UInt64 CODEC(Delta, ZSTD(1)) COMMENT 'Records sent on.'
+`dropped_total` UInt64 CODEC(Delta, ZSTD(1)) COMMENT 'Records dropped.'
+`failed_total` UInt64 CODEC(Delta, ZSTD(1)) COMMENT 'Failed operations.'
+`last_duration_seconds` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Duration of the last collect/export.'
+`success` Nullable(UInt8) COMMENT '1 when the last operation succeeded.'
+`spool_bytes` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Bytes waiting in the spool (sinks).'
+""",
+        order_by="`cluster`, `component`, `ts`",
+        comment="Self-report of a pipeline component (source, transform, sink) per interval.",
+        ttl=("ts", 30),
+    ),
+)
+# Migration 2: tables of the exporters' and the engine's kinds.
+MIGRATION_2_TABLES: tuple[TableDef, ...] = (
+    TableDef(
+        "nic_priority_samples",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`node` LowCardinality(String) COMMENT 'Kubernetes node name.'
+`netdev` LowCardinality(String) COMMENT 'Netdev the ethtool statistics belong to.'
+`device` LowCardinality(String) COMMENT 'RDMA device of that netdev (mlx5_0); empty if none.'
+`priority` UInt8 COMMENT '802.1p priority (0-7).'
+`rx_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Bytes received on this priority (rx_prio{p}_bytes).'
+`tx_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Bytes sent on this priority (tx_prio{p}_bytes).'
+`rx_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets received (rx_prio{p}_packets).'
+`tx_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets sent (tx_prio{p}_packets).'
+`rx_pause_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PFC pause frames received (rx_prio{p}_pause).'
+`tx_pause_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PFC pause frames sent (tx_prio{p}_pause).'
+`rx_pause_duration_seconds_total` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Time paused by received PFC (rx_prio{p}_pause_duration, us).'
+`tx_pause_duration_seconds_total` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Time this NIC paused its peer (tx_prio{p}_pause_duration, us).'
+`rx_pause_transitions_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'XOFF->XON transitions received (rx_prio{p}_pause_transition).'
+`rx_discards_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets discarded for lack of buffer on this priority (rx_prio{p}_discards).'
+`resets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Counter resets detected on this netdev\\'s ethtool statistics.'
+""",
+        order_by="`cluster`, `node`, `netdev`, `priority`, `ts`",
+        comment="One 802.1p priority of a NIC (ethtool statistics): traffic, PFC pauses, discards.",
+        ttl=("ts", 30),
+    ),
+    TableDef(
+        "switch_status",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`switch` LowCardinality(String) COMMENT 'Switch hostname.'
+`asic` LowCardinality(String) COMMENT 'ASIC namespace on multi-ASIC switches; empty otherwise.'
+`up` UInt8 COMMENT '1 when the switch\\'s Redis answered the poll, 0 when not.'
+`poll_duration_seconds` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Duration of the poll.'
+`ports` Nullable(UInt32) CODEC(ZSTD(1)) COMMENT 'Ports read.'
+`queues` Nullable(UInt32) CODEC(ZSTD(1)) COMMENT 'Queues and priority groups read.'
+`error` String CODEC(ZSTD(1)) COMMENT 'Why the poll failed (\\'\\' when up).'
+""",
+        order_by="`cluster`, `switch`, `asic`, `ts`",
+        comment="One poll of one switch (or one ASIC's COUNTERS_DB): did it answer, how long it took.",
+        ttl=("ts", 30),
+    ),
+    TableDef(
+        "ecmp_group_samples",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`switch` LowCardinality(String) COMMENT 'Switch hostname.'
+`group` LowCardinality(String) COMMENT 'ECMP group name (from config or \\'uplinks\\' from LLDP).'
+`members` String CODEC(ZSTD(1)) COMMENT 'Member ports, comma-separated.'
+`member_count` Nullable(UInt16) COMMENT 'Members with a rate this interval.'
+`mean_utilization_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Mean member tx utilization.'
+`max_utilization_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Highest member tx utilization.'
+`max_mean_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'max / mean member tx rate (1 = perfectly even).'
+`cv_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Coefficient of variation of member tx rates (stddev / mean).'
+`hottest_member` LowCardinality(String) COMMENT 'Member with the highest tx rate.'
+`tx_bytes_per_second` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Sum of member tx rates.'
+""",
+        order_by="`cluster`, `switch`, `group`, `ts`",
+        comment="Spread of tx utilization over the members of one ECMP uplink group in one interval.",
+        ttl=("ts", 30),
+    ),
+    TableDef(
+        "hdfs_placement_totals",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`prefix` LowCardinality(String) COMMENT 'Path prefix the totals cover (\\'/\\' = everything audited).'
+`blocks` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Blocks audited under the prefix.'
+`violations` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Blocks whose placement breaks the policy.'
+`under_replicated` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Blocks with fewer replicas than the policy wants.'
+`unknown_hosts` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Replicas on hosts the topology does not know.'
+""",
+        order_by="`cluster`, `prefix`, `ts`",
+        comment="Replica placement audit totals per path prefix (one fsck / WebHDFS report).",
+        ttl=("ts", 90),
+    ),
+    TableDef(
+        "hdfs_namenode_samples",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`namenode` LowCardinality(String) COMMENT 'NameNode JMX endpoint (host:port).'
+`ha_state` LowCardinality(String) COMMENT 'active | standby | \\'\\' when not reported.'
+`up` UInt8 COMMENT '1 when the scrape succeeded, 0 when it failed (see error).'
+`error` String CODEC(ZSTD(1)) COMMENT 'Why the scrape failed (\\'\\' when it did not).'
+`live_datanodes` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Live DataNodes.'
+`dead_datanodes` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Dead DataNodes.'
+`stale_datanodes` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Stale DataNodes.'
+`blocks` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Blocks in the namespace.'
+`files` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Files in the namespace.'
+`under_replicated_blocks` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Blocks below their replication factor.'
+`missing_blocks` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Blocks with no live replica.'
+`corrupt_blocks` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Blocks with corrupt replicas.'
+`pending_replication_blocks` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Blocks waiting for replication (async backlog).'
+`pending_deletion_blocks` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Blocks waiting for deletion.'
+`capacity_total_bytes` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Configured capacity.'
+`capacity_used_bytes` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'DFS used.'
+`capacity_remaining_bytes` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Capacity remaining.'
+""",
+        order_by="`cluster`, `namenode`, `ts`",
+        comment="One NameNode /jmx scrape (FSNamesystem, FSNamesystemState, NameNodeInfo).",
+        ttl=("ts", 30),
+    ),
+    TableDef(
+        "hdfs_datanode_samples",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`datanode` LowCardinality(String) COMMENT 'DataNode JMX endpoint (host:port).'
+`idc` LowCardinality(String) COMMENT 'IDC of the DataNode (\\'\\' = not in the topology).'
+`up` UInt8 COMMENT '1 when the scrape succeeded, 0 when it failed (see error).'
+`error` String CODEC(ZSTD(1)) COMMENT 'Why the scrape failed (\\'\\' when it did not).'
+`read_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Bytes read from this DataNode.'
+`written_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Bytes written to this DataNode.'
+`remote_read_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Bytes read by non-local clients (RemoteBytesRead).'
+`remote_written_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Bytes written by non-local clients.'
+`blocks_read_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Blocks read.'
+`blocks_written_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Blocks written.'
+`blocks_replicated_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Blocks replicated to other DataNodes.'
+`local_client_reads_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Reads from a client on the same host.'
+`remote_client_reads_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Reads from a client on another host.'
+`local_client_writes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Writes from a client on the same host.'
+`remote_client_writes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Writes from a client on another host.'
+`packet_ack_round_trips_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Write-pipeline packet acks measured.'
+`packet_ack_round_trip_seconds` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Mean packet-ack round trip (metrics window).'
+`network_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'DataNode network errors.'
+`volume_failures_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Volume failures.'
+`capacity_bytes` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Storage capacity.'
+`dfs_used_bytes` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'DFS used.'
+`remaining_bytes` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Storage remaining.'
+`failed_volumes` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Failed volumes now.'
+`xceivers` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Active data transfer threads.'
+""",
+        order_by="`cluster`, `datanode`, `ts`",
+        comment="One DataNode /jmx scrape (DataNodeActivity-*, FSDatasetState, DataNodeInfo).",
+        ttl=("ts", 30),
+    ),
+    TableDef(
+        "dci_usage",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`src_idc` LowCardinality(String) COMMENT 'IDC the data left.'
+`dest_idc` LowCardinality(String) COMMENT 'IDC the data entered.'
+`interval_seconds` Float64 CODEC(Gorilla, ZSTD(1)) COMMENT 'Length of the interval starting at ts.'
+`read_bytes_per_second` Float64 CODEC(Gorilla, ZSTD(1)) COMMENT 'Cross-IDC HDFS reads.'
+`sync_write_bytes_per_second` Float64 CODEC(Gorilla, ZSTD(1)) COMMENT 'Cross-IDC write-pipeline traffic.'
+`async_replication_bytes_per_second` Float64 CODEC(Gorilla, ZSTD(1)) COMMENT 'Cross-IDC background replication.'
+`total_bytes_per_second` Float64 CODEC(Gorilla, ZSTD(1)) COMMENT 'All HDFS traffic on the pair.'
+`capacity_bytes_per_second` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Configured budget for the pair (null = none).'
+`headroom_bytes_per_second` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Budget minus total (negative = over budget).'
+`utilization_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Total / budget.'
+""",
+        order_by="`cluster`, `src_idc`, `dest_idc`, `ts`",
+        comment="HDFS bytes/s on the DCI per direction (src IDC -> dest IDC) per interval, against the budget.",
+        ttl=("ts", 90),
+    ),
+    TableDef(
+        "flows_attributed",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`switch` LowCardinality(String) COMMENT 'Switch that sampled it.'
+`out_port` LowCardinality(String) COMMENT 'Egress port (the ECMP member for uplinks).'
+`src_ip` String CODEC(ZSTD(1)) COMMENT 'Source IP.'
+`dst_ip` String CODEC(ZSTD(1)) COMMENT 'Destination IP.'
+`dst_port` UInt16 COMMENT 'L4 destination port.'
+`dest_qp` Nullable(UInt32) CODEC(ZSTD(1)) COMMENT 'RoCEv2 destination QP.'
+`rdma` Bool COMMENT 'RoCEv2 (UDP 4791).'
+`bytes` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Estimated bytes.'
+`src_namespace` LowCardinality(String) COMMENT 'Tenant of the source pod (\\'\\' = IP owned by nobody then).'
+`src_pod` String CODEC(ZSTD(1)) COMMENT 'Source pod.'
+`src_node` LowCardinality(String) COMMENT 'Source node.'
+`src_job` LowCardinality(String) COMMENT 'Source Volcano job.'
+`dst_namespace` LowCardinality(String) COMMENT 'Tenant of the destination pod.'
+`dst_pod` String CODEC(ZSTD(1)) COMMENT 'Destination pod.'
+`dst_node` LowCardinality(String) COMMENT 'Destination node.'
+`dst_job` LowCardinality(String) COMMENT 'Destination Volcano job.'
+`src_su` LowCardinality(String) COMMENT 'Scalable unit of the source node.'
+`dst_su` LowCardinality(String) COMMENT 'Scalable unit of the destination node.'
+`src_idc` LowCardinality(String) COMMENT 'IDC of the source node.'
+`dst_idc` LowCardinality(String) COMMENT 'IDC of the destination node.'
+`lca_hypernode` LowCardinality(String) COMMENT 'Lowest common HyperNode of the two nodes (\\'\\' = none).'
+`lca_tier` UInt8 COMMENT 'Its tier (0 = no common HyperNode / unknown).'
+""",
+        order_by="`cluster`, `ts`, `src_namespace`, `src_job`",
+        comment="A flow sample joined, as of its own time, to the pods/jobs/tenants/nodes at both ends and the lowest common HyperNode they share. Written per window by the correlation engine.",
+        ttl=("ts", 14),
+    ),
+    TableDef(
+        "inv_namespaces",
+        """\
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`namespace` LowCardinality(String) COMMENT 'Namespace name.'
+`tenant` LowCardinality(String) COMMENT 'Tenant: the railscope.io/tenant label, else the namespace name.'
+`labels` String CODEC(ZSTD(1)) COMMENT 'JSON object of namespace labels.'
+`valid_from` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Start of validity of this fact (UTC).'
+`valid_to` Nullable(DateTime64(3, 'UTC')) CODEC(ZSTD(1)) COMMENT 'End of validity (UTC); null while the fact still holds.'
+`updated_at` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Version of this row: the latest wins.'
+""",
+        order_by="`cluster`, `namespace`, `valid_from`",
+        comment="A namespace (= tenant) and its labels over time.",
+        partition_by=None,
+        version="updated_at",
+    ),
+)
+# Migration 2: columns added to (or retyped in) first-schema tables.
+MIGRATION_2_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    (
+        "nic_samples",
+        "ADD",
+        "`pod` LowCardinality(Nullable(String)) COMMENT 'Pod holding this NIC/VF (kubelet pod-resources), empty if none.' AFTER `link_layer`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`namespace` LowCardinality(Nullable(String)) COMMENT 'Namespace of that pod.' AFTER `pod`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`container` LowCardinality(Nullable(String)) COMMENT 'Container of that pod.' AFTER `namespace`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`pfc_rx_pause_duration_seconds_total` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Time paused by received PFC, all priorities.' AFTER `pfc_pause_duration_us_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`link_downed_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Times the link went down (counters/link_downed).' AFTER `pci_stalled_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`symbol_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Physical symbol errors (counters/symbol_error).' AFTER `link_downed_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`xmit_wait_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Ticks the port had data but could not send (counters/port_xmit_wait).' AFTER `symbol_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_dropped_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets dropped by the netdev (statistics/rx_dropped).' AFTER `xmit_wait_total`",
+    ),
+    (
+        "switch_queue_samples",
+        "ADD",
+        "`ecn_marked_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Bytes ECN-marked by WRED.' AFTER `ecn_marked_packets_total`",
+    ),
+    (
+        "switch_queue_samples",
+        "ADD",
+        "`dropped_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Bytes dropped.' AFTER `ecn_marked_bytes_total`",
+    ),
+    (
+        "switch_queue_samples",
+        "ADD",
+        "`headroom_watermark_bytes` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'PG headroom (xoff room) peak occupancy.' AFTER `watermark_bytes`",
+    ),
+    (
+        "flow_samples",
+        "ADD",
+        "`ecmp_group` LowCardinality(String) COMMENT 'ECMP group of out_port (\\'\\' when not an ECMP member).' AFTER `out_port`",
+    ),
+    (
+        "gpu_samples",
+        "MODIFY",
+        "`power_violation_seconds_total` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Time throttled by power.'",
+    ),
+    (
+        "gpu_samples",
+        "MODIFY",
+        "`thermal_violation_seconds_total` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Time throttled by temperature.'",
+    ),
+    (
+        "flow_samples",
+        "MODIFY",
+        "`src_port` Nullable(UInt16) COMMENT 'L4 source port (entropy for RoCEv2); null if not TCP/UDP.'",
+    ),
+    (
+        "flow_samples",
+        "MODIFY",
+        "`dst_port` Nullable(UInt16) COMMENT 'L4 destination port (4791 = RoCEv2); null if not TCP/UDP.'",
+    ),
+    (
+        "flow_samples",
+        "MODIFY",
+        "`protocol` Nullable(UInt8) COMMENT 'IP protocol; null if the sampled header is not IP.'",
+    ),
+    ("flow_samples", "MODIFY", "`dscp` Nullable(UInt8) COMMENT 'DSCP; null if not IP.'"),
+    (
+        "flow_samples",
+        "MODIFY",
+        "`ecn` Nullable(UInt8) COMMENT 'ECN bits (3 = CE); null if not IP.'",
+    ),
+)
+# Migration 3: rail, NIC and leaf port of both ends of an attributed flow.
+MIGRATION_3_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    (
+        "flows_attributed",
+        "ADD",
+        "`src_rail` Int64 COMMENT 'Rail of the source IP\\'s interface (Multus network railN); -1 unknown.' AFTER `dst_job`",
+    ),
+    (
+        "flows_attributed",
+        "ADD",
+        "`src_nic` LowCardinality(String) COMMENT 'Source RDMA device on that rail (mlx5_N).' AFTER `src_rail`",
+    ),
+    (
+        "flows_attributed",
+        "ADD",
+        "`src_leaf_port` LowCardinality(String) COMMENT 'Leaf port cabled to that NIC (LLDP), SWITCH:PORT.' AFTER `src_nic`",
+    ),
+    (
+        "flows_attributed",
+        "ADD",
+        "`dst_rail` Int64 COMMENT 'Rail of the destination IP\\'s interface; -1 unknown.' AFTER `src_leaf_port`",
+    ),
+    (
+        "flows_attributed",
+        "ADD",
+        "`dst_nic` LowCardinality(String) COMMENT 'Destination RDMA device on that rail.' AFTER `dst_rail`",
+    ),
+    (
+        "flows_attributed",
+        "ADD",
+        "`dst_leaf_port` LowCardinality(String) COMMENT 'Leaf port cabled to the destination NIC (LLDP).' AFTER `dst_nic`",
+    ),
+)

@@ -1,134 +1,153 @@
-"""Render ClickHouse DDL from the record kinds: single-server MergeTree tables, or, with a cluster
-name, ReplicatedMergeTree `*_local` tables plus `Distributed` tables with ON CLUSTER.
+"""Render ClickHouse DDL: single-server MergeTree tables, or, with a cluster name,
+ReplicatedMergeTree `*_local` tables plus `Distributed` tables with ON CLUSTER.
 
 Pure string rendering: nothing here talks to ClickHouse, so the DDL can be reviewed and parsed.
+Migrations render frozen `TableDef`s (the table as that migration created it); `TableDef.of(kind)`
+renders today's definition of a record kind (what a new migration copies when it adds a kind).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import dataclass
 
-from telemetry.records import KINDS, RecordKind
+from telemetry.records import Field, RecordKind
 
 # Plain MergeTree honours insert_deduplication_token only within this many recent blocks.
 DEDUP_WINDOW = 10_000
 LOCAL_SUFFIX = "_local"
 
 
-def _q(name: str) -> str:
+def quote(name: str) -> str:
     return f"`{name}`"
 
 
-def columns_sql(kind: RecordKind) -> str:
-    lines = []
-    for f in kind.fields:
-        col = f"    {_q(f.name)} {f.clickhouse_type}"
-        if f.clickhouse_codec:
-            col += f" CODEC({f.clickhouse_codec})"
-        col += " COMMENT " + _literal(f.doc)
-        lines.append(col)
-    return ",\n".join(lines)
-
-
-def _literal(s: str) -> str:
+def literal(s: str) -> str:
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def engine_sql(kind: RecordKind, database: str, cluster: str | None, table: str) -> str:
-    base = "ReplacingMergeTree" if kind.version_field else "MergeTree"
+def column_sql(f: Field) -> str:
+    """One column definition: name, type, codec, comment."""
+    col = f"{quote(f.name)} {f.clickhouse_type}"
+    if f.clickhouse_codec:
+        col += f" CODEC({f.clickhouse_codec})"
+    return col + " COMMENT " + literal(f.doc)
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """A table as DDL text: `columns` holds one column definition per line."""
+
+    name: str
+    columns: str
+    order_by: str
+    comment: str
+    ttl: tuple[str, int] | None = None  # (time column, days)
+    partition_by: str | None = "toYYYYMMDD(ts)"
+    version: str | None = None  # ReplacingMergeTree version column
+
+    @classmethod
+    def of(cls, kind: RecordKind) -> TableDef:
+        return cls(
+            kind.table,
+            "\n".join(column_sql(f) for f in kind.fields),
+            ", ".join(quote(c) for c in kind.order_by),
+            kind.doc,
+            (kind.time_field, kind.ttl_days) if kind.ttl_days else None,
+            kind.partition_by,
+            kind.version_field,
+        )
+
+
+def _on(cluster: str | None) -> str:
+    return f" ON CLUSTER {quote(cluster)}" if cluster else ""
+
+
+def _names(table: str, cluster: str | None) -> list[str]:
+    """The tables one logical table is in cluster mode (local + Distributed) or on one server."""
+    return [table + LOCAL_SUFFIX, table] if cluster else [table]
+
+
+def _engine(t: TableDef, database: str, cluster: str | None, name: str) -> str:
+    base = "ReplacingMergeTree" if t.version else "MergeTree"
     args: list[str] = []
     if cluster:
         base = "Replicated" + base
-        args += [f"'/clickhouse/tables/{{shard}}/{database}/{table}'", "'{replica}'"]
-    if kind.version_field:
-        args.append(_q(kind.version_field))
+        args += [f"'/clickhouse/tables/{{shard}}/{database}/{name}'", "'{replica}'"]
+    if t.version:
+        args.append(quote(t.version))
     return f"{base}({', '.join(args)})"
 
 
-def table_sql(
-    kind: RecordKind,
-    database: str,
-    *,
-    cluster: str | None = None,
-    ttl_days: int | str | None = "default",
-) -> list[str]:
-    """CREATE TABLE statements for one kind (one statement, or two in cluster mode)."""
-    ttl = kind.ttl_days if ttl_days == "default" else ttl_days
-    name = kind.table + (LOCAL_SUFFIX if cluster else "")
-    on_cluster = f" ON CLUSTER {_q(cluster)}" if cluster else ""
+def distributed_sql(table: str, database: str, cluster: str) -> str:
+    """The Distributed table over `table`'s `*_local` replicas."""
+    db, local = quote(database), quote(table + LOCAL_SUFFIX)
+    return (
+        f"CREATE TABLE IF NOT EXISTS {db}.{quote(table)}{_on(cluster)} AS {db}.{local}\n"
+        f"ENGINE = Distributed({quote(cluster)}, {db}, {local}, rand())"
+    )
+
+
+def create_table_sql(t: TableDef, database: str, cluster: str | None = None) -> list[str]:
+    """CREATE TABLE statements for one table (one statement, or two in cluster mode)."""
+    name = t.name + (LOCAL_SUFFIX if cluster else "")
+    columns = ",\n".join(f"    {c}" for c in t.columns.strip().splitlines())
     parts = [
-        f"CREATE TABLE IF NOT EXISTS {_q(database)}.{_q(name)}{on_cluster}\n(\n{columns_sql(kind)}\n)",
-        f"ENGINE = {engine_sql(kind, database, cluster, name)}",
+        f"CREATE TABLE IF NOT EXISTS {quote(database)}.{quote(name)}{_on(cluster)}\n(\n{columns}\n)",
+        f"ENGINE = {_engine(t, database, cluster, name)}",
     ]
-    if kind.partition_by:
-        parts.append(f"PARTITION BY {kind.partition_by}")
-    parts.append(f"ORDER BY ({', '.join(_q(c) for c in kind.order_by)})")
-    if ttl:
-        parts.append(f"TTL toDateTime({_q(kind.time_field)}) + INTERVAL {int(ttl)} DAY")
+    if t.partition_by:
+        parts.append(f"PARTITION BY {t.partition_by}")
+    parts.append(f"ORDER BY ({t.order_by})")
+    if t.ttl:
+        parts.append(f"TTL toDateTime({quote(t.ttl[0])}) + INTERVAL {int(t.ttl[1])} DAY")
     if not cluster:
         # Replicated tables deduplicate by default; plain MergeTree needs a window.
         parts.append(f"SETTINGS non_replicated_deduplication_window = {DEDUP_WINDOW}")
-    parts.append("COMMENT " + _literal(kind.doc))
+    parts.append("COMMENT " + literal(t.comment))
     stmts = ["\n".join(parts)]
     if cluster:
-        stmts.append(
-            f"CREATE TABLE IF NOT EXISTS {_q(database)}.{_q(kind.table)}{on_cluster} "
-            f"AS {_q(database)}.{_q(name)}\n"
-            f"ENGINE = Distributed({_q(cluster)}, {_q(database)}, {_q(name)}, rand())"
-        )
+        stmts.append(distributed_sql(t.name, database, cluster))
     return stmts
 
 
+def table_sql(kind: RecordKind, database: str, *, cluster: str | None = None) -> list[str]:
+    """CREATE TABLE statements for today's definition of `kind`."""
+    return create_table_sql(TableDef.of(kind), database, cluster)
+
+
 def database_sql(database: str, cluster: str | None = None) -> str:
-    on_cluster = f" ON CLUSTER {_q(cluster)}" if cluster else ""
-    return f"CREATE DATABASE IF NOT EXISTS {_q(database)}{on_cluster}"
+    return f"CREATE DATABASE IF NOT EXISTS {quote(database)}{_on(cluster)}"
 
 
 def ttl_sql(kind: RecordKind, database: str, days: int | None, cluster: str | None = None) -> str:
     name = kind.table + (LOCAL_SUFFIX if cluster else "")
-    on_cluster = f" ON CLUSTER {_q(cluster)}" if cluster else ""
+    target = f"{quote(database)}.{quote(name)}{_on(cluster)}"
     if not days:
-        return f"ALTER TABLE {_q(database)}.{_q(name)}{on_cluster} REMOVE TTL"
+        return f"ALTER TABLE {target} REMOVE TTL"
     return (
-        f"ALTER TABLE {_q(database)}.{_q(name)}{on_cluster} "
-        f"MODIFY TTL toDateTime({_q(kind.time_field)}) + INTERVAL {int(days)} DAY"
+        f"ALTER TABLE {target} "
+        f"MODIFY TTL toDateTime({quote(kind.time_field)}) + INTERVAL {int(days)} DAY"
     )
 
 
-def _alter_column_sql(
-    kind: RecordKind, field_name: str, database: str, cluster: str | None, verb: str
-) -> list[str]:
-    f = kind.by_name[field_name]
-    col = f"{_q(f.name)} {f.clickhouse_type}" + (
-        f" CODEC({f.clickhouse_codec})" if f.clickhouse_codec else ""
-    )
-    on_cluster = f" ON CLUSTER {_q(cluster)}" if cluster else ""
-    names = [kind.table + LOCAL_SUFFIX, kind.table] if cluster else [kind.table]
-    return [f"ALTER TABLE {_q(database)}.{_q(n)}{on_cluster} {verb} {col}" for n in names]
+def alter_sql(table: str, action: str, database: str, cluster: str | None = None) -> list[str]:
+    """`ALTER TABLE ... <action>` on a table (the local and the Distributed table in cluster
+    mode), e.g. action = "ADD COLUMN IF NOT EXISTS `x` UInt8 COMMENT '...'"."""
+    return [
+        f"ALTER TABLE {quote(database)}.{quote(n)}{_on(cluster)} {action}"
+        for n in _names(table, cluster)
+    ]
 
 
-def add_column_sql(
-    kind: RecordKind, field_name: str, database: str, cluster: str | None = None
-) -> list[str]:
-    """ALTER statements adding one field of `kind` (both tables in cluster mode)."""
-    return _alter_column_sql(kind, field_name, database, cluster, "ADD COLUMN IF NOT EXISTS")
-
-
-def modify_column_sql(
-    kind: RecordKind, field_name: str, database: str, cluster: str | None = None
-) -> list[str]:
-    """ALTER statements changing one field of `kind` to its current type and codec."""
-    return _alter_column_sql(kind, field_name, database, cluster, "MODIFY COLUMN")
-
-
-def all_tables_sql(
-    database: str,
-    *,
-    cluster: str | None = None,
-    ttl_overrides: Mapping[str, int | None] | None = None,
-) -> list[str]:
-    out = [database_sql(database, cluster)]
-    for k in KINDS.values():
-        ttl = (ttl_overrides or {}).get(k.table, "default")
-        out += table_sql(k, database, cluster=cluster, ttl_days=ttl)
-    return out
+def rename_sql(old: str, new: str, database: str, cluster: str | None = None) -> list[str]:
+    """Rename a table. In cluster mode the replicas are renamed and the Distributed table, which
+    names its local table, is recreated over them."""
+    db = quote(database)
+    if not cluster:
+        return [f"RENAME TABLE {db}.{quote(old)} TO {db}.{quote(new)}"]
+    return [
+        f"RENAME TABLE {db}.{quote(old + LOCAL_SUFFIX)} TO {db}.{quote(new + LOCAL_SUFFIX)}"
+        f"{_on(cluster)}",
+        f"DROP TABLE IF EXISTS {db}.{quote(old)}{_on(cluster)}",
+        distributed_sql(new, database, cluster),
+    ]

@@ -27,7 +27,7 @@ class Member:
     value: Any
 
     def render(self) -> str:
-        """The member as one string (stored in inv_hypernodes.member)."""
+        """The member as one string (stored in hypernodes.member)."""
         if self.selector == "labelMatch":
             return render_label_selector(self.value)
         return str(self.value)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from telemetry.records import GPU_NIC_AFFINITY, HYPERNODE, LLDP_LINK, NODE
+from telemetry.store import time_range
 from telemetry.topology.hypernodes import HyperNodeSpec, Member
 
 _EXPR = re.compile(r"^\s*([^\s=]+)\s+(In|NotIn|Exists|DoesNotExist)\s*(?:\(([^)]*)\))?\s*$")
@@ -62,7 +63,7 @@ def declared_from_store(
     cond, params = _as_of(at)
     params["c"] = cluster
     rows = store.query_rows(
-        f"SELECT hypernode, tier, tier_name, member, member_type, selector FROM {store.table(HYPERNODE)} FINAL "
+        f"SELECT hypernode, tier, tier_name, member, member_type, selector FROM {store.table(HYPERNODE, final=True)} "
         f"WHERE cluster = {{c:String}} AND {cond} ORDER BY hypernode, member",
         params,
     )
@@ -75,11 +76,23 @@ def declared_from_store(
     nodes = {
         str(n): json.loads(lbl or "{}")
         for n, lbl in store.query_rows(
-            f"SELECT node, labels FROM {store.table(NODE)} FINAL WHERE cluster = {{c:String}} AND {cond}",
+            f"SELECT node, labels FROM {store.table(NODE, final=True)} WHERE cluster = {{c:String}} AND {cond}",
             params,
         )
     }
     return specs, nodes
+
+
+def latest_lldp_sql(store: Any, lo: str | None = "lo", hi: str | None = None) -> str:
+    """The one query for LLDP neighbours: per local port, the latest neighbour seen between the
+    DateTime64 parameters `lo` and `hi` (either may be None) in cluster `{cluster:String}`."""
+    return f"""
+        SELECT local_device, local_port, argMax(remote_device, ts) AS remote_device,
+               argMax(remote_port, ts) AS remote_port, argMax(remote_chassis_id, ts) AS remote_chassis_id,
+               argMax(source, ts) AS source
+        FROM {store.table(LLDP_LINK)}
+        WHERE cluster = {{cluster:String}} AND {time_range(LLDP_LINK, lo, hi)}
+        GROUP BY local_device, local_port"""
 
 
 def fabric_inputs_from_store(
@@ -87,38 +100,15 @@ def fabric_inputs_from_store(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The latest LLDP neighbour per local port and the latest affinity per GPU, seen within
     `since_hours` (a neighbour not seen since then is gone)."""
-    p = {"c": cluster, "h": float(since_hours)}
-    window = (
-        "cluster = {c:String} AND ts >= now64(3) - toIntervalSecond(toUInt64({h:Float64} * 3600))"
-    )
-    links = store.query_rows(
-        f"SELECT local_device, local_port, argMax(remote_device, ts), argMax(remote_port, ts), "
-        f"argMax(remote_chassis_id, ts), argMax(source, ts) FROM {store.table(LLDP_LINK)} "
-        f"WHERE {window} GROUP BY local_device, local_port",
-        p,
-    )
+    p = {"cluster": cluster, "lo": datetime.now(UTC) - timedelta(hours=since_hours)}
+    res = store.client.query(latest_lldp_sql(store, lo="lo"), parameters=p)
+    link_rows = [dict(zip(res.column_names, r, strict=True)) for r in res.result_rows]
     aff = store.query_rows(
         f"SELECT node, gpu, argMax(nic, ts), argMax(netdev, ts), argMax(rail, ts), argMax(direct_nic, ts) "
-        f"FROM {store.table(GPU_NIC_AFFINITY)} WHERE {window} GROUP BY node, gpu",
+        f"FROM {store.table(GPU_NIC_AFFINITY)} WHERE cluster = {{cluster:String}} "
+        f"AND {time_range(GPU_NIC_AFFINITY, 'lo', None)} GROUP BY node, gpu",
         p,
     )
-    link_rows = [
-        dict(
-            zip(
-                (
-                    "local_device",
-                    "local_port",
-                    "remote_device",
-                    "remote_port",
-                    "remote_chassis_id",
-                    "source",
-                ),
-                r,
-                strict=True,
-            )
-        )
-        for r in links
-    ]
     aff_rows = [
         dict(zip(("node", "gpu", "nic", "netdev", "rail", "direct_nic"), r, strict=True))
         for r in aff

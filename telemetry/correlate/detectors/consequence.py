@@ -4,11 +4,11 @@ neither credits nor blames them against injected causes."""
 
 from __future__ import annotations
 
-from telemetry.correlate.engine import Context, detector
 from telemetry.correlate.findings import Finding
+from telemetry.correlate.registry import Context, detector
 
 
-@detector("network_bound", category="node", needs=("flow_samples",))
+@detector("network_bound", category="node", needs=("flow_sample",))
 def network_bound(ctx: Context) -> list[Finding]:
     """Jobs whose GPUs average under `gpu.idle_ratio` busy while a port carrying their traffic
     runs above `network_bound.port_utilization`."""
@@ -16,25 +16,25 @@ def network_bound(ctx: Context) -> list[Finding]:
     busy = float(ctx.t("network_bound.port_utilization"))
     out = []
     for r in ctx.rows(
-        """
+        f"""
         WITH job_ports AS (
             SELECT src_namespace AS ns, src_job AS job, switch, out_port AS port, sum(bytes) AS bytes
-            FROM $db.flows_attributed
-            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+            FROM {ctx.table("attributed_flow")}
+            WHERE {ctx.where("attributed_flow")}
               AND src_job != '' AND out_port != ''
             GROUP BY ns, job, switch, port),
         port_util AS (
-            SELECT switch, port, avg(tx_utilization_ratio) AS util FROM $db.switch_port_samples
-            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+            SELECT switch, port, avg(tx_utilization_ratio) AS util FROM {ctx.table("switch_port_sample")}
+            WHERE {ctx.where("switch_port_sample")}
             GROUP BY switch, port),
         job_nodes AS (
-            SELECT namespace AS ns, job, groupUniqArray(node) AS nodes FROM $db.inv_pods FINAL
-            WHERE cluster = {cluster:String} AND job != '' AND valid_from < {we:DateTime64(3, 'UTC')}
-              AND (valid_to IS NULL OR valid_to > {ws:DateTime64(3, 'UTC')})
+            SELECT namespace AS ns, job, groupUniqArray(node) AS nodes FROM {ctx.table("pod", final=True)}
+            WHERE cluster = {{cluster:String}} AND job != '' AND valid_from < {{we:DateTime64(3, 'UTC')}}
+              AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})
             GROUP BY ns, job),
         node_gpu AS (
-            SELECT node, avg(utilization_ratio) AS util FROM $db.gpu_samples
-            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')} AND up = 1
+            SELECT node, avg(utilization_ratio) AS util FROM {ctx.table("gpu_sample")}
+            WHERE {ctx.where("gpu_sample")} AND up = 1
             GROUP BY node)
         SELECT jp.ns AS ns, jp.job AS job, argMax(concat(jp.switch, ':', jp.port), pu.util) AS hot_port, max(pu.util) AS hot_util,
                any(jn.nodes) AS nodes
@@ -42,12 +42,12 @@ def network_bound(ctx: Context) -> list[Finding]:
         INNER JOIN port_util AS pu ON jp.switch = pu.switch AND jp.port = pu.port
         INNER JOIN job_nodes AS jn ON jp.ns = jn.ns AND jp.job = jn.job
         GROUP BY ns, job
-        HAVING hot_util >= {busy:Float64}
+        HAVING hot_util >= {{busy:Float64}}
         ORDER BY ns, job""",
         {"busy": busy},
     ):
         gpu = ctx.rows(
-            "SELECT avg(util) AS u FROM (SELECT node, avg(utilization_ratio) AS util FROM $db.gpu_samples "
+            f"SELECT avg(util) AS u FROM (SELECT node, avg(utilization_ratio) AS util FROM {ctx.table('gpu_sample')} "
             "WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')} "
             "AND up = 1 AND node IN {nodes:Array(String)} GROUP BY node)",
             {"nodes": r["nodes"]},
@@ -78,13 +78,13 @@ def gpu_without_direct_nic(ctx: Context) -> list[Finding]:
     """GPUs whose PCIe switch has no NIC, held by a pod that sends RDMA: that traffic detours
     through host memory."""
     out = []
-    for r in ctx.rows("""
+    for r in ctx.rows(f"""
         SELECT a.node AS node, groupUniqArray(a.gpu) AS gpus, any(f.bytes) AS bytes, any(f.pods) AS pods
-        FROM (SELECT node, gpu, argMax(direct_nic, ts) AS direct FROM $db.gpu_nic_affinity
-              WHERE cluster = {cluster:String} AND ts < {we:DateTime64(3, 'UTC')} GROUP BY node, gpu) AS a
+        FROM (SELECT node, gpu, argMax(direct_nic, ts) AS direct FROM {ctx.table("gpu_nic_affinity")}
+              WHERE cluster = {{cluster:String}} AND ts < {{we:DateTime64(3, 'UTC')}} GROUP BY node, gpu) AS a
         INNER JOIN (SELECT src_node AS node, sum(bytes) AS bytes, groupUniqArray(5)(concat(src_namespace, '/', src_pod)) AS pods
-                    FROM $db.flows_attributed
-                    WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+                    FROM {ctx.table("attributed_flow")}
+                    WHERE {ctx.where("attributed_flow")}
                       AND rdma AND src_node != ''
                     GROUP BY src_node) AS f ON a.node = f.node
         WHERE a.direct = 0

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from telemetry.correlate.engine import (
-    Context,
-    detector,
-    increase_cols,
-    increase_sql,
-    lldp_peers,
-    rate,
-)
 from telemetry.correlate.findings import Finding
+from telemetry.correlate.registry import Context, detector
+from telemetry.correlate.sql import increase_cols, increase_sql, lldp_peers, rate
 
 
 def port_subject(switch: str, port: str) -> str:
@@ -24,18 +18,19 @@ def _num(d: dict[str, Any], key: str) -> float:
     return float(d[key])
 
 
-@detector("link_flap", category="fabric", needs=("switch_port_samples",))
+@detector("link_flap", category="fabric", needs=("switch_port_sample",))
 def link_flap(ctx: Context) -> list[Finding]:
     flaps = int(ctx.t("link.flaps"))
     err_ratio = float(ctx.t("link.error_ratio"))
+    min_errors = float(ctx.t("link.min_errors"))
     counters = ["link_down_events_total", "rx_errors_total", "rx_packets_total"]
-    inc = increase_sql("switch_port_samples", ["switch", "port"], counters)
+    inc = increase_sql(ctx, "switch_port_sample", ["switch", "port"], counters)
     out = []
     for r in ctx.rows(f"""
         SELECT {increase_cols("i", ["switch", "port"], counters)}, d.down_samples AS down_samples FROM ({inc}) AS i
         LEFT JOIN (
-            SELECT switch, port, countIf(up = 0) AS down_samples FROM $db.switch_port_samples
-            WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}
+            SELECT switch, port, countIf(up = 0) AS down_samples FROM {ctx.table("switch_port_sample")}
+            WHERE {ctx.where("switch_port_sample")}
             GROUP BY switch, port
         ) AS d USING (switch, port)
         ORDER BY switch, port"""):
@@ -55,7 +50,7 @@ def link_flap(ctx: Context) -> list[Finding]:
             )
         pkts = r["inc_rx_packets_total"] or 0.0
         errs = r["inc_rx_errors_total"] or 0.0
-        if pkts > 0 and errs / pkts >= err_ratio and errs >= 10:
+        if pkts > 0 and errs / pkts >= err_ratio and errs >= min_errors:
             out.append(
                 Finding(
                     "link_errors",
@@ -70,7 +65,7 @@ def link_flap(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("pfc_storm", category="fabric", needs=("nic_samples", "switch_port_samples"))
+@detector("pfc_storm", category="fabric", needs=("nic_sample", "switch_port_sample"))
 def pfc_storm(ctx: Context) -> list[Finding]:
     """A storm starts where pauses are *sent* at a storm rate by an end point (a NIC), or where a
     host-facing switch port receives them; the ports pausing upstream at a fraction of that rate
@@ -79,12 +74,17 @@ def pfc_storm(ctx: Context) -> list[Finding]:
     frac = float(ctx.t("pfc.propagation_fraction"))
     nics = [
         r
-        for r in ctx.rows(increase_sql("nic_samples", ["node", "device"], ["pfc_tx_pause_total"]))
+        for r in ctx.rows(
+            increase_sql(ctx, "nic_sample", ["node", "device"], ["pfc_tx_pause_total"])
+        )
         if rate(r, "inc_pfc_tx_pause_total") >= storm
     ]
     ports = ctx.rows(
         increase_sql(
-            "switch_port_samples", ["switch", "port"], ["pfc_rx_pause_total", "pfc_tx_pause_total"]
+            ctx,
+            "switch_port_sample",
+            ["switch", "port"],
+            ["pfc_rx_pause_total", "pfc_tx_pause_total"],
         )
     )
     # host-facing ports: LLDP says the neighbour is not one of the switches we poll
@@ -137,7 +137,7 @@ def pfc_storm(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("ecn_hotspot", category="fabric", needs=("switch_queue_samples",))
+@detector("ecn_hotspot", category="fabric", needs=("switch_queue_sample",))
 def ecn_hotspot(ctx: Context) -> list[Finding]:
     """A queue marking a large share of its packets with ECN CE; the evidence pairs it with the
     receivers sending CNPs (notification points) and the senders handling them (reaction points)."""
@@ -147,7 +147,8 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
         q
         for q in ctx.rows(
             increase_sql(
-                "switch_queue_samples",
+                ctx,
+                "switch_queue_sample",
                 ["switch", "port", "queue"],
                 ["ecn_marked_packets_total", "tx_packets_total"],
             )
@@ -158,30 +159,10 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
     if not queues:
         return []
     nic_rows = ctx.rows(
-        increase_sql("nic_samples", ["node", "device"], ["cnp_sent_total", "cnp_handled_total"])
+        increase_sql(ctx, "nic_sample", ["node", "device"], ["cnp_sent_total", "cnp_handled_total"])
     )
-    receivers = sorted(
-        (
-            {
-                "nic": f"{r['node']}/{r['device']}",
-                "cnp_sent_per_s": round(rate(r, "inc_cnp_sent_total")),
-            }
-            for r in nic_rows
-            if rate(r, "inc_cnp_sent_total") >= cnp
-        ),
-        key=lambda x: -_num(x, "cnp_sent_per_s"),
-    )
-    senders = sorted(
-        (
-            {
-                "nic": f"{r['node']}/{r['device']}",
-                "cnp_handled_per_s": round(rate(r, "inc_cnp_handled_total")),
-            }
-            for r in nic_rows
-            if rate(r, "inc_cnp_handled_total") >= cnp
-        ),
-        key=lambda x: -_num(x, "cnp_handled_per_s"),
-    )
+    receivers = _busiest_nics(nic_rows, "cnp_sent", cnp)
+    senders = _busiest_nics(nic_rows, "cnp_handled", cnp)
     by_port: dict[str, list[dict]] = {}
     for q in queues:
         by_port.setdefault(port_subject(q["switch"], q["port"]), []).append(q)
@@ -215,6 +196,18 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
     return out
 
 
+def _busiest_nics(rows: list[dict[str, Any]], counter: str, floor: float) -> list[dict[str, Any]]:
+    """NICs whose `<counter>_total` rose at `floor`/s or more, busiest first, as
+    {"nic": NODE/DEVICE, "<counter>_per_s": rate}."""
+    col, key = f"inc_{counter}_total", f"{counter}_per_s"
+    busy = [
+        {"nic": f"{r['node']}/{r['device']}", key: round(rate(r, col))}
+        for r in rows
+        if rate(r, col) >= floor
+    ]
+    return sorted(busy, key=lambda x: -_num(x, key))
+
+
 def _roles_and_neighbours(
     ctx: Context,
 ) -> tuple[dict[str, str], dict[tuple[str, str], tuple[str, str]]]:
@@ -222,9 +215,9 @@ def _roles_and_neighbours(
     super-spine) and the latest LLDP neighbour of every port."""
     roles = {
         r["switch"]: r["role"]
-        for r in ctx.rows("""
-        SELECT switch, topK(1)(role)[1] AS role FROM $db.switch_port_samples
-        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+        for r in ctx.rows(f"""
+        SELECT switch, topK(1)(role)[1] AS role FROM {ctx.table("switch_port_sample")}
+        WHERE {ctx.where("switch_port_sample")}
         GROUP BY switch""")
     }
     peers = lldp_peers(ctx)
@@ -233,17 +226,17 @@ def _roles_and_neighbours(
 
 def _sample_seconds(ctx: Context) -> float:
     """Typical spacing of switch samples in the window (for turning sample counts into time)."""
-    (r,) = ctx.rows("""
+    (r,) = ctx.rows(f"""
         SELECT count(DISTINCT ts) AS n, dateDiff('millisecond', min(ts), max(ts)) / 1000 AS span
-        FROM $db.switch_port_samples
-        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}""")
+        FROM {ctx.table("switch_port_sample")}
+        WHERE {ctx.where("switch_port_sample")}""")
     return float(r["span"]) / (r["n"] - 1) if r["n"] and r["n"] > 1 else ctx.window.seconds
 
 
 _UPLINK = {"leaf": "spine", "spine": "superspine"}
 
 
-@detector("ecmp_imbalance", category="fabric", needs=("switch_port_samples",))
+@detector("ecmp_imbalance", category="fabric", needs=("switch_port_sample",))
 def ecmp_imbalance(ctx: Context) -> list[Finding]:
     """Uplink groups (a leaf's ports to spines, a spine's to super-spines, from LLDP): judged per
     sample, one member running far above the group mean while busy, for long enough, is a hash
@@ -262,13 +255,13 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     step = _sample_seconds(ctx)
     hot: dict[tuple[str, str], dict[str, Any]] = {}
     for r in ctx.rows(
-        """
+        f"""
         SELECT switch, ts, argMax(port, u) AS hot, max(u) AS hot_u, avg(u) AS mean_u, stddevPop(u) AS sd, count() AS n
-        FROM (SELECT switch, port, ts, ifNull(tx_utilization_ratio, 0) AS u FROM $db.switch_port_samples
-              WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
-                AND up = 1 AND (switch, port) IN {members:Array(Tuple(String, String))})
+        FROM (SELECT switch, port, ts, ifNull(tx_utilization_ratio, 0) AS u FROM {ctx.table("switch_port_sample")}
+              WHERE {ctx.where("switch_port_sample")}
+                AND up = 1 AND (switch, port) IN {{members:Array(Tuple(String, String))}})
         GROUP BY switch, ts HAVING n >= 2 AND mean_u > 0
-          AND hot_u / mean_u >= {ratio:Float64} AND hot_u >= {util:Float64}""",
+          AND hot_u / mean_u >= {{ratio:Float64}} AND hot_u >= {{util:Float64}}""",
         {"members": members, "ratio": hot_ratio, "util": min_util},
     ):
         h = hot.setdefault(
@@ -284,10 +277,10 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
         if seconds < min_s:
             continue
         flows = ctx.rows(
-            """
-            SELECT src_job, dst_job, src_ip, dst_ip, dest_qp, sum(bytes) AS bytes FROM $db.flows_attributed
-            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
-              AND switch = {sw:String} AND out_port = {port:String}
+            f"""
+            SELECT src_job, dst_job, src_ip, dst_ip, dest_qp, sum(bytes) AS bytes FROM {ctx.table("attributed_flow")}
+            WHERE {ctx.where("attributed_flow")}
+              AND switch = {{sw:String}} AND out_port = {{port:String}}
             GROUP BY src_job, dst_job, src_ip, dst_ip, dest_qp ORDER BY bytes DESC LIMIT 10""",
             {"sw": dev, "port": port},
         )
@@ -316,7 +309,7 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("dci_near_capacity", category="storage", needs=("switch_port_samples",))
+@detector("dci_near_capacity", category="storage", needs=("switch_port_sample",))
 def dci_near_capacity(ctx: Context) -> list[Finding]:
     """A data-center interconnect link (a port whose role is 'dci' and whose LLDP peer is a switch)
     transmitting near capacity for long enough; the evidence splits the HDFS cross-IDC share by
@@ -327,11 +320,11 @@ def dci_near_capacity(ctx: Context) -> list[Finding]:
     step = _sample_seconds(ctx)
     out = []
     for r in ctx.rows(
-        """
-        SELECT switch, port, any(role) AS role, countIf(tx_utilization_ratio >= {limit:Float64}) AS hot,
-               avgIf(tx_utilization_ratio, tx_utilization_ratio >= {limit:Float64}) AS util, max(tx_utilization_ratio) AS peak
-        FROM $db.switch_port_samples
-        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+        f"""
+        SELECT switch, port, any(role) AS role, countIf(tx_utilization_ratio >= {{limit:Float64}}) AS hot,
+               avgIf(tx_utilization_ratio, tx_utilization_ratio >= {{limit:Float64}}) AS util, max(tx_utilization_ratio) AS peak
+        FROM {ctx.table("switch_port_sample")}
+        WHERE {ctx.where("switch_port_sample")}
         GROUP BY switch, port
         HAVING hot > 0 AND role = 'dci'
         ORDER BY switch, port""",
@@ -342,9 +335,9 @@ def dci_near_capacity(ctx: Context) -> list[Finding]:
         if peer is None or peer[0] not in roles or seconds < min_s:
             continue
         subject = f"{port_subject(r['switch'], r['port'])}<->{port_subject(*peer)}"
-        hdfs = ctx.rows("""
-            SELECT op, write_mode, sum(bytes) AS bytes FROM $db.hdfs_transfers
-            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')} AND cross_idc
+        hdfs = ctx.rows(f"""
+            SELECT op, write_mode, sum(bytes) AS bytes FROM {ctx.table("hdfs_transfer")}
+            WHERE {ctx.where("hdfs_transfer")} AND cross_idc
             GROUP BY op, write_mode ORDER BY bytes DESC""")
         out.append(
             Finding(

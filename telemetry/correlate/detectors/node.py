@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
-from telemetry.correlate.engine import Context, detector, increase_sql
 from telemetry.correlate.findings import Finding
+from telemetry.correlate.registry import Context, detector
+from telemetry.correlate.sql import increase_sql
+
+# NVML clock-event reason bits (nvml.h, nvmlClocksEventReason*), named so the SQL reads as the
+# driver documents them; which bits count as throttling at all is thresholds.yaml's
+# gpu.throttle_reason_mask.
+SW_POWER_CAP = 0x4
+HW_SLOWDOWN = 0x8
+SW_THERMAL_SLOWDOWN = 0x20
+HW_THERMAL_SLOWDOWN = 0x40
+HW_POWER_BRAKE_SLOWDOWN = 0x80
+POWER_REASONS = SW_POWER_CAP | HW_POWER_BRAKE_SLOWDOWN
+THERMAL_REASONS = HW_SLOWDOWN | SW_THERMAL_SLOWDOWN | HW_THERMAL_SLOWDOWN
 
 
 def gpu_subject(node: str, gpu: int) -> str:
     return f"{node}/gpu{gpu}"
 
 
-@detector("gpu_xid", category="node", needs=("gpu_events",))
+@detector("gpu_xid", category="node", needs=("gpu_event",))
 def gpu_xid(ctx: Context) -> list[Finding]:
     critical = set(ctx.t("gpu.critical_xids"))
     out = []
-    for r in ctx.rows("""
+    for r in ctx.rows(f"""
         SELECT node, gpu, any(uuid) AS uuid, groupUniqArray(xid) AS xids, count() AS events,
                min(ts) AS first, max(ts) AS last
-        FROM $db.gpu_events
-        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+        FROM {ctx.table("gpu_event")}
+        WHERE {ctx.where("gpu_event")}
           AND event = 'xid'
         GROUP BY node, gpu ORDER BY node, gpu"""):
         xids = sorted(r["xids"])
@@ -43,22 +55,22 @@ def gpu_xid(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("gpu_lost", category="node", needs=("gpu_samples", "gpu_events"))
+@detector("gpu_lost", category="node", needs=("gpu_sample", "gpu_event"))
 def gpu_lost(ctx: Context) -> list[Finding]:
     out = []
-    for r in ctx.rows("""
+    for r in ctx.rows(f"""
         SELECT node, gpu, sum(lost_samples) AS lost_samples, sum(samples) AS samples, sum(events) AS events,
                min(first) AS first
         FROM (
             SELECT node, gpu, countIf(up = 0) AS lost_samples, count() AS samples, 0 AS events,
                    minIf(ts, up = 0) AS first
-            FROM $db.gpu_samples
-            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+            FROM {ctx.table("gpu_sample")}
+            WHERE {ctx.where("gpu_sample")}
             GROUP BY node, gpu
             UNION ALL
             SELECT node, gpu, 0, 0, count(), min(ts)
-            FROM $db.gpu_events
-            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+            FROM {ctx.table("gpu_event")}
+            WHERE {ctx.where("gpu_event")}
               AND event = 'gpu_lost'
             GROUP BY node, gpu
         )
@@ -83,15 +95,16 @@ def gpu_lost(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("gpu_throttle", category="node", needs=("gpu_samples",))
+@detector("gpu_throttle", category="node", needs=("gpu_sample",))
 def gpu_throttle(ctx: Context) -> list[Finding]:
     ratio = float(ctx.t("gpu.throttle_ratio"))
     mask = int(ctx.t("gpu.throttle_reason_mask"))
     inc = increase_sql(
-        "gpu_samples",
+        ctx,
+        "gpu_sample",
         ["node", "gpu"],
         ["power_violation_seconds_total", "thermal_violation_seconds_total"],
-        "up = 1",
+        {"up": "up_only"},
     )
     out = []
     for r in ctx.rows(
@@ -104,15 +117,20 @@ def gpu_throttle(ctx: Context) -> list[Finding]:
         INNER JOIN (
             SELECT node, gpu,
                    countIf(bitAnd(ifNull(clock_event_reasons, 0), {{mask:UInt64}}) != 0) / count() AS reason_fraction,
-                   countIf(bitAnd(ifNull(clock_event_reasons, 0), 0x84) != 0) AS power_reason,
-                   countIf(bitAnd(ifNull(clock_event_reasons, 0), 0x68) != 0) AS thermal_reason,
+                   countIf(bitAnd(ifNull(clock_event_reasons, 0), {{power_bits:UInt64}}) != 0) AS power_reason,
+                   countIf(bitAnd(ifNull(clock_event_reasons, 0), {{thermal_bits:UInt64}}) != 0) AS thermal_reason,
                    avg(power_watts) AS power, max(temperature_celsius) AS temp, avg(sm_clock_hertz) AS sm_clock
-            FROM $db.gpu_samples
-            WHERE cluster = {{cluster:String}} AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}} AND up = 1
+            FROM {ctx.table("gpu_sample")}
+            WHERE {ctx.where("gpu_sample")} AND up = 1
             GROUP BY node, gpu
         ) AS s ON v.node = s.node AND v.gpu = s.gpu
         ORDER BY node, gpu""",
-        {"mask": mask},
+        {
+            "mask": mask,
+            "up_only": [1],
+            "power_bits": POWER_REASONS,
+            "thermal_bits": THERMAL_REASONS,
+        },
     ):
         span = r["span_s"] or 0.0
         violation = ((r["power_s"] or 0.0) + (r["thermal_s"] or 0.0)) / span if span > 0 else 0.0
@@ -149,12 +167,12 @@ def gpu_throttle(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("nic_pcie_stall", category="node", needs=("nic_samples",))
+@detector("nic_pcie_stall", category="node", needs=("nic_sample",))
 def nic_pcie_stall(ctx: Context) -> list[Finding]:
     limit = float(ctx.t("nic.pcie_stalls_per_second"))
     out = []
     for r in ctx.rows(
-        increase_sql("nic_samples", ["node", "device"], ["pci_stalled_total"])
+        increase_sql(ctx, "nic_sample", ["node", "device"], ["pci_stalled_total"])
         + " ORDER BY node, device"
     ):
         span = r["span_s"] or 0.0

@@ -8,24 +8,24 @@ from collections import defaultdict
 from typing import Any
 
 from telemetry.correlate.attribution import Ancestry
-from telemetry.correlate.engine import Context, detector
 from telemetry.correlate.findings import Finding
+from telemetry.correlate.registry import Context, detector
 
 
 def _jobs(ctx: Context) -> list[dict[str, Any]]:
     """Jobs with pods placed in the window: their nodes and networkTopology constraint."""
-    return ctx.rows("""
+    return ctx.rows(f"""
         SELECT p.namespace AS namespace, p.job AS job, groupUniqArray(p.node) AS nodes,
                any(j.topology_mode) AS mode, any(j.highest_tier_allowed) AS tier_allowed,
                any(j.highest_tier_name) AS tier_name
-        FROM (SELECT namespace, job, node FROM $db.inv_pods FINAL
-              WHERE cluster = {cluster:String} AND job != '' AND node != ''
-                AND valid_from < {we:DateTime64(3, 'UTC')} AND (valid_to IS NULL OR valid_to > {ws:DateTime64(3, 'UTC')})) AS p
+        FROM (SELECT namespace, job, node FROM {ctx.table("pod", final=True)}
+              WHERE cluster = {{cluster:String}} AND job != '' AND node != ''
+                AND valid_from < {{we:DateTime64(3, 'UTC')}} AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})) AS p
         LEFT JOIN (SELECT namespace, job, argMax(topology_mode, valid_from) AS topology_mode,
                           argMax(highest_tier_allowed, valid_from) AS highest_tier_allowed,
                           argMax(highest_tier_name, valid_from) AS highest_tier_name
-                   FROM $db.inv_jobs FINAL
-                   WHERE cluster = {cluster:String} AND valid_from < {we:DateTime64(3, 'UTC')}
+                   FROM {ctx.table("job", final=True)}
+                   WHERE cluster = {{cluster:String}} AND valid_from < {{we:DateTime64(3, 'UTC')}}
                    GROUP BY namespace, job) AS j
           ON p.namespace = j.namespace AND p.job = j.job
         GROUP BY p.namespace, p.job
@@ -42,17 +42,17 @@ def span_tier(anc: Ancestry, nodes: list[str]) -> tuple[str, int | None]:
 
 def _crossed_bytes(ctx: Context, ns: str, job: str, above: int) -> int:
     (r,) = ctx.rows(
-        """
-        SELECT sum(bytes) AS b FROM $db.flows_attributed
-        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
-          AND src_namespace = {ns:String} AND src_job = {job:String} AND (lca_tier > {t:UInt8} OR lca_tier = 0)
+        f"""
+        SELECT sum(bytes) AS b FROM {ctx.table("attributed_flow")}
+        WHERE {ctx.where("attributed_flow")}
+          AND src_namespace = {{ns:String}} AND src_job = {{job:String}} AND (lca_tier > {{t:UInt8}} OR lca_tier = 0)
           AND dst_pod != ''""",
         {"ns": ns, "job": job, "t": above},
     )
     return int(r["b"] or 0)
 
 
-@detector("placement_violation", category="placement", needs=("inv_pods",))
+@detector("placement_violation", category="placement", needs=("pod",))
 def placement(ctx: Context) -> list[Finding]:
     anc: Ancestry = ctx.extra["ancestry"]
     if not anc.ancestors:
@@ -105,7 +105,7 @@ def placement(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("job_spans_su", category="placement", needs=("inv_pods",))
+@detector("job_spans_su", category="placement", needs=("pod",))
 def job_spans_su(ctx: Context) -> list[Finding]:
     su_of: dict[str, str] = ctx.extra["su"]
     out = []
@@ -115,10 +115,10 @@ def job_spans_su(ctx: Context) -> list[Finding]:
             continue
         key = f"{j['namespace']}/{j['job']}"
         (r,) = ctx.rows(
-            """
-            SELECT sum(bytes) AS b FROM $db.flows_attributed
-            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
-              AND src_namespace = {ns:String} AND src_job = {job:String} AND src_su != dst_su AND dst_su != ''""",
+            f"""
+            SELECT sum(bytes) AS b FROM {ctx.table("attributed_flow")}
+            WHERE {ctx.where("attributed_flow")}
+              AND src_namespace = {{ns:String}} AND src_job = {{job:String}} AND src_su != dst_su AND dst_su != ''""",
             {"ns": j["namespace"], "job": j["job"]},
         )
         out.append(
@@ -140,15 +140,15 @@ def job_spans_su(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("cross_tenant_rdma", category="placement", needs=("flow_samples",))
+@detector("cross_tenant_rdma", category="placement", needs=("flow_sample",))
 def cross_tenant_rdma(ctx: Context) -> list[Finding]:
     out = []
     pairs: dict[str, dict[str, Any]] = defaultdict(dict)
-    for r in ctx.rows("""
+    for r in ctx.rows(f"""
         SELECT src_namespace, src_pod, dst_namespace, dst_pod, any(src_ip) AS src_ip, any(dst_ip) AS dst_ip,
                sum(bytes) AS bytes, count() AS samples, groupUniqArray(5)(dest_qp) AS qps
-        FROM $db.flows_attributed
-        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+        FROM {ctx.table("attributed_flow")}
+        WHERE {ctx.where("attributed_flow")}
           AND rdma AND src_namespace != '' AND dst_namespace != '' AND src_namespace != dst_namespace
         GROUP BY src_namespace, src_pod, dst_namespace, dst_pod
         ORDER BY bytes DESC"""):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from telemetry.correlate.engine import Context, detector
 from telemetry.correlate.findings import Finding
+from telemetry.correlate.registry import Context, detector
 
 
 def _host(addr: str) -> str:
@@ -11,16 +11,16 @@ def _host(addr: str) -> str:
     return host.lstrip("/")
 
 
-@detector("hdfs_cross_idc_read", category="storage", needs=("hdfs_transfers",))
+@detector("hdfs_cross_idc_read", category="storage", needs=("hdfs_transfer",))
 def cross_idc_read(ctx: Context) -> list[Finding]:
     floor = float(ctx.t("hdfs.cross_idc_read_bytes"))
     out = []
-    for r in ctx.rows("""
+    for r in ctx.rows(f"""
         SELECT dest, src_idc, dest_idc, sum(bytes) AS bytes, count() AS reads,
                groupUniqArray(10)(block_id) AS blocks, groupUniqArray(10)(datanode) AS datanodes,
                groupUniqArray(5)(client_id) AS clients
-        FROM $db.hdfs_transfers
-        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+        FROM {ctx.table("hdfs_transfer")}
+        WHERE {ctx.where("hdfs_transfer")}
           AND op = 'HDFS_READ' AND cross_idc
         GROUP BY dest, src_idc, dest_idc
         ORDER BY bytes DESC"""):
@@ -49,17 +49,17 @@ def cross_idc_read(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("hdfs_replica_violation", category="storage", needs=("hdfs_block_placements",))
+@detector("hdfs_replica_violation", category="storage", needs=("hdfs_block_placement",))
 def replica_violation(ctx: Context) -> list[Finding]:
     out = []
-    for r in ctx.rows("""
+    for r in ctx.rows(f"""
         SELECT path, count() AS blocks, groupUniqArray(10)(block_id) AS sample, groupUniqArray(5)(reason) AS reasons,
                groupUniqArray(5)(replicas_by_idc) AS layouts
         FROM (
             SELECT path, block_id, argMax(reason, ts) AS reason, argMax(replicas_by_idc, ts) AS replicas_by_idc,
                    argMax(violation, ts) AS violation
-            FROM $db.hdfs_block_placements
-            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+            FROM {ctx.table("hdfs_block_placement")}
+            WHERE {ctx.where("hdfs_block_placement")}
             GROUP BY path, block_id
         )
         WHERE violation
@@ -83,28 +83,28 @@ def replica_violation(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("hdfs_replication_backlog", category="storage", needs=("hdfs_namenode_samples",))
+@detector("hdfs_replication_backlog", category="storage", needs=("hdfs_namenode_sample",))
 def replication_backlog(ctx: Context) -> list[Finding]:
     """Blocks waiting for replicas (under-replicated + pending) above a floor and still growing
     through the window: async cross-IDC replication is not keeping up. The evidence adds the DCI
     budget (async replication rate, headroom) when the HDFS source reports it."""
     floor = float(ctx.t("hdfs.replication_backlog_blocks"))
     out = []
-    for r in ctx.rows("""
+    for r in ctx.rows(f"""
         SELECT namenode,
                argMin(ifNull(under_replicated_blocks, 0) + ifNull(pending_replication_blocks, 0), ts) AS first,
                argMax(ifNull(under_replicated_blocks, 0) + ifNull(pending_replication_blocks, 0), ts) AS last,
                argMax(missing_blocks, ts) AS missing, dateDiff('second', min(ts), max(ts)) AS span_s
-        FROM $db.hdfs_namenode_samples
-        WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')} AND up = 1
+        FROM {ctx.table("hdfs_namenode_sample")}
+        WHERE {ctx.where("hdfs_namenode_sample")} AND up = 1
         GROUP BY namenode ORDER BY namenode"""):
         if r["last"] < floor or r["last"] <= r["first"]:
             continue
-        dci = ctx.rows("""
+        dci = ctx.rows(f"""
             SELECT src_idc, dest_idc, avg(async_replication_bytes_per_second) AS async_bps,
                    min(headroom_bytes_per_second) AS min_headroom_bps, max(utilization_ratio) AS peak_utilization
-            FROM $db.dci_usage
-            WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}
+            FROM {ctx.table("dci_usage")}
+            WHERE {ctx.where("dci_usage")}
             GROUP BY src_idc, dest_idc ORDER BY src_idc, dest_idc""")
         growth = (r["last"] - r["first"]) / r["span_s"] * 60 if r["span_s"] else 0.0
         out.append(

@@ -3,11 +3,12 @@ Uses telemetry.topology's diff of the declared tree against the graph the LLDP l
 
 from __future__ import annotations
 
-from telemetry.correlate.engine import Context, detector, lldp_links
 from telemetry.correlate.findings import Finding
+from telemetry.correlate.registry import Context, detector
+from telemetry.correlate.sql import lldp_links
 
 
-@detector("hypernode_drift", category="topology", needs=("inv_hypernodes",))
+@detector("hypernode_drift", category="topology", needs=("hypernode",))
 def hypernode_drift(ctx: Context) -> list[Finding]:
     from telemetry.topology.hypernodes import HyperNodeTree
     from telemetry.topology.physical import Fabric, diff

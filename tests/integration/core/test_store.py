@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
-import pyarrow as pa
 import pytest
 
 from telemetry.errors import StoreUnavailable
 from telemetry.records import GPU_SAMPLE, KINDS, POD_IP_LEASE
-from telemetry.store import Store
+from telemetry.store import Store, time_range
 from telemetry.store.migrations import MIGRATIONS, Context, render_all
 from tests.conftest import now_ms
 
@@ -65,27 +61,36 @@ def test_ttl_override_is_reconciled_once(store: Store) -> None:
 
 
 def test_cluster_ddl_parses_with_clickhouse_format_query(store: Store) -> None:
+    """Played in order, the cluster DDL ends with a ReplicatedMergeTree `*_local` table and a
+    Distributed table over it for every kind: renamed tables get their Distributed table
+    recreated over the renamed replicas."""
     import re
 
     stmts = render_all(Context("railscope", "prod", {}))
-    replicated = {
-        m
-        for s in stmts
-        if "ENGINE = Replicated" in s
-        for m in re.findall(r"CREATE TABLE IF NOT EXISTS `railscope`\.`(\w+)_local`", s)
-    }
-    distributed = {
-        m
-        for s in stmts
-        if "ENGINE = Distributed(`prod`" in s
-        for m in re.findall(r"CREATE TABLE IF NOT EXISTS `railscope`\.`(\w+)`", s)
-    }
-    tables = {k.table for k in KINDS.values()} | {"schema_migrations"}
-    assert replicated == tables and distributed == tables
+    local: set[str] = set()
+    distributed: dict[str, str] = {}  # table -> the local table it reads
     for stmt in stmts:
-        assert "ON CLUSTER `prod`" in stmt
+        assert "ON CLUSTER `prod`" in stmt, stmt
+        if m := re.match(r"CREATE TABLE IF NOT EXISTS `railscope`\.`(\w+)_local`", stmt):
+            assert "ENGINE = Replicated" in stmt
+            local.add(m[1])
+        elif m := re.match(r"CREATE TABLE IF NOT EXISTS `railscope`\.`(\w+)` ON CLUSTER", stmt):
+            (target,) = re.findall(
+                r"ENGINE = Distributed\(`prod`, `railscope`, `(\w+)_local`", stmt
+            )
+            distributed[m[1]] = target
+        elif m := re.match(
+            r"RENAME TABLE `railscope`\.`(\w+)_local` TO `railscope`\.`(\w+)_local`", stmt
+        ):
+            local.remove(m[1])
+            local.add(m[2])
+        elif m := re.match(r"DROP TABLE IF EXISTS `railscope`\.`(\w+)`", stmt):
+            del distributed[m[1]]
         formatted = store.query_rows("SELECT formatQuery({q:String})", {"q": stmt})[0][0]
-        assert formatted.split()[0] in ("CREATE", "ALTER")
+        assert formatted.split()[0] in ("CREATE", "ALTER", "RENAME", "DROP")
+    tables = {k.table for k in KINDS.values()} | {"schema_migrations"}
+    assert local == tables
+    assert distributed == {t: t for t in tables}
 
 
 def test_dedup_token_makes_retry_idempotent(store: Store) -> None:
@@ -164,46 +169,92 @@ def test_arrow_table_round_trip(store: Store) -> None:
         GPU_SAMPLE.to_arrow([{"ts": ts, "node": "n9", "gpu": 7, "up": 1, "power_watts": 412.25}]),
     )
     df = store.query_df(f"SELECT ts, node, gpu, power_watts FROM {store.table(GPU_SAMPLE)}")
-    assert df.row(0) == (df["ts"][0], "n9", 7, 412.25)
-    assert int(df["ts"][0].timestamp() * 1000) == ts
-    assert isinstance(store.query_arrow("SELECT 1 AS x"), pa.Table)
-    assert time.time() > 0
+    assert df.columns == ["ts", "node", "gpu", "power_watts"]
+    assert df.row(0)[1:] == ("n9", 7, 412.25)
+    assert int(df["ts"][0].timestamp() * 1000) == ts  # milliseconds survive the round trip
+    arrow = store.query_arrow(f"SELECT node, gpu FROM {store.table(GPU_SAMPLE)}")
+    assert arrow.to_pylist() == [{"node": "n9", "gpu": 7}]
 
 
-def test_store_from_the_first_schema_migrates_to_the_current_one(store: Store, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """A store created by migration 1 of the first schema (git 01dd334) reaches today's tables."""
-    import importlib.util
-    import sys
+def _columns(store: Store, db: str, table: str) -> list[tuple[str, str]]:
+    return [
+        (str(n), str(t))
+        for n, t in store.query_rows(
+            "SELECT name, type FROM system.columns WHERE database = {db:String} AND table = {t:String} ORDER BY position",
+            {"db": db, "t": table},
+        )
+    ]
 
-    first = Path(__file__).resolve().parent / "first_schema_records.py"
-    spec = importlib.util.spec_from_file_location("first_schema_records", first)
-    assert spec and spec.loader
-    old = importlib.util.module_from_spec(spec)
-    sys.modules["first_schema_records"] = old
-    spec.loader.exec_module(old)
-    from telemetry.store.schema import table_sql
+
+def test_store_from_the_first_schema_migrates_to_the_current_one(store: Store) -> None:
+    """A store created by migration 1 alone (the first schema, frozen in the migrations module),
+    with rows in tables that later migrations rename, reaches today's tables: same columns in
+    the record kinds' order, rows kept under the new names, the old names gone."""
+    from telemetry.store.migrations import MIGRATION_4_RENAMES, bookkeeping_sql
 
     db = store.database + "_old"
-    store.client.command(f"CREATE DATABASE `{db}`")
+    s = Store(store.dsn, database=db)
     try:
-        for k in old.KINDS.values():
-            for stmt in table_sql(k, db):
-                store.client.command(stmt)
-        s = Store(store.dsn, database=db)
-        from telemetry.store.migrations import bookkeeping_sql
-
-        for stmt in bookkeeping_sql(s._ctx()):
+        for stmt in bookkeeping_sql(s._ctx()) + MIGRATIONS[0].statements(s._ctx()):
             store.client.command(stmt)
         store.client.command(
             f"INSERT INTO `{db}`.schema_migrations VALUES (1, 'create the record tables', now64(3))"
         )
+        first = {
+            r[0]
+            for r in store.query_rows(
+                "SELECT name FROM system.tables WHERE database = {db:String}", {"db": db}
+            )
+        }
+        assert "inv_pods" in first and "flows_attributed" not in first  # migration 2 adds it
+        t = now_ms()
+        store.client.command(
+            f"INSERT INTO `{db}`.inv_pods (cluster, namespace, pod, node, valid_from, updated_at) "
+            f"VALUES ('c', 'ns', 'p1', 'n1', fromUnixTimestamp64Milli({t}), fromUnixTimestamp64Milli({t}))"
+        )
+        store.client.command(
+            f"INSERT INTO `{db}`.gpu_nic_affinity (ts, cluster, node, gpu, nic, direct_nic) "
+            f"VALUES (fromUnixTimestamp64Milli({t}), 'c', 'n1', 3, 'mlx5_3', 1)"
+        )
         applied = [m.version for m in s.migrate()]
         assert applied == [m.version for m in MIGRATIONS if m.version > 1]
-        for k in KINDS.values():
-            cols = s.query_rows(
-                "SELECT name, type FROM system.columns WHERE database = {db:String} AND table = {t:String} ORDER BY name",
-                {"db": db, "t": k.table},
+        tables = {
+            r[0]
+            for r in store.query_rows(
+                "SELECT name FROM system.tables WHERE database = {db:String}", {"db": db}
             )
-            assert dict(cols) == {f.name: f.clickhouse_type for f in k.fields}, k.table
+        }
+        assert tables == {k.table for k in KINDS.values()} | {"schema_migrations"}
+        assert not tables & set(MIGRATION_4_RENAMES)
+        for k in KINDS.values():
+            assert _columns(store, db, k.table) == [
+                (f.name, f.clickhouse_type) for f in k.fields
+            ], k.table
+        assert s.query_rows(f"SELECT namespace, pod, node FROM {s.table('pod', final=True)}") == [
+            ("ns", "p1", "n1")
+        ]
+        assert s.query_rows(f"SELECT node, gpu, nic FROM {s.table('gpu_nic_affinity')}") == [
+            ("n1", 3, "mlx5_3")
+        ]
+        assert s.migrate() == []  # idempotent on a migrated store too
     finally:
         store.client.command(f"DROP DATABASE IF EXISTS `{db}`")
+
+
+def test_fresh_store_tables_are_todays_kinds_in_order(store: Store) -> None:
+    """Migrations 1..N on an empty store give every kind's columns in the kind's field order."""
+    for k in KINDS.values():
+        assert _columns(store, store.database, k.table) == [
+            (f.name, f.clickhouse_type) for f in k.fields
+        ], k.table
+
+
+def test_table_helper_quotes_and_renders_final_for_versioned_kinds(store: Store) -> None:
+    db = f"`{store.database}`"
+    assert store.table("attributed_flow") == f"{db}.`attributed_flows`"
+    assert store.table("gpu_sample", final=True) == f"{db}.`gpu_samples`"  # not versioned
+    assert store.table("pod", final=True) == f"{db}.`pods` FINAL"
+    assert time_range("pod", "a", "b") == (
+        "`valid_from` >= {a:DateTime64(3, 'UTC')} AND `valid_from` < {b:DateTime64(3, 'UTC')}"
+    )
+    assert time_range("finding", None, "b") == "`first_seen` < {b:DateTime64(3, 'UTC')}"

@@ -12,6 +12,20 @@ from telemetry.records import FLOW_SAMPLE, HYPERNODE, JOB, NODE, POD, POD_IP_LEA
 from telemetry.store import Store
 from tests.integration.correlate.test_detectors import ms, t0
 
+# One sampled RoCEv2 frame on leaf1 (cluster "c"); tests add ts, IPs, port and scaling.
+ROCE_SAMPLE = {
+    "cluster": "c",
+    "switch": "leaf1",
+    "agent": "a",
+    "dst_port": 4791,
+    "src_port": 50000,
+    "protocol": 17,
+    "vlan": 0,
+    "dscp": 26,
+    "ecn": 0,
+    "frame_bytes": 4096,
+}
+
 
 def inventory(store: Store, s: int) -> None:
     inv = {"cluster": "c", "valid_from": s - 3_600_000, "valid_to": None, "updated_at": s}
@@ -337,21 +351,7 @@ def test_flows_carry_rail_nic_and_leaf_port_of_both_ends(store: Store) -> None:
             ]
         ),
     )
-    base = {
-        "cluster": "c",
-        "switch": "leaf1",
-        "agent": "a",
-        "dst_port": 4791,
-        "src_port": 50000,
-        "protocol": 17,
-        "vlan": 0,
-        "dscp": 26,
-        "ecn": 0,
-        "frame_bytes": 4096,
-        "sampling_rate": 1,
-        "bytes": 4096,
-        "packets": 1,
-    }
+    base = {**ROCE_SAMPLE, "sampling_rate": 1, "bytes": 4096, "packets": 1}
     store.insert(
         FLOW_SAMPLE,
         FLOW_SAMPLE.to_arrow(

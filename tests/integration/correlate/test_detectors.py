@@ -29,12 +29,20 @@ def ms(dt: datetime) -> int:
     return int(dt.timestamp() * 1000)
 
 
+def found(store: Store) -> set[tuple[str, str]]:
+    """Every stored finding as (kind, subject): tests compare the exact set, so a false finding
+    of any kind fails them."""
+    return {(f["kind"], f["subject"]) for f in fstore.read(store)}
+
+
 def run(store: Store, start: datetime, minutes: int = 10, **kw):  # type: ignore[no-untyped-def]
     return Correlator(store, cluster="c", **kw).run(start, start + timedelta(minutes=minutes))
 
 
 def test_counter_increase_handles_reset(store: Store) -> None:
-    from telemetry.correlate.engine import Context, Window, default_thresholds, increase_sql
+    from telemetry.correlate.registry import Context, Window
+    from telemetry.correlate.sql import increase_sql
+    from telemetry.correlate.thresholds import default_thresholds
 
     s = t0()
     vals = [100, 200, 50, 80]  # NIC reset between the 2nd and 3rd sample
@@ -56,7 +64,7 @@ def test_counter_increase_handles_reset(store: Store) -> None:
         ),
     )
     ctx = Context(store, Window(s, s + timedelta(minutes=5)), default_thresholds(), "c")
-    (r,) = ctx.rows(increase_sql("nic_samples", ["node", "device"], ["pci_stalled_total"]))
+    (r,) = ctx.rows(increase_sql(ctx, "nic_sample", ["node", "device"], ["pci_stalled_total"]))
     assert r["inc_pci_stalled_total"] == 100 + 50 + 30
     assert r["resets_pci_stalled_total"] == 1 and r["span_s"] == 30
 
@@ -96,7 +104,7 @@ def test_xid_findings_persist_and_rerun_is_idempotent(store: Store) -> None:
     )
     run(store, s)
     got = {f["subject"]: f for f in fstore.read(store, kinds=["gpu_xid"])}
-    assert set(got) == {"n1/gpu3", "n2/gpu0"}
+    assert found(store) == {("gpu_xid", "n1/gpu3"), ("gpu_xid", "n2/gpu0")}
     assert got["n1/gpu3"]["severity"] == "critical" and got["n2/gpu0"]["severity"] == "warning"
     assert got["n1/gpu3"]["first_seen"].replace(tzinfo=UTC) == s
     assert got["n1/gpu3"]["last_seen"].replace(tzinfo=UTC) == s + timedelta(
@@ -140,12 +148,30 @@ def test_gpu_lost_and_throttle(store: Store) -> None:
             }
         )
         rows.append({"ts": ts, "cluster": "c", "node": "n1", "gpu": 2, "up": 0 if i >= 20 else 1})
+        rows.append(  # HW thermal slowdown (0x40) with SW power cap (0x4) on a few samples
+            {
+                "ts": ts,
+                "cluster": "c",
+                "node": "n1",
+                "gpu": 3,
+                "up": 1,
+                "power_violation_seconds_total": 0.0,
+                "thermal_violation_seconds_total": 0.0,
+                "clock_event_reasons": 0x40 if i % 10 else 0x44,
+            }
+        )
     store.insert(GPU_SAMPLE, GPU_SAMPLE.to_arrow(rows))
     run(store, s, 5)
-    kinds = {(f["kind"], f["subject"]) for f in fstore.read(store)}
-    assert ("gpu_throttle", "n1/gpu0") in kinds
-    assert ("gpu_lost", "n1/gpu2") in kinds
-    assert not {k for k in kinds if k[1] == "n1/gpu1"}  # healthy GPU: nothing
+    causes = {
+        f["subject"]: f["evidence"]["cause"] for f in fstore.read(store, kinds=["gpu_throttle"])
+    }
+    assert causes == {"n1/gpu0": "power", "n1/gpu3": "thermal"}
+    # gpu1 is healthy (violation time flat, no reason bits): nothing about it
+    assert found(store) == {
+        ("gpu_throttle", "n1/gpu0"),
+        ("gpu_throttle", "n1/gpu3"),
+        ("gpu_lost", "n1/gpu2"),
+    }
 
 
 def test_pfc_storm_localised_to_the_nic_with_propagation(store: Store) -> None:
@@ -234,8 +260,8 @@ def test_pfc_storm_localised_to_the_nic_with_propagation(store: Store) -> None:
     store.insert(SWITCH_PORT_SAMPLE, SWITCH_PORT_SAMPLE.to_arrow(ports))
     store.insert(LLDP_LINK, LLDP_LINK.to_arrow(lldp))
     run(store, s, 5)
+    assert found(store) == {("pfc_storm", "n7/mlx5_3")}
     storms = fstore.read(store, kinds=["pfc_storm"])
-    assert [f["subject"] for f in storms] == ["n7/mlx5_3"]
     ev = storms[0]["evidence"]
     assert ev["origin_pauses_per_second"] == 20_000 and ev["leaf_port"] == "leaf3:Ethernet12"
     assert {p["port"] for p in ev["propagation"]} == {
@@ -299,8 +325,9 @@ def test_ecn_hotspot_pairs_marks_with_cnps(store: Store) -> None:
     store.insert(SWITCH_QUEUE_SAMPLE, SWITCH_QUEUE_SAMPLE.to_arrow(q))
     store.insert(NIC_SAMPLE, NIC_SAMPLE.to_arrow(nic))
     run(store, s, 5)
+    assert found(store) == {("ecn_hotspot", "spine2:Ethernet8")}
     (f,) = fstore.read(store, kinds=["ecn_hotspot"])
-    assert f["subject"] == "spine2:Ethernet8" and f["severity"] == "warning"
+    assert f["severity"] == "warning"
     assert f["evidence"]["cnp_receivers"][0]["nic"] == "rx1/mlx5_0"
     assert f["evidence"]["cnp_senders"][0]["nic"] == "tx1/mlx5_0"
 
@@ -344,6 +371,18 @@ def test_link_flap_and_errors(store: Store) -> None:
                 "link_down_events_total": 3,
                 "rx_packets_total": i * 10**6,
                 "rx_errors_total": 0,
+            }
+        )
+        rows.append(  # a high error ratio on a nearly idle port, but fewer than link.min_errors
+            {
+                "ts": ts,
+                "cluster": "c",
+                "switch": "leaf1",
+                "port": "Ethernet7",
+                "up": 1,
+                "link_down_events_total": 0,
+                "rx_packets_total": i * 100,
+                "rx_errors_total": i // 4,
             }
         )
     store.insert(SWITCH_PORT_SAMPLE, SWITCH_PORT_SAMPLE.to_arrow(rows))
@@ -390,8 +429,9 @@ def test_cross_idc_reads_and_quiet_local_reads(store: Store) -> None:
         )
     store.insert(HDFS_TRANSFER, HDFS_TRANSFER.to_arrow(rows))
     run(store, s, 5)
+    assert found(store) == {("hdfs_cross_idc_read", "10.1.0.9")}
     (f,) = fstore.read(store, kinds=["hdfs_cross_idc_read"])
-    assert f["subject"] == "10.1.0.9" and f["evidence"]["bytes"] == 20 * (128 << 20)
+    assert f["evidence"]["bytes"] == 20 * (128 << 20)
     assert f["evidence"]["from_idc"] == "idc-b"
     blocks = f["evidence"]["blocks"]
     assert len(blocks) == 10 and not any(
@@ -478,8 +518,8 @@ def test_ecmp_hot_member_of_a_leaf_uplink_group(store: Store) -> None:
         + [("leaf1", "Ethernet0", "gpu-0001", "eth2")],
     )
     run(store, s, 5)
+    assert found(store) == {("ecmp_imbalance", "leaf1:Ethernet256")}
     (f,) = fstore.read(store, kinds=["ecmp_imbalance"])
-    assert f["subject"] == "leaf1:Ethernet256"
     assert (
         f["evidence"]["max_over_mean"] == round(0.85 / 0.3625, 3)
         and len(f["evidence"]["group"]) == 4
@@ -510,10 +550,10 @@ def test_dci_link_near_capacity(store: Store) -> None:
         ],
     )  # the IDC-internal side is not the DCI
     run(store, s, 5)
+    assert found(store) == {("dci_near_capacity", "dci-a:Ethernet0<->dci-b:Ethernet0")}
     (f,) = fstore.read(store, kinds=["dci_near_capacity"])
     assert (
-        f["subject"] == "dci-a:Ethernet0<->dci-b:Ethernet0"
-        and f["evidence"]["utilization_when_hot"] == 0.93
+        f["evidence"]["utilization_when_hot"] == 0.93
         and f["evidence"]["seconds_near_capacity"] == 300
     )
 
@@ -567,6 +607,7 @@ def test_replication_backlog_growing_vs_draining(store: Store) -> None:
         ),
     )
     run(store, s, 5)
+    assert found(store) == {("hdfs_replication_backlog", "nn-a")}
     (f,) = fstore.read(store, kinds=["hdfs_replication_backlog"])
-    assert f["subject"] == "nn-a" and f["evidence"]["blocks_waiting_last"] == 2_000 + 9 * 500 + 100
+    assert f["evidence"]["blocks_waiting_last"] == 2_000 + 9 * 500 + 100
     assert f["evidence"]["dci"][0]["async_bps"] == 4e9

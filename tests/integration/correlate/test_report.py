@@ -16,7 +16,7 @@ from telemetry.correlate.html import render_html
 from telemetry.correlate.report import job_report, render_text
 from telemetry.records import FLOW_SAMPLE, GPU_SAMPLE, LLDP_LINK, NIC_SAMPLE, SWITCH_PORT_SAMPLE
 from telemetry.store import Store
-from tests.integration.correlate.test_attribution import inventory
+from tests.integration.correlate.test_attribution import ROCE_SAMPLE, inventory
 from tests.integration.correlate.test_detectors import ms, t0
 
 
@@ -67,20 +67,11 @@ def scene(store: Store) -> None:
             )
         flows.append(
             {
+                **ROCE_SAMPLE,
                 "ts": ts,
-                "cluster": "c",
-                "switch": "leaf1",
-                "agent": "a",
                 "out_port": "Ethernet256",
                 "src_ip": "10.9.0.1",
                 "dst_ip": "10.9.0.3",
-                "dst_port": 4791,
-                "src_port": 50000,
-                "protocol": 17,
-                "vlan": 0,
-                "dscp": 26,
-                "ecn": 0,
-                "frame_bytes": 4096,
                 "sampling_rate": 1000,
                 "bytes": 4_096_000,
                 "packets": 1000,

@@ -87,7 +87,7 @@ def test_every_query_runs_and_exercised_panels_return_rows(sim: dict[str, Any]) 
 def test_specific_variable_values_filter(sim: dict[str, Any]) -> None:
     store: Store = sim["store"]
     node = store.query_rows(
-        f"SELECT any(node) FROM {store.table('pod')} FINAL WHERE cluster = '{CLUSTER}' "
+        f"SELECT any(node) FROM {store.table('pod', final=True)} WHERE cluster = '{CLUSTER}' "
         "AND namespace = 'team-a' AND job = 'llm-a'"
     )[0][0]
     values = {
@@ -110,13 +110,9 @@ def test_specific_variable_values_filter(sim: dict[str, Any]) -> None:
 
 def _query(sim: dict[str, Any], dashboard: str, title: str, values: dict[str, str]) -> list[tuple]:
     store: Store = sim["store"]
-    models = dashboards.build_all()
+    models = dashboards.build_all(store.database)
     (q,) = [q for q in dashboards.queries({dashboard: models[dashboard]}) if q.panel == title]
-    known = {k.table for k in KINDS.values()}
-    sql = dashboards.qualify(
-        expand(q.text, sim["start"], sim["end"], values, 60), store.database, known
-    )
-    return store.query_rows(sql)
+    return store.query_rows(expand(q.text, sim["start"], sim["end"], values, 60))
 
 
 def test_panels_show_the_injected_faults(sim: dict[str, Any]) -> None:
@@ -142,7 +138,7 @@ def test_panels_show_the_injected_faults(sim: dict[str, Any]) -> None:
     # critical findings stat == what the findings table says
     (n_crit,) = _query(sim, "overview", "Critical findings", ALL_VARS)[0]
     expect = store.query_rows(
-        f"SELECT count() FROM {store.table('finding')} FINAL WHERE cluster = '{CLUSTER}' "
+        f"SELECT count() FROM {store.table('finding', final=True)} WHERE cluster = '{CLUSTER}' "
         "AND severity = 'critical'"
     )[0][0]
     assert n_crit == expect > 0

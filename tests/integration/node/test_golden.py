@@ -96,7 +96,7 @@ def test_golden_spot_values() -> None:
         == (4_000_000_000 + 1_000_003 * 17) * 4
     )
     assert value('railscope_gpu_power_watts{cluster="golden",gpu="5"') == 655.0
-    assert value('railscope_affinity_direct_nic{cluster="golden",gpu="7"') == 0.0
+    assert value('railscope_gpu_nic_affinity_direct_nic{cluster="golden",gpu="7"') == 0.0
     assert value('railscope_gpu_xid_errors_total{cluster="golden",gpu="2"') == 1.0
     assert (
         value(

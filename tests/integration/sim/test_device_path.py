@@ -94,7 +94,7 @@ def test_fast_path_and_device_path_store_the_same_facts(store: Store, rendered) 
         assert rows(a, q) == rows(b, q) and len(rows(a, q)) > 100
         # who held which IP (primary and Multus RDMA IPs) at that step
         q = (
-            "SELECT ip, namespace, pod, node FROM $db.inv_pod_ips FINAL "
+            "SELECT ip, namespace, pod, node FROM $db.pod_ip_leases FINAL "
             "WHERE valid_from <= fromUnixTimestamp64Milli({t:Int64}, 'UTC') "
             "AND (valid_to IS NULL OR valid_to > fromUnixTimestamp64Milli({t:Int64}, 'UTC'))"
         ).replace("{t:Int64}", str(sim.ts(step)))

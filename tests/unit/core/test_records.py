@@ -86,3 +86,23 @@ def test_conform_casts_reorders_and_names_bad_columns() -> None:
     bad = t.set_column(t.column_names.index("gpu"), "gpu", pa.array(["x", "y"]))
     with pytest.raises(SchemaError, match=r"gpu_sample\.gpu: cannot cast"):
         GPU_SAMPLE.conform(bad)
+
+
+def test_one_name_per_kind() -> None:
+    """Table and metric subsystem are derived from the kind's name by one rule for every kind,
+    and no two kinds share either."""
+    from telemetry.records import plural
+
+    assert [plural(n) for n in ("attributed_flow", "switch_status", "gpu_nic_affinity", "day")] == [
+        "attributed_flows",
+        "switch_statuses",
+        "gpu_nic_affinities",
+        "days",
+    ]
+    for k in KINDS.values():
+        assert k.table == plural(k.name), k.name
+        assert k.subsystem == k.name.removesuffix("_sample"), k.name
+    assert len({k.table for k in KINDS.values()}) == len(KINDS)
+    assert len({k.subsystem for k in KINDS.values()}) == len(KINDS)
+    assert KINDS["hdfs_block_placement"].table == "hdfs_block_placements"
+    assert KINDS["gpu_sample"].subsystem == "gpu"

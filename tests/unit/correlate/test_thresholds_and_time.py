@@ -4,7 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from telemetry.correlate.engine import default_thresholds, merge_thresholds, windows
+from telemetry.correlate.engine import windows
+from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
 from telemetry.errors import ConfigError, UserError
 from telemetry.times import parse_time
 
