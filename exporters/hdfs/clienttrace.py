@@ -28,6 +28,17 @@ _RECEIVED_SRC_DEST = re.compile(
 )
 
 
+# Every reason a clienttrace line is rejected for (ParseStats.errors keys): a bounded set.
+REASONS = (
+    "field_count",
+    "field_names",
+    "no_duration",
+    "bad_number_or_time",
+    "negative_value",
+    "replication_without_datanode",
+)
+
+
 @dataclass
 class ParseStats:
     lines: int = 0
@@ -143,7 +154,7 @@ def parse_lines(
             if "Received BP-" in line:
                 _replication(line, datanode, to_ms, st, t)
             elif "op: HDFS_READ" in line or "op: HDFS_WRITE" in line:
-                st.error("field count")
+                st.error("field_count")
             else:
                 st.skipped += 1  # other clienttrace ops, e.g. REQUEST_SHORT_CIRCUIT_FDS
             continue
@@ -157,21 +168,21 @@ def parse_lines(
             and p_bytes.startswith("bytes: ")
             and p_blk.startswith("blockid: ")
         ):
-            st.error("field names")
+            st.error("field_names")
             continue
         dk, _, dv = p_dur.partition(": ")
         if dk not in _DURATION_KEYS:
-            st.error("no duration")
+            st.error("no_duration")
             continue
         try:
             nbytes = int(p_bytes[7:])
             dur = int(dv) / 1e9
             ts = to_ms(line[:23])
         except ValueError:
-            st.error("bad number or time")
+            st.error("bad_number_or_time")
             continue
         if nbytes < 0 or dur < 0:
-            st.error("negative value")
+            st.error("negative_value")
             continue
         src = p_src[5:].lstrip("/")
         dest = p_dest[6:].lstrip("/")
@@ -204,13 +215,13 @@ def _replication(line: str, datanode: str, to_ms: TimeParser, st: ParseStats, t:
             st.skipped += 1
             return
         if not datanode:
-            st.error("replication line without the DataNode address (set datanode)")
+            st.error("replication_without_datanode")
             return
         block, src, dest, size = m[1], m[3].lstrip("/"), datanode, m[2]
     try:
         ts = to_ms(line[:23])
     except ValueError:
-        st.error("bad number or time")
+        st.error("bad_number_or_time")
         return
     t.ts.append(ts)
     t.datanode.append(dest)

@@ -48,6 +48,22 @@ ETHERNET_FIELDS = (
 MAX_SAMPLES = 4096  # far above any real agent (a 1500-byte datagram holds ~10); bounds the work
 
 
+# Every DecodeError.reason: a bounded set (the `reason` label of the sflow source's failures).
+REASONS = (
+    "bad_agent_address",
+    "bad_record",
+    "bad_sample_length",
+    "bad_version",
+    "malformed",
+    "too_many_records",
+    "too_many_samples",
+    "trailing_bytes",
+    "truncated_header",
+    "truncated_record",
+    "truncated_sample",
+)
+
+
 class DecodeError(ValueError):
     """The datagram is malformed; `reason` is a short stable label for self-metrics."""
 
