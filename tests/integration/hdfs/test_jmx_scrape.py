@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from exporters.hdfs.source import HdfsConfig, HdfsSource
+from exporters.hdfs import HdfsConfig, HdfsSource
 from telemetry.sinks.prometheus import render_prometheus
 
 FIX = Path(__file__).parents[2] / "fixtures" / "hdfs"
