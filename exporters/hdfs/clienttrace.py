@@ -17,7 +17,6 @@ from typing import Any
 
 # Both duration forms: `duration: N` (Hadoop <= 2.x) and `duration(ns): N` (3.x); both are ns.
 _DURATION_KEYS = ("duration(ns)", "duration")
-TRANSFER_OPS = ("HDFS_READ", "HDFS_WRITE")
 # Non-client writes (NameNode-scheduled re-replication, async cross-IDC copies) are not in
 # clienttrace; the receiving DataNode logs "Received <block> [on volume V] size N from /addr".
 # DataXceiver logs DataNode-to-DataNode writes with both ends:

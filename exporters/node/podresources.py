@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
-
 
 class PodResourcesError(Exception):
     def __init__(self, reason: str, message: str) -> None:

@@ -16,7 +16,6 @@ from typing import Any
 
 ROCEV2_PORT = 4791
 
-_U32 = struct.Struct(">I")
 _2U32 = struct.Struct(">II")
 _HDR_TAIL = struct.Struct(">IIII")  # sub-agent, sequence, uptime, samples
 _FLOW = struct.Struct(">IIIIIIII")  # seq, source id, rate, pool, drops, input, output, records

@@ -19,6 +19,8 @@ import sys
 from functools import partial
 from typing import Any
 
+from pydantic import ValidationError
+
 from telemetry.commands.common import (
     add_store_args,
     clickhouse_sink,
@@ -26,8 +28,8 @@ from telemetry.commands.common import (
     open_store,
     write_output,
 )
-from telemetry.config import Config
-from telemetry.errors import UserError
+from telemetry.config import Config, format_validation_error
+from telemetry.errors import ConfigError, UserError
 from telemetry.pipeline import Pipeline, Source
 from telemetry.registry import SOURCES, build_source, entry
 from telemetry.transforms import build_transforms
@@ -97,9 +99,13 @@ def config_for(name: str, args: argparse.Namespace, cfg: Config | None = None) -
     if getattr(args, "from_path", None):
         section.pop("from_path", None)
         section["from"] = args.from_path
-    folded = cfg.model_copy(update={"sources": {**cfg.sources, name: section}})
-    folded.source(name)  # a bad flag value is named like a bad config key
-    return folded
+    try:  # the file and env were valid: a failure here is a flag's value
+        entry(name).config_model().model_validate(section)
+    except ValidationError as e:
+        raise ConfigError(
+            format_validation_error(e, prefix=f"sources.{name}", source=f"{name} options")
+        ) from None
+    return cfg.model_copy(update={"sources": {**cfg.sources, name: section}})
 
 
 def source_from_args(args: argparse.Namespace, cfg: Config | None = None) -> Source:
