@@ -47,8 +47,9 @@ def cpu(fn, n):
 
 # What runs every interval in the DaemonSet: collect (sysfs + 8 fake GPUs; same sysfs collectors
 # as node_exporter's infiniband+netclass, no ethtool) and hand the batches to the /metrics sink.
-live = NodeSource(sysfs_root=node8 + "/sys", gpu_backend="fake", gpu_fake=node8 + "/nvml.json",
-                  ethtool=False, podresources_socket="/nonexistent/kubelet.sock", node_name="bench")
+live = NodeSource.live(sysfs_root=node8 + "/sys", gpu_backend="fake", gpu_fake=node8 + "/nvml.json",
+                       collectors=frozenset({"gpu", "rdma", "pcie", "podresources"}),
+                       podresources_socket="/nonexistent/kubelet.sock", node_name="bench")
 sink = PrometheusSink(components=lambda: [live.stats])
 t0 = time.process_time()
 for b in live.collect():
@@ -63,7 +64,7 @@ per_cycle = cpu(cycle, n)
 body = sink.render()
 per_render = cpu(sink.render, max(n // 4, 5))
 # Replay of the full capture: + ethtool -S text (8 x 90 lines) + pod-resources JSON.
-replay = NodeSource(from_path=node8, node_name="bench")
+replay = NodeSource.replay(node8, node_name="bench")
 replay.collect()
 per_replay = cpu(replay.collect, n)
 print(json.dumps({"first_cycle_cpu_s": first, "cpu_s_per_cycle": per_cycle, "render_cpu_s": per_render,

@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from exporters.sflow import encode as E
-from exporters.sflow.collector import SflowIngest
 from exporters.sflow.decode import DecodeError, decode
+from exporters.sflow.ingest import SflowIngest
 from exporters.sflow.pcap import write_pcap
 from telemetry.pipeline import ComponentStats
 
@@ -84,7 +84,7 @@ def bench_railscope_pcap(pcap: Path, repeat: int) -> float | None:
     the pcap sfacctd read: the like-for-like comparison."""
     if not pcap.exists():
         return None
-    from exporters.sflow.collector import SflowSource
+    from exporters.sflow.source import SflowSource
 
     best = float("inf")
     for _ in range(repeat):

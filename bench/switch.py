@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redis
 
-from exporters.switch.sonic import SwitchSource, targets_from_config
+from exporters.switch.sonic import targets_from_config
+from exporters.switch.source import SwitchSource
 
 FIX = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "sonic"
 

@@ -709,7 +709,7 @@ def self_health() -> g.Dashboard:
                 "Records received per component",
                 [
                     (
-                        "sum by (component) (rate(railscope_component_received_records_total[5m]))",
+                        "sum by (component) (rate(railscope_component_received_total[5m]))",
                         "{{component}}",
                     )
                 ],

@@ -1,7 +1,8 @@
 """Configuration: one YAML file, then environment variables, then CLI flags (highest wins).
 
-Everything is validated up front; an error names the key (`store.batch_rows: ...`). Sources
-declare their own section model (`sources.<command>`), so adding a source never edits this file.
+Everything is validated up front; an error names the key (`store.batch_rows: ...`). Each source's
+section `sources.<name>` is validated by the model `telemetry.registry` names for it (a subclass of
+`SourceConfig`), so adding a source never edits this file and no exporter must be imported first.
 
 Environment: RAILSCOPE_CONFIG (file), RAILSCOPE_DSN (store.dsn), RAILSCOPE_CLUSTER (cluster), and
 RAILSCOPE__<SECTION>__<KEY>=value for any key (value parsed as YAML), e.g. RAILSCOPE__SINK__BATCH_ROWS=5000.
@@ -55,6 +56,24 @@ def parse_size(v: Any) -> int:
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class SourceConfig(_Model):
+    """What every `sources.<name>` section accepts besides the source's own keys."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, populate_by_name=True)
+    enabled: bool = Field(default=False, description="Run this source in `railscope serve`.")
+    from_path: str | None = Field(
+        default=None,
+        alias="from",
+        description="A capture in the source's real format to replay (same as --from).",
+    )
+    interval_seconds: float | None = Field(
+        default=None,
+        ge=1.0,
+        le=3600.0,
+        description="Collection interval (default: the global one).",
+    )
 
 
 class StoreConfig(_Model):
@@ -168,22 +187,23 @@ class Config(_Model):
         default_factory=dict, description="Per-source sections."
     )
 
-    def source(self, command: str) -> Any:
-        """The validated section of one source (its `Config` model), defaults if absent."""
-        from telemetry.pipeline import SOURCES
+    def source(self, name: str) -> Any:
+        """The validated section of one source (its config model), defaults if absent."""
+        from telemetry import registry
 
-        spec = SOURCES.get(command)
-        model = getattr(spec.cls, "Config", None) if spec else None
-        raw = self.sources.get(command, {})
-        if model is None:
-            return raw
+        if name not in registry.SOURCES:
+            raise ConfigError(
+                f"sources.{name}: unknown source (known: {', '.join(sorted(registry.SOURCES))})"
+            )
+        model = registry.SOURCES[name].config_model()
         try:
-            return model.model_validate(raw)
+            return model.model_validate(self.sources.get(name) or {})
         except ValidationError as e:
-            raise ConfigError(_format(e, prefix=f"sources.{command}")) from None
+            raise ConfigError(format_validation_error(e, prefix=f"sources.{name}")) from None
 
 
-def _format(e: ValidationError, prefix: str = "", source: str = "config") -> str:
+def format_validation_error(e: ValidationError, prefix: str = "", source: str = "config") -> str:
+    """One line naming the keys that failed: `config: sources.hdfs.replicas: ...`."""
     parts = []
     for err in e.errors()[:3]:
         key = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
@@ -262,16 +282,21 @@ def load_config(
     try:
         cfg = Config.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_format(e, source=source)) from None
+        raise ConfigError(format_validation_error(e, source=source)) from None
     # validate the sections of known sources now, not when the source starts
-    from telemetry.pipeline import SOURCES
+    from telemetry import registry
 
-    for name in cfg.sources:
-        if name not in SOURCES:
+    for name, raw in cfg.sources.items():
+        if name not in registry.SOURCES:
             raise ConfigError(
-                f"{source}: sources.{name}: unknown source (known: {', '.join(sorted(SOURCES)) or 'none'})"
+                f"{source}: sources.{name}: unknown source (known: {', '.join(sorted(registry.SOURCES))})"
             )
-        cfg.source(name)
+        try:
+            registry.SOURCES[name].config_model().model_validate(raw or {})
+        except ValidationError as e:
+            raise ConfigError(
+                format_validation_error(e, prefix=f"sources.{name}", source=source)
+            ) from None
     return cfg
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -49,6 +49,7 @@ class ComponentStats:
     """What a component received, sent, dropped and failed, and how long it took."""
 
     name: str
+    unit: str = "records"  # what `received` counts
     received: int = 0
     sent: int = 0
     dropped: int = 0
@@ -58,6 +59,8 @@ class ComponentStats:
     last_error: str = ""  # one line: what went wrong last (empty after a success)
     errors: dict[str, int] = field(default_factory=dict)  # reason -> count
     extra: dict[str, float] = field(default_factory=dict)  # component-specific gauges
+    # a source made of collectors (node): collector -> (last duration seconds, last success)
+    collectors: dict[str, tuple[float, bool]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def error(self, reason: str, n: int = 1) -> None:
@@ -69,6 +72,7 @@ class ComponentStats:
         with self.lock:
             return {
                 "component": self.name,
+                "unit": self.unit,
                 "received": self.received,
                 "sent": self.sent,
                 "dropped": self.dropped,
@@ -116,38 +120,7 @@ class Sink(Protocol):
         """Flush everything and release resources."""
 
 
-# --- source registry -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SourceSpec:
-    """A registered source: its CLI command, class and help. Created by `@register_source`."""
-
-    command: str
-    cls: Any  # a source class: from_args(args, cfg), optional add_arguments / run_subcommand / Config
-    help: str
-    kinds: tuple[str, ...]
-
-
-SOURCES: dict[str, SourceSpec] = {}
-
-
-def register_source(command: str, *, help: str, kinds: Sequence[str]) -> Callable[[type], type]:
-    """Class decorator: makes the source a `railscope COMMAND` with the common source flags.
-
-    The class may define `add_arguments(parser)` (classmethod) for its own flags and
-    `from_args(args, config)` (classmethod) to build itself; see CONTRIBUTING.md.
-    """
-
-    def deco(cls: type) -> type:
-        for k in kinds:
-            if k not in KINDS:
-                raise ValueError(f"source {command}: unknown record kind {k}")
-        SOURCES[command] = SourceSpec(command, cls, help, tuple(kinds))
-        cls.command = command  # type: ignore[attr-defined]
-        return cls
-
-    return deco
-
-
+# --- sources ---------------------------------------------------------------------------------
 class BaseSource:
     """Convenience base: stats plus a timed `collect()` around `_collect()`.
 
@@ -155,10 +128,20 @@ class BaseSource:
     """
 
     name: str = "source"
-    command: ClassVar[str]
+    # What `received` counts for this source (the `unit` label of
+    # railscope_component_received_total): datagrams, objects, entries, records ...
+    unit: ClassVar[str] = "records"
+    # The source's bounded problem reasons: the `reason` label values of railscope_component_failed.
+    reasons: ClassVar[tuple[str, ...]] = ()
+    interval_seconds: float = 10.0  # set by telemetry.registry.build_source from the config
 
     def __init__(self) -> None:
-        self.stats = ComponentStats(f"source:{self.name}")
+        from telemetry.problems import Problems
+
+        self.stats = ComponentStats(f"source:{self.name}", unit=self.unit)
+        self.problems = Problems(
+            self.stats, self.name, self.reasons, logger=logging.getLogger(type(self).__module__)
+        )
 
     def _collect(self) -> list[Batch]:
         raise NotImplementedError
@@ -305,7 +288,6 @@ class Pipeline:
 
 
 __all__ = [
-    "SOURCES",
     "BaseSource",
     "Batch",
     "ComponentStats",
@@ -314,5 +296,4 @@ __all__ = [
     "Sink",
     "Source",
     "Transform",
-    "register_source",
 ]

@@ -1,6 +1,7 @@
-"""HDFS across IDCs: the `hdfs` source and its pure parsers (jmx, clienttrace, fsck, webhdfs,
-topology, placement, dci). Importing the package registers the source."""
+"""HDFS across IDCs: the `hdfs` source (`source.py`), its config section (`config.py`) and its
+pure parsers (jmx, clienttrace, fsck, webhdfs, topology, placement, dci)."""
 
-from exporters.hdfs.source import HdfsConfig, HdfsSource
+from exporters.hdfs.config import HdfsConfig
+from exporters.hdfs.source import HdfsSource
 
 __all__ = ["HdfsConfig", "HdfsSource"]

@@ -17,7 +17,6 @@ from typing import Any
 
 # Both duration forms: `duration: N` (Hadoop <= 2.x) and `duration(ns): N` (3.x); both are ns.
 _DURATION_KEYS = ("duration(ns)", "duration")
-TRANSFER_OPS = ("HDFS_READ", "HDFS_WRITE")
 # Non-client writes (NameNode-scheduled re-replication, async cross-IDC copies) are not in
 # clienttrace; the receiving DataNode logs "Received <block> [on volume V] size N from /addr".
 # DataXceiver logs DataNode-to-DataNode writes with both ends:
@@ -25,6 +24,17 @@ TRANSFER_OPS = ("HDFS_READ", "HDFS_WRITE")
 _RECEIVED = re.compile(r"\bReceived (BP-\S+?:blk_\d+_\d+)\b.*? size (\d+) from (/?\S+)")
 _RECEIVED_SRC_DEST = re.compile(
     r"\bReceived (BP-\S+?:blk_\d+_\d+) src: (/?\S+) dest: (/?\S+)(?: volume: \S+)? of size (\d+)"
+)
+
+
+# Every reason a clienttrace line is rejected for (ParseStats.errors keys): a bounded set.
+REASONS = (
+    "field_count",
+    "field_names",
+    "no_duration",
+    "bad_number_or_time",
+    "negative_value",
+    "replication_without_datanode",
 )
 
 
@@ -143,7 +153,7 @@ def parse_lines(
             if "Received BP-" in line:
                 _replication(line, datanode, to_ms, st, t)
             elif "op: HDFS_READ" in line or "op: HDFS_WRITE" in line:
-                st.error("field count")
+                st.error("field_count")
             else:
                 st.skipped += 1  # other clienttrace ops, e.g. REQUEST_SHORT_CIRCUIT_FDS
             continue
@@ -157,21 +167,21 @@ def parse_lines(
             and p_bytes.startswith("bytes: ")
             and p_blk.startswith("blockid: ")
         ):
-            st.error("field names")
+            st.error("field_names")
             continue
         dk, _, dv = p_dur.partition(": ")
         if dk not in _DURATION_KEYS:
-            st.error("no duration")
+            st.error("no_duration")
             continue
         try:
             nbytes = int(p_bytes[7:])
             dur = int(dv) / 1e9
             ts = to_ms(line[:23])
         except ValueError:
-            st.error("bad number or time")
+            st.error("bad_number_or_time")
             continue
         if nbytes < 0 or dur < 0:
-            st.error("negative value")
+            st.error("negative_value")
             continue
         src = p_src[5:].lstrip("/")
         dest = p_dest[6:].lstrip("/")
@@ -204,13 +214,13 @@ def _replication(line: str, datanode: str, to_ms: TimeParser, st: ParseStats, t:
             st.skipped += 1
             return
         if not datanode:
-            st.error("replication line without the DataNode address (set datanode)")
+            st.error("replication_without_datanode")
             return
         block, src, dest, size = m[1], m[3].lstrip("/"), datanode, m[2]
     try:
         ts = to_ms(line[:23])
     except ValueError:
-        st.error("bad number or time")
+        st.error("bad_number_or_time")
         return
     t.ts.append(ts)
     t.datanode.append(dest)

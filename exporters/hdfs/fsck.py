@@ -37,6 +37,9 @@ class BlockInfo(NamedTuple):
     source: str = "fsck"
 
 
+REASONS = ("block_line",)  # every FsckReport.errors key: a bounded set
+
+
 @dataclass
 class FsckReport:
     blocks: list[BlockInfo] = field(default_factory=list)
@@ -112,11 +115,11 @@ def _parse_fsck(lines: Iterable[str], report: FsckReport | None) -> FsckReport:
             m = match_block(raw)
             if m is None:
                 if ". BP-" in raw or ". blk_" in raw:
-                    r.error("block line")
+                    r.error("block_line")
                 continue
             missing = "MISSING" in m[5]
             if m[4] is None and not missing:
-                r.error("block line")
+                r.error("block_line")
                 continue
             inside = m[6]
             if not inside:

@@ -62,10 +62,6 @@ def role_of(doc: Any) -> str:
     return ""
 
 
-def looks_like_jmx(doc: Any) -> bool:
-    return role_of(doc) != ""
-
-
 def sample(doc: dict[str, Any], role: str) -> dict[str, Any]:
     """Field values of one scrape. Values that are absent or not numbers stay absent (null)."""
     row: dict[str, Any] = {}

@@ -14,138 +14,32 @@ import logging
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from exporters.hdfs import clienttrace, dci, fsck, jmx, placement, webhdfs
-from exporters.hdfs.topology import DEFAULT_UNKNOWN_RACKS, Topology, host_of
+from exporters.hdfs.config import HdfsConfig
+from exporters.hdfs.topology import Topology, host_of
 from telemetry.errors import UserError
-from telemetry.pipeline import BaseSource, Batch, register_source
+from telemetry.pipeline import BaseSource, Batch
 from telemetry.records import DCI_USAGE, HDFS_TRANSFER
 
 log = logging.getLogger(__name__)
 
 _SNIFF_BYTES = 256 * 1024
-
-
-class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class TlsConfig(_M):
-    ca_file: str | None = Field(
-        default=None, description="CA bundle that signed the NameNode/DataNode HTTPS certs."
-    )
-    cert_file: str | None = Field(default=None, description="Client certificate (mutual TLS).")
-    key_file: str | None = Field(default=None, description="Key of the client certificate.")
-    verify: bool = Field(
-        default=True, description="Verify server certificates (never turn off in production)."
-    )
-
-
-class KerberosConfig(_M):
-    enabled: bool = Field(
-        default=False, description="SPNEGO on /jmx (hadoop.http.authentication.type=kerberos)."
-    )
-    principal: str | None = Field(
-        default=None, description="Client principal; default: the ticket cache's."
-    )
-
-
-class LogConfig(_M):
-    path: str = Field(
-        description="DataNode log file with clienttrace lines (followed across rotation)."
-    )
-    datanode: str = Field(
-        default="",
-        description="host:port of the DataNode writing it (needed for replication lines).",
-    )
-    from_start: bool = Field(
-        default=False, description="Read the existing content on the first cycle."
-    )
-
-
-class PolicyConfig(_M):
-    mode: Literal["per_idc", "rack"] = Field(
-        default="rack", description="per_idc: N per IDC; rack: HDFS default."
-    )
-    replicas: int = Field(default=3, ge=1, le=32, description="Replicas every block must have.")
-    per_idc: int = Field(default=2, ge=1, le=32, description="Replicas per IDC (per_idc mode).")
-    idcs: list[str] = Field(
-        default_factory=list, description="IDCs that must hold replicas (default: all known)."
-    )
-    distinct_racks: bool = Field(
-        default=False, description="per_idc: the replicas inside one IDC on distinct racks."
-    )
-
-
-class DciConfig(_M):
-    interval_seconds: float = Field(
-        default=60.0, ge=1.0, le=86400.0, description="Budget interval."
-    )
-    capacity: dict[str, Any] = Field(
-        default_factory=dict, description="'idc1-idc2: 100Gbit' (each way) or 'a->b'."
-    )
-
-    @field_validator("capacity")
-    @classmethod
-    def _cap(cls, v: dict[str, Any]) -> dict[str, Any]:
-        dci.capacities(v)  # ValueError names the bad key/rate
-        return v
-
-
-class HdfsConfig(_M):
-    namenodes: list[str] = Field(
-        default_factory=list, description="NameNode HTTP base URLs (http://nn:9870)."
-    )
-    datanodes: list[str] = Field(
-        default_factory=list, description="DataNode base URLs (default: from LiveNodes)."
-    )
-    discover_datanodes: bool = Field(
-        default=True, description="Scrape every DataNode in NameNodeInfo.LiveNodes."
-    )
-    datanode_scheme: Literal["http", "https"] = "http"
-    timeout_seconds: float = Field(
-        default=5.0, gt=0, le=300, description="Per-endpoint /jmx timeout."
-    )
-    concurrency: int = Field(default=32, ge=1, le=1024, description="Scrapes in flight at once.")
-    tls: TlsConfig = Field(default_factory=TlsConfig)
-    kerberos: KerberosConfig = Field(default_factory=KerberosConfig)
-    clienttrace: list[LogConfig] = Field(
-        default_factory=list, description="DataNode logs to follow."
-    )
-    log_timezone: str = Field(
-        default="UTC", description="Time zone of the log4j timestamps (UTC, +08:00, Asia/Shanghai)."
-    )
-    topology_file: str | None = Field(
-        default=None, description="Table 'HOST /IDC/RACK' (net.topology.table.file.name)."
-    )
-    topology_script: str | None = Field(
-        default=None, description="net.topology.script.file.name: run with hosts."
-    )
-    unknown_racks: list[str] = Field(default_factory=lambda: list(DEFAULT_UNKNOWN_RACKS))
-    policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    prefix_depth: int = Field(
-        default=2, ge=0, le=16, description="Placement totals per path prefix up to this depth."
-    )
-    fsck_command: list[str] = Field(
-        default_factory=list, description="e.g. [hdfs, fsck, /, -files, -blocks, -racks]"
-    )
-    fsck_every_seconds: float = Field(
-        default=3600.0, ge=60.0, description="How often the live source runs fsck."
-    )
-    dci: DciConfig = Field(default_factory=DciConfig)
-
-    @field_validator("log_timezone")
-    @classmethod
-    def _tz(cls, v: str) -> str:
-        try:
-            clienttrace.local_tz(v)
-        except Exception:
-            raise ValueError(f"unknown time zone {v!r}") from None
-        return v
+# The `reason` label values of railscope_component_failed_total{component="source:hdfs"}.
+REASONS = (
+    "jmx_timeout",
+    "jmx_invalid_json",
+    "jmx_http_error",
+    "jmx_unreachable",
+    "livenodes",
+    "clienttrace_unreadable",
+    *(f"clienttrace_{r}" for r in clienttrace.REASONS),
+    *(f"fsck_{r}" for r in fsck.REASONS),
+    "fsck_command",
+)
 
 
 def detect(path: Path, head: bytes) -> str:
@@ -163,18 +57,6 @@ def detect(path: Path, head: bytes) -> str:
     )
 
 
-@register_source(
-    "hdfs",
-    help="HDFS across IDCs: /jmx, clienttrace transfers by IDC pair, replica placement audit, DCI budget",
-    kinds=[
-        "hdfs_transfer",
-        "hdfs_block_placement",
-        "hdfs_placement_total",
-        "hdfs_namenode_sample",
-        "hdfs_datanode_sample",
-        "dci_usage",
-    ],
-)
 class HdfsSource(BaseSource):
     """HDFS over several IDCs.
 
@@ -186,6 +68,8 @@ class HdfsSource(BaseSource):
     """
 
     name = "hdfs"
+    unit = "entries"  # each /jmx document, clienttrace log line and fsck/WebHDFS block read
+    reasons = REASONS
     Config = HdfsConfig
 
     def __init__(
@@ -273,29 +157,29 @@ class HdfsSource(BaseSource):
         )
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, cfg: Any) -> HdfsSource:
-        from pydantic import ValidationError
-
-        from telemetry.config import _format
-
-        c: HdfsConfig = cfg.source("hdfs")
-        upd: dict[str, Any] = {}
-        if args.topology:
-            upd["topology_file"] = args.topology
-        if args.topology_script:
-            upd["topology_script"] = args.topology_script
-        if args.namenode:
-            upd["namenodes"] = args.namenode
-        if args.log_timezone:
-            upd["log_timezone"] = args.log_timezone
-        pol = c.policy.model_dump()
+    def fold_args(cls, args: argparse.Namespace, section: dict[str, Any]) -> dict[str, Any]:
+        """The `sources.hdfs` section with this command line's flags on top."""
+        out = dict(section)
+        for flag, key in (
+            ("topology", "topology_file"),
+            ("topology_script", "topology_script"),
+            ("namenode", "namenodes"),
+            ("log_timezone", "log_timezone"),
+            ("datanode", "datanode"),
+            ("hdfs_path", "hdfs_path"),
+        ):
+            if getattr(args, flag, None):
+                out[key] = getattr(args, flag)
+        pol = dict(out.get("policy") or {})
         if args.policy:
             pol["mode"] = args.policy
         if args.per_idc is not None:
             pol["mode"], pol["per_idc"] = "per_idc", args.per_idc
         if args.replicas is not None:
             pol["replicas"] = args.replicas
-        d = c.dci.model_dump()
+        if pol:
+            out["policy"] = pol
+        d = dict(out.get("dci") or {})
         if args.dci_interval:
             d["interval_seconds"] = args.dci_interval
         for item in args.dci_capacity or []:
@@ -304,21 +188,21 @@ class HdfsSource(BaseSource):
                 raise UserError(
                     f"--dci-capacity {item!r}: expected PAIR=RATE, e.g. idc1-idc2=100Gbit"
                 )
-            d["capacity"][k] = v
-        try:
-            c = HdfsConfig.model_validate({**c.model_dump(), **upd, "policy": pol, "dci": d})
-        except ValidationError as e:
-            raise UserError(_format(e, prefix="sources.hdfs", source="hdfs options")) from None
-        if not args.from_path and not (
-            c.namenodes or c.datanodes or c.clienttrace or c.fsck_command
-        ):
+            d["capacity"] = {**(d.get("capacity") or {}), k: v}
+        if d:
+            out["dci"] = d
+        return out
+
+    @classmethod
+    def build(cls, c: HdfsConfig, cfg: Any, *, from_path: str | None, once: bool) -> HdfsSource:
+        if not from_path and not (c.namenodes or c.datanodes or c.clienttrace or c.fsck_command):
             raise UserError(
                 "hdfs: nothing to collect: set sources.hdfs.namenodes / clienttrace / fsck_command "
                 "(or --namenode URL), or read a capture with --from FILE"
             )
-        if args.from_path:
+        if from_path:
             # Check the capture before the pipeline starts: a bad --from is exit 2, not a log line.
-            p = Path(args.from_path)
+            p = Path(from_path)
             if not p.exists():
                 raise UserError(f"{p}: no such file or directory")
             if p.is_file():
@@ -327,7 +211,7 @@ class HdfsSource(BaseSource):
                         detect(p, fh.read(_SNIFF_BYTES))
                 except OSError as e:
                     raise UserError(f"{p}: cannot read: {e.strerror or e}") from None
-        return cls(c, from_path=args.from_path, hdfs_path=args.hdfs_path, datanode=args.datanode)
+        return cls(c, from_path=from_path, hdfs_path=c.hdfs_path, datanode=c.datanode)
 
     # --- collection -----------------------------------------------------------------------------
     def _collect(self) -> list[Batch]:
@@ -377,7 +261,6 @@ class HdfsSource(BaseSource):
                     ) from None
             else:
                 texts[kind].append(f)
-        self.stats.received += len(files)
         hosts: set[str] = set()
         parsed_traces = clienttrace.Transfers()
         for f in texts["clienttrace"]:
@@ -388,8 +271,7 @@ class HdfsSource(BaseSource):
             with f.open(encoding="utf-8", errors="replace") as fh:
                 rep = fsck.parse_fsck(fh)
             for reason, n in rep.errors.items():
-                self.stats.error(f"fsck {reason}", n)
-                log.warning("%s: %d fsck line(s) not understood (%s)", f, n, reason)
+                self.problems.add(f"fsck_{reason}", str(f), f"{n} fsck line(s) not understood", n)
             reports += rep.blocks
         samples: list[tuple[str, str, dict[str, Any], str]] = []
         for f, doc in jsons:
@@ -410,6 +292,7 @@ class HdfsSource(BaseSource):
             hosts |= {host_of(a) for a in (*parsed_traces.src, *parsed_traces.dest)}
             hosts |= {host_of(h) for b in reports for h, _ in b.replicas}
             self._ensure_topology(hosts)
+        self.stats.received += len(samples) + len(reports)
         out: list[Batch] = []
         out += self._jmx_batches(samples)
         out += self._transfer_batches(parsed_traces)
@@ -423,8 +306,7 @@ class HdfsSource(BaseSource):
             try:
                 lines = tailer.read()
             except OSError as e:
-                self.stats.error(f"log {lc.path}: {type(e).__name__}")
-                log.warning("clienttrace log %s: %s", lc.path, e)
+                self.problems.add("clienttrace_unreadable", lc.path, str(e))
                 continue
             self._parse_trace(lines, lc.datanode, traces, origin=lc.path)
         reports: list[fsck.BlockInfo] = []
@@ -435,6 +317,7 @@ class HdfsSource(BaseSource):
         if self.cfg.topology_script:
             hosts = {host_of(a) for a in (*traces.src, *traces.dest)}
             self._ensure_topology(hosts | {host_of(h) for b in reports for h, _ in b.replicas})
+        self.stats.received += sum(1 for s in samples if not s[3]) + len(reports)
         return (
             self._jmx_batches(samples)
             + self._transfer_batches(traces)
@@ -446,16 +329,13 @@ class HdfsSource(BaseSource):
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False)
         except (OSError, subprocess.TimeoutExpired) as e:
-            self.stats.error("fsck command")
-            log.warning("fsck %s: %s", " ".join(cmd), e)
+            self.problems.add("fsck_command", " ".join(cmd), str(e))
             return []
         # fsck exits 1 when the filesystem is CORRUPT: the report is still what we want.
         rep = fsck.parse_fsck(res.stdout.splitlines())
         if not rep.blocks and res.returncode != 0:
-            self.stats.error("fsck command")
-            log.warning(
-                "fsck %s: exit %d: %s", " ".join(cmd), res.returncode, res.stderr.strip()[:200]
-            )
+            detail = f"exit {res.returncode}: {res.stderr.strip()[:200]}"
+            self.problems.add("fsck_command", " ".join(cmd), detail)
         return rep.blocks
 
     # --- JMX --------------------------------------------------------------------------------------
@@ -477,8 +357,7 @@ class HdfsSource(BaseSource):
                     try:
                         nodes = jmx.live_nodes(r.doc)
                     except UserError as e:
-                        self.stats.error(f"livenodes {_endpoint(r.endpoint)}")
-                        log.warning("NameNode %s: %s", r.endpoint, e)
+                        self.problems.add("livenodes", f"NameNode {r.endpoint}", str(e))
                         continue
                     for n in nodes:
                         addr = n.info_secure_addr if c.datanode_scheme == "https" else n.info_addr
@@ -495,11 +374,10 @@ class HdfsSource(BaseSource):
         dn: list[dict[str, Any]] = []
         for role, endpoint, doc, error in samples:
             if error:
-                # short reason for the self-metric label: 'timeout after 5s', 'invalid JSON',
-                # 'HTTP 500', 'ClientConnectorError'; the log line and the row keep the details
-                short = error.split(" (")[0].split(":")[0]
-                self.stats.error(f"jmx {role} {endpoint}: {short}")
-                log.warning("hdfs: %s %s: scrape failed: %s", role, endpoint, error)
+                # the row and the log line keep the details; the label says which kind of failure
+                self.problems.add(
+                    _scrape_reason(error), f"{role} {endpoint}", f"scrape failed: {error}"
+                )
                 row: dict[str, Any] = {"ts": ts, "up": 0, "error": error}
             else:
                 row = {"ts": ts, "up": 1, "error": "", **jmx.sample(doc, role)}
@@ -524,8 +402,9 @@ class HdfsSource(BaseSource):
         self.stats.received += st.lines
         self.stats.dropped += st.skipped
         for reason, n in st.errors.items():
-            self.stats.error(f"clienttrace {reason}", n)
-            log.warning("%s: %d clienttrace line(s) rejected: %s", origin, n, reason)
+            self.problems.add(
+                f"clienttrace_{reason}", origin, f"{n} clienttrace line(s) rejected", n
+            )
 
     def _ensure_topology(self, hosts: set[str]) -> None:
         if self.cfg.topology_script and hosts:
@@ -653,6 +532,17 @@ class HdfsSource(BaseSource):
             )
         if not len(self.topology) and not self.cfg.topology_script:
             log.info("hdfs: no topology configured (--topology / topology_file): IDCs are unknown")
+
+
+def _scrape_reason(error: str) -> str:
+    """The bounded reason of a failed /jmx scrape from its error text (see jmx.scrape)."""
+    if error.startswith("timeout"):
+        return "jmx_timeout"
+    if error.startswith("invalid JSON"):
+        return "jmx_invalid_json"
+    if error.startswith("HTTP "):
+        return "jmx_http_error"
+    return "jmx_unreachable"
 
 
 def _endpoint(base: str) -> str:

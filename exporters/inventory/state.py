@@ -7,7 +7,6 @@ a new one. It must never emit a row for an unchanged fact: re-lists and reconnec
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,8 +26,6 @@ from exporters.inventory.objects import (
 )
 from telemetry.records import KINDS
 from telemetry.topology.hypernodes import HyperNodeTree, MalformedHyperNode, parse_hypernode
-
-log = logging.getLogger(__name__)
 
 Owner = tuple[str, str, str]  # (API kind, namespace, name)
 FactKey = tuple[str, tuple[str, ...]]  # (record kind, key)
@@ -173,9 +170,8 @@ class InventoryState:
         self.synced: set[str] = set()  # API kinds listed at least once
 
     def report(self, msg: str) -> None:
-        """A malformed object (or part of one), by name."""
+        """A malformed object (or part of one), by name: the source counts and logs it."""
         self.problems.append(msg)
-        log.warning("inventory: %s", msg)
 
     # -- one object ---------------------------------------------------------------------------
     def event(
@@ -373,7 +369,7 @@ class InventoryState:
             k = KINDS[kind]
             cols = ", ".join(f"`{c}`" for c in k.columns)
             t = store.query_arrow(
-                f"SELECT {cols} FROM {store.table(k)} FINAL WHERE cluster = {{c:String}} AND valid_to IS NULL",
+                f"SELECT {cols} FROM {store.table(k, final=True)} WHERE cluster = {{c:String}} AND valid_to IS NULL",
                 {"c": cluster},
             )
             rows = t.to_pylist()

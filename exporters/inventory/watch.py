@@ -20,6 +20,7 @@ from typing import Any
 from exporters.inventory.state import InventoryState
 from telemetry.errors import UserError
 from telemetry.pipeline import ComponentStats
+from telemetry.problems import Problems
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,10 @@ async def make_api_client(
         raise UserError(f"{where}: bad CA certificate: {e}") from None
 
 
+# API errors named in the `reason` label; any other status is `api_error`.
+API_REASONS = ("api_401", "api_403", "api_429", "api_500", "api_503", "api_error")
+
+
 @dataclass
 class Watcher:
     """Keeps `state` in step with the API. `api` is a kubernetes-asyncio ApiClient."""
@@ -94,6 +99,7 @@ class Watcher:
     state: InventoryState
     lock: threading.Lock
     stats: ComponentStats
+    problems: Problems
     resources: tuple[Resource, ...] = RESOURCES
     page_size: int = 500
     watch_timeout_s: int = 300
@@ -229,18 +235,13 @@ class Watcher:
                         )
                     self.missing.add(r.kind)
                 else:
-                    self.stats.error(f"api_{e.status}")
-                    log.warning("inventory: %s: API error %s: %s", r.kind, e.status, e.reason)
+                    reason = f"api_{e.status}" if f"api_{e.status}" in API_REASONS else "api_error"
+                    self.problems.add(reason, r.kind, f"API error {e.status}: {e.reason}")
             except (TimeoutError, aiohttp.ClientError, ConnectionError, json.JSONDecodeError) as e:
                 # dropped connection: resume the watch from the last RV seen, no re-list
                 rv = self.resource_versions.get(r.kind) or rv
-                self.stats.error("connection")
-                log.warning(
-                    "inventory: %s: watch interrupted (%s); resuming from %s",
-                    r.kind,
-                    type(e).__name__,
-                    rv,
-                )
+                detail = f"watch interrupted ({type(e).__name__}); resuming from {rv}"
+                self.problems.add("connection", r.kind, detail)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=delay)
             delay = min(delay * 2, self.backoff_max_s)

@@ -1,4 +1,4 @@
-""" "Who owned IP X at time T": an ASOF lookup over the time-versioned pod IP leases (inv_pod_ips).
+""" "Who owned IP X at time T": an ASOF lookup over the time-versioned pod IP leases (pod_ip_leases).
 
 Reads the store only. A lease covers [valid_from, valid_to); outside every lease the answer is
 None, never the nearest pod.
@@ -55,7 +55,7 @@ def who_owned_many(
                    toDateTime64({{ts:Array(String)}}[i], 3, 'UTC') AS t
         ) AS q
         ASOF LEFT JOIN (
-            SELECT * FROM {store.table(POD_IP_LEASE)} FINAL WHERE 1 {cluster_filter}
+            SELECT * FROM {store.table(POD_IP_LEASE, final=True)} WHERE 1 {cluster_filter}
         ) AS l ON q.ip = l.ip AND q.t >= l.valid_from
         WHERE hit AND (l.valid_to IS NULL OR q.t < l.valid_to)
         ORDER BY q.i

@@ -20,7 +20,7 @@ from exporters.node.ethtool import EthtoolError
 from telemetry.errors import UserError
 
 if TYPE_CHECKING:
-    from exporters.node import NodeSource
+    from exporters.node.source import NodeSource
 
 _PCI_ATTRS = ("vendor", "device", "class", "numa_node")
 _PORT_ATTRS = ("state", "phys_state", "rate", "link_layer")
@@ -85,7 +85,7 @@ def capture(source: NodeSource, out: Path) -> dict[str, Any]:
     def problem(reason: str, message: str) -> None:
         problems.append(f"{reason}: {message}")
 
-    ports = source.nics.ports(problem)
+    ports = source.nics.ports(problem) if source.nics is not None else []
     pci_devices: set[str] = set()
     netdevs: set[str] = set()
     for p in ports:
@@ -117,7 +117,7 @@ def capture(source: NodeSource, out: Path) -> dict[str, Any]:
         (out / "nvml.json").write_text(json.dumps(gpu_spec, indent=1) + "\n")
 
     ethtool_files = 0
-    reader = source.nics.ethtool
+    reader = source.nics.ethtool if source.nics is not None else None
     if reader is not None:
         for nd in sorted(netdevs):
             try:
@@ -148,7 +148,7 @@ def capture(source: NodeSource, out: Path) -> dict[str, Any]:
 def _nvml_snapshot(source: NodeSource, problem: Any) -> dict[str, Any] | None:
     """The GPUs as a FakeNvml spec: identities, raw field values, what is not supported."""
     col = source.gpus
-    b = col.backend
+    b = col.backend if col is not None else None
     if b is None:
         return None
     try:

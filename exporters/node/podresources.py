@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
-
 
 class PodResourcesError(Exception):
     def __init__(self, reason: str, message: str) -> None:
@@ -167,3 +165,23 @@ class JsonPodResources:
 
     def close(self) -> None:
         pass
+
+
+def attach(
+    gpu_rows: list[dict[str, Any]], nic_rows: list[dict[str, Any]], a: Assignments, stats: Any
+) -> None:
+    """Label GPUs (by GPU/MIG UUID) and NICs/VFs (by PCI address or RDMA device name) with the
+    pod holding them, and count the node's allocatable devices per resource (self-metrics).
+    Collected, not enriched: the kubelet socket exists only on this node."""
+    for r in gpu_rows:
+        o = a.get(r.get("uuid", ""))
+        if o is not None:
+            r.update(pod=o.pod, namespace=o.namespace)
+    for r in nic_rows:
+        o = a.get(r.get("_pci", ""), r["device"])
+        if o is not None:
+            r.update(pod=o.pod, namespace=o.namespace, container=o.container)
+    for res, n in a.allocatable.items():
+        stats.extra[f"allocatable_{res.replace('.', '_').replace('/', '_').replace('-', '_')}"] = (
+            float(n)
+        )

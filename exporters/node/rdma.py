@@ -152,6 +152,7 @@ class RdmaCollector:
         self._rediscover = False
         self.node = node
         self.ethtool = ethtool
+        self.ethtool_seconds = 0.0  # of the last collect()
         counters = load_counters()
         self.by_source: dict[str, list[NicCounter]] = {}
         for c in counters:
@@ -238,9 +239,13 @@ class RdmaCollector:
 
     # --- collection --------------------------------------------------------------------------
     def collect(
-        self, ts: int, problem: Problem
+        self, ts: int, problem: Problem, ethtool_problem: Problem | None = None
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(nic_sample rows, nic_priority_sample rows). Problems reading ethtool statistics go to
+        `ethtool_problem` (default `problem`); `ethtool_seconds` is the time spent on them."""
         self.tracker.next_cycle()
+        self.ethtool_seconds = 0.0
+        eth_problem = ethtool_problem or problem
         if self._rediscover:
             self._rediscover = False
             self._close_ports()
@@ -248,7 +253,7 @@ class RdmaCollector:
         prio_rows: list[dict[str, Any]] = []
         for p in self._cached_ports(problem):
             try:
-                row, prios = self._port(p, ts, problem)
+                row, prios = self._port(p, ts, problem, eth_problem)
             except FileNotFoundError as e:
                 problem(
                     "missing_device",
@@ -265,7 +270,7 @@ class RdmaCollector:
         return nic_rows, prio_rows
 
     def _port(
-        self, p: Port, ts: int, problem: Problem
+        self, p: Port, ts: int, problem: Problem, eth_problem: Problem
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         key = f"{p.device}/{p.port}"
         base = p.spath
@@ -286,7 +291,9 @@ class RdmaCollector:
         sums: dict[str, float] = {}
         for c, path, fd in p.files:
             self._add(sums, key, c, path, fd, problem)
-        prios = self._ethtool(p, ts, sums, problem)
+        t = time.perf_counter()
+        prios = self._ethtool(p, ts, sums, eth_problem)
+        self.ethtool_seconds += time.perf_counter() - t
         row.update(sums)
         # One NIC reset zeroes both its RDMA and ethtool counters: count it once.
         row["resets_total"] = max(

@@ -16,7 +16,6 @@ from typing import Any
 
 ROCEV2_PORT = 4791
 
-_U32 = struct.Struct(">I")
 _2U32 = struct.Struct(">II")
 _HDR_TAIL = struct.Struct(">IIII")  # sub-agent, sequence, uptime, samples
 _FLOW = struct.Struct(">IIIIIIII")  # seq, source id, rate, pool, drops, input, output, records
@@ -46,6 +45,22 @@ ETHERNET_FIELDS = (
 )  # fmt: skip
 
 MAX_SAMPLES = 4096  # far above any real agent (a 1500-byte datagram holds ~10); bounds the work
+
+
+# Every DecodeError.reason: a bounded set (the `reason` label of the sflow source's failures).
+REASONS = (
+    "bad_agent_address",
+    "bad_record",
+    "bad_sample_length",
+    "bad_version",
+    "malformed",
+    "too_many_records",
+    "too_many_samples",
+    "trailing_bytes",
+    "truncated_header",
+    "truncated_record",
+    "truncated_sample",
+)
 
 
 class DecodeError(ValueError):

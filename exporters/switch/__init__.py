@@ -1,6 +1,15 @@
-"""SONiC switches: the `railscope switch` source (COUNTERS_DB/APPL_DB over Redis or dumps),
-counter parsing, and ECMP group spread (`ecmp`)."""
+"""SONiC switches: the `switch` source (`source.py`), its config section (`config.py`), database
+access over Redis or dumps (`sonic.py`), counter parsing (`counters.py`) and ECMP spread (`ecmp`)."""
 
-from exporters.switch.sonic import DumpSonicDb, RedisSonicDb, SwitchDown, SwitchSource, poll
+from exporters.switch.config import SwitchSourceConfig
+from exporters.switch.sonic import DumpSonicDb, RedisSonicDb, SwitchDown, poll
+from exporters.switch.source import SwitchSource
 
-__all__ = ["DumpSonicDb", "RedisSonicDb", "SwitchDown", "SwitchSource", "poll"]
+__all__ = [
+    "DumpSonicDb",
+    "RedisSonicDb",
+    "SwitchDown",
+    "SwitchSource",
+    "SwitchSourceConfig",
+    "poll",
+]

@@ -3,17 +3,18 @@
 Reads the name/type/index maps, the COUNTERS:/RATES:/USER_WATERMARKS: hashes and APPL_DB
 PORT_TABLE / LLDP_ENTRY_TABLE, all handed in as dicts; the mapping of SAI counters to record
 fields is the checked-in `sonic_counters.csv`. It never invents a number: a missing or
-unparseable counter leaves the field null and is reported through `Problems`.
+unparseable counter leaves the field null and is reported through `problems.add(reason, subject)`
+(the source's `telemetry.problems.Problems`, see REASONS).
 """
 
 from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 CSV_PATH = Path(__file__).with_name("sonic_counters.csv")
 
@@ -68,14 +69,14 @@ def load_mappings(path: Path = CSV_PATH) -> tuple[Mapping_, ...]:
     return tuple(out)
 
 
-@dataclass
-class Problems:
-    """What did not parse, by reason -> list of 'key field' strings (for self-metrics + logs)."""
+# What a parse can report; the switch source adds its own (switch_down, poll_failed).
+REASONS = ("wrong_type", "bad_value", "missing_counters")
 
-    items: dict[str, list[str]] = field(default_factory=dict)
 
-    def add(self, reason: str, what: str) -> None:
-        self.items.setdefault(reason, []).append(what)
+class Problems(Protocol):
+    """Where parse problems go: `telemetry.problems.Problems` (or `.about(switch)`)."""
+
+    def add(self, reason: str, subject: str = "", detail: str = "", n: int = 1) -> None: ...
 
 
 class WrongType:
@@ -277,6 +278,7 @@ def _natural(s: str) -> tuple[Any, ...]:
 
 __all__ = [
     "MAPS",
+    "REASONS",
     "Problems",
     "WrongType",
     "as_hash",

@@ -1,29 +1,22 @@
-"""The `railscope switch` source: SONiC switches' COUNTERS_DB (and APPL_DB) over Redis, or dumps.
+"""Access to SONiC's databases: COUNTERS_DB / APPL_DB over Redis (pipelined) or from dumps, one
+poll of one ASIC (`poll`), and the poll targets from config or from a dump directory.
 
-Reads port/queue/PG counters, RATES, watermarks and PFC watchdog state from COUNTERS_DB, port
-speed/oper status and LLDP neighbours from APPL_DB, of many switches (and every ASIC of a
-multi-ASIC switch) concurrently, with pipelined reads. It never writes to a switch, never
-stores a number it could not read as such (a wrong-type key or bad value is named in a
-self-metric and a log line instead), and never derives a negative rate across a reset.
+Read-only: it never writes to a switch. A key of the wrong type answers `WrongType`, never a
+guessed value; a switch that does not answer raises `SwitchDown`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from exporters.switch import counters as C
-from exporters.switch import ecmp
-from telemetry.errors import NotBuilt, UserError
-from telemetry.pipeline import BaseSource, Batch, register_source
+from exporters.switch.config import SwitchSourceConfig
+from telemetry.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -181,264 +174,12 @@ def db_ids_from_database_config(path: str | Path) -> dict[str, int]:
         raise UserError(f"{path}: not a SONiC database_config.json ({e})") from None
 
 
-# --- config -------------------------------------------------------------------------------------
-class AsicConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(..., description="ASIC namespace (asic0).")
-    address: str = Field(..., description="host:port or unix socket path of this ASIC's redis.")
-    counters_db: int | None = Field(default=None, description="COUNTERS_DB id override.")
-    appl_db: int | None = Field(default=None, description="APPL_DB id override.")
-
-
-class SwitchConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    address: str | None = Field(
-        default=None, description="host:port or unix socket path of the redis."
-    )
-    role: str = Field(default="", description="leaf | spine | superspine | dci")
-    counters_db: int | None = None
-    appl_db: int | None = None
-    password: str | None = None
-    asics: list[AsicConfig] = Field(default_factory=list, description="multi-ASIC: one per ASIC")
-
-
 @dataclass
 class Target:
     switch: str
     asic: str
     role: str
     db: SonicDb
-
-
-# --- the source ---------------------------------------------------------------------------------
-@register_source(
-    "switch",
-    help="SONiC switches: port/queue/PG counters, PFC, ECN, watermarks, ECMP spread, LLDP",
-    kinds=[
-        "switch_port_sample",
-        "switch_queue_sample",
-        "switch_status",
-        "ecmp_group_sample",
-        "lldp_link",
-    ],
-)
-class SwitchSource(BaseSource):
-    """Polls SONiC switches' COUNTERS_DB (Redis db 2 per database_config.json) and APPL_DB:
-    port counters and RATES, per-queue packets/bytes/drops/ECN marks/watermarks, PG
-    watermarks, PFC frames and pause time, PFC watchdog; LLDP neighbours; ECMP uplink spread.
-    --from takes a COUNTERS_DB JSON dump (sonic-db-dump or mock-table layout) or a directory
-    of them (SWITCH/counters_db.json, SWITCH/ASIC/counters_db.json, + appl_db.json)."""
-
-    name = "switch"
-
-    class Config(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        switches: list[SwitchConfig] = Field(default_factory=list)
-        database_config: str | None = Field(
-            default=None, description="SONiC database_config.json for db ids"
-        )
-        timeout_seconds: float = Field(default=2.0, gt=0, description="per-switch Redis timeout")
-        workers: int = Field(default=32, ge=1, le=512, description="switches polled at once")
-        ecmp_groups: dict[str, dict[str, list[str]]] = Field(
-            default_factory=dict, description="switch -> group -> member ports"
-        )
-        uplink_neighbor: str | None = Field(
-            default=None,
-            description="regex on LLDP neighbour names: matching ports form group 'uplinks'",
-        )
-        lldp: bool = Field(default=True, description="read LLDP_ENTRY_TABLE from APPL_DB")
-
-    def __init__(
-        self,
-        targets: list[Target],
-        config: SwitchSource.Config | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        super().__init__()
-        self.cfg = config or SwitchSource.Config()
-        self.clock = clock
-        self.targets = targets
-        self._prev: dict[tuple[str, str, str], tuple[float, int | None, int | None]] = {}
-        self._logged: set[str] = set()
-        self._down: set[tuple[str, str]] = set()
-        self.resets = 0
-
-    # -- construction ----------------------------------------------------------------------
-    @classmethod
-    def add_arguments(cls, p: Any) -> None:
-        p.add_argument("--switch", action="append", default=[], metavar="NAME=ADDRESS",
-                       help="a switch's redis (host:port or unix socket); repeatable; adds to config")  # fmt: skip
-        p.add_argument("--database-config", metavar="PATH", help="SONiC database_config.json")
-        p.add_argument(
-            "--name", help="switch name for a single --from dump file (default: file stem)"
-        )
-        p.add_argument(
-            "--gnmi", action="store_true", help="gNMI/OpenConfig counters (not built yet)"
-        )
-
-    @classmethod
-    def from_args(cls, args: Any, cfg: Any) -> SwitchSource:
-        if getattr(args, "gnmi", False):
-            raise NotBuilt("switch --gnmi: the gNMI (OpenConfig) switch source is not built yet")
-        c: SwitchSource.Config = cfg.source("switch")
-        if getattr(args, "database_config", None):
-            c = c.model_copy(update={"database_config": args.database_config})
-        if args.from_path:
-            return cls(targets_from_dump(Path(args.from_path), getattr(args, "name", None)), c)
-        extra = []
-        for spec in getattr(args, "switch", []) or []:
-            name, sep, addr = spec.partition("=")
-            if not sep or not name or not addr:
-                raise UserError(
-                    f"--switch {spec!r}: expected NAME=HOST:PORT or NAME=/path/redis.sock"
-                )
-            extra.append(SwitchConfig(name=name, address=addr))
-        c = c.model_copy(update={"switches": [*c.switches, *extra]})
-        if not c.switches:
-            raise UserError(
-                "switch: no switches: give --switch NAME=HOST:PORT or sources.switch.switches"
-            )
-        return cls(targets_from_config(c), c)
-
-    # -- polling ---------------------------------------------------------------------------
-    def _collect(self) -> list[Batch]:
-        ts = int(self.clock() * 1000)
-        workers = max(1, min(self.cfg.workers, len(self.targets)))
-        with ThreadPoolExecutor(workers, thread_name_prefix="railscope-switch") as pool:
-            results = list(pool.map(self._poll_one, self.targets))
-        ports: list[dict[str, Any]] = []
-        queues: list[dict[str, Any]] = []
-        status: list[dict[str, Any]] = []
-        lldp: list[dict[str, Any]] = []
-        for t, (st, p, q, ll, problems) in zip(self.targets, results, strict=True):
-            st.update(ts=ts, switch=t.switch, asic=t.asic)
-            status.append(st)
-            self._report(t, problems)
-            for r in p:
-                r.update(ts=ts, switch=t.switch, asic=t.asic, role=t.role)
-                r.pop("oid", None)
-                self._rates(r, ts)
-                ports.append(r)
-            for r in q:
-                r.update(ts=ts, switch=t.switch, asic=t.asic)
-                r.pop("oid", None)
-                queues.append(r)
-            for r in ll:
-                r.update(ts=ts, local_device=t.switch)
-                lldp.append(r)
-        self.stats.received += len(ports) + len(queues) + len(lldp)
-        up = sum(1 for s in status if s["up"])
-        self.stats.extra["switches_up"] = float(up)
-        self.stats.extra["switches_down"] = float(len(status) - up)
-        groups = self._ecmp_rows(ports, lldp, ts)
-        out = [Batch.from_rows("switch_status", status)]
-        for kind, rows in (
-            ("switch_port_sample", ports),
-            ("switch_queue_sample", queues),
-            ("lldp_link", lldp),
-            ("ecmp_group_sample", groups),
-        ):
-            if rows:
-                out.append(Batch.from_rows(kind, rows))
-        return out
-
-    def _poll_one(
-        self, t: Target
-    ) -> tuple[dict[str, Any], list[Any], list[Any], list[Any], C.Problems]:
-        problems = C.Problems()
-        t0 = time.perf_counter()
-        try:
-            p, q, ll = poll(t.db, problems, lldp=self.cfg.lldp)
-        except SwitchDown as e:
-            self.stats.error("switch_down")
-            if (t.switch, t.asic) not in self._down:  # one line when it goes down, not every poll
-                self._down.add((t.switch, t.asic))
-                log.warning("switch %s%s: down: %s", t.switch, f"/{t.asic}" if t.asic else "", e)
-            return (
-                {"up": 0, "poll_duration_seconds": time.perf_counter() - t0, "error": str(e)},
-                [], [], [], problems,
-            )  # fmt: skip
-        except Exception as e:  # one switch's surprise must not stop the others' poll
-            self.stats.error(f"poll_failed {type(e).__name__}")
-            log.exception("switch %s: poll failed", t.switch)
-            return (
-                {"up": 0, "poll_duration_seconds": time.perf_counter() - t0, "error": f"{type(e).__name__}: {e}"},
-                [], [], [], problems,
-            )  # fmt: skip
-        if (t.switch, t.asic) in self._down:
-            self._down.discard((t.switch, t.asic))
-            log.warning("switch %s%s: answering again", t.switch, f"/{t.asic}" if t.asic else "")
-        st = {
-            "up": 1,
-            "poll_duration_seconds": time.perf_counter() - t0,
-            "ports": len(p),
-            "queues": len(q),
-            "error": "",
-        }
-        return st, p, q, ll, problems
-
-    def _report(self, t: Target, problems: C.Problems) -> None:
-        who = t.switch + (f"/{t.asic}" if t.asic else "")
-        for reason, items in problems.items.items():
-            if reason == "wrong_type":
-                for what in items:  # name the key in the self-metric: there are few of them
-                    self.stats.error(f"wrong_type {who} {what}")
-            else:
-                self.stats.error(reason, len(items))
-            sig = f"{who} {reason} {items[0]}"
-            if sig not in self._logged:  # a broken key is logged once, not every poll
-                self._logged.add(sig)
-                log.warning("switch %s: %s: %s%s", who, reason, ", ".join(items[:5]),
-                            f" (+{len(items) - 5} more)" if len(items) > 5 else "")  # fmt: skip
-
-    def _rates(self, r: dict[str, Any], ts: int) -> None:
-        """Derive rates from the previous poll when RATES:* is absent; a counter that went
-        backwards (reset/wrap) gives no rate for this interval, never a negative one."""
-        key = (r["switch"], r["asic"], r["port"])
-        rx, tx = r.get("rx_bytes_total"), r.get("tx_bytes_total")
-        prev = self._prev.get(key)
-        self._prev[key] = (ts / 1000, rx, tx)
-        for fld, cur, i in (("rx_bytes_per_second", rx, 1), ("tx_bytes_per_second", tx, 2)):
-            if r.get(fld) is not None or prev is None or cur is None:
-                continue
-            old, dt = prev[i], ts / 1000 - prev[0]
-            if old is None or dt <= 0:
-                continue
-            if cur < old:
-                self.resets += 1
-                self.stats.extra["counter_resets"] = float(self.resets)
-                continue
-            r[fld] = (cur - old) / dt
-        speed, txr = r.get("speed_bps"), r.get("tx_bytes_per_second")
-        r["tx_utilization_ratio"] = txr * 8 / speed if speed and txr is not None else None
-
-    def _ecmp_rows(
-        self, ports: list[dict[str, Any]], lldp: list[dict[str, Any]], ts: int
-    ) -> list[dict[str, Any]]:
-        groups = dict(self.cfg.ecmp_groups)
-        if self.cfg.uplink_neighbor:
-            groups = ecmp.merge_groups(
-                groups, ecmp.groups_from_lldp(lldp, self.cfg.uplink_neighbor)
-            )
-        if not groups:
-            return []
-        rates: dict[str, dict[str, float | None]] = {}
-        speeds: dict[str, dict[str, float | None]] = {}
-        for r in ports:
-            rates.setdefault(r["switch"], {})[r["port"]] = r.get("tx_bytes_per_second")
-            speeds.setdefault(r["switch"], {})[r["port"]] = r.get("speed_bps")
-        out = []
-        for sw, gs in groups.items():
-            for g, members in gs.items():
-                s = ecmp.spread(rates.get(sw, {}), speeds.get(sw, {}), members)
-                if s is not None:
-                    out.append({"ts": ts, "switch": sw, "group": g, **s})
-        return out
-
-    def close(self) -> None:
-        for t in self.targets:
-            t.db.close()
 
 
 def poll(
@@ -487,7 +228,7 @@ def _db_for(
     )
 
 
-def targets_from_config(c: SwitchSource.Config) -> list[Target]:
+def targets_from_config(c: SwitchSourceConfig) -> list[Target]:
     base = (
         db_ids_from_database_config(c.database_config)
         if c.database_config
@@ -541,4 +282,13 @@ def targets_from_dump(path: Path, name: str | None = None) -> list[Target]:
     return out
 
 
-__all__ = ["DumpSonicDb", "RedisSonicDb", "SonicDb", "SwitchDown", "SwitchSource", "poll"]
+__all__ = [
+    "DumpSonicDb",
+    "RedisSonicDb",
+    "SonicDb",
+    "SwitchDown",
+    "Target",
+    "poll",
+    "targets_from_config",
+    "targets_from_dump",
+]

@@ -16,7 +16,7 @@ from typing import Any
 
 from telemetry.commands.common import add_store_args
 from telemetry.errors import UserError
-from telemetry.pipeline import SOURCES
+from telemetry.registry import SOURCES
 
 log = logging.getLogger(__name__)
 

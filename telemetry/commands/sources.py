@@ -3,8 +3,11 @@
   railscope SOURCE [--once] [--from PATH] [--output prom|jsonl] [--dsn DSN] [source flags]
 
 --once: one live cycle; --from: a capture in the source's real format instead of the live source;
---output: print what was collected instead of writing to the store; --dsn: the store.
+--output: print one cycle's records instead of writing to the store; --dsn: the store.
 Without --once/--from the source runs on an interval and serves /metrics.
+
+The flags are folded into the source's config section (`sources.<name>`) and the source is built
+by `telemetry.registry.build_source`, the same function `railscope serve` uses.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import sys
 from functools import partial
 from typing import Any
 
+from pydantic import ValidationError
+
 from telemetry.commands.common import (
     add_store_args,
     clickhouse_sink,
@@ -23,8 +28,10 @@ from telemetry.commands.common import (
     open_store,
     write_output,
 )
-from telemetry.errors import UserError
-from telemetry.pipeline import SOURCES, Pipeline, SourceSpec
+from telemetry.config import Config, format_validation_error
+from telemetry.errors import ConfigError, UserError
+from telemetry.pipeline import Pipeline, Source
+from telemetry.registry import SOURCES, build_source, entry
 from telemetry.transforms import build_transforms
 
 log = logging.getLogger(__name__)
@@ -60,34 +67,70 @@ def add_source_args(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Any) -> list[str]:
-    names = []
-    for spec in SOURCES.values():
+    for e in SOURCES.values():
+        cls = e.load()
         p = sub.add_parser(
-            spec.command,
-            help=spec.help,
-            description=(spec.cls.__doc__ or spec.help).strip(),
+            e.name,
+            help=e.help,
+            description=(cls.__doc__ or e.help).strip(),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         add_source_args(p)
-        adder = getattr(spec.cls, "add_arguments", None)
+        adder = getattr(cls, "add_arguments", None)
         if adder:
             adder(p)
-        p.set_defaults(func=partial(run_source, spec))
-        names.append(spec.command)
-    return names
+        p.set_defaults(func=partial(run_source, e.name))
+    return list(SOURCES)
 
 
-def run_source(spec: SourceSpec, args: argparse.Namespace) -> int:
-    cfg = config_from_args(args, interval_seconds=args.interval, prometheus__listen=args.listen)
+def config_for(name: str, args: argparse.Namespace, cfg: Config | None = None) -> Config:
+    """The config (file, env, then `cfg` or the global flags) with this command line's source
+    flags folded into `sources.<name>`: flags are one more layer of the section."""
+    if cfg is None:
+        cfg = config_from_args(
+            args,
+            interval_seconds=getattr(args, "interval", None),
+            prometheus__listen=getattr(args, "listen", None),
+        )
+    section = dict(cfg.sources.get(name) or {})
+    fold = getattr(entry(name).load(), "fold_args", None)
+    if fold is not None:
+        section = fold(args, section)
+    if getattr(args, "from_path", None):
+        section.pop("from_path", None)
+        section["from"] = args.from_path
+    try:  # the file and env were valid: a failure here is a flag's value
+        entry(name).config_model().model_validate(section)
+    except ValidationError as e:
+        raise ConfigError(
+            format_validation_error(e, prefix=f"sources.{name}", source=f"{name} options")
+        ) from None
+    return cfg.model_copy(update={"sources": {**cfg.sources, name: section}})
+
+
+def source_from_args(args: argparse.Namespace, cfg: Config | None = None) -> Source:
+    """What `railscope SOURCE ...` builds: `args.command`'s flags folded into its config
+    section, then `build_source` (the one way to build a source)."""
+    name = args.command
+    cfg = config_for(name, args, cfg)
+    return build_source(name, cfg, once=_one_shot(name, args, cfg))
+
+
+def _one_shot(name: str, args: argparse.Namespace, cfg: Config) -> bool:
+    return bool(args.once or args.output or cfg.source(name).from_path)
+
+
+def run_source(name: str, args: argparse.Namespace) -> int:
+    cfg = config_for(name, args)
     # A source may own extra verbs (e.g. `railscope inventory who IP --at T`): it returns an exit
     # code when it handled the invocation, None to run as a source.
-    handler = getattr(spec.cls, "run_subcommand", None)
+    handler = getattr(entry(name).load(), "run_subcommand", None)
     if handler is not None:
-        rc = handler(args, cfg)
+        rc = handler(args, cfg, lambda: open_store(cfg))
         if rc is not None:
             return int(rc)
-    source = spec.cls.from_args(args, cfg)
-    one_shot = bool(args.once or args.from_path)
+    one_shot = _one_shot(name, args, cfg)
+    source: Any = build_source(name, cfg, once=one_shot)
     if args.output:
         stamp = build_transforms(cfg)
         try:
@@ -96,7 +139,7 @@ def run_source(spec: SourceSpec, args: argparse.Namespace) -> int:
             raise
         except Exception:  # already logged by the source with its input named
             print(
-                f"railscope {spec.command}: collection failed: {source.stats.last_error}",
+                f"railscope {name}: collection failed: {source.stats.last_error}",
                 file=sys.stderr,
             )
             return 1
@@ -108,6 +151,9 @@ def run_source(spec: SourceSpec, args: argparse.Namespace) -> int:
         write_output(batches, args.output, components=[source.stats])
         return 0
     store = open_store(cfg)
+    bind = getattr(source, "bind_store", None)
+    if bind is not None:  # e.g. inventory seeds its open facts from the store
+        bind(store)
     sinks: list[Any] = [clickhouse_sink(cfg, store)]
     prom = None
     if not one_shot and not args.no_metrics and cfg.prometheus.enabled:
@@ -129,23 +175,21 @@ def run_source(spec: SourceSpec, args: argparse.Namespace) -> int:
     try:
         if one_shot:
             n = pipeline.run_once()
-            if (
-                not source.stats.last_success
-            ):  # the pipeline keeps going; a one-shot run must say so
+            if not source.stats.last_success:  # the pipeline goes on; a one-shot run says so
                 print(
-                    f"railscope {spec.command}: collection failed: {source.stats.last_error}",
+                    f"railscope {name}: collection failed: {source.stats.last_error}",
                     file=sys.stderr,
                 )
                 return 1
-            log.info("%s: stored %d records in %s", spec.command, n, store.dsn.redacted())
+            log.info("%s: stored %d records in %s", name, n, store.dsn.redacted())
         else:
             log.info(
                 "%s: collecting every %.1fs into %s",
-                spec.command,
-                cfg.interval_seconds,
+                name,
+                source.interval_seconds,
                 store.dsn.redacted(),
             )
-            pipeline.run(cfg.interval_seconds)
+            pipeline.run(source.interval_seconds)
     finally:
         pipeline.close()
     return 0

@@ -14,6 +14,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from telemetry.pipeline import Batch, ComponentStats, ExportResult
@@ -71,10 +72,13 @@ def component_metrics(components: Iterable[ComponentStats]) -> Iterator[Metric]:
     comps = list(components)
     if not comps:
         return
+    received = CounterMetricFamily(
+        "railscope_component_received",
+        "What a component received, in its unit: datagrams (sflow), objects (inventory), "
+        "entries (hdfs), records (the others).",
+        labels=["component", "unit"],
+    )
     fams = {
-        "received": CounterMetricFamily(
-            "railscope_component_received_records", "Records received.", labels=["component"]
-        ),
         "sent": CounterMetricFamily(
             "railscope_component_sent_records", "Records sent on.", labels=["component"]
         ),
@@ -89,23 +93,29 @@ def component_metrics(components: Iterable[ComponentStats]) -> Iterator[Metric]:
     }
     duration = GaugeMetricFamily(
         "railscope_collector_duration_seconds",
-        "Duration of the last collect/export.",
+        "Duration of the last collect/export (per collector of a source made of collectors).",
         labels=["component"],
     )
     success = GaugeMetricFamily(
         "railscope_collector_success",
-        "1 if the last collect/export succeeded.",
+        "1 if the last collect/export succeeded (per collector of a source made of collectors).",
         labels=["component"],
     )
     extra: dict[str, GaugeMetricFamily] = {}
     for c in comps:
         snap = c.snapshot()
-        for key in ("received", "sent", "dropped"):
+        received.add_metric([c.name, c.unit], snap["received"])
+        for key in ("sent", "dropped"):
             fams[key].add_metric([c.name], snap[key])
         for reason, n in snap["errors"].items():
             fams["failed"].add_metric([c.name, reason], n)
         duration.add_metric([c.name], snap["last_duration_seconds"])
         success.add_metric([c.name], 1.0 if snap["success"] else 0.0)
+        for part, (seconds, ok) in sorted(c.collectors.items()):
+            # node_exporter's shape: the collector is a label, not part of the metric name
+            labels = {"component": c.name, "collector": part}
+            duration.samples.append(Sample(duration.name, labels, seconds))
+            success.samples.append(Sample(success.name, labels, 1.0 if ok else 0.0))
         for k, v in c.extra.items():
             g = extra.setdefault(
                 k,
@@ -114,6 +124,7 @@ def component_metrics(components: Iterable[ComponentStats]) -> Iterator[Metric]:
                 ),
             )
             g.add_metric([c.name], v)
+    yield received
     yield from fams.values()
     yield duration
     yield success

@@ -9,7 +9,6 @@ lldpd's `lldpcli show neighbors -f json`. Never reads sysfs or talks to switches
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -558,10 +557,3 @@ def diff(
             )
             done.add(n)
     return out
-
-
-_DNS = re.compile(r"[^a-z0-9-]+")
-
-
-def dns_name(s: str) -> str:
-    return _DNS.sub("-", s.lower()).strip("-")[:63] or "x"

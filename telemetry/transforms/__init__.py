@@ -1,5 +1,11 @@
-"""Transforms enrich batches; each has a `name` and `process(batch) -> batch` (verbs: attach_pod,
-attach_hypernode, stamp_cluster). The list is built from config, in order."""
+"""Transforms enrich batches with what is known cluster-wide, in the process that ships them; each
+has a `name` (a verb) and `process(batch) -> batch`, and the list is built from config, in order.
+Today that is `stamp_cluster`.
+
+What is not here, on purpose: the pod holding a GPU or VF is collected on the node by the node
+source's `podresources` collector (the kubelet's socket exists only there, so it is a node-local
+fact like sysfs), and flow -> pod/job/HyperNode attribution joins stored facts in SQL
+(telemetry/correlate/attribution.py)."""
 
 from __future__ import annotations
 

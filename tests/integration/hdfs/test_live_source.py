@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from exporters.hdfs.source import HdfsConfig, HdfsSource
+from exporters.hdfs import HdfsConfig, HdfsSource
 from telemetry.errors import UserError
 
 FIX = Path(__file__).parents[2] / "fixtures" / "hdfs"

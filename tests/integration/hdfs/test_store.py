@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from exporters.hdfs.source import HdfsConfig, HdfsSource
+from exporters.hdfs import HdfsConfig, HdfsSource
 from telemetry.pipeline import Pipeline
 from telemetry.sinks.clickhouse import ClickHouseSink
 

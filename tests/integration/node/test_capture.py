@@ -31,7 +31,7 @@ def test_capture_then_replay_gives_the_same_records(
     spec = json.loads((node8_copy / "nvml.json").read_text())
     for g in spec["gpus"]:
         g.pop("xid", None)  # XID events are transient: not part of a snapshot
-    live = NodeSource(
+    live = NodeSource.live(
         sysfs_root=str(node8_copy / "sys"),
         node_name="n1",
         gpu_backend_impl=nvml.FakeNvml.from_dict(spec),
@@ -44,7 +44,7 @@ def test_capture_then_replay_gives_the_same_records(
     assert summary["gpus"] == 8 and summary["ethtool_files"] == 8 and summary["podresources"]
     assert (bundle / "sys" / "class" / "infiniband" / "mlx5_0").is_symlink()
     want = by_kind(live.collect())
-    replay = NodeSource(from_path=str(bundle), node_name="n1")
+    replay = NodeSource.replay(str(bundle), node_name="n1")
     got = by_kind(replay.collect())
     assert set(got) == set(want)
     for kind in want:
@@ -56,7 +56,7 @@ def test_capture_then_replay_gives_the_same_records(
 
 def test_capture_refuses_a_non_empty_dir(tmp_path: Path) -> None:
     (tmp_path / "x").write_text("keep me")
-    src = NodeSource(sysfs_root=str(tmp_path), gpu_backend="none", node_name="n")
+    src = NodeSource.live(sysfs_root=str(tmp_path), gpu_backend="none", node_name="n")
     with pytest.raises(UserError, match="not empty"):
         capture(src, tmp_path)
     assert (tmp_path / "x").read_text() == "keep me"

@@ -38,7 +38,7 @@ def find(metrics: dict[str, float], name: str, **labels: str) -> float | None:
 
 def test_live_scrapes_across_cycles(node8_copy: Path, free_port: int) -> None:
     fake = nvml.FakeNvml.from_dict(json.loads((node8_copy / "nvml.json").read_text()))
-    src = NodeSource(from_path=str(node8_copy), node_name="n1", gpu_backend_impl=fake)
+    src = NodeSource.replay(str(node8_copy), node_name="n1", gpu_backend_impl=fake)
     prom = PrometheusSink(components=lambda: [src.stats])
     pipe = Pipeline([src], [prom])
     prom.serve("127.0.0.1", free_port)
@@ -73,8 +73,10 @@ def test_live_scrapes_across_cycles(node8_copy: Path, free_port: int) -> None:
         assert find(m2, "railscope_gpu_power_watts", gpu="4") == 654.0
         assert find(m2, "railscope_component_failed_total", reason="gpu:gpu_lost") == 1.0
         assert find(m2, "railscope_component_failed_total", reason="rdma:malformed_sysfs") == 1.0
-        assert find(m2, "railscope_component_collector_gpu_success") == 0.0
-        assert find(m2, "railscope_component_collector_pcie_success") == 1.0
+        assert find(m2, "railscope_collector_success", collector="gpu") == 0.0
+        assert find(m2, "railscope_collector_success", collector="pcie") == 1.0
+        assert find(m2, "railscope_collector_success", collector="rdma") == 0.0
+        assert find(m2, "railscope_collector_success", collector="ethtool") == 1.0
         # the GPU went away: its last power value is no longer exported as if current
         assert find(m2, "railscope_gpu_power_watts", gpu="3") is None
     finally:

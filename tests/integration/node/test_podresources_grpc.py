@@ -55,13 +55,13 @@ def test_dead_socket_is_named(tmp_path: Path) -> None:
 def test_node_source_labels_gpus_and_vfs(server, node8_copy: Path) -> None:
     sock, _ = server
     fake = nvml.FakeNvml.from_dict(json.loads((node8_copy / "nvml.json").read_text()))
-    src = NodeSource(
+    src = NodeSource.live(
         sysfs_root=str(node8_copy / "sys"),
         node_name="n1",
         gpu_backend_impl=fake,
         podresources_socket=sock,
         nic_resources=["nvidia.com/rdma_"],
-        ethtool=False,
+        collectors=frozenset({"gpu", "rdma", "pcie", "podresources"}),
     )
     batches = {b.kind.name: b.table.to_pylist() for b in src.collect()}
     gpus = {r["gpu"]: r for r in batches["gpu_sample"]}

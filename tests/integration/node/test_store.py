@@ -9,7 +9,7 @@ NODE8 = node8()
 
 
 def test_node8_into_store(store) -> None:
-    src = NodeSource(from_path=str(NODE8), node_name="n1")
+    src = NodeSource.replay(str(NODE8), node_name="n1")
     for b in src.collect():  # timestamps are "now", so the 30-day TTL keeps them
         store.insert(b.kind, b.table)
     rows = store.query_rows(

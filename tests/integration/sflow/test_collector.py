@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from exporters.sflow import encode as E
-from exporters.sflow.collector import SflowSource
+from exporters.sflow.source import SflowSource
 
 FIX = Path(__file__).parents[2] / "fixtures" / "sflow"
 

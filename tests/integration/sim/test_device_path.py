@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from telemetry.cli import build_parser
+from telemetry.commands.sources import source_from_args
 from telemetry.config import load_config
 from telemetry.pipeline import Batch
 from telemetry.sim import build, load_scenario
@@ -22,7 +23,7 @@ from telemetry.transforms import StampCluster
 def parsed(argv: list[str]) -> list[Batch]:
     """What `railscope <argv> --output ...` would print, as batches (same parsers, same flags)."""
     args = build_parser().parse_args([*argv, "--output", "jsonl"])
-    src = args.func.args[0].cls.from_args(args, load_config(None, env={}))
+    src = source_from_args(args, load_config(None, env={}))
     try:
         return src.collect()
     finally:

@@ -134,7 +134,7 @@ def served_metrics() -> set[str]:
 
     names = {f"railscope_{k.subsystem}_{f.name}" for k in KINDS.values() for f in k.values()}
     names |= {
-        "railscope_component_received_records_total",
+        "railscope_component_received_total",
         "railscope_component_sent_records_total",
         "railscope_component_dropped_records_total",
         "railscope_component_failed_total",

@@ -135,7 +135,7 @@ def test_clienttrace_new_duration_form_and_volume_field_rejected_loudly() -> Non
     # Hadoop 3.3 writes `duration(ns):`; some builds add `volume:` -> 10 fields: an error, not a guess.
     st = clienttrace.ParseStats()
     t = clienttrace.parse_lines([NEW_WRITE, NEW_READ], stats=st)
-    assert st.errors == {"field count": 1}
+    assert st.errors == {"field_count": 1}
     assert len(t) == 1 and t.op == ["HDFS_READ"] and t.duration_seconds == [2e-6]
     assert t.datanode == ["10.2.0.1:9866"]  # a read is served by its source
     write = NEW_WRITE.replace("volume: /data1, ", "")
@@ -157,7 +157,7 @@ def test_clienttrace_rejects_and_skips() -> None:
     ]
     t = clienttrace.parse_lines(lines, stats=st)
     assert len(t) == 0
-    assert st.errors == {"bad number or time": 2, "no duration": 1}
+    assert st.errors == {"bad_number_or_time": 2, "no_duration": 1}
     assert st.skipped == 3 and st.lines == 6
 
 
@@ -292,7 +292,7 @@ Status: CORRUPT
 def test_fsck_hadoop3_forms() -> None:
     rep = fsck.parse_fsck(HADOOP3_FSCK.splitlines())
     assert rep.files == 2 and rep.status == "CORRUPT"
-    assert rep.errors == {"block line": 1}
+    assert rep.errors == {"block_line": 1}
     a, b, c = rep.blocks
     assert a.replication == 4 and a.live_replicas == 4
     assert [r[1] for r in a.replicas] == [

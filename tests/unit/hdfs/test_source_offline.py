@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from exporters.hdfs.source import HdfsConfig, HdfsSource
+from exporters.hdfs import HdfsConfig, HdfsSource
 from telemetry.errors import UserError
 
 FIX = Path(__file__).parents[2] / "fixtures" / "hdfs"

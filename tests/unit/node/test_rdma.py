@@ -5,7 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from exporters.node.rdma import RdmaCollector, load_counters, parse_rate, read_int, sysfs_root
+import pytest
+
+from exporters.node.rdma import (
+    Malformed,
+    RdmaCollector,
+    load_counters,
+    parse_rate,
+    read_int,
+    sysfs_root,
+)
 
 from .conftest import PROCFS
 
@@ -117,13 +126,37 @@ def test_helpers() -> None:
     assert {"port_rcv_data", "np_ecn_marked_roce_packets", "rx_prio{p}_pause"} <= names
 
 
-def test_read_int_rejects_negative(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("content", "want"),
+    [
+        ("18126345378\n", 18126345378),
+        ("0x1f\n", 31),  # some drivers print hex
+        ("N/A (no PMA)\n", None),  # not implemented by this HCA: absent, never 0
+        ("0\n", 0),
+        (str(2**64 - 1) + "\n", 2**64 - 1),
+    ],
+)
+def test_read_int_values(tmp_path: Path, content: str, want: int | None) -> None:
     f = tmp_path / "c"
-    f.write_text("-5\n")
+    f.write_text(content)
+    assert read_int(f) == want
+    fd = os.open(f, os.O_RDONLY)  # the scrape path: pread on a kept-open fd
     try:
+        assert read_int(f, fd) == want
+        assert read_int(f, fd) == want  # read again from offset 0, same value
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("-5\n", "negative counter -5"), ("twelve\n", "not an integer: 'twelve'")],
+)
+def test_read_int_rejects_malformed_naming_the_file(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    f = tmp_path / "c"
+    f.write_text(content)
+    with pytest.raises(Malformed) as e:
         read_int(f)
-    except ValueError as e:
-        assert "negative" in str(e)
-    else:
-        raise AssertionError("negative counter accepted")
-    assert os.path.exists(f)
+    assert str(e.value) == f"{f}: {message}"

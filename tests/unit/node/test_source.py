@@ -24,13 +24,18 @@ def test_problems_named_in_self_metrics_and_log(node8_copy: Path, caplog) -> Non
             ]
         }
     )
-    src = NodeSource(from_path=str(node8_copy), node_name="n", gpu_backend_impl=fake)
+    src = NodeSource.replay(str(node8_copy), node_name="n", gpu_backend_impl=fake)
     with caplog.at_level(logging.WARNING, logger="exporters.node"):
         batches = {b.kind.name: b.table.to_pylist() for b in src.collect()}
     assert src.stats.errors == {"rdma:malformed_sysfs": 1, "gpu:gpu_lost": 1}
-    assert src.stats.extra["collector_rdma_success"] == 0.0
-    assert src.stats.extra["collector_gpu_success"] == 0.0
-    assert src.stats.extra["collector_pcie_success"] == 1.0
+    success = {c: ok for c, (_, ok) in src.stats.collectors.items()}
+    assert success == {
+        "gpu": False,
+        "rdma": False,
+        "ethtool": True,
+        "podresources": True,
+        "pcie": True,
+    }
     assert src.stats.last_success  # the source as a whole still delivered
     assert len(batches["nic_sample"]) == 8
     assert [r["up"] for r in batches["gpu_sample"]] == [0]
@@ -45,7 +50,7 @@ def test_problems_named_in_self_metrics_and_log(node8_copy: Path, caplog) -> Non
 
 def test_no_gpu_backend_uses_pci_tree_for_affinity(node8_copy: Path) -> None:
     (node8_copy / "nvml.json").unlink()  # a capture without NVML data
-    src = NodeSource(from_path=str(node8_copy), node_name="n")
+    src = NodeSource.replay(str(node8_copy), node_name="n")
     batches = {b.kind.name: b.table.to_pylist() for b in src.collect()}
     assert "gpu_sample" not in batches
     aff = {r["gpu"]: r for r in batches["gpu_nic_affinity"]}

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporters.sflow import encode as E
-from exporters.sflow.collector import SflowIngest
 from exporters.sflow.decode import DecodeError, decode
+from exporters.sflow.ingest import SflowIngest
 from telemetry.pipeline import ComponentStats
 
 SEEDS = [

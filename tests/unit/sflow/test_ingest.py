@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 
 from exporters.sflow import encode as E
-from exporters.sflow.collector import SflowIngest
+from exporters.sflow.ingest import REASONS, SflowIngest
 from telemetry.pipeline import ComponentStats
+from telemetry.problems import Problems
 
 
 def _dg(seq: int, uptime: int = 1000, qp: int = 5, rate: int = 100, output: int = 12) -> bytes:
@@ -15,10 +16,9 @@ def _dg(seq: int, uptime: int = 1000, qp: int = 5, rate: int = 100, output: int 
                       seq=seq, uptime_ms=uptime)  # fmt: skip
 
 
-def test_rows_scaled_and_tagged_with_ecmp_member() -> None:
+def test_rows_scaled_and_named() -> None:
     st = ComponentStats("t")
-    ing = SflowIngest(st, agents={"10.0.0.1": "leaf01"}, ifnames={"leaf01": {12: "Ethernet48"}},
-                      ecmp_groups={"leaf01": {"uplinks": ["Ethernet48", "Ethernet52"]}})  # fmt: skip
+    ing = SflowIngest(st, agents={"10.0.0.1": "leaf01"}, ifnames={"leaf01": {12: "Ethernet48"}})  # fmt: skip
     assert ing.ingest(_dg(1), "10.0.0.1", 1_000)
     [b] = [b for b in ing.drain() if b.kind.name == "flow_sample"]
     row = b.table.to_pylist()[0]
@@ -36,20 +36,27 @@ def test_sequence_gaps_and_restarts_are_counted() -> None:
     assert st.extra["datagrams_lost"] == 2 and st.extra["agent_restarts"] == 1
 
 
-def test_malformed_counted_and_logged_once_per_source_per_minute(caplog) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_counted_and_logged_once_per_reason_per_minute(caplog) -> None:  # type: ignore[no-untyped-def]
     st = ComponentStats("t")
-    ing = SflowIngest(st)
+    now = [100.0]
+    ing = SflowIngest(st, Problems(st, "sflow", REASONS, clock=lambda: now[0]))
     bad = E.datagram([], version=4)
+    short = E.datagram([])[:10]
     with caplog.at_level(logging.WARNING):
         for i in range(5):
-            assert not ing.ingest(bad, "10.0.0.9", 0, now=100.0 + i)
-        ing.ingest(bad, "10.0.0.8", 0, now=101.0)
-        ing.ingest(bad, "10.0.0.9", 0, now=161.0)
-    assert st.errors == {"bad_version": 7} and st.failed == 7
+            now[0] = 100.0 + i
+            assert not ing.ingest(bad, "10.0.0.9", 0)
+        ing.ingest(bad, "10.0.0.8", 0)  # another agent, same reason: same line budget
+        ing.ingest(short, "10.0.0.8", 0)  # another reason: its own line
+        now[0] = 161.0
+        ing.ingest(bad, "10.0.0.9", 0)
+    # the label is the bounded reason; the agent address is only in the log
+    assert st.errors == {"bad_version": 7, "truncated_header": 1} and st.failed == 8
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 3
     assert "10.0.0.9" in lines[0] and "bad_version" in lines[0]
-    assert "4 more" in lines[2]
+    assert "10.0.0.8" in lines[1] and "truncated_header" in lines[1]
+    assert "bad_version" in lines[2] and "+5 more" in lines[2]
     assert ing.drain() == []  # nothing stored from a bad datagram
 
 

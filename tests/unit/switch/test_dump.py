@@ -12,11 +12,11 @@ import pytest
 from exporters.switch import counters as C
 from exporters.switch.sonic import (
     DumpSonicDb,
-    SwitchSource,
     Target,
     db_ids_from_database_config,
     targets_from_dump,
 )
+from exporters.switch.source import SwitchSource
 from telemetry.errors import UserError
 from tests.unit.switch.expected import check_against_dump
 
@@ -83,8 +83,12 @@ def test_sonic_db_dump_layout_and_wrong_type(caplog) -> None:  # type: ignore[no
         "Ethernet0",
         "Ethernet8",
     }  # no guessed row
-    assert any(r.startswith("wrong_type sw COUNTERS:" + oid) for r in src.stats.errors)
-    assert any("wrong_type" in r.getMessage() and oid in r.getMessage() for r in caplog.records)
+    # the label is the bounded reason; the key is named in the log line only
+    assert src.stats.errors == {"wrong_type": 1, "missing_counters": 1}
+    assert any(
+        "wrong_type" in r.getMessage() and f"sw COUNTERS:{oid} (string)" in r.getMessage()
+        for r in caplog.records
+    )
 
 
 def test_bad_value_is_null_and_named() -> None:

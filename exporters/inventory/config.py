@@ -1,0 +1,34 @@
+"""The `sources.inventory` config section: how to reach the Kubernetes API and what to watch.
+Imports pydantic only."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from telemetry.config import SourceConfig
+
+
+class InventoryConfig(SourceConfig):
+    kubeconfig: str | None = Field(
+        default=None, description="kubeconfig path (default $KUBECONFIG or ~/.kube/config)"
+    )
+    context: str | None = Field(default=None, description="kubeconfig context")
+    in_cluster: bool | None = Field(
+        default=None,
+        description="use the pod's service account (default: when $KUBERNETES_SERVICE_HOST is set and no kubeconfig is given)",
+    )
+    resources: list[str] = Field(
+        default_factory=lambda: ["Namespace", "Node", "Pod", "HyperNode", "Job", "PodGroup"],
+        description="API kinds to list+watch",
+    )
+    page_size: int = Field(default=500, gt=0, description="list page size (limit/continue)")
+    watch_timeout_seconds: int = Field(
+        default=300, gt=0, description="server-side timeout of one watch request"
+    )
+    service_account_dir: str = Field(
+        default="/var/run/secrets/kubernetes.io/serviceaccount",
+        description="in-cluster auth: directory with the service account token and ca.crt",
+    )
+
+
+__all__ = ["InventoryConfig"]

@@ -1,0 +1,27 @@
+"""The `sources.sflow` config section: where to listen, agent and port names, ECMP groups.
+Imports pydantic only."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from telemetry.config import SourceConfig
+
+
+class SflowConfig(SourceConfig):
+    bind: str = Field(default="0.0.0.0:6343", description="UDP address to listen on.")
+    agents: dict[str, str] = Field(default_factory=dict, description="agent IP -> switch name")
+    ifnames: dict[str, dict[int, str]] = Field(
+        default_factory=dict, description="switch (or agent IP) -> ifIndex -> port name"
+    )
+    max_buffer_rows: int = Field(default=1_000_000, gt=0, description="rows kept between collects")
+    rcvbuf_bytes: int = Field(default=8 << 20, gt=0, description="UDP socket receive buffer")
+    pcap_port: int = Field(
+        default=6343,
+        ge=0,
+        le=65535,
+        description="--from pcap: UDP dest port of sFlow (0 = any)",
+    )
+
+
+__all__ = ["SflowConfig"]

@@ -1,0 +1,175 @@
+"""The `railscope sflow` source: an sFlow v5 collector (asyncio UDP) or a pcap reader.
+
+Reads datagrams from UDP (default :6343) or a pcap file and turns them into flow_sample and
+switch_port_sample rows with `ingest.SflowIngest` (decoding in `decode.py`). Malformed datagrams
+are counted by reason and logged once per reason per minute; sequence gaps (lost datagrams) and
+agent restarts are counted. `received` counts datagrams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Any
+
+from exporters.sflow.config import SflowConfig
+from exporters.sflow.ingest import REASONS, SflowIngest
+from telemetry.errors import UserError
+from telemetry.pipeline import BaseSource, Batch
+
+log = logging.getLogger(__name__)
+
+
+class _Protocol(asyncio.DatagramProtocol):
+    def __init__(self, owner: SflowSource) -> None:
+        self.owner = owner
+
+    def datagram_received(self, data: bytes, addr: tuple[Any, ...]) -> None:
+        self.owner._on_datagram(data, addr[0])
+
+
+class SflowSource(BaseSource):
+    """sFlow v5 collector. Live: listens on UDP (--bind, default 0.0.0.0:6343) and emits what
+    arrived each interval. Offline: --from FILE.pcap decodes the sFlow datagrams in a capture.
+    Flow samples are scaled by their sampling rate; RoCEv2 (UDP 4791) samples carry the BTH
+    opcode, destination QP and PSN."""
+
+    name = "sflow"
+    unit = "datagrams"
+    reasons = REASONS
+    Config = SflowConfig
+
+    def __init__(
+        self,
+        config: SflowConfig | None = None,
+        *,
+        pcap_path: str | None = None,
+        once: bool = False,
+        interval: float = 10.0,
+    ) -> None:
+        super().__init__()
+        self.cfg = config or SflowConfig()
+        self.pcap_path = pcap_path
+        self.once = once
+        self.interval = interval
+        self.ingest = SflowIngest(self.stats, self.problems, self.cfg.agents, self.cfg.ifnames)
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._transport: asyncio.DatagramTransport | None = None
+        self._thread: threading.Thread | None = None
+        self.bound: tuple[str, int] | None = None
+
+    @classmethod
+    def add_arguments(cls, p: Any) -> None:
+        p.add_argument(
+            "--bind", metavar="HOST:PORT", help="UDP listen address (default 0.0.0.0:6343)"
+        )
+
+    @classmethod
+    def fold_args(cls, args: Any, section: dict[str, Any]) -> dict[str, Any]:
+        """The `sources.sflow` section with this command line's flags on top."""
+        return {**section, "bind": args.bind} if getattr(args, "bind", None) else section
+
+    @classmethod
+    def build(cls, c: SflowConfig, cfg: Any, *, from_path: str | None, once: bool) -> SflowSource:
+        interval = c.interval_seconds or cfg.interval_seconds
+        return cls(c, pcap_path=from_path, once=once, interval=interval)
+
+    # -- live -----------------------------------------------------------------------------
+    def start(self) -> tuple[str, int]:
+        """Start the UDP listener in a background thread; returns the bound address."""
+        if self._thread is not None:
+            assert self.bound is not None
+            return self.bound
+        host, _, port = self.cfg.bind.rpartition(":")
+        try:
+            port_n = int(port)
+        except ValueError:
+            raise UserError(f"sources.sflow.bind: {self.cfg.bind!r} is not HOST:PORT") from None
+        ready = threading.Event()
+        err: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                self._transport, _ = loop.run_until_complete(
+                    loop.create_datagram_endpoint(
+                        lambda: _Protocol(self), local_addr=(host or "0.0.0.0", port_n)
+                    )
+                )
+                sock = self._transport.get_extra_info("socket")
+                try:
+                    import socket as _s
+
+                    sock.setsockopt(_s.SOL_SOCKET, _s.SO_RCVBUF, self.cfg.rcvbuf_bytes)
+                except OSError:
+                    pass
+                self.bound = sock.getsockname()[:2]
+            except OSError as e:
+                err.append(e)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="railscope-sflow", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        if err:
+            self._thread = None
+            raise UserError(f"sflow: cannot listen on {self.cfg.bind}: {err[0]}")
+        assert self.bound is not None
+        log.info("sflow: listening on %s:%d/udp", *self.bound)
+        return self.bound
+
+    def _on_datagram(self, data: bytes, source: str) -> None:
+        with self._lock:
+            if self.ingest.pending_rows >= self.cfg.max_buffer_rows:
+                self.stats.dropped += 1
+                self.problems.add("buffer_full", f"datagram from {source}", "buffer full")
+                return
+            self.ingest.ingest(data, source, int(time.time() * 1000))
+
+    def stop(self) -> None:
+        loop, t = self._loop, self._thread
+        if loop is not None and t is not None:
+            if self._transport is not None:
+                loop.call_soon_threadsafe(self._transport.close)
+            loop.call_soon_threadsafe(loop.stop)
+            t.join(5)
+        self._thread = None
+
+    def close(self) -> None:
+        self.stop()
+
+    def _collect(self) -> list[Batch]:
+        if self.pcap_path:
+            return self._from_pcap(self.pcap_path)
+        if self._thread is None:
+            self.start()
+            if self.once:  # one live cycle = one interval of datagrams
+                time.sleep(self.interval)
+        with self._lock:
+            return self.ingest.drain()
+
+    def _from_pcap(self, path: str) -> list[Batch]:
+        from exporters.sflow.pcap import PcapStats, read_udp
+
+        st = PcapStats()
+        for u in read_udp(path, port=self.cfg.pcap_port or None, stats=st):
+            self.ingest.ingest(u.payload, u.src, int(u.ts * 1000))
+        for why, n in st.skipped.items():
+            if why != "other_port":
+                self.stats.extra[f"pcap_skipped_{why}"] = float(n)
+        if st.packets and not st.udp:
+            log.warning(
+                "sflow: %s holds no UDP datagrams to port %s", path, self.cfg.pcap_port or "any"
+            )
+        return self.ingest.drain()
+
+
+__all__ = ["SflowSource"]

@@ -1,0 +1,227 @@
+"""The `railscope switch` source: SONiC switches' COUNTERS_DB (and APPL_DB) over Redis, or dumps.
+
+Reads port/queue/PG counters, RATES, watermarks and PFC watchdog state from COUNTERS_DB, port
+speed/oper status and LLDP neighbours from APPL_DB, of many switches (and every ASIC of a
+multi-ASIC switch) concurrently, with pipelined reads (`sonic.py`; parsing in `counters.py`).
+It never writes to a switch, never stores a number it could not read as such (a wrong-type key
+or bad value is counted by reason and named in a log line instead), and never derives a negative
+rate across a reset.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from exporters.switch import counters as C
+from exporters.switch import ecmp
+from exporters.switch.config import SwitchSourceConfig
+from exporters.switch.sonic import SwitchDown, Target, poll, targets_from_config, targets_from_dump
+from telemetry.errors import NotBuilt, UserError
+from telemetry.pipeline import BaseSource, Batch
+
+log = logging.getLogger(__name__)
+
+
+class SwitchSource(BaseSource):
+    """Polls SONiC switches' COUNTERS_DB (Redis db 2 per database_config.json) and APPL_DB:
+    port counters and RATES, per-queue packets/bytes/drops/ECN marks/watermarks, PG
+    watermarks, PFC frames and pause time, PFC watchdog; LLDP neighbours; ECMP uplink spread.
+    --from takes a COUNTERS_DB JSON dump (sonic-db-dump or mock-table layout) or a directory
+    of them (SWITCH/counters_db.json, SWITCH/ASIC/counters_db.json, + appl_db.json)."""
+
+    name = "switch"
+    unit = "records"  # ports, queues/PGs and LLDP entries read per poll
+    reasons = (*C.REASONS, "switch_down", "poll_failed")
+    Config = SwitchSourceConfig
+
+    def __init__(
+        self,
+        targets: list[Target],
+        config: SwitchSourceConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__()
+        self.cfg = config or SwitchSourceConfig()
+        self.clock = clock
+        self.targets = targets
+        self._prev: dict[tuple[str, str, str], tuple[float, int | None, int | None]] = {}
+        self._down: set[tuple[str, str]] = set()
+        self.resets = 0
+
+    # -- construction ----------------------------------------------------------------------
+    @classmethod
+    def add_arguments(cls, p: Any) -> None:
+        p.add_argument("--switch", action="append", default=[], metavar="NAME=ADDRESS",
+                       help="a switch's redis (host:port or unix socket); repeatable; adds to config")  # fmt: skip
+        p.add_argument("--database-config", metavar="PATH", help="SONiC database_config.json")
+        p.add_argument(
+            "--name", help="switch name for a single --from dump file (default: file stem)"
+        )
+        p.add_argument(
+            "--gnmi", action="store_true", help="gNMI/OpenConfig counters (not built yet)"
+        )
+
+    @classmethod
+    def fold_args(cls, args: Any, section: dict[str, Any]) -> dict[str, Any]:
+        """The `sources.switch` section with this command line's flags on top."""
+        if getattr(args, "gnmi", False):
+            raise NotBuilt("switch --gnmi: the gNMI (OpenConfig) switch source is not built yet")
+        out = dict(section)
+        if getattr(args, "database_config", None):
+            out["database_config"] = args.database_config
+        if getattr(args, "name", None):
+            out["dump_name"] = args.name
+        extra = []
+        for spec in getattr(args, "switch", []) or []:
+            name, sep, addr = spec.partition("=")
+            if not sep or not name or not addr:
+                raise UserError(
+                    f"--switch {spec!r}: expected NAME=HOST:PORT or NAME=/path/redis.sock"
+                )
+            extra.append({"name": name, "address": addr})
+        if extra:
+            out["switches"] = [*(out.get("switches") or []), *extra]
+        return out
+
+    @classmethod
+    def build(
+        cls, c: SwitchSourceConfig, cfg: Any, *, from_path: str | None, once: bool
+    ) -> SwitchSource:
+        if from_path:
+            return cls(targets_from_dump(Path(from_path), c.dump_name), c)
+        if not c.switches:
+            raise UserError(
+                "switch: no switches: give --switch NAME=HOST:PORT or sources.switch.switches"
+            )
+        return cls(targets_from_config(c), c)
+
+    # -- polling ---------------------------------------------------------------------------
+    def _collect(self) -> list[Batch]:
+        ts = int(self.clock() * 1000)
+        workers = max(1, min(self.cfg.workers, len(self.targets)))
+        with ThreadPoolExecutor(workers, thread_name_prefix="railscope-switch") as pool:
+            results = list(pool.map(self._poll_one, self.targets))
+        ports: list[dict[str, Any]] = []
+        queues: list[dict[str, Any]] = []
+        status: list[dict[str, Any]] = []
+        lldp: list[dict[str, Any]] = []
+        for t, (st, p, q, ll) in zip(self.targets, results, strict=True):
+            st.update(ts=ts, switch=t.switch, asic=t.asic)
+            status.append(st)
+            for r in p:
+                r.update(ts=ts, switch=t.switch, asic=t.asic, role=t.role)
+                r.pop("oid", None)
+                self._rates(r, ts)
+                ports.append(r)
+            for r in q:
+                r.update(ts=ts, switch=t.switch, asic=t.asic)
+                r.pop("oid", None)
+                queues.append(r)
+            for r in ll:
+                r.update(ts=ts, local_device=t.switch)
+                lldp.append(r)
+        self.stats.received += len(ports) + len(queues) + len(lldp)
+        up = sum(1 for s in status if s["up"])
+        self.stats.extra["switches_up"] = float(up)
+        self.stats.extra["switches_down"] = float(len(status) - up)
+        groups = self._ecmp_rows(ports, lldp, ts)
+        out = [Batch.from_rows("switch_status", status)]
+        for kind, rows in (
+            ("switch_port_sample", ports),
+            ("switch_queue_sample", queues),
+            ("lldp_link", lldp),
+            ("ecmp_group_sample", groups),
+        ):
+            if rows:
+                out.append(Batch.from_rows(kind, rows))
+        return out
+
+    def _poll_one(self, t: Target) -> tuple[dict[str, Any], list[Any], list[Any], list[Any]]:
+        who = t.switch + (f"/{t.asic}" if t.asic else "")
+        t0 = time.perf_counter()
+        try:
+            p, q, ll = poll(t.db, self.problems.about(who), lldp=self.cfg.lldp)
+        except SwitchDown as e:
+            # one line when it goes down and one when it answers again, not every poll
+            self.problems.add("switch_down", who, str(e), log=False)
+            if (t.switch, t.asic) not in self._down:
+                self._down.add((t.switch, t.asic))
+                log.warning("switch %s: down: %s", who, e)
+            return (
+                {"up": 0, "poll_duration_seconds": time.perf_counter() - t0, "error": str(e)},
+                [], [], [],
+            )  # fmt: skip
+        except Exception as e:  # one switch's surprise must not stop the others' poll
+            self.problems.add("poll_failed", who, f"{type(e).__name__}: {e}")
+            log.debug("switch %s: poll failed", who, exc_info=True)
+            return (
+                {"up": 0, "poll_duration_seconds": time.perf_counter() - t0, "error": f"{type(e).__name__}: {e}"},
+                [], [], [],
+            )  # fmt: skip
+        if (t.switch, t.asic) in self._down:
+            self._down.discard((t.switch, t.asic))
+            log.warning("switch %s: answering again", who)
+        st = {
+            "up": 1,
+            "poll_duration_seconds": time.perf_counter() - t0,
+            "ports": len(p),
+            "queues": len(q),
+            "error": "",
+        }
+        return st, p, q, ll
+
+    def _rates(self, r: dict[str, Any], ts: int) -> None:
+        """Derive rates from the previous poll when RATES:* is absent; a counter that went
+        backwards (reset/wrap) gives no rate for this interval, never a negative one."""
+        key = (r["switch"], r["asic"], r["port"])
+        rx, tx = r.get("rx_bytes_total"), r.get("tx_bytes_total")
+        prev = self._prev.get(key)
+        self._prev[key] = (ts / 1000, rx, tx)
+        for fld, cur, i in (("rx_bytes_per_second", rx, 1), ("tx_bytes_per_second", tx, 2)):
+            if r.get(fld) is not None or prev is None or cur is None:
+                continue
+            old, dt = prev[i], ts / 1000 - prev[0]
+            if old is None or dt <= 0:
+                continue
+            if cur < old:
+                self.resets += 1
+                self.stats.extra["counter_resets"] = float(self.resets)
+                continue
+            r[fld] = (cur - old) / dt
+        speed, txr = r.get("speed_bps"), r.get("tx_bytes_per_second")
+        r["tx_utilization_ratio"] = txr * 8 / speed if speed and txr is not None else None
+
+    def _ecmp_rows(
+        self, ports: list[dict[str, Any]], lldp: list[dict[str, Any]], ts: int
+    ) -> list[dict[str, Any]]:
+        groups = dict(self.cfg.ecmp_groups)
+        if self.cfg.uplink_neighbor:
+            groups = ecmp.merge_groups(
+                groups, ecmp.groups_from_lldp(lldp, self.cfg.uplink_neighbor)
+            )
+        if not groups:
+            return []
+        rates: dict[str, dict[str, float | None]] = {}
+        speeds: dict[str, dict[str, float | None]] = {}
+        for r in ports:
+            rates.setdefault(r["switch"], {})[r["port"]] = r.get("tx_bytes_per_second")
+            speeds.setdefault(r["switch"], {})[r["port"]] = r.get("speed_bps")
+        out = []
+        for sw, gs in groups.items():
+            for g, members in gs.items():
+                s = ecmp.spread(rates.get(sw, {}), speeds.get(sw, {}), members)
+                if s is not None:
+                    out.append({"ts": ts, "switch": sw, "group": g, **s})
+        return out
+
+    def close(self) -> None:
+        for t in self.targets:
+            t.db.close()
+
+
+__all__ = ["SwitchSource"]
