@@ -33,9 +33,31 @@ def build_all(database: str | None = None) -> dict[str, dict[str, Any]]:
     return out
 
 
-def provisioning(dashboards_dir: str = "/var/lib/grafana/dashboards/railscope") -> dict[str, Any]:
+@dataclass(frozen=True)
+class SingleMachine:
+    """Where a single-machine Grafana finds railscope: `railscope serve`'s ClickHouse HTTP
+    endpoint (--query-listen) and a local Prometheus scraping serve's /metrics."""
+
+    query_listen: str = "127.0.0.1:8123"
+    database: str = "railscope"
+    prometheus_url: str = "http://127.0.0.1:9090"
+
+
+def provisioning(
+    dashboards_dir: str = "/var/lib/grafana/dashboards/railscope",
+    single_machine: SingleMachine | None = None,
+) -> dict[str, Any]:
     """Grafana provisioning documents: datasources (fixed uids the dashboards refer to) and the
-    dashboard provider that loads the JSON files from `dashboards_dir`."""
+    dashboard provider that loads the JSON files from `dashboards_dir`. By default the ClickHouse
+    and Prometheus addresses come from Grafana's environment (the cluster deployment); with
+    `single_machine` they point at `railscope serve` and a local Prometheus. User and password
+    always come from the environment (never written into a file)."""
+    host, port = "${RAILSCOPE_CLICKHOUSE_HOST}", 8123
+    database, prom_url = "${RAILSCOPE_CLICKHOUSE_DATABASE}", "${RAILSCOPE_PROMETHEUS_URL}"
+    if single_machine is not None:
+        h, _, p = single_machine.query_listen.rpartition(":")
+        host, port = (h.strip("[]") or "127.0.0.1"), int(p)
+        database, prom_url = single_machine.database, single_machine.prometheus_url
     datasources = {
         "apiVersion": 1,
         "datasources": [
@@ -44,10 +66,10 @@ def provisioning(dashboards_dir: str = "/var/lib/grafana/dashboards/railscope") 
                 "uid": CLICKHOUSE["uid"],
                 "type": PLUGIN,
                 "jsonData": {
-                    "host": "${RAILSCOPE_CLICKHOUSE_HOST}",
-                    "port": 8123,
+                    "host": host,
+                    "port": port,
                     "protocol": "http",
-                    "defaultDatabase": "${RAILSCOPE_CLICKHOUSE_DATABASE}",
+                    "defaultDatabase": database,
                     "username": "${RAILSCOPE_CLICKHOUSE_USER}",
                 },
                 "secureJsonData": {"password": "${RAILSCOPE_CLICKHOUSE_PASSWORD}"},
@@ -58,7 +80,7 @@ def provisioning(dashboards_dir: str = "/var/lib/grafana/dashboards/railscope") 
                 "uid": PROMETHEUS["uid"],
                 "type": "prometheus",
                 "access": "proxy",
-                "url": "${RAILSCOPE_PROMETHEUS_URL}",
+                "url": prom_url,
                 "editable": False,
             },
         ],
@@ -80,7 +102,11 @@ def provisioning(dashboards_dir: str = "/var/lib/grafana/dashboards/railscope") 
     return {"datasources": datasources, "dashboards": providers}
 
 
-def write(out: Path, dashboards_dir: str = "/var/lib/grafana/dashboards/railscope") -> list[Path]:
+def write(
+    out: Path,
+    dashboards_dir: str = "/var/lib/grafana/dashboards/railscope",
+    single_machine: SingleMachine | None = None,
+) -> list[Path]:
     """out/dashboards/*.json, out/provisioning/{datasources,dashboards}/railscope.yaml."""
     import yaml
 
@@ -91,7 +117,7 @@ def write(out: Path, dashboards_dir: str = "/var/lib/grafana/dashboards/railscop
         # compact: `kubectl apply` keeps the whole ConfigMap in a 256 KiB annotation
         p.write_text(json.dumps(d, sort_keys=True, separators=(",", ":")) + "\n")
         written.append(p)
-    for kind, doc in provisioning(dashboards_dir).items():
+    for kind, doc in provisioning(dashboards_dir, single_machine).items():
         folder = out / "provisioning" / kind
         folder.mkdir(parents=True, exist_ok=True)
         p = folder / "railscope.yaml"
@@ -163,4 +189,14 @@ def run(
     return out
 
 
-__all__ = ["ALL", "Query", "build_all", "provisioning", "queries", "run", "tables_of", "write"]
+__all__ = [
+    "ALL",
+    "Query",
+    "SingleMachine",
+    "build_all",
+    "provisioning",
+    "queries",
+    "run",
+    "tables_of",
+    "write",
+]

@@ -28,6 +28,29 @@ def register(sub: Any) -> list[str]:
         metavar="PATH",
         help="where Grafana will find the JSON files (written into the dashboard provider)",
     )
+    b.add_argument(
+        "--single-machine",
+        action="store_true",
+        help="point the ClickHouse datasource at `railscope serve` (--query-listen) and the "
+        "Prometheus datasource at a local Prometheus, instead of Grafana's environment",
+    )
+    b.add_argument(
+        "--query-listen",
+        default="127.0.0.1:8123",
+        metavar="HOST:PORT",
+        help="with --single-machine: serve's ClickHouse HTTP endpoint (default 127.0.0.1:8123)",
+    )
+    b.add_argument(
+        "--database",
+        default="railscope",
+        help="with --single-machine: the store's database (default railscope)",
+    )
+    b.add_argument(
+        "--prometheus-url",
+        default="http://127.0.0.1:9090",
+        metavar="URL",
+        help="with --single-machine: the local Prometheus (default http://127.0.0.1:9090)",
+    )
     b.set_defaults(func=run_build)
     c = verbs.add_parser(
         "check",
@@ -61,8 +84,14 @@ def run_build(args: argparse.Namespace) -> int:
     import dashboards
 
     out = Path(args.out)
+    single = None
+    if args.single_machine:
+        host, _, port = args.query_listen.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UserError(f"--query-listen {args.query_listen!r}: expected HOST:PORT")
+        single = dashboards.SingleMachine(args.query_listen, args.database, args.prometheus_url)
     try:
-        written = dashboards.write(out, args.dashboards_path)
+        written = dashboards.write(out, args.dashboards_path, single)
     except OSError as e:
         raise UserError(f"--out {out}: cannot write: {e.strerror or e}") from None
     for p in written:

@@ -238,6 +238,55 @@ def test_cli_build_writes_dashboards_and_provisioning(tmp_path: Path) -> None:
     assert ALL == "__all"
 
 
+def test_single_machine_provisioning_points_at_serve(tmp_path: Path) -> None:
+    argv = ["dashboards", "build", "--out", str(tmp_path), "--single-machine"]
+    assert main([*argv, "--query-listen", "127.0.0.1:18123", "--database", "rs"]) == 0
+    ds = yaml.safe_load((tmp_path / "provisioning/datasources/railscope.yaml").read_text())
+    by_uid = {d["uid"]: d for d in ds["datasources"]}
+    ch = by_uid["railscope-clickhouse"]["jsonData"]
+    assert (ch["host"], ch["port"], ch["protocol"], ch["defaultDatabase"]) == (
+        "127.0.0.1",
+        18123,
+        "http",
+        "rs",
+    )
+    assert by_uid["railscope-prometheus"]["url"] == "http://127.0.0.1:9090"
+    # credentials are never written into the file, single machine or not
+    assert by_uid["railscope-clickhouse"]["secureJsonData"]["password"].startswith("${")
+    # the cluster variant keeps reading the address from Grafana's environment
+    cluster = dashboards.provisioning()["datasources"]["datasources"][0]["jsonData"]
+    assert cluster["host"] == "${RAILSCOPE_CLICKHOUSE_HOST}"
+
+
+def test_single_machine_bad_listen_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "dashboards",
+        "build",
+        "--out",
+        str(tmp_path),
+        "--single-machine",
+        "--query-listen",
+        "x",
+    ]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        "railscope: error: --query-listen 'x': expected HOST:PORT"
+    )
+
+
+def test_single_machine_prometheus_config_is_valid() -> None:
+    if not shutil.which("promtool"):
+        pytest.skip("promtool not installed (Debian package prometheus)")
+    import subprocess
+
+    cfg = Path(__file__).parents[3] / "deploy" / "single-machine" / "prometheus.yml"
+    r = subprocess.run(["promtool", "check", "config", str(cfg)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"SUCCESS: [1-9][0-9]* rules found", r.stdout + r.stderr)
+
+
 def test_prometheus_panels_use_metrics_railscope_serves(models: dict[str, dict]) -> None:
     from tests.unit.alerts.test_rules import served_metrics
 
