@@ -25,9 +25,18 @@ class ServeUser(BaseModel):
     password_file: Path | None = Field(
         default=None, description="File whose first line is the password."
     )
-    readonly: bool = Field(
-        default=False, description="Reads only: writes, DDL and SETs are refused (164)."
+    readonly: int = Field(
+        default=0,
+        ge=0,
+        le=2,
+        description="true/1: reads only, writes, DDL and setting changes refused (164); 2: reads "
+        "only but settings may change (Grafana sets max_execution_time).",
     )
+
+    @field_validator("readonly", mode="before")
+    @classmethod
+    def _readonly(cls, v: Any) -> Any:
+        return int(v) if isinstance(v, bool) else v
 
     @model_validator(mode="after")
     def _one_password(self) -> ServeUser:

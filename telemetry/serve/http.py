@@ -487,8 +487,8 @@ class QueryServer:
                 if k not in TRANSPORT_PARAMS and not k.startswith("param_")
             }
             params = {k[6:]: v for k, v in (*q.items(), *form.items()) if k.startswith("param_")}
-            # ClickHouse: a readonly user gets readonly=1; GET is read-only for everyone (2)
-            readonly = 1 if user.readonly else (2 if request.method in ("GET", "HEAD") else 0)
+            # the user's readonly level (ClickHouse's setting); a GET is read-only for everyone (2)
+            readonly = user.readonly or (2 if request.method in ("GET", "HEAD") else 0)
             run, out_fmt = self._plan(text, body, fmt, database, settings, params, readonly)
             outcome = await asyncio.get_running_loop().run_in_executor(self._pool, run)
         except EngineError as e:

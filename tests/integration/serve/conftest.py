@@ -32,6 +32,7 @@ def endpoint(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             "users": [
                 {"name": "admin", "password": "s3cret"},
                 {"name": "reader", "password_file": str(secret), "readonly": True},
+                {"name": "grafana", "password": "g", "readonly": 2},
             ],
         }
     )

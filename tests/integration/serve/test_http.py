@@ -294,6 +294,25 @@ def test_bad_input_is_a_clickhouse_error_and_the_server_keeps_serving(
         f"CREATE TABLE `{database}`.x (a UInt8) ENGINE = Memory",
     )
     error(500, 164, "READONLY", *ro, "--data-binary", "SELECT 1", path="/?max_result_rows=5")
+    # readonly: 2 (what Grafana needs): settings may change, writes still may not
+    gf = ("-u", "grafana:g")
+    got, _, body = curl(
+        endpoint,
+        tmp_path,
+        *gf,
+        "--data-binary",
+        "SELECT getSetting('max_execution_time')",
+        path="/?max_execution_time=17",
+    )
+    assert (got, body) == (200, b"17\n")
+    error(
+        500,
+        164,
+        "READONLY",
+        *gf,
+        "--data-binary",
+        f"CREATE TABLE `{database}`.x (a UInt8) ENGINE = Memory",
+    )
     c = admin(endpoint, database)
     c.command("CREATE TABLE w (a UInt8) ENGINE = MergeTree ORDER BY a")
     error(
