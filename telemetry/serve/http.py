@@ -303,7 +303,14 @@ class QueryServer:
         async def main() -> None:
             # request bodies are decompressed here (lz4 included, with the size limit), not by aiohttp
             self._runner = web.AppRunner(
-                self.app(), access_log=None, handle_signals=False, auto_decompress=False
+                self.app(),
+                access_log=None,
+                handle_signals=False,
+                auto_decompress=False,
+                # ClickHouse's http_max_uri_size / http_max_field_value_size: clients put query
+                # parameters in the URL (clickhouse-connect's param_* go far past aiohttp's 8 KiB)
+                max_line_size=1 << 20,
+                max_field_size=128 << 10,
             )
             await self._runner.setup()
             site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)

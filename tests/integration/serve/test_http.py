@@ -103,6 +103,9 @@ def test_clickhouse_connect_tables_inserts_and_formats(endpoint: Endpoint, datab
         ),
     )
     assert c.query("SELECT v FROM t WHERE k = 5000").result_rows == [("arrow",)]
+    # parameters ride in the URL: far past aiohttp's default 8 KiB request line
+    big = "x" * 50_000
+    assert c.command("SELECT length({s:String})", parameters={"s": big}) == 50_000
     # a long query goes as a multipart form
     long_list = ",".join(str(i) for i in range(3000))
     assert c.query(f"SELECT count() FROM t WHERE k IN ({long_list})").result_rows == [(1001,)]
