@@ -5,38 +5,22 @@ endpoint (clickhouse-connect's server code path) while serve holds the store."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-ENV = {**os.environ, "RAILSCOPE_CONFIG": "", "RAILSCOPE__PROMETHEUS__ENABLED": "false"}
-
-
-def _railscope(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "telemetry.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=ENV,
-    )
+from tests.integration.serve.conftest import ENV, free_port, railscope, wait_ping
 
 
 @pytest.mark.slow
 def test_commands_run_through_the_endpoint(tmp_path: Path) -> None:
     data = tmp_path / "demo"
-    r = _railscope("demo", "--data", str(data), "--minutes", "5")
+    r = railscope("demo", "--data", str(data), "--minutes", "5")
     assert r.returncode == 0, r.stderr
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     serve = subprocess.Popen(
         [sys.executable, "-m", "telemetry.cli", "serve", "--dsn", f"chdb://{data / 'store'}",
@@ -46,36 +30,26 @@ def test_commands_run_through_the_endpoint(tmp_path: Path) -> None:
         text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert serve.poll() is None
-            try:
-                with urllib.request.urlopen(f"{url}/ping", timeout=2) as resp:
-                    if resp.read() == b"Ok.\n":
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline
-            time.sleep(0.3)
-        r = _railscope("findings", "--dsn", url, "--format", "json")
+        wait_ping(url, serve, lambda: serve.stderr.read() if serve.stderr else "")
+        r = railscope("findings", "--dsn", url, "--format", "json")
         assert r.returncode == 0, r.stderr
         kinds = {json.loads(x)["kind"] for x in r.stdout.splitlines()}
         assert {"cross_tenant_rdma", "placement_violation"} <= kinds
-        r = _railscope("db", "status", "--dsn", url)
+        r = railscope("db", "status", "--dsn", url)
         assert r.returncode == 0 and "0 pending" in r.stdout, r.stdout + r.stderr
         # correlate writes findings through the endpoint (long URL parameters, DELETE, INSERT)
-        r = _railscope("correlate", "--dsn", url, "--since", "2h", "--until", "0s")
+        r = railscope("correlate", "--dsn", url, "--since", "2h", "--until", "0s")
         assert r.returncode == 0, r.stdout + r.stderr
         assert "placement_violation" in r.stdout
-        r = _railscope("dashboards", "check", "--dsn", url, "--since", "2h")
+        r = railscope("dashboards", "check", "--dsn", url, "--since", "2h")
         assert r.returncode == 0 and "all queries ran" in r.stdout, r.stdout + r.stderr
-        r = _railscope(
+        r = railscope(
             "sim", "score", "--dsn", url, "--ground-truth", str(data / "ground_truth.json")
         )
         assert r.returncode == 0, r.stdout + r.stderr
         assert "all " in r.stdout
         html = tmp_path / "report.html"
-        r = _railscope("report", "--dsn", url, "--html", str(html))
+        r = railscope("report", "--dsn", url, "--html", str(html))
         assert r.returncode == 0 and html.stat().st_size > 10_000, r.stderr
         serve.send_signal(signal.SIGTERM)
         assert serve.wait(60) == 0

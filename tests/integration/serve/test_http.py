@@ -124,52 +124,24 @@ def test_clickhouse_connect_compression_both_ways(endpoint: Endpoint, database: 
 def test_curl_get_post_insert_and_gzip(endpoint: Endpoint, database: str, tmp_path: Path) -> None:
     auth = ("-u", "admin:s3cret")
     db = f"database={database}"
-    status, h, body = curl(
-        endpoint,
-        tmp_path,
-        *auth,
-        "--data-binary",
-        "CREATE TABLE c (a UInt8, b String) ENGINE = MergeTree ORDER BY a",
-        "-G" if False else "-X",
-        "POST",
-        path=f"/?{db}",
-    )
-    assert status == 200, body
-    # INSERT with the query in the URL and CSV in the body
-    status, h, body = curl(
-        endpoint,
-        tmp_path,
-        *auth,
-        "--data-binary",
-        "1,one\n2,two\n",
-        path=f"/?{db}&query=INSERT%20INTO%20c%20FORMAT%20CSV",
-    )
-    assert status == 200, body
-    assert json.loads(h["x-clickhouse-summary"])["written_rows"] == "2"
-    # INSERT with statement and data both in the body
-    status, _, body = curl(
-        endpoint,
-        tmp_path,
-        *auth,
-        "--data-binary",
-        "INSERT INTO c FORMAT TabSeparated\n3\tthree\n",
-        path=f"/?{db}",
-    )
-    assert status == 200, body
-    # a gzip-compressed request body
     gz = tmp_path / "in.gz"
     gz.write_bytes(gzip.compress(b"INSERT INTO c VALUES (4, 'four')"))
-    status, _, body = curl(
-        endpoint,
-        tmp_path,
-        *auth,
-        "-H",
-        "Content-Encoding: gzip",
-        "--data-binary",
-        f"@{gz}",
-        path=f"/?{db}",
-    )
-    assert status == 200, body
+    writes = [
+        ("--data-binary", "CREATE TABLE c (a UInt8, b String) ENGINE = MergeTree ORDER BY a"),
+        # INSERT with the query in the URL and CSV in the body
+        ("--data-binary", "1,one\n2,two\n", "query=INSERT%20INTO%20c%20FORMAT%20CSV"),
+        # INSERT with statement and data both in the body
+        ("--data-binary", "INSERT INTO c FORMAT TabSeparated\n3\tthree\n"),
+        # a gzip-compressed request body
+        ("-H", "Content-Encoding: gzip", "--data-binary", f"@{gz}"),
+    ]
+    for step in writes:
+        query = [a for a in step if a.startswith("query=")]
+        args = [a for a in step if not a.startswith("query=")]
+        status, h, body = curl(endpoint, tmp_path, *auth, *args, path=f"/?{db}&{''.join(query)}")
+        assert status == 200, (step, body)
+        if query:
+            assert json.loads(h["x-clickhouse-summary"])["written_rows"] == "2"
     # GET with the query in the URL; the default format is TabSeparated
     status, h, body = curl(
         endpoint,
@@ -288,14 +260,8 @@ def test_bad_input_is_a_clickhouse_error_and_the_server_keeps_serving(
     ro = ("-u", "reader:read-only-pw")
     got, _, body = curl(endpoint, tmp_path, *ro, "--data-binary", "SELECT 41 + 1")
     assert (got, body) == (200, b"42\n")
-    error(
-        500,
-        164,
-        "READONLY",
-        *ro,
-        "--data-binary",
-        f"CREATE TABLE `{database}`.x (a UInt8) ENGINE = Memory",
-    )
+    create = ("--data-binary", f"CREATE TABLE `{database}`.x (a UInt8) ENGINE = Memory")
+    error(500, 164, "READONLY", *ro, *create)
     error(500, 164, "READONLY", *ro, "--data-binary", "SELECT 1", path="/?max_result_rows=5")
     # readonly: 2 (what Grafana needs): settings may change, writes still may not
     gf = ("-u", "grafana:g")
@@ -308,14 +274,7 @@ def test_bad_input_is_a_clickhouse_error_and_the_server_keeps_serving(
         path="/?max_execution_time=17",
     )
     assert (got, body) == (200, b"17\n")
-    error(
-        500,
-        164,
-        "READONLY",
-        *gf,
-        "--data-binary",
-        f"CREATE TABLE `{database}`.x (a UInt8) ENGINE = Memory",
-    )
+    error(500, 164, "READONLY", *gf, *create)
     c = admin(endpoint, database)
     c.command("CREATE TABLE w (a UInt8) ENGINE = MergeTree ORDER BY a")
     error(
@@ -403,25 +362,13 @@ def test_every_answer_keeps_the_engine_bytes(endpoint: Endpoint, tmp_path: Path)
     """Output formats come from the engine unchanged: Parquet and RowBinaryWithNamesAndTypes."""
     import pyarrow.parquet as pq
 
-    got, h, body = curl(
-        endpoint,
-        tmp_path,
-        "-u",
-        "admin:s3cret",
-        "--data-binary",
-        "SELECT number AS n FROM numbers(3) FORMAT Parquet",
-    )
+    def run(sql: str, path: str = "/") -> tuple[int, dict[str, str], bytes]:
+        return curl(endpoint, tmp_path, "-u", "admin:s3cret", "--data-binary", sql, path=path)
+
+    got, h, body = run("SELECT number AS n FROM numbers(3) FORMAT Parquet")
     assert got == 200 and h["content-type"] == "application/octet-stream"
     assert pq.read_table(io.BytesIO(body)).column("n").to_pylist() == [0, 1, 2]
-    got, h, body = curl(
-        endpoint,
-        tmp_path,
-        "-u",
-        "admin:s3cret",
-        "--data-binary",
-        "SELECT toUInt8(7) AS x",
-        path="/?default_format=RowBinaryWithNamesAndTypes",
-    )
+    got, h, body = run("SELECT toUInt8(7) AS x", "/?default_format=RowBinaryWithNamesAndTypes")
     assert (
         body == b"\x01\x01x\x05UInt8\x07"
         and h["x-clickhouse-format"] == "RowBinaryWithNamesAndTypes"

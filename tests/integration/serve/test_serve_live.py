@@ -7,7 +7,6 @@ keeps running; SIGTERM flushes everything (row counts equal what was sent) and e
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -21,25 +20,10 @@ import yaml
 
 from exporters.sflow import encode as E
 from telemetry.records import FLOW_SAMPLE, POD_IP_LEASE
+from tests.integration.serve.conftest import ENV, free_port, railscope, wait_ping
 
 DUMP = Path(__file__).parents[2] / "fixtures" / "k8s" / "dump"
 SRC, DST = "2.2.2.49", "192.168.1.205"  # Multus IPs: sriov-conformance-testing -> default
-
-
-def _free(kind: int) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _railscope(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "telemetry.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "RAILSCOPE_CONFIG": ""},
-    )
 
 
 def _send(port: int, n: int, seq0: int) -> None:
@@ -66,13 +50,13 @@ def _count(store: Path, table: str) -> int:
 
 @pytest.mark.slow
 def test_serve_sources_correlate_and_query_endpoint(tmp_path: Path) -> None:
-    qport, uport = _free(socket.SOCK_STREAM), _free(socket.SOCK_DGRAM)
+    qport, uport, mport = free_port(), free_port(socket.SOCK_DGRAM), free_port()
     store = tmp_path / "store"
     cfg = {
         "interval_seconds": 3,
         "store": {"dsn": f"chdb://{store}"},
         "sink": {"spool_dir": str(tmp_path / "spool"), "batch_seconds": 1},
-        "prometheus": {"listen": "127.0.0.1:0"},
+        "prometheus": {"listen": f"127.0.0.1:{mport}"},
         "correlate": {"thresholds": {"window_seconds": 5}},
         "serve": {"query_listen": f"127.0.0.1:{qport}"},
         "sources": {
@@ -86,7 +70,7 @@ def test_serve_sources_correlate_and_query_endpoint(tmp_path: Path) -> None:
             "switch": {
                 "enabled": True,
                 "switches": [
-                    {"name": "leaf09", "address": f"127.0.0.1:{_free(socket.SOCK_STREAM)}"}
+                    {"name": "leaf09", "address": f"127.0.0.1:{free_port(socket.SOCK_STREAM)}"}
                 ],
             },
             "hdfs": {"enabled": False},
@@ -108,22 +92,12 @@ def test_serve_sources_correlate_and_query_endpoint(tmp_path: Path) -> None:
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "RAILSCOPE_CONFIG": ""},
+        env={k: v for k, v in ENV.items() if k != "RAILSCOPE__PROMETHEUS__ENABLED"},
     )
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert serve.poll() is None, (tmp_path / "serve.log").read_text()
-            try:
-                with urllib.request.urlopen(f"{url}/ping", timeout=2) as r:
-                    if r.read() == b"Ok.\n":
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
-            time.sleep(0.3)
+        wait_ping(url, serve, lambda: (tmp_path / "serve.log").read_text())
         # another command on the embedded store while serve holds it: one line pointing here
-        r = _railscope("findings", "--dsn", f"chdb://{store}")
+        r = railscope("findings", "--dsn", f"chdb://{store}")
         assert r.returncode == 2 and f"--dsn {url} instead" in r.stderr, r.stderr
         sent = 300
         _send(uport, sent, 1)
@@ -132,7 +106,7 @@ def test_serve_sources_correlate_and_query_endpoint(tmp_path: Path) -> None:
         deadline = time.monotonic() + 90
         found: list[dict[str, object]] = []
         while not found:
-            r = _railscope(
+            r = railscope(
                 "findings", "--dsn", url, "--kind", "cross_tenant_rdma", "--format", "json"
             )
             assert r.returncode == 0, r.stderr
@@ -141,6 +115,11 @@ def test_serve_sources_correlate_and_query_endpoint(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
                 time.sleep(1)
         assert found[0]["subject"] == "sriov-conformance-testing/test-pod-sriov->default/samplepod"
+        # one /metrics for every component and the current findings
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as resp:
+            metrics = resp.read().decode()
+        assert 'component="source:sflow"' in metrics and 'component="source:switch"' in metrics
+        assert "railscope_finding_active{" in metrics and "cross_tenant_rdma" in metrics
         # the last datagrams arrive just before SIGTERM, most likely after the last 3 s cycle:
         # the final collection and flush store them too
         _send(uport, 100, sent + 1)

@@ -3,10 +3,11 @@ pid and the `--dsn http://...` to use instead; exit 2."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.integration.serve.conftest import railscope
 
 HOLD = (
     "import chdb, sys; c = chdb.connect(sys.argv[1]); print('held', flush=True); sys.stdin.read()"
@@ -24,21 +25,11 @@ def _hold(path: Path) -> subprocess.Popen[str]:
     return p
 
 
-def _railscope(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "telemetry.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "RAILSCOPE_CONFIG": ""},
-    )
-
-
 def test_store_held_by_another_process_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "store"
     holder = _hold(path)
     try:
-        r = _railscope("db", "status", "--dsn", f"chdb://{path}")
+        r = railscope("db", "status", "--dsn", f"chdb://{path}")
         assert r.returncode == 2
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1, r.stderr  # not the engine's own "Cannot lock file" line too
@@ -47,7 +38,7 @@ def test_store_held_by_another_process_is_one_line(tmp_path: Path) -> None:
         assert "--dsn http://127.0.0.1:8123" in lines[0]
         # a running `railscope serve` says where its endpoint is
         (path / "railscope-serve.url").write_text("http://127.0.0.1:18123\n")
-        r = _railscope("db", "status", "--dsn", f"chdb://{path}")
+        r = railscope("db", "status", "--dsn", f"chdb://{path}")
         assert r.returncode == 2 and "--dsn http://127.0.0.1:18123 instead" in r.stderr
     finally:
         holder.kill()
@@ -55,6 +46,6 @@ def test_store_held_by_another_process_is_one_line(tmp_path: Path) -> None:
     # the holder is gone (killed: its status file stays behind); the store opens again
     (path / "railscope-serve.url").unlink()
     assert (path / "status").exists()
-    r = _railscope("db", "status", "--dsn", f"chdb://{path}")
+    r = railscope("db", "status", "--dsn", f"chdb://{path}")
     assert r.returncode == 0, r.stderr
     assert "in use" not in r.stderr
