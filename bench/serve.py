@@ -5,8 +5,12 @@ same 1M-row, 8-column table. Measured with clickhouse-connect both ways:
 - query: `query_arrow` of all 1M rows (ArrowStream) over HTTP to serve vs in-process on A;
 - insert: `insert_arrow` of 1M rows over HTTP vs in-process.
 Ratios are in-process time / endpoint time (1.0 = as fast as in-process). Last line: one JSON object.
+`--soak SECONDS` instead runs serve with the node (fixture), sFlow and inventory sources, correlate
+and readers (tests/integration/serve/soak.py) and reports its RSS: it must not grow after the
+first minute.
 
     python bench/serve.py [--rows 1000000] [--repeat 5]
+    python bench/serve.py --soak 600 [--readers 4]
 """
 
 from __future__ import annotations
@@ -80,7 +84,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--soak", type=float, metavar="SECONDS", help="RSS of a serve soak instead")
+    ap.add_argument("--readers", type=int, default=4, help="--soak: concurrent HTTP readers")
     args = ap.parse_args()
+    if args.soak:
+        return soak(args.soak, args.readers)
 
     import clickhouse_connect
 
@@ -144,6 +152,28 @@ def main() -> None:
         f"{out['ratio_http_vs_inprocess']:.3f}, insert {out['insert_ratio_http_vs_inprocess']:.3f}"
         "  (targets >= 0.7)"
     )
+    print(json.dumps(out))
+
+
+def soak(seconds: float, readers: int) -> None:
+    from tests.integration.serve.soak import run_soak
+
+    s = run_soak(Path(tempfile.mkdtemp(prefix="railscope-bench-soak-")), seconds, readers, every=10)
+    mib = [(round(t), round(kib / 1024)) for t, kib in s.samples]
+    after = [m for t, m in mib if t >= 60]
+    out = {
+        "soak_seconds": seconds,
+        "readers": readers,
+        "queries_answered": sum(s.answered),
+        "reader_errors": len(s.errors),
+        "serve_exit_code": s.exit_code,
+        "log_errors": s.log.count(" ERROR "),
+        "rss_mib_every_10s": [m for _, m in mib],
+        "rss_mib_at_60s": after[0] if after else None,
+        "rss_mib_max_after_60s": max(after) if after else None,
+        "rss_growth_after_60s_mib": (max(after) - after[0]) if after else None,
+    }
+    print(f"serve RSS (MiB, every 10 s): {out['rss_mib_every_10s']}")
     print(json.dumps(out))
 
 
