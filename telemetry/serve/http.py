@@ -24,6 +24,7 @@ from typing import Any
 
 from aiohttp import BodyPartReader, web
 
+from telemetry.pipeline import ComponentStats
 from telemetry.serve.config import ServeConfig, ServeUser
 from telemetry.serve.engine import Engine, EngineError, Outcome
 
@@ -59,7 +60,15 @@ TRANSPORT_PARAMS = frozenset(
     }
 )
 
-_INSERT = re.compile(rb"^\s*INSERT\s+INTO\s+(.*?)\bFORMAT\s+([A-Za-z0-9_]+)", re.I | re.S)
+# INSERT INTO ... FORMAT X, then the data; not VALUES/SELECT (a 'FORMAT' inside a literal there)
+_INSERT = re.compile(
+    rb"^\s*INSERT\s+INTO\s+((?:(?!\bVALUES\b|\bSELECT\b).)*?)\bFORMAT\s+([A-Za-z0-9_]+)",
+    re.I | re.S,
+)
+# statements with a result set: ClickHouse names their format in X-ClickHouse-Format (clients
+# tell "empty result" from "no result" by it), after leading comments and parentheses
+_COMMENTS = re.compile(rb"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*", re.S)
+_RESULT_SET = re.compile(rb"(?:SELECT|WITH|SHOW|DESC|DESCRIBE|EXISTS|EXPLAIN|CHECK)\b", re.I)
 _FORMAT_TAIL = re.compile(
     rb"\bFORMAT\s+([A-Za-z0-9_]+)\s*(?:SETTINGS\s[^;]*)?;?\s*$",
     re.I,
@@ -272,8 +281,8 @@ class QueryServer:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        self.requests = 0
-        self.failures = 0
+        # on /metrics as component="serve:query": requests received, answered, failed (by name)
+        self.stats = ComponentStats("serve:query")
 
     # -- lifecycle ---------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -363,7 +372,8 @@ class QueryServer:
         )
 
     def _error_response(self, e: EngineError, query_id: str) -> web.Response:
-        self.failures += 1
+        self.stats.error(e.name or str(e.code))
+        self.stats.last_success = False
         name = f" ({e.name})" if e.name else ""
         text = f"Code: {e.code}. DB::Exception: {e.message}{name} (version {self.engine.version})\n"
         headers = self._headers(query_id)
@@ -461,7 +471,8 @@ class QueryServer:
     async def _query(self, request: web.Request) -> web.StreamResponse:
         q = request.query
         query_id = q.get("query_id") or str(uuid.uuid4())
-        self.requests += 1
+        with self.stats.lock:
+            self.stats.received += 1
         try:
             user = self._user(request)
             if q.get("compress") == "1" or q.get("decompress") == "1":
@@ -529,7 +540,8 @@ class QueryServer:
                 head, ifmt, data = sql[: m.start(2)], m[2].decode(), memoryview(sql)[start:]
             else:
                 tail = _FORMAT_TAIL.search(sql[-4096:])
-                out_fmt = tail[1].decode() if tail else fmt
+                lead = sql[:65536][_COMMENTS.match(sql[:65536]).end() :]  # type: ignore[union-attr]
+                out_fmt = (tail[1].decode() if tail else fmt) if _RESULT_SET.match(lead) else ""
                 return (
                     lambda: self.engine.query(
                         sql,
@@ -573,4 +585,8 @@ class QueryServer:
         await resp.prepare(request)
         await resp.write(body)
         await resp.write_eof()
+        with self.stats.lock:
+            self.stats.sent += 1
+        self.stats.last_success = True
+        self.stats.last_duration_seconds = outcome.elapsed_ns / 1e9
         return resp

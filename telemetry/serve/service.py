@@ -220,6 +220,8 @@ class Service:
             out += c.pipeline.components()
         if self._corr is not None:
             out += [self._corr.attribution_stats, *self._corr.stats.values()]
+        if self.query_server is not None:
+            out.append(self.query_server.stats)
         return out
 
     # -- stop --------------------------------------------------------------------------------

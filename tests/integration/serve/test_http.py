@@ -57,6 +57,9 @@ def admin(ep: Endpoint, database: str, **kw) -> clickhouse_connect.driver.Client
 def test_clickhouse_connect_tables_inserts_and_formats(endpoint: Endpoint, database: str) -> None:
     c = admin(endpoint, database)
     assert c.server_version.count(".") >= 2  # handshake: SELECT version(), timezone() + settings
+    # DDL has no result set (a summary), an empty SELECT has one (""): told apart by the headers
+    assert not isinstance(c.command("CREATE TABLE e (a UInt8) ENGINE = Memory"), str)
+    assert c.command("SELECT a FROM e") == ""
     c.command(
         "CREATE TABLE t (k UInt32, v String, tag LowCardinality(String), ver UInt32) "
         "ENGINE = ReplacingMergeTree(ver) ORDER BY k "

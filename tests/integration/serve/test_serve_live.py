@@ -118,7 +118,8 @@ def test_serve_sources_correlate_and_query_endpoint(tmp_path: Path) -> None:
         # one /metrics for every component and the current findings
         with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as resp:
             metrics = resp.read().decode()
-        assert 'component="source:sflow"' in metrics and 'component="source:switch"' in metrics
+        for component in ("source:sflow", "source:switch", "serve:query", "sink:clickhouse:sflow"):
+            assert f'component="{component}"' in metrics, component
         assert "railscope_finding_active{" in metrics and "cross_tenant_rdma" in metrics
         # the last datagrams arrive just before SIGTERM, most likely after the last 3 s cycle:
         # the final collection and flush store them too
