@@ -108,12 +108,28 @@ def _build_source(name: str, cfg: Config, from_path: str | None = None) -> Sourc
     return spec.cls.from_args(ns, cfg)  # type: ignore[no-any-return]
 
 
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from telemetry.serve.service import Service
 
     cfg, serve_cfg, sections = _load(args)
     listen = args.query_listen or serve_cfg.query_listen
-    parse_listen(listen)  # a bad flag is one line before anything starts
+    host, _ = parse_listen(listen)  # a bad flag is one line before anything starts
+    if not serve_cfg.users and not _loopback(host):
+        raise ConfigError(
+            f"serve: --query-listen {listen} without serve.users would let anyone who reaches it "
+            "read and write the store: configure serve.users (docs/serve.md) or listen on 127.0.0.1"
+        )
     store = open_store(cfg)
     enabled = {n: s for n, s in sections.items() if s.get("enabled") is True}
     if not enabled:

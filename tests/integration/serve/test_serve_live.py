@@ -139,3 +139,10 @@ def test_serve_sources_correlate_and_query_endpoint(tmp_path: Path) -> None:
     assert _count(store, FLOW_SAMPLE.table) == sent
     assert _count(store, POD_IP_LEASE.table) > 0
     assert not list((tmp_path / "spool").rglob("*.arrow"))  # everything reached the store
+
+
+def test_an_open_endpoint_needs_users(tmp_path: Path) -> None:
+    r = railscope("serve", "--dsn", f"chdb://{tmp_path / 's'}", "--query-listen", "0.0.0.0:8123")
+    assert r.returncode == 2 and "without serve.users" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "s").exists()  # refused before the store was opened
