@@ -84,6 +84,8 @@ def _in_use(dsn: Dsn) -> str | None:
     pid = next(
         (ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("PID:")), ""
     )
+    if pid == str(os.getpid()):
+        return None  # this process hosts the engine already (opened without a Store): shareable
     by = f" by pid {pid}" if pid else " by another process"
     try:
         url = (Path(dsn.path) / SERVE_URL_FILE).read_text().strip()
