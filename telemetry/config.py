@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from telemetry.errors import ConfigError
 from telemetry.records import KINDS
+from telemetry.serve.config import ServeConfig
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
 _MULT = {
@@ -183,6 +184,10 @@ class Config(_Model):
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)  # type: ignore[arg-type]
     otlp: OtlpConfig = Field(default_factory=OtlpConfig)  # type: ignore[arg-type]
     correlate: CorrelateConfig = Field(default_factory=CorrelateConfig)  # type: ignore[arg-type]
+    serve: ServeConfig = Field(
+        default_factory=ServeConfig,
+        description="`railscope serve`: query endpoint and its users (telemetry/serve/config.py).",
+    )
     sources: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-source sections."
     )

@@ -7,6 +7,7 @@ one data path per process, so clients are shared per path here.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -19,7 +20,7 @@ import pyarrow as pa
 from telemetry.errors import StoreUnavailable
 from telemetry.records import KINDS, RecordKind
 from telemetry.store import migrations as mig
-from telemetry.store.dsn import Dsn, parse_dsn
+from telemetry.store.dsn import DEFAULT_DATABASE, Dsn, parse_dsn
 from telemetry.store.schema import LOCAL_SUFFIX, quote, ttl_sql
 
 if TYPE_CHECKING:
@@ -45,6 +46,9 @@ def _open_embedded(dsn: Dsn) -> Any:
                 "(the embedded engine allows one data path per process)"
             )
         Path(dsn.path).mkdir(parents=True, exist_ok=True)
+        busy = _in_use(dsn)
+        if busy:
+            raise StoreUnavailable(busy)
         try:
             client = clickhouse_connect.get_client(dsn=f"chdb://{dsn.path}")
         except Exception as e:  # chdb raises plain RuntimeError on a locked path
@@ -53,6 +57,46 @@ def _open_embedded(dsn: Dsn) -> Any:
             ) from None
         _EMBEDDED[dsn.path] = client
         return client
+
+
+# `railscope serve` writes its query endpoint here (in the store directory) while it runs
+SERVE_URL_FILE = "railscope-serve.url"
+
+
+def _in_use(dsn: Dsn) -> str | None:
+    """One line when another process holds the embedded store (the engine flocks `status` and
+    writes its PID there), checked before opening so the engine prints nothing of its own."""
+    import fcntl
+
+    assert dsn.path is not None
+    status = Path(dsn.path) / "status"
+    try:
+        fd = os.open(status, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None  # a status file left by a process that is gone
+    except BlockingIOError:
+        text = status.read_text(errors="replace")
+    finally:
+        os.close(fd)
+    pid = next(
+        (ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("PID:")), ""
+    )
+    if pid == str(os.getpid()):
+        return None  # this process hosts the engine already (opened without a Store): shareable
+    by = f" by pid {pid}" if pid else " by another process"
+    try:
+        url = (Path(dsn.path) / SERVE_URL_FILE).read_text().strip()
+        how = f"(railscope serve): query it with --dsn {url}"
+    except OSError:
+        url = "http://127.0.0.1:8123"
+        how = f"(the embedded store admits one process): run it under `railscope serve` and use --dsn {url}"
+    if dsn.database != DEFAULT_DATABASE:
+        how += f"/{dsn.database}"
+    return f"embedded store {dsn.path} is in use{by} {how} instead"
 
 
 def _open_server(dsn: Dsn, connect_timeout: float) -> Any:

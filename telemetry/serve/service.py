@@ -1,0 +1,259 @@
+"""`railscope serve`: every enabled source, the correlation engine, /metrics and the ClickHouse HTTP
+endpoint in one process over one store (the embedded engine admits one process).
+
+Each source runs in its own thread with its own pipeline, ClickHouse sink and spool directory, and
+each component has its own engine handle, so a failing or slow source never stalls another or the
+engine. `stop()` stops intake, collects what is buffered, flushes every batch to the store (or the
+spool) and only then closes the endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from telemetry.config import Config
+from telemetry.pipeline import ComponentStats, Pipeline, Source
+from telemetry.serve.config import ServeConfig, parse_listen
+from telemetry.store import Store
+from telemetry.store.client import SERVE_URL_FILE
+
+log = logging.getLogger("railscope.serve")
+
+
+def own_store(store: Store) -> Store:
+    """A Store on its own engine handle (embedded) or connection (server): components sharing one
+    client would wait on each other's calls."""
+    client = None
+    if store.dsn.embedded:
+        import clickhouse_connect
+
+        client = clickhouse_connect.get_client(dsn=f"chdb://{store.dsn.path}")
+    return Store(
+        store.dsn,
+        database=store.database,
+        cluster=store.cluster,
+        ttl_overrides=store.ttl_overrides,
+        client=client,
+    )
+
+
+class _Locked:
+    """One sink shared by every pipeline (the /metrics latest values): one export at a time."""
+
+    def __init__(self, sink: Any) -> None:
+        self.sink, self.name, self.stats = sink, sink.name, sink.stats
+        self._lock = threading.Lock()
+
+    def export(self, batch: Any) -> Any:
+        with self._lock:
+            return self.sink.export(batch)
+
+    def flush(self, force: bool = False) -> None:
+        pass
+
+    def close(self) -> None:
+        pass  # the service closes the shared sink once, last
+
+
+@dataclass
+class _Component:
+    name: str
+    pipeline: Pipeline
+    thread: threading.Thread | None = None
+    failed: list[str] = field(default_factory=list)
+
+
+class Service:
+    """Build with the opened store, the config and the sources to run; `start()`, then `stop()`."""
+
+    def __init__(
+        self,
+        store: Store,
+        cfg: Config,
+        serve_cfg: ServeConfig,
+        sources: dict[str, Source],
+        *,
+        query_listen: str | None = None,
+        correlate: bool = True,
+        correlate_lag_seconds: float = 60.0,
+        metrics: bool = True,
+    ) -> None:
+        self.store, self.cfg, self.serve_cfg = store, cfg, serve_cfg
+        self.sources = sources
+        self.query_listen = query_listen or serve_cfg.query_listen
+        self.correlate = correlate
+        self.lag = correlate_lag_seconds
+        self.metrics = metrics
+        self.components: list[_Component] = []
+        self.query_server: Any = None
+        self.query_url: str | None = None
+        self.metrics_bound: tuple[str, int] | None = None
+        self._prom: Any = None
+        self._corr: Any = None
+        self._corr_thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._url_file: Path | None = None
+
+    # -- start -------------------------------------------------------------------------------
+    def start(self) -> None:
+        from telemetry.commands.common import clickhouse_sink
+        from telemetry.transforms import build_transforms
+
+        if self.metrics and self.cfg.prometheus.enabled:
+            from telemetry.sinks.prometheus import PrometheusSink
+
+            self._prom = PrometheusSink(components=self.all_components)
+        host = socket.gethostname()
+        for name, source in self.sources.items():
+            sinks: list[Any] = [self._sink(clickhouse_sink, name)]
+            if self._prom is not None:
+                sinks.append(_Locked(self._prom))
+            pipe = Pipeline([source], sinks, build_transforms(self.cfg), report_host=host)
+            self.components.append(_Component(name, pipe))
+        if self.correlate:
+            self._start_correlate()
+        if self.store.dsn.embedded:
+            self._start_query_endpoint()
+        else:
+            log.info("query endpoint: off (the store is a ClickHouse server: query it directly)")
+        if self._prom is not None:
+            mhost, _, mport = self.cfg.prometheus.listen.rpartition(":")
+            self.metrics_bound = self._prom.serve(mhost, int(mport))
+            log.info("serving /metrics on %s:%s", *self.metrics_bound)
+        for c in self.components:
+            c.thread = threading.Thread(
+                target=self._run_source, args=(c,), name=f"railscope-{c.name}", daemon=True
+            )
+            c.thread.start()
+        log.info(
+            "serve: %d source(s) [%s], correlate %s",
+            len(self.components),
+            ", ".join(c.name for c in self.components) or "none",
+            "on" if self.correlate else "off",
+        )
+
+    def _sink(self, make: Callable[[Config, Store], Any], name: str) -> Any:
+        # one spool directory per source: a sink replays only its own batches
+        spool = os.path.join(self.cfg.sink.spool_dir, name)
+        cfg = self.cfg.model_copy(
+            update={"sink": self.cfg.sink.model_copy(update={"spool_dir": spool})}
+        )
+        sink = make(cfg, own_store(self.store))
+        sink.stats.name = f"sink:clickhouse:{name}"
+        return sink
+
+    def _start_query_endpoint(self) -> None:
+        from telemetry.serve.engine import Engine
+        from telemetry.serve.http import QueryServer
+
+        host, port = parse_listen(self.query_listen)
+        assert self.store.dsn.path is not None
+        self.query_server = QueryServer(
+            Engine(self.store.dsn.path), self.serve_cfg, host=host, port=port
+        )
+        bound = self.query_server.start()
+        shown = "127.0.0.1" if bound[0] in ("0.0.0.0", "::") else bound[0]
+        self.query_url = f"http://{shown}:{bound[1]}"
+        self._url_file = Path(self.store.dsn.path) / SERVE_URL_FILE
+        self._url_file.write_text(self.query_url + "\n")
+        log.info("ClickHouse HTTP endpoint on %s:%s (query with --dsn %s)", *bound, self.query_url)
+
+    def _start_correlate(self) -> None:
+        from telemetry.commands.correlate import FindingsCollector
+        from telemetry.correlate import Correlator
+
+        self._corr = Correlator(
+            own_store(self.store),
+            cluster=self.cfg.cluster,
+            thresholds=self.cfg.correlate.thresholds,
+        )
+        if self._prom is not None:
+            step = int(self._corr.thresholds["window_seconds"])
+            recent = timedelta(seconds=step * (int(self._corr.thresholds["merge_gap_windows"]) + 1))
+            self._prom.registry.register(
+                FindingsCollector(self._corr.store, self.cfg.cluster, recent)
+            )
+        self._corr_thread = threading.Thread(
+            target=self._follow, name="railscope-correlate", daemon=True
+        )
+        self._corr_thread.start()
+
+    # -- the threads -------------------------------------------------------------------------
+    def _run_source(self, c: _Component) -> None:
+        try:
+            source = c.pipeline.sources[0]
+            c.pipeline.run(getattr(source, "interval_seconds", None) or self.cfg.interval_seconds)
+        except Exception as e:  # a source that dies stops alone; the others keep running
+            c.failed.append(f"{type(e).__name__}: {e}")
+            log.error("source %s stopped: %s", c.name, e)
+
+    def _follow(self) -> None:
+        """Correlate each window once it is complete plus the lag (as `correlate --follow`)."""
+        corr = self._corr
+        step = timedelta(seconds=int(corr.thresholds["window_seconds"]))
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)
+        done_until: datetime | None = None
+        wait = 0.0
+        while not self._stop.wait(wait):
+            now = datetime.now(UTC) - timedelta(seconds=self.lag)
+            end = epoch + ((now - epoch) // step) * step
+            start = done_until or end - step
+            if end > start:
+                try:
+                    res = corr.run(start, end)
+                    done_until = end
+                    log.info("correlated %s..%s: %d finding(s)", start, end, len(res.findings))
+                except Exception as e:  # the engine retries the same windows next cycle
+                    log.error("correlate %s..%s failed: %s", start, end, e)
+            wait = max(1.0, (end + step - now).total_seconds())
+
+    def all_components(self) -> list[ComponentStats]:
+        out: list[ComponentStats] = []
+        for c in self.components:
+            out += c.pipeline.components()
+        if self._corr is not None:
+            out += [self._corr.attribution_stats, *self._corr.stats.values()]
+        if self.query_server is not None:
+            out.append(self.query_server.stats)
+        return out
+
+    # -- stop --------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop intake, store what was collected, then close the endpoint and /metrics."""
+        self._stop.set()
+        for c in self.components:
+            c.pipeline.stop()
+        for c in self.components:
+            if c.thread is not None:
+                c.thread.join()
+        for c in self.components:
+            try:
+                c.pipeline.run_once()  # what arrived since the last cycle (sflow's buffer)
+            except Exception as e:
+                log.error("source %s: last collection failed: %s", c.name, e)
+            c.pipeline.close()  # flush every batch to the store (or the spool) and release
+        if self._corr_thread is not None:
+            self._corr_thread.join(60)
+        if self.query_server is not None:
+            self.query_server.stop()
+            self.query_server.engine.close()
+        if self._url_file is not None:
+            self._url_file.unlink(missing_ok=True)
+        if self._prom is not None:
+            self._prom.close()
+        log.info("serve: stopped; every collected batch is in the store or the spool")
+
+    def request_stop(self) -> None:
+        """Safe from a signal handler: the caller's wait() returns and it calls stop()."""
+        self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._stop.wait(timeout)
