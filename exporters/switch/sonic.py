@@ -285,7 +285,11 @@ class SwitchSource(BaseSource):
         if getattr(args, "database_config", None):
             c = c.model_copy(update={"database_config": args.database_config})
         if args.from_path:
-            return cls(targets_from_dump(Path(args.from_path), getattr(args, "name", None)), c)
+            targets = targets_from_dump(Path(args.from_path), getattr(args, "name", None))
+            roles = {s.name: s.role for s in c.switches}  # a replayed switch keeps its role
+            for t in targets:
+                t.role = roles.get(t.switch, t.role)
+            return cls(targets, c)
         extra = []
         for spec in getattr(args, "switch", []) or []:
             name, sep, addr = spec.partition("=")

@@ -48,9 +48,17 @@ def ingest(
     sinks: Sequence[Sink],
     transforms: Sequence[Transform] = (),
     progress: Callable[[int, int, int], None] | None = None,
+    *,
+    through_parsers: Any = None,
 ) -> RunResult:
-    """Publish every chunk of the simulation through a pipeline; `progress(done, total, rows)`."""
-    src = SimSource(sim)
+    """Publish every chunk of the simulation through a pipeline; `progress(done, total, rows)`.
+    `through_parsers`: a config (the sources' settings) to render every step as device files and
+    read them back through the real sources instead (through_parsers.py); slower."""
+    src: Any = SimSource(sim)
+    if through_parsers is not None:
+        from telemetry.sim.through_parsers import ThroughParsersSource
+
+        src = ThroughParsersSource(sim, through_parsers)
     pipe = Pipeline([src], sinks, transforms)
     t = time.perf_counter()
     rows = 0
@@ -59,6 +67,8 @@ def ingest(
         if progress:
             progress(src.chunks_done, src.chunks, rows)
     pipe.close()
+    if through_parsers is not None:
+        src.close()
     for sink in sinks:  # a batch the store refused is a bug in the simulator: say so
         st = sink.stats
         if st.failed or st.dropped:
