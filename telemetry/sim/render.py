@@ -410,12 +410,15 @@ def _nvml(root: Path, gpus: list[dict[str, Any]], xids: dict[tuple[str, int], li
     pods: dict[tuple[str, str], list[str]] = {}
     for r in sorted(gpus, key=lambda r: r["gpu"]):
         g: dict[str, Any] = {"uuid": r["uuid"], "model": r["model"], "pci_bus_id": r["pci_bus_id"]}
+        xid = xids.get((r["node"], r["gpu"]))
         if not r["up"]:
-            g["lost"] = True
+            # with an XID this step it fell off the bus during this scrape (NVML delivers the XID
+            # to the events registered while it answered); after that it is simply lost
+            g["lost_after_reads" if xid else "lost"] = 0 if xid else True
         g["fields"] = {f.name: r[f.name] / f.scale for f in fields if r.get(f.name) is not None}
         g["unsupported"] = [f.name for f in fields if r.get(f.name) is None]
-        if xids.get((r["node"], r["gpu"])):
-            g["xid"] = xids[(r["node"], r["gpu"])]
+        if xid:
+            g["xid"] = xid
         spec.append(g)
         if r["pod"]:
             pods.setdefault((r["namespace"], r["pod"]), []).append(r["uuid"])

@@ -83,7 +83,7 @@ class ThroughParsersSource(BaseSource):
             None if workdir else tempfile.TemporaryDirectory(prefix="railscope-sim-", dir=shm)
         )
         self.dir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
-        self.cfg = _sources_config(sim, cfg)
+        self.cfg = sources_config(sim, cfg)
         self._steps: Iterator[tuple[int, Rows, Rows]] = iter_steps(sim)
         self._inventory: Any = None
         self._files = Files()
@@ -191,7 +191,7 @@ def _at(b: Batch, at: int) -> Batch:
     return Batch(b.kind, b.table.set_column(i, b.table.schema.field(i), ts))
 
 
-def _sources_config(sim: Simulation, cfg: Any) -> Any:
+def sources_config(sim: Simulation, cfg: Any) -> Any:
     """The sources' settings an operator would give for this fabric: which switch each sFlow
     agent is and the names of its ifIndexes, and each switch's role."""
     from telemetry.sim.render import _ifindex
@@ -210,4 +210,4 @@ def _sources_config(sim: Simulation, cfg: Any) -> Any:
     return cfg.model_copy(update={"sources": sources})
 
 
-__all__ = ["ThroughParsersSource", "source_from_capture"]
+__all__ = ["ThroughParsersSource", "check_size", "source_from_capture", "sources_config"]
