@@ -21,9 +21,10 @@ from typing import Any
 import pyarrow as pa
 
 from telemetry.errors import UserError
-from telemetry.pipeline import BaseSource, Batch
+from telemetry.pipeline import Batch
 from telemetry.sim.engine import Simulation
 from telemetry.sim.render import Files, Rows, iter_steps, render_step
+from telemetry.sim.source import SimSource
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +70,15 @@ def check_size(sim: Simulation) -> None:
         )
 
 
-class ThroughParsersSource(BaseSource):
-    """One `collect()` per simulated step: render the step, read it back through the sources."""
+class ThroughParsersSource(SimSource):
+    """One `collect()` per simulated step: render the step, read it back through the sources.
+    What the sources report as problems (a lost GPU, ...) is counted in this source's stats."""
 
     name = "sim-through-parsers"
 
     def __init__(self, sim: Simulation, cfg: Any, workdir: Path | None = None) -> None:
-        super().__init__()
-        self.sim = sim
+        super().__init__(sim)
+        self._it = self._per_step(iter_steps(sim))
         # thousands of small files per step: in memory (tmpfs) where the machine has one
         shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
         self._tmp = (
@@ -84,7 +86,6 @@ class ThroughParsersSource(BaseSource):
         )
         self.dir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
         self.cfg = sources_config(sim, cfg)
-        self._steps: Iterator[tuple[int, Rows, Rows]] = iter_steps(sim)
         self._inventory: Any = None
         self._files = Files()
         # the placement policy the simulated writers follow: replicas spread evenly over the IDCs
@@ -99,23 +100,16 @@ class ThroughParsersSource(BaseSource):
                             str(spec.replicas), "--policy", "per_idc", "--per-idc",
                             str(max(1, spec.replicas // max(1, len(dn_idcs)))))  # fmt: skip
         self._now_ms = sim.start_ms
-        self.chunks_done = 0
-        self.done = False
-        self.rows_by_kind: dict[str, int] = {}
-        self.source_errors: dict[str, int] = {}  # "source: reason" -> count, for the summary
 
     @property
     def chunks(self) -> int:
         return self.sim.steps
 
-    def _collect(self) -> list[Batch]:
-        if self.done:
-            return []
-        try:
-            step, inventory, rows = next(self._steps)
-        except StopIteration:
-            self.done = True
-            return []
+    def _per_step(self, steps: Iterator[tuple[int, Rows, Rows]]) -> Iterator[list[Batch]]:
+        for step, inventory, rows in steps:
+            yield self._step(step, inventory, rows)
+
+    def _step(self, step: int, inventory: Rows, rows: Rows) -> list[Batch]:
         sim = self.sim
         at = sim.ts(step)
         self._now_ms = at
@@ -134,11 +128,6 @@ class ThroughParsersSource(BaseSource):
         if any((self.dir / "hdfs").iterdir()):
             out += self._read("hdfs", self.dir / "hdfs", at, *self._hdfs_flags)
         out += self._read_inventory()
-        self.chunks_done += 1
-        if self.chunks_done >= sim.steps:
-            self.done = True
-        for b in out:
-            self.rows_by_kind[b.kind.name] = self.rows_by_kind.get(b.kind.name, 0) + b.num_rows
         return out
 
     def _read(self, name: str, path: Path, at: int, *flags: str) -> list[Batch]:
@@ -165,8 +154,7 @@ class ThroughParsersSource(BaseSource):
 
     def _note(self, name: str, src: Any) -> None:
         for reason, n in src.stats.errors.items():
-            key = f"{name}: {reason}"
-            self.source_errors[key] = self.source_errors.get(key, 0) + n
+            self.stats.error(f"{name}: {reason}", n)
         src.stats.errors.clear()
 
     def close(self) -> None:
