@@ -61,7 +61,8 @@ def register(sub: Any) -> list[str]:
 
     rd = verbs.add_parser(
         "render",
-        help="write what real devices would show (sysfs, kubectl JSON) for a small scenario",
+        help="write what real devices would show at one step (sysfs, ethtool, NVML, SONiC, sFlow "
+        "pcap, kubectl JSON, HDFS logs/fsck/JMX) for a small scenario",
     )
     _scenario_args(rd)
     rd.add_argument("--out", required=True, help="directory to write the device files into")

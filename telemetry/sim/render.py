@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from telemetry.sim.engine import Simulation
 from telemetry.sim.fabric import netdev, rdma_device
+from telemetry.sim.hdfs import DN_PORT
 
 MAX_RENDER_NODES = 64
 Rows = dict[str, list[dict[str, Any]]]
@@ -123,6 +124,12 @@ def render_step(
     written["sflow"] += sflow_pcap(out / "sflow" / "sflow.pcap", rows.get("flow_sample", []))
     written["hdfs"] += _hdfs(
         out / "hdfs", events.get("hdfs_transfer", []), events.get("hdfs_block_placement", [])
+    )
+    end = _dt(at + sim.dt * 1000)
+    written["hdfs"] += _jmx(
+        out / "hdfs",
+        [r for r in rows.get("hdfs_transfer", []) if r["ts"] < end],
+        sum(1 for r in rows.get("hdfs_block_placement", []) if r["ts"] < end),
     )
     _topology(out / "topology.table", rows.get("hdfs_transfer", []))
     return written
@@ -390,12 +397,53 @@ def _fsck(placements: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _jmx(d: Path, transfers: list[dict[str, Any]], blocks: int) -> int:
+    """Each DataNode's /jmx (DataNodeActivity counters since it started: the transfers it logged
+    so far) and the NameNode's (blocks and files written so far, HA state). Only what the
+    simulator models: a bean attribute it does not model is absent, as on a DataNode without it."""
+    activity: dict[str, dict[str, int]] = {}
+    for r in transfers:
+        a = activity.setdefault(
+            r["datanode"], {"BytesRead": 0, "BlocksRead": 0, "BytesWritten": 0, "BlocksWritten": 0}
+        )
+        kind = "Read" if r["op"] == "HDFS_READ" else "Written"
+        a[f"Bytes{kind}"] += int(r["bytes"])
+        a[f"Blocks{kind}"] += 1
+    for dn, a in sorted(activity.items()):
+        bean = {
+            "name": f"Hadoop:service=DataNode,name=DataNodeActivity-{dn}-{DN_PORT}",
+            "modelerType": f"DataNodeActivity-{dn}-{DN_PORT}",
+            "tag.Context": "dfs",
+            "tag.Hostname": dn,
+            **a,
+        }
+        _write(d / dn / "jmx.json", {"beans": [bean]})
+    fs = {
+        "name": "Hadoop:service=NameNode,name=FSNamesystem",
+        "modelerType": "FSNamesystem",
+        "tag.Context": "dfs",
+        "tag.HAState": "active",
+        "BlocksTotal": blocks,
+        "FilesTotal": blocks,  # one block per checkpoint shard
+    }
+    status = {
+        "name": "Hadoop:service=NameNode,name=NameNodeStatus",
+        "modelerType": "org.apache.hadoop.hdfs.server.namenode.NameNode",
+        "State": "active",
+        "HostAndPort": "namenode:8020",
+    }
+    _write(d / "namenode" / "jmx.json", {"beans": [fs, status]})
+    return len(activity) + 1
+
+
 def _topology(p: Path, transfers: list[dict[str, Any]]) -> None:
-    """The rack table (`HOST /IDC/RACK`, what net.topology.table.file.name points at)."""
+    """The rack table (`HOST /IDC/RACK`, what net.topology.table.file.name points at): DataNodes
+    by address and by name (JMX names them by host name), clients by address."""
     table = {}
     for r in transfers:
         table[r["src"].rsplit(":", 1)[0]] = r["src_rack"]
         table[r["dest"].rsplit(":", 1)[0]] = r["dest_rack"]
+        table[r["datanode"]] = r["src_rack"] if r["op"] == "HDFS_READ" else r["dest_rack"]
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text("".join(f"{h} {rack}\n" for h, rack in sorted(table.items())))
 

@@ -177,3 +177,26 @@ def test_clienttrace_logs_fsck_and_rack_table(rendered):
     assert table["10.251.1.10"].startswith("/idc-b/rack") and table["10.251.0.10"].startswith(
         "/idc-a/rack"
     )
+
+
+def test_jmx_counts_what_each_datanode_logged(rendered):
+    """DataNode /jmx counters are the bytes of the transfers its log holds so far, read by the
+    HDFS source's JMX parser; the NameNode's blocks are the blocks written so far."""
+    from exporters.hdfs import jmx
+
+    out, sim, t = rendered
+    end = t["nic_sample"]["ts"].unique().sort()[20] + sim.dt * 1000 * pl.duration(milliseconds=1)
+    tr = t["hdfs_transfer"].filter(pl.col("ts") < end)
+    docs = {p.parent.name: json.loads(p.read_text()) for p in (out / "hdfs").glob("*/jmx.json")}
+    nn = docs.pop("namenode")
+    assert jmx.role_of(nn) == "namenode"
+    placed = t["hdfs_block_placement"].filter(pl.col("ts") < end).height
+    assert jmx.sample(nn, "namenode")["blocks"] == placed > 0
+    assert set(docs) == set(tr["datanode"])
+    for dn, doc in docs.items():
+        got = jmx.sample(doc, "datanode")
+        mine = tr.filter(pl.col("datanode") == dn)
+        reads = mine.filter(pl.col("op") == "HDFS_READ")
+        assert got["read_bytes_total"] == reads["bytes"].sum()
+        assert got["blocks_read_total"] == reads.height
+        assert got["written_bytes_total"] == mine["bytes"].sum() - reads["bytes"].sum()
