@@ -11,6 +11,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from telemetry.records import FINDING, KINDS
 from telemetry.sim import build, load_scenario
 from telemetry.sim.run import fingerprint, ingest
@@ -168,3 +170,16 @@ def test_sim_run_then_score(tmp_path: Path):
     assert "no findings" in s.stdout
     bad = _cli("sim", "score", "--data", str(tmp_path / "nowhere"), cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
+
+
+@pytest.mark.slow
+def test_sim_run_through_parsers(tmp_path: Path):
+    r = _cli(
+        "sim", "run", "--scenario", "small", "--minutes", "1", "--through-parsers",
+        "--data", str(tmp_path / "d"), cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "step 6/6" in r.stderr and (tmp_path / "d" / "ground_truth.json").exists()
+    big = _cli("sim", "run", "--scenario", "large", "--through-parsers", cwd=tmp_path)
+    assert big.returncode == 2 and big.stderr.count("\n") == 1
+    assert "device path is for small scenarios" in big.stderr
