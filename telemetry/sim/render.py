@@ -498,7 +498,7 @@ SAMPLES_PER_DATAGRAM = 6  # what fits a 1500-byte datagram with 128-byte headers
 COLLECTOR_IP = "10.254.255.1"
 
 
-def _ifindex(port: str) -> int:
+def ifindex(port: str) -> int:
     return int(port.removeprefix("Ethernet")) // 8 + 1 if port.startswith("Ethernet") else 0
 
 
@@ -524,7 +524,7 @@ def sflow_pcap(path: Path, samples: list[dict[str, Any]]) -> int:
                     payload=r["frame_bytes"] - 14 - 20 - 8 - 12 - 4, sport=r["src_port"],
                     dscp=r["dscp"], ecn=r["ecn"],
                 )  # fmt: skip
-                inp, outp = _ifindex(r["in_port"]), _ifindex(r["out_port"])
+                inp, outp = ifindex(r["in_port"]), ifindex(r["out_port"])
                 encoded.append(
                     encode.flow_sample(
                         frame[:128],
@@ -702,4 +702,12 @@ def _kubectl(d: Path, at_ms: int, rows: dict[str, list[dict[str, Any]]]) -> int:
     return 4
 
 
-__all__ = ["MAX_RENDER_NODES", "render_devices"]
+__all__ = [
+    "MAX_RENDER_NODES",
+    "Files",
+    "ifindex",
+    "iter_steps",
+    "render_devices",
+    "render_step",
+    "sflow_pcap",
+]

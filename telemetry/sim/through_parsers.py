@@ -11,7 +11,6 @@ work directory; never writes to the store itself (the pipeline's sinks do).
 from __future__ import annotations
 
 import argparse
-import logging
 import tempfile
 from collections.abc import Iterator
 from functools import cache
@@ -25,8 +24,6 @@ from telemetry.pipeline import Batch
 from telemetry.sim.engine import Simulation
 from telemetry.sim.render import Files, Rows, iter_steps, render_step
 from telemetry.sim.source import SimSource
-
-log = logging.getLogger(__name__)
 
 # Kinds whose time a source takes from its own clock when it collects (the rest carry the time
 # the device recorded: sFlow datagram arrival, clienttrace log lines, inventory start times).
@@ -146,6 +143,8 @@ class ThroughParsersSource(SimSource):
         # a pod's IPs when a later list shows the pod finished, at the simulated time.
         if self._inventory is None:
             self._inventory = source_from_capture("inventory", self.dir / "kubernetes", self.cfg)
+            # the inventory source takes a clock (InventorySource(clock=...)); from_args gives it
+            # the wall clock, so the simulated one is set where that one went
             clock = lambda: self._now_ms  # noqa: E731
             self._inventory.state.clock = self._inventory.state.ledger.clock = clock
         batches = self._inventory.collect()
@@ -182,13 +181,14 @@ def _at(b: Batch, at: int) -> Batch:
 def sources_config(sim: Simulation, cfg: Any) -> Any:
     """The sources' settings an operator would give for this fabric: which switch each sFlow
     agent is and the names of its ifIndexes, and each switch's role."""
-    from telemetry.sim.render import _ifindex
+    from telemetry.sim.render import ifindex
 
+    # agent addresses as the simulator numbers its switches (engine.py), ifIndex as render.py
     agents = {f"10.254.{i // 256}.{i % 256}": s for i, (s, _, _) in enumerate(sim.fabric.switches)}
     ifnames: dict[str, dict[int, str]] = {}
     for dev, port in zip(sim.fabric.ep_device, sim.fabric.ep_port, strict=True):
         if port.startswith("Ethernet") and dev in agents.values():
-            ifnames.setdefault(dev, {})[_ifindex(port)] = port
+            ifnames.setdefault(dev, {})[ifindex(port)] = port
     sflow = {**cfg.sources.get("sflow", {}), "agents": agents, "ifnames": ifnames}
     switch = {
         **cfg.sources.get("switch", {}),
