@@ -106,9 +106,8 @@ def _expr(k: RecordKind, name: str, start_ms: int) -> str:
     if f.type == "time":
         e = f"toUnixTimestamp64Milli(`{name}`) - {start_ms}"
         return f"ifNull({e}, -1)" if f.nullable else e
-    e = (
-        f"round(`{name}`, 6)" if f.type == "f64" else f"`{name}`"
-    )  # float sums differ in the last bit
+    # round: float sums may differ in the last bit between code paths
+    e = f"round(`{name}`, 6)" if f.type == "f64" else f"`{name}`"
     # cityHash64 of anything with a NULL is NULL, and sum() skips it: a null must hash as a value
     return f"ifNull(toString({e}), 'NULL')" if f.nullable else e
 
