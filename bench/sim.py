@@ -1,6 +1,8 @@
 """Simulator throughput: records/s and peak memory for `small` and `large`, generation alone and
-generation + ingest through the pipeline into an embedded store, and how time grows with the
-number of GPU servers (the `large` fabric at several sizes).
+generation + ingest through the pipeline into an embedded store, how time grows with the number
+of GPU servers (the `large` fabric at several sizes), and the through-parsers path (every step
+rendered as device files and read back by the real sources) next to the fast path for `small`,
+`rail-2nic` and `multi-idc`.
 
 Each measurement runs in its own process (the embedded engine allows one data path per process;
 peak RSS is per process). The baseline is the smallest size of the same run. Last line: one JSON
@@ -8,6 +10,7 @@ object.
 
   python bench/sim.py                      # small + large + sizes 128, 512, 2048 (10 min)
   python bench/sim.py --no-large-ingest    # skip the longest step (large into the store)
+  python bench/sim.py --only-parsers       # only the through-parsers vs fast comparison
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def child(
     sim = build(sc)
     if mode == "gen":
         rows = sum(b.num_rows for batches in sim.batches() for b in batches)
-    else:
+    else:  # ingest (fast path) or parsers (through-parsers path)
         from telemetry.commands.common import clickhouse_sink, open_store
         from telemetry.config import load_config
         from telemetry.sim.run import ingest
@@ -47,7 +50,12 @@ def child(
             },
         )
         store = open_store(cfg, migrate=True)
-        rows = ingest(sim, [clickhouse_sink(cfg, store)], build_transforms(cfg)).rows
+        rows = ingest(
+            sim,
+            [clickhouse_sink(cfg, store)],
+            build_transforms(cfg),
+            through_parsers=cfg if mode == "parsers" else None,
+        ).rows
     secs = time.perf_counter() - t0
     return {
         "servers": len(sim.fabric.nodes),
@@ -82,7 +90,7 @@ def run_child(
         res = json.loads(out.stdout.strip().splitlines()[-1])
     label = f"{scenario}{'/' + str(nodes) if nodes else ''} {mode}"
     print(
-        f"  {label:<22} {res['servers']:>5} servers {res['rows']:>11,} rows {res['seconds']:>7.1f}s "
+        f"  {label:<24} {res['servers']:>5} servers {res['rows']:>11,} rows {res['seconds']:>7.1f}s "
         f"{res['records_per_second']:>10,}/s peak {res['peak_rss_mb']:>6,} MB",
         flush=True,
     )
@@ -102,6 +110,9 @@ def main() -> None:
     ap.add_argument(
         "--no-large-ingest", action="store_true", help="skip ingesting `large` into the store"
     )
+    ap.add_argument(
+        "--only-parsers", action="store_true", help="only the through-parsers vs fast comparison"
+    )
     a = ap.parse_args()
     if a.child:
         sc, nodes, minutes, mode, data = a.child
@@ -109,6 +120,21 @@ def main() -> None:
         return
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     result: dict[str, object] = {"bench": "sim"}
+    print("through the parsers vs the fast path (generate + ingest):")
+    tp: dict[str, dict[str, float]] = {}
+    for sc in ("small", "rail-2nic", "multi-idc"):
+        fast = run_child(sc, None, None, "ingest")
+        parsed = run_child(sc, None, None, "parsers")
+        result[f"{sc}_through_parsers"] = parsed
+        tp[sc] = {
+            "fast_seconds": fast["seconds"],
+            "through_parsers_seconds": parsed["seconds"],
+            "slowdown": round(parsed["seconds"] / fast["seconds"], 1),
+        }
+    result["through_parsers_seconds"] = tp
+    if a.only_parsers:
+        print(json.dumps(result, sort_keys=True))
+        return
     print("scenarios:")
     for sc in ("small", "large"):
         result[f"{sc}_gen"] = run_child(sc, None, None, "gen")

@@ -93,7 +93,11 @@ class SwitchSource(BaseSource):
         cls, c: SwitchSourceConfig, cfg: Any, *, from_path: str | None, once: bool
     ) -> SwitchSource:
         if from_path:
-            return cls(targets_from_dump(Path(from_path), c.dump_name), c)
+            targets = targets_from_dump(Path(from_path), c.dump_name)
+            roles = {s.name: s.role for s in c.switches}  # a replayed switch keeps its role
+            for t in targets:
+                t.role = roles.get(t.switch, t.role)
+            return cls(targets, c)
         if not c.switches:
             raise UserError(
                 "switch: no switches: give --switch NAME=HOST:PORT or sources.switch.switches"

@@ -44,6 +44,12 @@ def register(sub: Any) -> list[str]:
     p.add_argument(
         "--keep", action="store_true", help="keep existing data in --data instead of starting fresh"
     )
+    p.add_argument(
+        "--through-parsers",
+        action="store_true",
+        help="render every step as device files and ingest them through the real sources "
+        "(slower; scenarios up to 64 servers); default: records straight from the simulator",
+    )
     p.set_defaults(func=run)
     return ["demo"]
 
@@ -59,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed, minutes=args.minutes, nodes=args.nodes, start=args.start
     )
     sim = build(sc)
+    if args.through_parsers:
+        from telemetry.sim.through_parsers import check_size
+
+        check_size(sim)
     data = Path(args.data).resolve()
     if not args.keep and data.exists():
         if (data / "store").exists() or (data / "ground_truth.json").exists():
@@ -80,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         f"{sc.duration_minutes:g} min at {sc.resolution_seconds} s; {len([f for f in sim.faults if f.origin == 'injected'])} faults"
     )
     store = open_store(cfg, migrate=True)
-    result = _ingest(sim, cfg, store, con)
+    result = _ingest(sim, cfg, store, con, through_parsers=args.through_parsers)
     # after the steps: the truth includes what the workload did by itself (natural collisions)
     truth_path = sim.ground_truth().write(data / "ground_truth.json")
     con.print(
@@ -113,27 +123,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ingest(sim: Any, cfg: Any, store: Any, con: Any) -> Any:
+def _ingest(sim: Any, cfg: Any, store: Any, con: Any, *, through_parsers: bool = False) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from telemetry.sim.run import ingest
     from telemetry.transforms import build_transforms
 
     with Progress(
-        TextColumn("  simulate + ingest"),
+        TextColumn("  simulate + render + parse" if through_parsers else "  simulate + ingest"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("chunks"),
+        TextColumn("steps" if through_parsers else "chunks"),
         TimeElapsedColumn(),
         console=con,
         transient=True,
     ) as prog:
-        task = prog.add_task("sim", total=sim.n_chunks)
+        task = prog.add_task("sim", total=sim.steps if through_parsers else sim.n_chunks)
         return ingest(
             sim,
             [clickhouse_sink(cfg, store)],
             build_transforms(cfg),
             progress=lambda done, total, rows: prog.update(task, completed=done),
+            through_parsers=cfg if through_parsers else None,
         )
 
 

@@ -32,6 +32,12 @@ def register(sub: Any) -> list[str]:
     r = verbs.add_parser("run", help="simulate a scenario and ingest it through the pipeline")
     _scenario_args(r)
     _target_args(r)
+    r.add_argument(
+        "--through-parsers",
+        action="store_true",
+        help="render every step as device files and ingest them through the real sources "
+        "(slower; scenarios up to 64 servers)",
+    )
     r.set_defaults(func=_run)
 
     s = verbs.add_parser("score", help="compare stored findings with the ground truth")
@@ -55,7 +61,8 @@ def register(sub: Any) -> list[str]:
 
     rd = verbs.add_parser(
         "render",
-        help="write what real devices would show (sysfs, kubectl JSON) for a small scenario",
+        help="write what real devices would show at one step (sysfs, ethtool, NVML, SONiC, sFlow "
+        "pcap, kubectl JSON, HDFS logs/fsck/JMX) for a small scenario",
     )
     _scenario_args(rd)
     rd.add_argument("--out", required=True, help="directory to write the device files into")
@@ -115,13 +122,24 @@ def _run(args: argparse.Namespace) -> int:
 
     over, truth_path = _paths(args)
     sim = _load(args)
+    if args.through_parsers:
+        from telemetry.sim.through_parsers import check_size
+
+        check_size(sim)
     cfg = config_from_args(args, **over)
     store = open_store(cfg)
 
     def progress(done: int, total: int, rows: int) -> None:
-        print(f"\r  chunk {done}/{total}, {rows:,} records", end="", file=sys.stderr, flush=True)
+        unit = "step" if args.through_parsers else "chunk"
+        print(f"\r  {unit} {done}/{total}, {rows:,} records", end="", file=sys.stderr, flush=True)
 
-    res = ingest(sim, [clickhouse_sink(cfg, store)], build_transforms(cfg), progress=progress)
+    res = ingest(
+        sim,
+        [clickhouse_sink(cfg, store)],
+        build_transforms(cfg),
+        progress=progress,
+        through_parsers=cfg if args.through_parsers else None,
+    )
     print(file=sys.stderr)
     # after the steps: the truth includes what the workload did by itself (natural collisions)
     sim.ground_truth().write(truth_path)
@@ -173,14 +191,11 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from telemetry.sim.render import MAX_RENDER_NODES, render_devices
+    from telemetry.sim.render import render_devices
+    from telemetry.sim.through_parsers import check_size
 
     sim = _load(args)
-    if len(sim.fabric.nodes) > MAX_RENDER_NODES:
-        raise UserError(
-            f"sim render: {len(sim.fabric.nodes)} servers; the device path is for small scenarios "
-            f"(at most {MAX_RENDER_NODES}); use --nodes"
-        )
+    check_size(sim)
     written = render_devices(sim, Path(args.out), step=args.step)
     for kind, n in sorted(written.items()):
         print(f"  {kind:<12} {n} file(s)")

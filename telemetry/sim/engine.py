@@ -755,7 +755,9 @@ class _StepGen:
                     hops += [
                         (ups_s[u1], fab.spine_down[(ls, u1)]),
                         (fab.spine_up[(a, u1)][x], fab.sspine_down[(a, u1, x)]),
+                        fab.dci_router[(a, x)],
                         (ea, eb),
+                        fab.dci_router[(b, x)][::-1],
                         (fab.sspine_down[(b, u2, x)], fab.spine_up[(b, u2)][x]),
                         (fab.spine_down[(ld, u2)], ups_d[u2]),
                     ]

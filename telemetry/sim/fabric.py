@@ -69,6 +69,8 @@ class Fabric:
     dci: dict[tuple[int, int], list[tuple[int, int]]] = field(
         default_factory=dict
     )  # (a, b) -> [(ep_a, ep_b)]
+    # (idc, x) -> (super-spine port, DCI router port) of the link from super-spine x to its router
+    dci_router: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
 
     # -- derived ---------------------------------------------------------------------------------
     @property
@@ -189,14 +191,26 @@ def build_fabric(sc: Scenario) -> Fabric:
                 ups.append(a)
                 fab.sspine_down[(ii, u, x)] = b
             fab.spine_up[(ii, u)] = ups
+    # The DCI ends on a router per super-spine (a switch of role dci: what its sources and the
+    # DCI detector know it by), joined to its super-spine by a link as fast as its DCI ports.
     dci_bps = fs.dci.gbps * 1e9
+    if len(fs.idcs) > 1:
+        per_router = -(-fs.dci.links // X) * (len(fs.idcs) - 1)
+        for ii, idc in enumerate(fs.idcs):
+            for x in range(X):
+                router = f"dci-{idc.name}-{x}"
+                fab.switches.append((router, "dci", idc.name))
+                a = port(f"sspine-{idc.name}-{x}", "superspine", dci_bps * per_router)
+                b = port(router, "dci", dci_bps * per_router)
+                wire(a, b)
+                fab.dci_router[(ii, x)] = (a, b)
     for a in range(len(fs.idcs)):
         for b in range(a + 1, len(fs.idcs)):
             pairs = []
             for lk in range(fs.dci.links):
                 x = lk % X
-                pa_ = port(f"sspine-{fs.idcs[a].name}-{x}", "dci", dci_bps)
-                pb = port(f"sspine-{fs.idcs[b].name}-{x}", "dci", dci_bps)
+                pa_ = port(f"dci-{fs.idcs[a].name}-{x}", "dci", dci_bps)
+                pb = port(f"dci-{fs.idcs[b].name}-{x}", "dci", dci_bps)
                 wire(pa_, pb)
                 pairs.append((pa_, pb))
             fab.dci[(a, b)] = pairs

@@ -1,6 +1,9 @@
-"""Device path: render what real devices would show at one simulated step, from the same records
-the fast path produces — sysfs RDMA/netdev trees and `ethtool -S` text per GPU server, SONiC
-COUNTERS_DB dumps (sonic-db-dump layout) per switch, and `kubectl get -o json` lists.
+"""Device path: render what real devices would show at a simulated step, from the same records
+the fast path produces, each in the format its railscope source reads with `--from`:
+sysfs RDMA/netdev trees, `ethtool -S` text, an NVML fake spec (nvml.json) and a pod-resources List
+per GPU server; SONiC COUNTERS_DB/APPL_DB dumps (sonic-db-dump layout) per switch; sFlow v5
+datagrams (built by exporters/sflow/encode.py) in a pcap; `kubectl get -o json` lists; DataNode
+clienttrace logs, `hdfs fsck -files -blocks -racks` output and the rack table.
 
 Writes only under the output directory it is given; never touches a real /sys or cluster.
 """
@@ -8,53 +11,103 @@ Writes only under the output directory it is given; never touches a real /sys or
 from __future__ import annotations
 
 import json
-import struct
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from telemetry.sim.engine import Simulation
 from telemetry.sim.fabric import netdev, rdma_device
+from telemetry.sim.hdfs import DN_PORT
 
 MAX_RENDER_NODES = 64
+Rows = dict[str, list[dict[str, Any]]]
 
 
-def _rows_at(sim: Simulation, step: int) -> dict[str, list[dict[str, Any]]]:
-    """Records of the chosen step (samples) plus every inventory record."""
-    want = sim.ts(step)
-    out: dict[str, list[dict[str, Any]]] = {}
-    for i, batches in enumerate(sim.batches()):
+def iter_steps(sim: Simulation) -> Iterator[tuple[int, Rows, Rows]]:
+    """(step, inventory records, that step's sample records) for every step in order, from one
+    pass over `sim.batches()`. Samples carry their step's time; sFlow samples and HDFS events fall
+    anywhere inside the step [ts, ts + dt)."""
+    it = sim.batches()
+    inventory: Rows = {}
+    for b in next(it):
+        inventory.setdefault(b.kind.name, []).extend(b.table.to_pylist())
+    step_ms = sim.dt * 1000
+    for batches in it:
+        by_step: dict[int, Rows] = {}
         for b in batches:
-            if i == 0:
-                out.setdefault(b.kind.name, []).extend(b.table.to_pylist())
+            if not b.num_rows:
                 continue
             ts = b.table.column("ts").cast(pa.int64()).to_numpy()
-            # samples carry the step's time; sFlow samples fall anywhere inside the step
-            hit = (
-                (ts >= want) & (ts < want + sim.dt * 1000)
-                if b.kind.name == "flow_sample"
-                else ts == want
-            )
-            if hit.any():
-                out.setdefault(b.kind.name, []).extend(b.table.filter(pa.array(hit)).to_pylist())
-        if i > 0 and sim.ts(min(sim.steps, i * sim.chunk_steps)) > want:
-            break
-    return out
+            steps = (ts - sim.start_ms) // step_ms
+            for s in np.unique(steps):
+                rows = b.table.filter(pa.array(steps == s)).to_pylist()
+                by_step.setdefault(int(s), {}).setdefault(b.kind.name, []).extend(rows)
+        for s in sorted(by_step):
+            yield s, inventory, by_step[s]
+
+
+def _rows_at(sim: Simulation, step: int) -> Rows:
+    """Records of the chosen step (samples) plus every inventory record."""
+    for s, inventory, rows in iter_steps(sim):
+        if s == step:
+            return {**inventory, **rows}
+    return dict(next(iter_steps(sim))[1]) if sim.steps else {}
 
 
 def render_devices(sim: Simulation, out: Path, step: int | None = None) -> dict[str, int]:
+    """Everything real devices would show at one step (`railscope sim render`); the HDFS logs hold
+    every transfer up to the step, as a DataNode's log would."""
     step = sim.steps - 1 if step is None else step
     if not 0 <= step < sim.steps:
         from telemetry.errors import UserError
 
         raise UserError(f"--step {step}: the run has steps 0..{sim.steps - 1}")
     rows = _rows_at(sim, step)
-    written = {"sysfs": 0, "ethtool": 0, "sonic": 0, "kubectl": 0, "sflow": 0, "hdfs": 0}
+    end = _dt(sim.ts(step) + sim.dt * 1000)
+    hdfs = {
+        "hdfs_transfer": [r for r in rows.get("hdfs_transfer", []) if r["ts"] < end],
+        "hdfs_block_placement": [r for r in rows.get("hdfs_block_placement", []) if r["ts"] < end],
+    }
+    written = render_step(sim, out, step, rows, {**rows, **hdfs})
+    (out / "README.txt").write_text(
+        f"railscope sim render: scenario {sim.scenario.name}, seed {sim.scenario.seed}, step {step} "
+        f"({_iso(sim.ts(step))}).\nnodes/NODE: `railscope node --from nodes/NODE --node-name NODE` "
+        "(sys/, ethtool/, nvml.json, podresources.json); switches: `railscope switch --from switches`; "
+        "kubernetes: `railscope inventory --from kubernetes`; sflow/sflow.pcap: `railscope sflow --from "
+        "sflow/sflow.pcap` (sFlow v5 datagrams to UDP 6343); hdfs: `railscope hdfs --from hdfs "
+        "--topology topology.table` (clienttrace logs, fsck.txt).\n"
+    )
+    return written
+
+
+def render_step(
+    sim: Simulation, out: Path, step: int, rows: Rows, events: Rows, files: Files | None = None
+) -> dict[str, int]:
+    """Write one step's device files under `out`, overwriting the previous step's (`files`: the
+    same object for every step of one tree). `rows` holds the step's samples and the inventory;
+    `events` the HDFS transfers and block placements to log."""
+    files = files or Files()
+    at = sim.ts(step)
+    written = {"sysfs": 0, "ethtool": 0, "nvml": 0, "sonic": 0, "kubectl": 0, "sflow": 0, "hdfs": 0}
+    for node in {r["node"] for r in rows.get("nic_sample", [])}:
+        if not (out / "nodes" / node / "sys" / "bus").exists():
+            _pcie(out / "nodes" / node / "sys", sim.fabric.model)
     for r in rows.get("nic_sample", []):
-        written["sysfs"] += _sysfs(out / "nodes" / r["node"], r)
-        written["ethtool"] += _ethtool(out / "nodes" / r["node"] / "ethtool", r)
+        written["sysfs"] += _sysfs(files, out / "nodes" / r["node"], r)
+        written["ethtool"] += _ethtool(files, out / "nodes" / r["node"] / "ethtool", r)
+    gpus: dict[str, list[dict[str, Any]]] = {}
+    for r in rows.get("gpu_sample", []):
+        gpus.setdefault(r["node"], []).append(r)
+    xids: dict[tuple[str, int], list[int]] = {}
+    for r in rows.get("gpu_event", []):
+        if r["event"] == "xid" and at <= _ms(r["ts"]) < at + sim.dt * 1000:
+            xids.setdefault((r["node"], r["gpu"]), []).append(int(r["xid"]))
+    for node, rs in gpus.items():
+        written["nvml"] += _nvml(out / "nodes" / node, rs, xids)
     by_switch: dict[str, dict[str, Any]] = {}
     for r in rows.get("switch_port_sample", []):
         by_switch.setdefault(r["switch"], {"ports": [], "queues": []})["ports"].append(r)
@@ -67,44 +120,62 @@ def render_devices(sim: Simulation, out: Path, step: int | None = None) -> dict[
         _write(out / "switches" / sw / "counters_db.json", _counters_db(d["ports"], d["queues"]))
         _write(out / "switches" / sw / "appl_db.json", _appl_db(d["ports"], lldp.get(sw, [])))
         written["sonic"] += 1
-    written["kubectl"] += _kubectl(out / "kubernetes", sim.ts(step), rows)
+    written["kubectl"] += _kubectl(out / "kubernetes", at, rows)
     written["sflow"] += sflow_pcap(out / "sflow" / "sflow.pcap", rows.get("flow_sample", []))
     written["hdfs"] += _hdfs(
+        out / "hdfs", events.get("hdfs_transfer", []), events.get("hdfs_block_placement", [])
+    )
+    end = _dt(at + sim.dt * 1000)
+    written["hdfs"] += _jmx(
         out / "hdfs",
-        sim,
-        [r for r in rows.get("hdfs_transfer", []) if r["ts"] <= _dt(sim.ts(step))],
+        [r for r in rows.get("hdfs_transfer", []) if r["ts"] < end],
+        sum(1 for r in rows.get("hdfs_block_placement", []) if r["ts"] < end),
     )
-    (out / "README.txt").write_text(
-        f"railscope sim render: scenario {sim.scenario.name}, seed {sim.scenario.seed}, step {step} "
-        f"({_iso(sim.ts(step))}).\nnodes/NODE/{{sys,ethtool}}: `railscope node --from nodes/NODE`; "
-        "switches/SW/counters_db.json: `railscope switch --from switches`; kubernetes/*.json: kubectl -o json lists; "
-        "sflow/sflow.pcap: sFlow v5 datagrams to UDP 6343; hdfs/DATANODE.log: clienttrace lines (UTC), "
-        "hdfs/topology.table: HOST /IDC/RACK.\n"
-    )
+    _topology(out / "topology.table", rows.get("hdfs_transfer", []))
     return written
+
+
+def _ms(v: Any) -> int:
+    return int(v.timestamp() * 1000) if isinstance(v, datetime) else int(v)
 
 
 def _write(p: Path, obj: Any) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+    # compact: with an indent the json module encodes in Python, several times slower
+    p.write_text(json.dumps(obj, sort_keys=True, separators=(",", ":")) + "\n")
 
 
-def _put(p: Path, value: Any) -> None:
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(f"{value}\n")
+class Files:
+    """Writes device files, skipping those whose content is what this object last wrote there:
+    between two steps most sysfs files (state, rate, ...) do not change. One per output tree."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, str] = {}
+        self.dirs: set[Path] = set()
+
+    def put(self, p: Path, value: Any) -> None:
+        text = f"{value}\n"
+        key = str(p)
+        if self.last.get(key) == text:
+            return
+        if p.parent not in self.dirs:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            self.dirs.add(p.parent)
+        p.write_text(text)
+        self.last[key] = text
 
 
 def _n(v: Any) -> int:
     return int(v or 0)
 
 
-def _sysfs(root: Path, r: dict[str, Any]) -> int:
+def _sysfs(files: Files, root: Path, r: dict[str, Any]) -> int:
     rail = int(r["device"].removeprefix("mlx5_"))
     dev = root / "sys" / "class" / "infiniband" / rdma_device(rail)
     port = dev / "ports" / "1"
-    _put(port / "state", "4: ACTIVE" if r["up"] else "1: DOWN")
-    _put(port / "rate", f"{int((r['rate_bytes_per_second'] or 0) * 8 / 1e9)} Gb/sec (4X NDR)")
-    _put(port / "link_layer", "Ethernet")
+    files.put(port / "state", "4: ACTIVE" if r["up"] else "1: DOWN")
+    files.put(port / "rate", f"{int((r['rate_bytes_per_second'] or 0) * 8 / 1e9)} Gb/sec (4X NDR)")
+    files.put(port / "link_layer", "Ethernet")
     counters = {  # IB PMA data counters count 4-byte words
         "port_rcv_data": _n(r["rx_bytes_total"]) // 4,
         "port_xmit_data": _n(r["tx_bytes_total"]) // 4,
@@ -126,11 +197,11 @@ def _sysfs(root: Path, r: dict[str, Any]) -> int:
         "out_of_buffer": 0,
     }
     for k, v in counters.items():
-        _put(port / "counters" / k, v)
+        files.put(port / "counters" / k, v)
     for k, v in hw.items():
-        _put(port / "hw_counters" / k, v)
+        files.put(port / "hw_counters" / k, v)
     nd = r["netdev"] or netdev(rail)
-    _put(dev / "device" / "net" / nd / "dev_port", 0)
+    files.put(dev / "device" / "net" / nd / "dev_port", 0)
     stats = root / "sys" / "class" / "net" / nd / "statistics"
     for k, v in {
         "rx_bytes": r["rx_bytes_total"],
@@ -140,11 +211,46 @@ def _sysfs(root: Path, r: dict[str, Any]) -> int:
         "rx_errors": r["rx_errors_total"],
         "rx_dropped": 0,
     }.items():
-        _put(stats / k, _n(v))
+        files.put(stats / k, _n(v))
     return 1
 
 
-def _ethtool(d: Path, r: dict[str, Any]) -> int:
+def _pcie(sys: Path, model: Any) -> None:
+    """The server's PCIe tree as the kernel lays it out (devices/pci0000:HB/ROOT/SWITCH/DOWN/EP,
+    with bus/pci/devices/* and class/infiniband/*/device links into it): each PCIe switch holds
+    its GPUs and, where the server model has one there, a NIC. Written once per server."""
+    import os
+
+    from telemetry.sim.engine import GPU_BUS
+
+    gsw, nsw, numa = list(model["gpu_switch"]), list(model["nic_switch"]), list(model["numa"])
+    bus = sys / "bus" / "pci" / "devices"
+    bus.mkdir(parents=True, exist_ok=True)
+
+    def device(switch: int, k: int, addr: str, vendor: str, cls: str, node: int) -> Path:
+        up = 0x10 + 0x10 * switch  # the switch's upstream port: pcie_switch in gpu_nic_affinity
+        hb = 0xF0 + switch
+        d = (
+            sys / "devices" / f"pci0000:{hb:02x}" / f"0000:{hb:02x}:01.0" / f"0000:{up:02x}:00.0"
+            / f"0000:{up + 1:02x}:{k:02x}.0" / addr
+        )  # fmt: skip
+        d.mkdir(parents=True, exist_ok=True)
+        for name, value in (("vendor", vendor), ("class", cls), ("numa_node", node)):
+            (d / name).write_text(f"{value}\n")
+        os.symlink(os.path.relpath(d, bus), bus / addr)
+        return d
+
+    for g, s in enumerate(gsw):
+        device(s, g, f"0000:{GPU_BUS[g]:02x}:00.0", "0x10de", "0x030200", numa[g])
+    for r, s in enumerate(nsw):
+        node = numa[gsw.index(s)] if s in gsw else 0
+        d = device(s, 0x10 + r, f"0000:{0xE0 + r:02x}:00.0", "0x15b3", "0x020000", node)
+        ib = sys / "class" / "infiniband" / rdma_device(r)
+        ib.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.relpath(d, ib), ib / "device")
+
+
+def _ethtool(files: Files, d: Path, r: dict[str, Any]) -> int:
     lines = ["NIC statistics:"]
     vals = {
         "rx_prio3_bytes": _n(r["rx_bytes_total"]),
@@ -161,7 +267,7 @@ def _ethtool(d: Path, r: dict[str, Any]) -> int:
         "outbound_pci_stalled_wr": 0,
     }
     lines += [f"     {k}: {v}" for k, v in vals.items()]
-    _put(d / f"{r['netdev']}.txt", "\n".join(lines))
+    files.put(d / f"{r['netdev']}.txt", "\n".join(lines))
     return 1
 
 
@@ -196,6 +302,12 @@ def _counters_db(ports: list[dict[str, Any]], queues: list[dict[str, Any]]) -> d
                 _n(p["pfc_rx_pause_duration_us_total"]) if on3 else 0
             )
         db[f"COUNTERS:{oid}"] = {"type": "hash", "value": {k: str(x) for k, x in v.items()}}
+        # what SONiC's port_rates.lua keeps (bytes/s over the poll interval)
+        rates = {"RX_BPS": p["rx_bytes_per_second"], "TX_BPS": p["tx_bytes_per_second"]}
+        db[f"RATES:{oid}"] = {
+            "type": "hash",
+            "value": {k: repr(float(x)) for k, x in rates.items() if x is not None},
+        }
     db["COUNTERS_PORT_NAME_MAP"] = {"type": "hash", "value": names}
     qnames: dict[str, str] = {}
     qtypes: dict[str, str] = {}
@@ -247,8 +359,15 @@ def _dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, UTC)
 
 
-def _hdfs(d: Path, sim: Simulation, transfers: list[dict[str, Any]]) -> int:
-    """One clienttrace log per DataNode (Hadoop 3 line format, UTC) and the rack table."""
+def _hdfs(d: Path, transfers: list[dict[str, Any]], placements: list[dict[str, Any]]) -> int:
+    """One clienttrace log per DataNode (Hadoop 3 line format, UTC) and the fsck report of the
+    blocks written (`hdfs fsck PATH -files -blocks -racks`). Files of a previous step are
+    replaced: each holds what the DataNodes logged / fsck listed since then."""
+    if d.exists():
+        import shutil
+
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
     logs: dict[str, list[str]] = {}
     for r in sorted(transfers, key=lambda r: r["ts"]):
         t = r["ts"].astimezone(UTC)
@@ -261,99 +380,173 @@ def _hdfs(d: Path, sim: Simulation, transfers: list[dict[str, Any]]) -> int:
     for dn, lines in logs.items():
         (d / dn).mkdir(parents=True, exist_ok=True)
         (d / dn / "clienttrace.log").write_text("\n".join(lines) + "\n")
+    if placements:
+        (d / "fsck.txt").write_text(_fsck(placements))
+    return len(logs) + bool(placements)
+
+
+def _fsck(placements: list[dict[str, Any]]) -> str:
+    lines = []
+    for r in sorted(placements, key=lambda r: r["path"]):
+        locs = ", ".join(json.loads(r["locations"]))
+        lines += [
+            f"{r['path']} 268435456 bytes, replicated: replication={r['expected_replicas']}, 1 block(s):  OK",
+            f"0. {r['block_id']} len=268435456 Live_repl={r['replicas']} [{locs}]",
+            "",
+        ]
+    lines += ["Status: HEALTHY", f" Total files:\t{len(placements)}", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _jmx(d: Path, transfers: list[dict[str, Any]], blocks: int) -> int:
+    """Each DataNode's /jmx (DataNodeActivity counters since it started: the transfers it logged
+    so far) and the NameNode's (blocks and files written so far, HA state). Only what the
+    simulator models: a bean attribute it does not model is absent, as on a DataNode without it."""
+    activity: dict[str, dict[str, int]] = {}
+    for r in transfers:
+        a = activity.setdefault(
+            r["datanode"], {"BytesRead": 0, "BlocksRead": 0, "BytesWritten": 0, "BlocksWritten": 0}
+        )
+        kind = "Read" if r["op"] == "HDFS_READ" else "Written"
+        a[f"Bytes{kind}"] += int(r["bytes"])
+        a[f"Blocks{kind}"] += 1
+    for dn, a in sorted(activity.items()):
+        bean = {
+            "name": f"Hadoop:service=DataNode,name=DataNodeActivity-{dn}-{DN_PORT}",
+            "modelerType": f"DataNodeActivity-{dn}-{DN_PORT}",
+            "tag.Context": "dfs",
+            "tag.Hostname": dn,
+            **a,
+        }
+        _write(d / dn / "jmx.json", {"beans": [bean]})
+    fs = {
+        "name": "Hadoop:service=NameNode,name=FSNamesystem",
+        "modelerType": "FSNamesystem",
+        "tag.Context": "dfs",
+        "tag.HAState": "active",
+        "BlocksTotal": blocks,
+        "FilesTotal": blocks,  # one block per checkpoint shard
+    }
+    status = {
+        "name": "Hadoop:service=NameNode,name=NameNodeStatus",
+        "modelerType": "org.apache.hadoop.hdfs.server.namenode.NameNode",
+        "State": "active",
+        "HostAndPort": "namenode:8020",
+    }
+    _write(d / "namenode" / "jmx.json", {"beans": [fs, status]})
+    return len(activity) + 1
+
+
+def _topology(p: Path, transfers: list[dict[str, Any]]) -> None:
+    """The rack table (`HOST /IDC/RACK`, what net.topology.table.file.name points at): DataNodes
+    by address and by name (JMX names them by host name), clients by address."""
     table = {}
     for r in transfers:
         table[r["src"].rsplit(":", 1)[0]] = r["src_rack"]
         table[r["dest"].rsplit(":", 1)[0]] = r["dest_rack"]
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "topology.table").write_text("".join(f"{h} {rack}\n" for h, rack in sorted(table.items())))
-    return len(logs) + 1
+        table[r["datanode"]] = r["src_rack"] if r["op"] == "HDFS_READ" else r["dest_rack"]
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("".join(f"{h} {rack}\n" for h, rack in sorted(table.items())))
+
+
+def _nvml(root: Path, gpus: list[dict[str, Any]], xids: dict[tuple[str, int], list[int]]) -> int:
+    """The node's GPUs as NVML would answer (the node source's fake spec, raw NVML units), and a
+    kubelet pod-resources List naming the pod that holds each GPU."""
+    from exporters.node.gpu import load_fields
+
+    fields = load_fields()
+    spec = []
+    pods: dict[tuple[str, str], list[str]] = {}
+    for r in sorted(gpus, key=lambda r: r["gpu"]):
+        g: dict[str, Any] = {"uuid": r["uuid"], "model": r["model"], "pci_bus_id": r["pci_bus_id"]}
+        xid = xids.get((r["node"], r["gpu"]))
+        if not r["up"]:
+            # with an XID this step it fell off the bus during this scrape (NVML delivers the XID
+            # to the events registered while it answered); after that it is simply lost
+            g["lost_after_reads" if xid else "lost"] = 0 if xid else True
+        g["fields"] = {f.name: r[f.name] / f.scale for f in fields if r.get(f.name) is not None}
+        g["unsupported"] = [f.name for f in fields if r.get(f.name) is None]
+        if xid:
+            g["xid"] = xid
+        spec.append(g)
+        if r["pod"]:
+            pods.setdefault((r["namespace"], r["pod"]), []).append(r["uuid"])
+    _write(root / "nvml.json", {"gpus": spec})
+    _write(
+        root / "podresources.json",
+        {
+            "podResources": [
+                {
+                    "name": pod,
+                    "namespace": ns,
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "devices": [{"resourceName": "nvidia.com/gpu", "deviceIds": ids}],
+                        }
+                    ],
+                }
+                for (ns, pod), ids in sorted(pods.items())
+            ]
+        },
+    )
+    return 1
 
 
 # --- sFlow v5 --------------------------------------------------------------------------------
-def _ip4(a: str) -> bytes:
-    return bytes(int(x) for x in a.split("."))
+SAMPLES_PER_DATAGRAM = 6  # what fits a 1500-byte datagram with 128-byte headers
+COLLECTOR_IP = "10.254.255.1"
 
 
-def _csum(b: bytes) -> int:
-    s = sum(struct.unpack(f">{len(b) // 2}H", b))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
-def _ipv4_udp(src: str, dst: str, sport: int, dport: int, payload_len: int, tos: int = 0) -> bytes:
-    ip = struct.pack(
-        ">BBHHHBBH4s4s", 0x45, tos, 20 + 8 + payload_len, 0, 0x4000, 64, 17, 0, _ip4(src), _ip4(dst)
-    )
-    ip = ip[:10] + struct.pack(">H", _csum(ip)) + ip[12:]
-    return ip + struct.pack(">HHHH", sport, dport, 8 + payload_len, 0)
-
-
-def _roce_header(r: dict[str, Any]) -> bytes:
-    """The first 128 bytes of the sampled RoCEv2 frame: Ethernet, IPv4, UDP 4791, BTH, RETH."""
-    payload = r["frame_bytes"] - 14 - 20 - 8
-    eth = b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00"
-    l3 = _ipv4_udp(
-        r["src_ip"], r["dst_ip"], r["src_port"], r["dst_port"], payload, (r["dscp"] << 2) | r["ecn"]
-    )
-    bth = struct.pack(
-        ">BBHI I", r["bth_opcode"], 0x40, 0xFFFF, r["dest_qp"] & 0xFFFFFF, r["psn"] & 0xFFFFFF
-    )
-    return (eth + l3 + bth + bytes(16)).ljust(128, b"\0")
-
-
-def _ifindex(port: str) -> int:
+def ifindex(port: str) -> int:
     return int(port.removeprefix("Ethernet")) // 8 + 1 if port.startswith("Ethernet") else 0
 
 
-def _flow_sample(seq: int, r: dict[str, Any]) -> bytes:
-    hdr = _roce_header(r)
-    raw = struct.pack(">IIII", 1, r["frame_bytes"], 4, len(hdr)) + hdr
-    ext_switch = struct.pack(">IIII", r["vlan"], 3, r["vlan"], 3)
-    recs = (
-        struct.pack(">II", 1, len(raw))
-        + raw
-        + struct.pack(">II", 1001, len(ext_switch))
-        + ext_switch
-    )
-    inp, outp = _ifindex(r["in_port"]), _ifindex(r["out_port"])
-    body = (
-        struct.pack(
-            ">IIIIIIII", seq, inp, r["sampling_rate"], seq * r["sampling_rate"], 0, inp, outp, 2
-        )
-        + recs
-    )
-    return struct.pack(">II", 1, len(body)) + body
+def sflow_pcap(path: Path, samples: list[dict[str, Any]]) -> int:
+    """sFlow v5 datagrams (flow samples: the first 128 bytes of the sampled RoCEv2 frame +
+    extended switch), a few samples each, from each agent to UDP 6343, as a classic pcap
+    (`tcpdump -r` reads it). Built by the same encoder the sFlow tests use."""
+    from exporters.sflow import encode
+    from exporters.sflow.pcap import write_pcap
 
-
-def sflow_pcap(path: Path, samples: list[dict[str, Any]], collector: str = "10.254.255.1") -> int:
-    """sFlow v5 datagrams (flow samples: raw header + extended switch), a few samples each, from
-    each agent to UDP 6343, as a classic pcap (Ethernet link type) `tcpdump -r` reads."""
     path.parent.mkdir(parents=True, exist_ok=True)
     by_agent: dict[str, list[dict[str, Any]]] = {}
     for r in sorted(samples, key=lambda r: (r["agent"], r["ts"])):
         by_agent.setdefault(r["agent"], []).append(r)
     frames: list[tuple[float, bytes]] = []
     for agent, rs in by_agent.items():
-        for k in range(0, len(rs), 6):
-            chunk = rs[k : k + 6]
-            seq = k // 6 + 1
-            samples_b = b"".join(_flow_sample(k + i + 1, r) for i, r in enumerate(chunk))
-            t = chunk[-1]["ts"].timestamp()
-            dgram = (
-                struct.pack(
-                    ">II4sIIII", 5, 1, _ip4(agent), 0, seq, int(t * 1000) & 0xFFFFFFFF, len(chunk)
+        for k in range(0, len(rs), SAMPLES_PER_DATAGRAM):
+            chunk = rs[k : k + SAMPLES_PER_DATAGRAM]
+            encoded = []
+            for i, r in enumerate(chunk, start=k + 1):
+                frame = encode.rocev2_frame(
+                    r["src_ip"], r["dst_ip"], r["dest_qp"], psn=r["psn"], opcode=r["bth_opcode"],
+                    payload=r["frame_bytes"] - 14 - 20 - 8 - 12 - 4, sport=r["src_port"],
+                    dscp=r["dscp"], ecn=r["ecn"],
+                )  # fmt: skip
+                inp, outp = ifindex(r["in_port"]), ifindex(r["out_port"])
+                encoded.append(
+                    encode.flow_sample(
+                        frame[:128],
+                        seq=i,
+                        source_index=inp,
+                        rate=r["sampling_rate"],
+                        pool=i * r["sampling_rate"],
+                        input=inp,
+                        output=outp,
+                        frame_length=r["frame_bytes"],
+                        vlan=r["vlan"],
+                    )
                 )
-                + samples_b
+            t = chunk[-1]["ts"].timestamp()
+            dgram = encode.datagram(
+                encoded,
+                agent=agent,
+                seq=k // SAMPLES_PER_DATAGRAM + 1,
+                uptime_ms=int(t * 1000) & 0xFFFFFFFF,
             )
-            eth = b"\x02\x00\x00\x00\xff\x01" + b"\x02\x00\x00\x00\xff\x02" + b"\x08\x00"
-            frames.append((t, eth + _ipv4_udp(agent, collector, 6343, 6343, len(dgram)) + dgram))
-    with path.open("wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-        for t, fr in sorted(frames, key=lambda x: x[0]):
-            f.write(struct.pack("<IIII", int(t), int((t % 1) * 1e6), len(fr), len(fr)))
-            f.write(fr)
+            frames.append((t, encode.udp_frame(dgram, src=agent, dst=COLLECTOR_IP)))
+    write_pcap(path, sorted(frames, key=lambda x: x[0]))
     return 1
 
 
@@ -401,8 +594,10 @@ def _kubectl(d: Path, at_ms: int, rows: dict[str, list[dict[str, Any]]]) -> int:
             ips.setdefault((r["namespace"], r["pod"]), []).append(r)
     pods = []
     for r in rows.get("pod", []):
-        if not live(r):
+        # a finished pod stays listed (phase Succeeded, no IPs) until it is garbage-collected
+        if r["valid_from"] > at:
             continue
+        ended = not live(r)
         leases = sorted(ips.get((r["namespace"], r["pod"]), []), key=lambda x: x["interface"])
         status = [
             {
@@ -445,7 +640,7 @@ def _kubectl(d: Path, at_ms: int, rows: dict[str, list[dict[str, Any]]]) -> int:
                     ],
                 },
                 "status": {
-                    "phase": r["phase"],
+                    "phase": "Succeeded" if ended else "Running",
                     "podIP": primary,
                     "podIPs": [{"ip": primary}] if primary else [],
                 },
@@ -507,4 +702,12 @@ def _kubectl(d: Path, at_ms: int, rows: dict[str, list[dict[str, Any]]]) -> int:
     return 4
 
 
-__all__ = ["MAX_RENDER_NODES", "render_devices"]
+__all__ = [
+    "MAX_RENDER_NODES",
+    "Files",
+    "ifindex",
+    "iter_steps",
+    "render_devices",
+    "render_step",
+    "sflow_pcap",
+]

@@ -48,9 +48,17 @@ def ingest(
     sinks: Sequence[Sink],
     transforms: Sequence[Transform] = (),
     progress: Callable[[int, int, int], None] | None = None,
+    *,
+    through_parsers: Any = None,
 ) -> RunResult:
-    """Publish every chunk of the simulation through a pipeline; `progress(done, total, rows)`."""
-    src = SimSource(sim)
+    """Publish every chunk of the simulation through a pipeline; `progress(done, total, rows)`.
+    `through_parsers`: a config (the sources' settings) to render every step as device files and
+    read them back through the real sources instead (through_parsers.py); slower."""
+    src: Any = SimSource(sim)
+    if through_parsers is not None:
+        from telemetry.sim.through_parsers import ThroughParsersSource
+
+        src = ThroughParsersSource(sim, through_parsers)
     pipe = Pipeline([src], sinks, transforms)
     t = time.perf_counter()
     rows = 0
@@ -59,6 +67,8 @@ def ingest(
         if progress:
             progress(src.chunks_done, src.chunks, rows)
     pipe.close()
+    if through_parsers is not None:
+        src.close()
     for sink in sinks:  # a batch the store refused is a bug in the simulator: say so
         st = sink.stats
         if st.failed or st.dropped:
@@ -94,9 +104,10 @@ def _expr(k: RecordKind, name: str, start_ms: int) -> str:
     if f.type == "time":
         e = f"toUnixTimestamp64Milli(`{name}`) - {start_ms}"
         return f"ifNull({e}, -1)" if f.nullable else e
-    if f.type == "f64":  # round: float sums may differ in the last bit between code paths
-        return f"round(`{name}`, 6)"
-    return f"`{name}`"
+    # round: float sums may differ in the last bit between code paths
+    e = f"round(`{name}`, 6)" if f.type == "f64" else f"`{name}`"
+    # cityHash64 of anything with a NULL is NULL, and sum() skips it: a null must hash as a value
+    return f"ifNull(toString({e}), 'NULL')" if f.nullable else e
 
 
 __all__ = ["SIM_KINDS", "RunResult", "fingerprint", "ingest"]

@@ -11,6 +11,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from telemetry.records import FINDING, KINDS
 from telemetry.sim import build, load_scenario
 from telemetry.sim.run import fingerprint, ingest
@@ -51,8 +53,18 @@ def test_small_run_lands_in_the_store_row_for_row(store, tmp_path: Path):
         )
     )
     assert rates[f.subject] > 5 * max(v for p, v in rates.items() if p != f.subject)
-    assert fingerprint(store, sim, "simtest") == fingerprint(store, sim, "simtest")
-    assert fingerprint(store, sim, "other-cluster") != fingerprint(store, sim, "simtest")
+    # the fingerprint names the data: the same scenario and seed stored again under another
+    # cluster gives the same one; one counter off by one byte gives another
+    again = build(load_scenario("small").with_overrides(minutes=3))
+    ingest(again, [sink], [StampCluster("simtest2")])
+    fp = fingerprint(store, sim, "simtest")
+    assert fingerprint(store, again, "simtest2") == fp
+    store.client.command(
+        f"ALTER TABLE {store.table('nic_sample')} UPDATE rx_bytes_total = rx_bytes_total + 1 "
+        "WHERE cluster = 'simtest2' AND device = 'mlx5_0' SETTINGS mutations_sync = 2"
+    )
+    assert fingerprint(store, again, "simtest2") != fp
+    assert fingerprint(store, sim, "other-cluster") != fp
     # no engine has run on this database: the scorer says so instead of inventing numbers
     truth = sim.ground_truth()
     assert read_findings(store, "simtest", truth.start_ms, truth.end_ms) == []
@@ -158,3 +170,16 @@ def test_sim_run_then_score(tmp_path: Path):
     assert "no findings" in s.stdout
     bad = _cli("sim", "score", "--data", str(tmp_path / "nowhere"), cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
+
+
+@pytest.mark.slow
+def test_sim_run_through_parsers(tmp_path: Path):
+    r = _cli(
+        "sim", "run", "--scenario", "small", "--minutes", "1", "--through-parsers",
+        "--data", str(tmp_path / "d"), cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "step 6/6" in r.stderr and (tmp_path / "d" / "ground_truth.json").exists()
+    big = _cli("sim", "run", "--scenario", "large", "--through-parsers", cwd=tmp_path)
+    assert big.returncode == 2 and big.stderr.count("\n") == 1
+    assert "device path is for small scenarios" in big.stderr

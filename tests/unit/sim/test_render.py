@@ -120,7 +120,10 @@ def test_render_refuses_large_scenarios(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_sflow_pcap_carries_the_steps_samples(rendered):
-    import struct
+    """Read back with the sFlow source's own pcap reader and decoder: every sample of the step,
+    with its QP, addresses, marking and the sampling rate that scales it."""
+    from exporters.sflow.decode import decode
+    from exporters.sflow.pcap import PcapStats, read_udp
 
     out, sim, t = rendered
     step_ts = t["nic_sample"]["ts"].unique().sort()[20]
@@ -129,42 +132,71 @@ def test_sflow_pcap_carries_the_steps_samples(rendered):
             step_ts, step_ts + (sim.dt * 1000 - 1) * pl.duration(milliseconds=1)
         )
     )
-    raw = (out / "sflow/sflow.pcap").read_bytes()
-    assert struct.unpack("<I", raw[:4])[0] == 0xA1B2C3D4 and struct.unpack("<I", raw[20:24])[0] == 1
-    off, samples, qps = 24, 0, set()
-    while off < len(raw):
-        incl = struct.unpack("<I", raw[off + 8 : off + 12])[0]
-        frame = raw[off + 16 : off + 16 + incl]
-        off += 16 + incl
-        assert frame[12:14] == b"\x08\x00" and frame[23] == 17
-        assert struct.unpack(">H", frame[36:38])[0] == 6343
-        dg = frame[42:]
-        version, _, agent, _, _, _, n = struct.unpack(">II4sIIII", dg[:28])
-        assert version == 5 and ".".join(map(str, agent)).startswith("10.254.")
-        p = 28
-        for _ in range(n):
-            tag, length = struct.unpack(">II", dg[p : p + 8])
-            assert tag == 1
-            body = dg[p + 8 : p + 8 + length]
-            hdr = body[32 + 8 + 16 :]  # sample fields, record tag/len, raw-header fields
-            assert struct.unpack(">H", hdr[36:38])[0] == 4791  # UDP dport in the sampled frame
-            qps.add(struct.unpack(">I", hdr[46:50])[0] & 0xFFFFFF)  # BTH dest QP
-            samples += 1
-            p += 8 + length
-    assert samples == fs.height > 0
-    assert qps == set(fs["dest_qp"].to_list())
+    st = PcapStats()
+    got = []
+    for u in read_udp(out / "sflow/sflow.pcap", port=6343, stats=st):
+        d = decode(u.payload)
+        assert d["agent"] == u.src and d["agent"].startswith("10.254.")
+        got += [(d["agent"], f) for f in d["flows"]]
+    assert st.udp == st.packets > 0 and not st.skipped
+    key = ["agent", "src_ip", "dst_ip", "src_port", "dest_qp", "ecn", "frame_bytes", "bytes"]
+    want = sorted(tuple(r[k] for k in key) for r in fs.select(key).iter_rows(named=True))
+    assert len(want) > 0
+    assert sorted((a, *(f[k] for k in key[1:])) for a, f in got) == want
+    assert {f["dst_port"] for _, f in got} == {4791}
+    assert {f["sampling_rate"] for _, f in got} == {sim.scenario.sflow.sampling_rate}
 
 
-def test_clienttrace_logs_and_rack_table(rendered):
-    out, _, t = rendered
-    upto = t["nic_sample"]["ts"].unique().sort()[20]
-    tr = t["hdfs_transfer"].filter(pl.col("ts") <= upto)
-    lines = [
-        ln for p in (out / "hdfs").glob("*/clienttrace.log") for ln in p.read_text().splitlines()
-    ]
-    assert len(lines) == tr.height > 0
-    assert all("DataNode.clienttrace: src: /" in ln and "duration(ns): " in ln for ln in lines)
-    table = dict(ln.split(" ") for ln in (out / "hdfs/topology.table").read_text().splitlines())
+def test_clienttrace_logs_fsck_and_rack_table(rendered):
+    """What a DataNode logged and fsck lists up to the end of the step, parsed by the HDFS
+    source's own parsers."""
+    from exporters.hdfs import clienttrace, fsck
+
+    out, sim, t = rendered
+    end = t["nic_sample"]["ts"].unique().sort()[20] + sim.dt * 1000 * pl.duration(milliseconds=1)
+    tr = t["hdfs_transfer"].filter(pl.col("ts") < end)
+    parsed = clienttrace.Transfers()
+    for p in sorted((out / "hdfs").glob("*/clienttrace.log")):
+        st = clienttrace.ParseStats()
+        clienttrace.parse_lines(
+            p.read_text().splitlines(), datanode=p.parent.name, stats=st, out=parsed
+        )
+        assert st.failed == 0 and st.skipped == 0
+    assert len(parsed) == tr.height > 0
+    assert sorted(zip(parsed.block_id, parsed.bytes, parsed.src, strict=True)) == sorted(
+        tr.select("block_id", "bytes", "src").iter_rows()
+    )
+    placed = t["hdfs_block_placement"].filter(pl.col("ts") < end)
+    rep = fsck.parse_fsck((out / "hdfs/fsck.txt").read_text().splitlines())
+    assert not rep.errors and len(rep.blocks) == placed.height > 0
+    locations = {r["block_id"]: json.loads(r["locations"]) for r in placed.iter_rows(named=True)}
+    assert {b.block_id: [f"{rack}/{host}" for host, rack in b.replicas] for b in rep.blocks} == (
+        locations
+    )
+    table = dict(ln.split(" ") for ln in (out / "topology.table").read_text().splitlines())
     assert table["10.251.1.10"].startswith("/idc-b/rack") and table["10.251.0.10"].startswith(
         "/idc-a/rack"
     )
+
+
+def test_jmx_counts_what_each_datanode_logged(rendered):
+    """DataNode /jmx counters are the bytes of the transfers its log holds so far, read by the
+    HDFS source's JMX parser; the NameNode's blocks are the blocks written so far."""
+    from exporters.hdfs import jmx
+
+    out, sim, t = rendered
+    end = t["nic_sample"]["ts"].unique().sort()[20] + sim.dt * 1000 * pl.duration(milliseconds=1)
+    tr = t["hdfs_transfer"].filter(pl.col("ts") < end)
+    docs = {p.parent.name: json.loads(p.read_text()) for p in (out / "hdfs").glob("*/jmx.json")}
+    nn = docs.pop("namenode")
+    assert jmx.role_of(nn) == "namenode"
+    placed = t["hdfs_block_placement"].filter(pl.col("ts") < end).height
+    assert jmx.sample(nn, "namenode")["blocks"] == placed > 0
+    assert set(docs) == set(tr["datanode"])
+    for dn, doc in docs.items():
+        got = jmx.sample(doc, "datanode")
+        mine = tr.filter(pl.col("datanode") == dn)
+        reads = mine.filter(pl.col("op") == "HDFS_READ")
+        assert got["read_bytes_total"] == reads["bytes"].sum()
+        assert got["blocks_read_total"] == reads.height
+        assert got["written_bytes_total"] == mine["bytes"].sum() - reads["bytes"].sum()

@@ -1,0 +1,201 @@
+"""Through-parsers path: each simulated step is rendered into device files in their real formats
+(render.py) and read back by the real sources exactly as `railscope SOURCE --from PATH` reads a
+capture, so the records in the store, and the scores, come through the parsers.
+
+Every source is built from a capture path in one place, `source_from_capture`. The sources stamp
+samples with their clock at collection: a capture replayed for step s is collected at step s's
+simulated time, so the collection time of what they return is set to it. Writes only under its
+work directory; never writes to the store itself (the pipeline's sinks do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from telemetry.errors import UserError
+from telemetry.pipeline import Batch
+from telemetry.sim.engine import Simulation
+from telemetry.sim.render import Files, Rows, iter_steps, render_step
+from telemetry.sim.source import SimSource
+
+# Kinds whose time a source takes from its own clock when it collects (the rest carry the time
+# the device recorded: sFlow datagram arrival, clienttrace log lines, inventory start times).
+COLLECTED_AT = {
+    "node": None,  # all of them
+    "switch": None,
+    "hdfs": (
+        "hdfs_namenode_sample",
+        "hdfs_datanode_sample",
+        "hdfs_block_placement",
+        "hdfs_placement_total",
+    ),
+}
+
+
+@cache
+def _parser() -> argparse.ArgumentParser:
+    from telemetry.cli import build_parser
+
+    return build_parser()
+
+
+def source_from_capture(name: str, path: Path, cfg: Any, *flags: str) -> Any:
+    """The source `name` reading the capture at `path`, configured by `cfg` and the source's own
+    CLI flags — what `railscope NAME --from PATH FLAGS --output jsonl` builds (--output: the
+    records come back to the caller; no store of the source's own)."""
+    from telemetry.commands.sources import source_from_args
+
+    args = _parser().parse_args([name, "--from", str(path), "--output", "jsonl", *flags])
+    return source_from_args(args, cfg)
+
+
+def check_size(sim: Simulation) -> None:
+    """The device path writes every server's files every step: it is for scenarios that fit."""
+    from telemetry.sim.render import MAX_RENDER_NODES
+
+    if len(sim.fabric.nodes) > MAX_RENDER_NODES:
+        raise UserError(
+            f"{len(sim.fabric.nodes)} servers: the device path is for small scenarios (at most "
+            f"{MAX_RENDER_NODES} for render and --through-parsers); use --nodes, or the fast path"
+        )
+
+
+class ThroughParsersSource(SimSource):
+    """One `collect()` per simulated step: render the step, read it back through the sources.
+    What the sources report as problems (a lost GPU, ...) is counted in this source's stats."""
+
+    name = "sim-through-parsers"
+
+    def __init__(self, sim: Simulation, cfg: Any, workdir: Path | None = None) -> None:
+        super().__init__(sim)
+        self._it = self._per_step(iter_steps(sim))
+        # thousands of small files per step: in memory (tmpfs) where the machine has one
+        shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
+        self._tmp = (
+            None if workdir else tempfile.TemporaryDirectory(prefix="railscope-sim-", dir=shm)
+        )
+        self.dir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
+        self.cfg = sources_config(sim, cfg)
+        self._inventory: Any = None
+        self._files = Files()
+        # the placement policy the simulated writers follow: replicas spread evenly over the IDCs
+        # with DataNodes (hdfs.py), as an operator states it to the auditor
+        spec, dn_idcs = sim.scenario.hdfs, [i for i in sim.scenario.fabric.idcs if i.datanodes]
+        if dn_idcs and spec.replicas % len(dn_idcs):
+            raise UserError(
+                f"scenario {sim.scenario.name}: {spec.replicas} replicas over {len(dn_idcs)} IDCs "
+                "cannot be audited as a per-IDC placement policy; use a multiple of the IDCs"
+            )
+        self._hdfs_flags = ("--topology", str(self.dir / "topology.table"), "--replicas",
+                            str(spec.replicas), "--policy", "per_idc", "--per-idc",
+                            str(max(1, spec.replicas // max(1, len(dn_idcs)))))  # fmt: skip
+        self._now_ms = sim.start_ms
+
+    @property
+    def chunks(self) -> int:
+        return self.sim.steps
+
+    def _per_step(self, steps: Iterator[tuple[int, Rows, Rows]]) -> Iterator[list[Batch]]:
+        for step, inventory, rows in steps:
+            yield self._step(step, inventory, rows)
+
+    def _step(self, step: int, inventory: Rows, rows: Rows) -> list[Batch]:
+        sim = self.sim
+        at = sim.ts(step)
+        self._now_ms = at
+        end = at + sim.dt * 1000
+        # HDFS events are listed once for the run: the DataNodes log, and fsck lists, this step's
+        events = {
+            k: [r for r in inventory.get(k, []) if at <= _ms(r["ts"]) < end]
+            for k in ("hdfs_transfer", "hdfs_block_placement")
+        }
+        render_step(sim, self.dir, step, {**inventory, **rows}, events, self._files)
+        out: list[Batch] = []
+        for d in sorted((self.dir / "nodes").iterdir()):
+            out += self._read("node", d, at, "--node-name", d.name)
+        out += self._read("switch", self.dir / "switches", at)
+        out += self._read("sflow", self.dir / "sflow" / "sflow.pcap", at)
+        if any((self.dir / "hdfs").iterdir()):
+            out += self._read("hdfs", self.dir / "hdfs", at, *self._hdfs_flags)
+        out += self._read_inventory()
+        return out
+
+    def _read(self, name: str, path: Path, at: int, *flags: str) -> list[Batch]:
+        src = source_from_capture(name, path, self.cfg, *flags)
+        try:
+            batches = src.collect()
+        finally:
+            closer = getattr(src, "close", None)
+            if closer is not None:
+                closer()
+        self._note(name, src)
+        return [_at(b, at) if _collected_at(name, b.kind.name) else b for b in batches]
+
+    def _read_inventory(self) -> list[Batch]:
+        # One source for the whole run, as a live one would be: it keeps the open facts and closes
+        # a pod's IPs when a later list shows the pod finished, at the simulated time.
+        if self._inventory is None:
+            self._inventory = source_from_capture("inventory", self.dir / "kubernetes", self.cfg)
+            # the inventory source takes a clock (InventorySource(clock=...)); from_args gives it
+            # the wall clock, so the simulated one is set where that one went
+            clock = lambda: self._now_ms  # noqa: E731
+            self._inventory.state.clock = self._inventory.state.ledger.clock = clock
+        batches = self._inventory.collect()
+        self._note("inventory", self._inventory)
+        return batches
+
+    def _note(self, name: str, src: Any) -> None:
+        for reason, n in src.stats.errors.items():
+            self.stats.error(f"{name}: {reason}", n)
+        src.stats.errors.clear()
+
+    def close(self) -> None:
+        if self._inventory is not None:
+            self._inventory.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+def _ms(v: Any) -> int:
+    return int(v.timestamp() * 1000) if hasattr(v, "timestamp") else int(v)
+
+
+def _collected_at(source: str, kind: str) -> bool:
+    kinds = COLLECTED_AT.get(source, ())
+    return kinds is None or kind in kinds
+
+
+def _at(b: Batch, at: int) -> Batch:
+    i = b.table.schema.get_field_index("ts")
+    ts = pa.array([at] * b.num_rows, pa.int64()).cast(b.table.schema.field(i).type)
+    return Batch(b.kind, b.table.set_column(i, b.table.schema.field(i), ts))
+
+
+def sources_config(sim: Simulation, cfg: Any) -> Any:
+    """The sources' settings an operator would give for this fabric: which switch each sFlow
+    agent is and the names of its ifIndexes, and each switch's role."""
+    from telemetry.sim.render import ifindex
+
+    # agent addresses as the simulator numbers its switches (engine.py), ifIndex as render.py
+    agents = {f"10.254.{i // 256}.{i % 256}": s for i, (s, _, _) in enumerate(sim.fabric.switches)}
+    ifnames: dict[str, dict[int, str]] = {}
+    for dev, port in zip(sim.fabric.ep_device, sim.fabric.ep_port, strict=True):
+        if port.startswith("Ethernet") and dev in agents.values():
+            ifnames.setdefault(dev, {})[ifindex(port)] = port
+    sflow = {**cfg.sources.get("sflow", {}), "agents": agents, "ifnames": ifnames}
+    switch = {
+        **cfg.sources.get("switch", {}),
+        "switches": [{"name": s, "role": role} for s, role, _ in sim.fabric.switches],
+    }
+    sources = {**cfg.sources, "sflow": sflow, "switch": switch}
+    return cfg.model_copy(update={"sources": sources})
+
+
+__all__ = ["ThroughParsersSource", "check_size", "source_from_capture", "sources_config"]
