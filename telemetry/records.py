@@ -414,10 +414,6 @@ NIC_SAMPLE = _register(
             counter("out_of_buffer_total", "Drops for lack of receive WQEs."),
             counter("pfc_rx_pause_total", "PFC pause frames received, all priorities."),
             counter("pfc_tx_pause_total", "PFC pause frames sent, all priorities."),
-            counter(
-                "pfc_rx_pause_prio3_total", "PFC pauses received on priority 3 (RoCE default)."
-            ),
-            counter("pfc_tx_pause_prio3_total", "PFC pauses sent on priority 3."),
             # Deprecated (kept for writers that still fill it); the node exporter fills the seconds
             # field below: promtool rejects abbreviated units in metric names.
             counter(
@@ -502,7 +498,7 @@ NIC_PRIORITY_SAMPLE = _register(
 SWITCH_PORT_SAMPLE = _register(
     RecordKind(
         name="switch_port_sample",
-        doc="One switch port: traffic, errors, discards, per-priority PFC.",
+        doc="One switch port: traffic, errors, discards, PFC (all priorities summed).",
         fields=(
             TS,
             CLUSTER,
@@ -525,8 +521,6 @@ SWITCH_PORT_SAMPLE = _register(
             counter("tx_errors_total", "Outbound errors."),
             counter("pfc_rx_pause_total", "PFC frames received, all priorities."),
             counter("pfc_tx_pause_total", "PFC frames sent, all priorities."),
-            counter("pfc_rx_pause_prio3_total", "PFC frames received on priority 3."),
-            counter("pfc_tx_pause_prio3_total", "PFC frames sent on priority 3."),
             counter(
                 "pfc_rx_pause_duration_us_total",
                 "Pause duration received, microseconds.",
@@ -538,6 +532,46 @@ SWITCH_PORT_SAMPLE = _register(
             gauge("tx_utilization_ratio", "tx rate / speed.", "ratio"),
         ),
         order_by=("cluster", "switch", "port", "ts"),
+    )
+)
+
+# Per-priority PFC of a switch port, shaped like nic_priority_sample: one row per port x priority.
+# Rows, not Array columns: every detector and dashboard asks "how much did (port, priority) rise
+# in the window" for a few priorities (the configured lossless ones, or all but them); as rows
+# that is the shared increase_sql over a key column of the sort order, and `priority` is a
+# Prometheus label for free. Arrays would make every query arrayJoin all 8 elements of every
+# row and need array support in each sink; the 8x rows are mostly zeros that ZSTD folds away.
+SWITCH_PRIORITY_SAMPLE = _register(
+    RecordKind(
+        name="switch_priority_sample",
+        doc="One 802.1p priority of a switch port: PFC pause frames and pause time.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("switch", "Switch hostname."),
+            label("asic", "ASIC namespace on multi-ASIC switches; empty otherwise."),
+            label("port", "Port name as the switch shows it (Ethernet0)."),
+            label("priority", "802.1p priority (0-7).", "u8"),
+            counter("rx_pause_total", "PFC frames received for this priority."),
+            counter("tx_pause_total", "PFC frames sent for this priority."),
+            Field(
+                "rx_pause_duration_seconds_total",
+                "f64",
+                "Time paused by received PFC on this priority (where the switch counts it).",
+                "counter",
+                "seconds",
+                nullable=True,
+            ),
+            Field(
+                "tx_pause_duration_seconds_total",
+                "f64",
+                "Time this port paused its peer on this priority (where the switch counts it).",
+                "counter",
+                "seconds",
+                nullable=True,
+            ),
+        ),
+        order_by=("cluster", "switch", "port", "priority", "ts"),
     )
 )
 

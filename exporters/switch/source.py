@@ -107,6 +107,7 @@ class SwitchSource(BaseSource):
         with ThreadPoolExecutor(workers, thread_name_prefix="railscope-switch") as pool:
             results = list(pool.map(self._poll_one, self.targets))
         ports: list[dict[str, Any]] = []
+        prios: list[dict[str, Any]] = []
         queues: list[dict[str, Any]] = []
         status: list[dict[str, Any]] = []
         lldp: list[dict[str, Any]] = []
@@ -116,6 +117,9 @@ class SwitchSource(BaseSource):
             for r in p:
                 r.update(ts=ts, switch=t.switch, asic=t.asic, role=t.role)
                 r.pop("oid", None)
+                for pr in r.pop("priorities", ()):
+                    pr.update(ts=ts, switch=t.switch, asic=t.asic, port=r["port"])
+                    prios.append(pr)
                 self._rates(r, ts)
                 ports.append(r)
             for r in q:
@@ -133,6 +137,7 @@ class SwitchSource(BaseSource):
         out = [Batch.from_rows("switch_status", status)]
         for kind, rows in (
             ("switch_port_sample", ports),
+            ("switch_priority_sample", prios),
             ("switch_queue_sample", queues),
             ("lldp_link", lldp),
             ("ecmp_group_sample", groups),
