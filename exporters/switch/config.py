@@ -3,6 +3,8 @@ Imports pydantic only (config validation must not load the Redis client)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from telemetry.config import SourceConfig
@@ -16,12 +18,45 @@ class AsicConfig(BaseModel):
     appl_db: int | None = Field(default=None, description="APPL_DB id override.")
 
 
+class GnmiTlsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ca: str | None = Field(default=None, description="PEM file of the CA that signed the switch.")
+    cert: str | None = Field(default=None, description="client certificate (PEM) for mTLS")
+    key: str | None = Field(default=None, description="client key (PEM) for mTLS")
+    server_name: str | None = Field(
+        default=None, description="name to verify the switch's certificate against"
+    )
+    skip_verify: bool = Field(
+        default=False,
+        description="encrypt but do not verify the switch's certificate (only when set)",
+    )
+
+
+class GnmiConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    address: str = Field(..., description="host:port of the switch's gNMI server (9339, 8080)")
+    dialect: Literal["sonic", "openconfig"] = Field(
+        default="sonic",
+        description="sonic: SONiC telemetry (COUNTERS_DB/APPL_DB paths); openconfig: "
+        "openconfig-interfaces/-qos/-lldp (Cumulus/NVUE, Arista EOS, ...)",
+    )
+    mode: Literal["stream", "poll", "get"] = Field(
+        default="stream",
+        description="stream (SAMPLE/ON_CHANGE); falls back to poll, then get, when refused",
+    )
+    tls: GnmiTlsConfig | None = Field(default=None, description="absent: plaintext")
+    username: str | None = None
+    password: str | None = None
+    password_file: str | None = Field(default=None, description="file holding the password")
+
+
 class SwitchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     address: str | None = Field(
         default=None, description="host:port or unix socket path of the redis."
     )
+    gnmi: GnmiConfig | None = Field(default=None, description="read this switch over gNMI")
     role: str = Field(default="", description="leaf | spine | superspine | dci")
     counters_db: int | None = None
     appl_db: int | None = None
@@ -49,4 +84,4 @@ class SwitchSourceConfig(SourceConfig):
     )
 
 
-__all__ = ["AsicConfig", "SwitchConfig", "SwitchSourceConfig"]
+__all__ = ["AsicConfig", "GnmiConfig", "GnmiTlsConfig", "SwitchConfig", "SwitchSourceConfig"]

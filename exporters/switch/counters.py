@@ -151,9 +151,11 @@ def _float(key: str, name: str, v: str | None, problems: Problems) -> float | No
     return f
 
 
-@lru_cache(maxsize=16)
-def _for_kind(kind: str, priority: int | None = None) -> tuple[Mapping_, ...]:
-    ms = tuple(m for m in load_mappings() if m.kind == kind)
+@lru_cache(maxsize=64)
+def _for_kind(
+    kind: str, priority: int | None = None, table: Path = CSV_PATH
+) -> tuple[Mapping_, ...]:
+    ms = tuple(m for m in load_mappings(table) if m.kind == kind)
     if priority is None:
         return ms
     p = str(priority)  # "priority" rows name their counters with {p}
@@ -172,11 +174,17 @@ def _for_kind(kind: str, priority: int | None = None) -> tuple[Mapping_, ...]:
 
 
 def fields_from(
-    kind: str, key: str, h: Hash, problems: Problems, priority: int | None = None
+    kind: str,
+    key: str,
+    h: Hash,
+    problems: Problems,
+    priority: int | None = None,
+    table: Path = CSV_PATH,
 ) -> dict[str, Any]:
-    """Record fields of `kind` from one merged counter hash, per sonic_counters.csv."""
+    """Record fields of `kind` from one merged counter hash, per sonic_counters.csv (or another
+    mapping of the same shape: `table`)."""
     out: dict[str, Any] = {}
-    for m in _for_kind(kind, priority):
+    for m in _for_kind(kind, priority, table):
         value = None
         for terms in m.alternatives:
             if len(terms) == 1:  # the common case, kept cheap: a poll reads ~10^5 of these
@@ -196,12 +204,14 @@ def fields_from(
     return out
 
 
-def priority_rows(key: str, h: Hash, problems: Problems) -> list[dict[str, Any]]:
+def priority_rows(
+    key: str, h: Hash, problems: Problems, table: Path = CSV_PATH
+) -> list[dict[str, Any]]:
     """switch_priority_sample fields (priority 0-7) from one port's counter hash; a priority
     the switch has no PFC counter for gives no row."""
     rows = []
     for p in PRIORITIES:
-        f = fields_from("priority", key, h, problems, p)
+        f = fields_from("priority", key, h, problems, p, table)
         if any(v is not None for v in f.values()):
             rows.append({"priority": p, **f})
     return rows
@@ -329,6 +339,7 @@ __all__ = [
     "Problems",
     "WrongType",
     "as_hash",
+    "fields_from",
     "lldp_rows",
     "load_mappings",
     "port_rows",
