@@ -50,6 +50,20 @@ class GnmiConfig(BaseModel):
     password_file: str | None = Field(default=None, description="file holding the password")
 
 
+class SnmpConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    address: str = Field(..., description="host[:port] of the switch's SNMP agent (161)")
+    version: Literal["2c", "3"] = "2c"
+    community: str = Field(default="public", description="v2c community")
+    user: str | None = Field(default=None, description="v3 user (authPriv)")
+    auth_key: str | None = None
+    priv_key: str | None = None
+    auth_protocol: Literal["sha", "sha256", "md5"] = "sha"
+    priv_protocol: Literal["aes", "aes256", "des"] = "aes"
+    retries: int = Field(default=1, ge=0, le=5)
+    max_repetitions: int = Field(default=25, ge=1, le=200, description="GETBULK rows per column")
+
+
 class SwitchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -57,6 +71,7 @@ class SwitchConfig(BaseModel):
         default=None, description="host:port or unix socket path of the redis."
     )
     gnmi: GnmiConfig | None = Field(default=None, description="read this switch over gNMI")
+    snmp: SnmpConfig | None = Field(default=None, description="read this switch over SNMP")
     role: str = Field(default="", description="leaf | spine | superspine | dci")
     counters_db: int | None = None
     appl_db: int | None = None
@@ -84,4 +99,11 @@ class SwitchSourceConfig(SourceConfig):
     )
 
 
-__all__ = ["AsicConfig", "GnmiConfig", "GnmiTlsConfig", "SwitchConfig", "SwitchSourceConfig"]
+__all__ = [
+    "AsicConfig",
+    "GnmiConfig",
+    "GnmiTlsConfig",
+    "SnmpConfig",
+    "SwitchConfig",
+    "SwitchSourceConfig",
+]

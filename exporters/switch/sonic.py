@@ -236,8 +236,8 @@ def targets_from_config(c: SwitchSourceConfig) -> list[Target]:
     )
     out = []
     for s in c.switches:
-        if s.gnmi is not None:
-            continue  # read over gNMI (exporters/switch/gnmi.py)
+        if s.gnmi is not None or s.snmp is not None:
+            continue  # read over gNMI (gnmi.py) or SNMP (snmp.py)
         entries: list[tuple[str, str | None, int | None, int | None]] = [
             (a.name, a.address, a.counters_db, a.appl_db) for a in s.asics
         ] or [("", s.address, s.counters_db, s.appl_db)]

@@ -48,6 +48,7 @@ class SwitchSource(BaseSource):
         clock: Callable[[], float] = time.time,
         gnmi: list[SwitchConfig] | None = None,
         interval: float = 10.0,
+        snmp: list[SwitchConfig] | None = None,
     ) -> None:
         super().__init__()
         self.cfg = config or SwitchSourceConfig()
@@ -60,6 +61,8 @@ class SwitchSource(BaseSource):
         self._streams: list[Any] = []
         if gnmi:
             self._start_gnmi(gnmi, interval)
+        if snmp:
+            self._start_snmp(snmp)
 
     def _start_gnmi(self, switches: list[SwitchConfig], interval: float) -> None:
         """Every gNMI switch streams on one asyncio loop (one thread) into its cache; a poll
@@ -76,6 +79,18 @@ class SwitchSource(BaseSource):
             self.targets.append(Target(s.name, "", s.role, st))
             self._gnmi_loop.start(st)
 
+    def _start_snmp(self, switches: list[SwitchConfig]) -> None:
+        """SNMP agents are walked on the same kind of loop (one thread), one walk per poll."""
+        from exporters.switch.gnmi import GnmiLoop
+        from exporters.switch.snmp import SnmpSwitch
+
+        if self._gnmi_loop is None:
+            self._gnmi_loop = GnmiLoop()
+        for s in switches:
+            assert s.snmp is not None
+            sw = SnmpSwitch(s.name, s.snmp, self.cfg.timeout_seconds, self._gnmi_loop.loop)
+            self.targets.append(Target(s.name, "", s.role, sw))
+
     # -- construction ----------------------------------------------------------------------
     @classmethod
     def add_arguments(cls, p: Any) -> None:
@@ -87,6 +102,9 @@ class SwitchSource(BaseSource):
         )
         p.add_argument("--gnmi", action="append", default=[], metavar="NAME=HOST:PORT",
                        help="a switch's gNMI server (plaintext; TLS and users in the config); repeatable")  # fmt: skip
+        p.add_argument("--snmp", action="append", default=[], metavar="NAME=HOST[:PORT]",
+                       help="a switch's SNMP agent (v2c, --snmp-community; v3 in the config); repeatable")  # fmt: skip
+        p.add_argument("--snmp-community", default="public", help="v2c community for --snmp")
         p.add_argument("--gnmi-dialect", choices=("sonic", "openconfig"), default="sonic",
                        help="paths the --gnmi switches serve (default: sonic)")  # fmt: skip
 
@@ -112,6 +130,12 @@ class SwitchSource(BaseSource):
                 raise UserError(f"--gnmi {spec!r}: expected NAME=HOST:PORT")
             dialect = getattr(args, "gnmi_dialect", None) or "sonic"
             extra.append({"name": name, "gnmi": {"address": addr, "dialect": dialect}})
+        for spec in getattr(args, "snmp", []) or []:
+            name, sep, addr = spec.partition("=")
+            if not sep or not name or not addr:
+                raise UserError(f"--snmp {spec!r}: expected NAME=HOST[:PORT]")
+            community = getattr(args, "snmp_community", None) or "public"
+            extra.append({"name": name, "snmp": {"address": addr, "community": community}})
         if extra:
             out["switches"] = [*(out.get("switches") or []), *extra]
         return out
@@ -124,12 +148,13 @@ class SwitchSource(BaseSource):
             return cls(targets_from_dump(Path(from_path), c.dump_name), c)
         if not c.switches:
             raise UserError(
-                "switch: no switches: give --switch NAME=HOST:PORT, --gnmi NAME=HOST:PORT or "
-                "sources.switch.switches"
+                "switch: no switches: give --switch NAME=HOST:PORT, --gnmi NAME=HOST:PORT, "
+                "--snmp NAME=HOST[:PORT] or sources.switch.switches"
             )
         interval = c.interval_seconds or getattr(cfg, "interval_seconds", None) or 10.0
         gnmi = [s for s in c.switches if s.gnmi is not None]
-        return cls(targets_from_config(c), c, gnmi=gnmi, interval=float(interval))
+        snmp = [s for s in c.switches if s.snmp is not None and s.gnmi is None]
+        return cls(targets_from_config(c), c, gnmi=gnmi, interval=float(interval), snmp=snmp)
 
     # -- polling ---------------------------------------------------------------------------
     def _collect(self) -> list[Batch]:

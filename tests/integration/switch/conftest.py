@@ -70,3 +70,46 @@ def sonic_redis(redis_port: int) -> Iterator[dict[str, Any]]:
     load(c0, appl)
     yield {"port": redis_port, "counters": counters, "appl": appl}
     redis.Redis(port=redis_port).flushall()
+
+
+SNMP_USER = ("railscope", "authpass123", "privpass123")
+
+
+@pytest.fixture(scope="session")
+def snmpd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A real net-snmp snmpd on a free loopback UDP port, serving this machine's interfaces:
+    v2c community `public`, v3 authPriv user `railscope` (SHA/AES)."""
+    exe = shutil.which("snmpd") or ("/usr/sbin/snmpd" if Path("/usr/sbin/snmpd").exists() else None)
+    if exe is None or shutil.which("snmpbulkwalk") is None:
+        pytest.skip("snmpd / snmpbulkwalk are not installed (Debian packages snmpd, snmp)")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    d = tmp_path_factory.mktemp("snmpd")
+    user, auth, priv = SNMP_USER
+    conf = d / "snmpd.conf"
+    conf.write_text(
+        f"persistentDir {d}/persist\n"
+        f"agentAddress udp:127.0.0.1:{port}\n"
+        "rocommunity public 127.0.0.1\n"
+        f"createUser {user} SHA {auth} AES {priv}\n"
+        f"rouser {user} priv\n"
+    )
+    proc = subprocess.Popen(
+        [exe, "-f", "-Lf", str(d / "log"), "-C", "-c", str(conf), "-p", str(d / "pid"), "-M", str(d), "-m", ""],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    for _ in range(100):
+        out = subprocess.run(
+            ["snmpget", "-v2c", "-c", "public", "-On", "-t", "0.2", "-r", "0", f"127.0.0.1:{port}",
+             "1.3.6.1.2.1.1.3.0"], capture_output=True, text=True,
+        )  # fmt: skip
+        if out.returncode == 0:
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("snmpd did not start: " + (d / "log").read_text()[-500:])
+    yield {"port": port, "user": SNMP_USER}
+    proc.terminate()
+    proc.wait(10)
