@@ -147,7 +147,8 @@ class _Stream:
         self.last_update = 0.0  # monotonic time of the last sample received
         self.synced = threading.Event()  # a first full sample arrived
         self.error = "not connected yet"
-        self.updates = 0
+        self.updates = 0  # gNMI updates applied
+        self.values = 0  # port / queue counter sets refreshed by them (bench/switch.py)
         self.stopped = False
         self._unsynced: set[str] = set()
 
@@ -484,9 +485,14 @@ class SonicGnmi(_Stream):
             oid = self._oid_of.get(key)
             if oid is None:
                 continue  # a port/queue the name maps do not know: nothing to join it to
-            self.dbs["COUNTERS_DB"][f"COUNTERS:{oid}"] = {str(k): _str(x) for k, x in h.items()}
+            # SONiC sends counters as JSON strings already: keep the dict (no per-value copy)
+            ok = all(type(x) is str for x in h.values())
+            self.dbs["COUNTERS_DB"][f"COUNTERS:{oid}"] = (
+                h if ok else {str(k): _str(x) for k, x in h.items()}
+            )
             if not queues:
                 self.port_ts[key] = ts_ms
+            self.values += 1
         return True
 
     # -- SonicDb
@@ -494,7 +500,8 @@ class SonicGnmi(_Stream):
         self.check_up()
         with self.lock:
             d = self.dbs.get(db, {})
-            return [dict(d.get(k, {})) for k in keys]
+            # the cache replaces a hash whole on update, never edits one: no copy needed
+            return [d.get(k, {}) for k in keys]
 
     def keys(self, db: str, prefix: str) -> list[str]:
         with self.lock:

@@ -21,6 +21,7 @@ from telemetry.errors import UserError
 
 SNMP_CSV = Path(__file__).with_name("snmp_counters.csv")
 SYS_UPTIME = "1.3.6.1.2.1.1.3.0"
+IF_NUMBER = "1.3.6.1.2.1.2.1.0"
 IF = "1.3.6.1.2.1.2.2.1."
 IFX = "1.3.6.1.2.1.31.1.1.1."
 # column -> (OID, bits of a counter; 0 = not a counter)
@@ -59,6 +60,7 @@ LLDP_COLUMNS = {
     "lldpLocPortId": LLDP_LOC_PORT + "3",
     "lldpLocPortDesc": LLDP_LOC_PORT + "4",
 }
+_ENGINES: dict[int, Any] = {}  # id(loop) -> the SnmpEngine its switches share
 OPER = {1: 1, 2: 0}  # up(1) -> 1, down(2) -> 0; testing/unknown/dormant/... -> null
 
 
@@ -98,34 +100,42 @@ class SnmpSwitch:
             raise UserError(f"snmp address {cfg.address!r}: expected HOST[:PORT]") from None
         self.auth = _auth(cfg)
         self._engine: Any = None
+        self._target: Any = None
         # (ifIndex, column) -> (last raw 32-bit value, extended value); sysUpTime of last poll
         self._ext: dict[tuple[str, str], tuple[int, int]] = {}
         self._uptime: int | None = None
         self.wraps = 0
 
     # -- the walk
-    async def walk(self, oids: list[str]) -> dict[str, dict[str, Any]]:
+    async def _ensure(self) -> None:
+        from pysnmp.hlapi.v3arch.asyncio import SnmpEngine, UdpTransportTarget
+
+        if self._engine is None:
+            # one engine (one UDP dispatcher) for every switch on this loop
+            engine = _ENGINES.get(id(self.loop))
+            self._engine = engine or _ENGINES.setdefault(id(self.loop), SnmpEngine())
+        if self._target is None:
+            self._target = await UdpTransportTarget.create(
+                (self.host, self.port), timeout=self.timeout, retries=self.cfg.retries
+            )
+
+    async def walk(self, oids: list[str], reps: int | None = None) -> dict[str, dict[str, Any]]:
         """GETBULK over many columns at once: {column OID: {index: value}}."""
         from pysnmp.hlapi.v3arch.asyncio import (
             ContextData,
             ObjectIdentity,
             ObjectType,
-            SnmpEngine,
-            UdpTransportTarget,
             bulk_cmd,
         )
 
-        if self._engine is None:
-            self._engine = SnmpEngine()
-        target = await UdpTransportTarget.create(
-            (self.host, self.port), timeout=self.timeout, retries=self.cfg.retries
-        )
+        await self._ensure()
+        target = self._target
         out: dict[str, dict[str, Any]] = {o: {} for o in oids}
         cursor = {o: o for o in oids}
         while cursor:
             cols = list(cursor)
             err, status, _, binds = await bulk_cmd(
-                self._engine, self.auth, target, ContextData(), 0, self.cfg.max_repetitions,
+                self._engine, self.auth, target, ContextData(), 0, reps or self.cfg.max_repetitions,
                 *(ObjectType(ObjectIdentity(cursor[c])) for c in cols), lookupMib=False,
             )  # fmt: skip
             if err:
@@ -146,32 +156,33 @@ class SnmpSwitch:
                     cursor.pop(c, None)
         return out
 
-    async def _get(self, oid: str) -> Any:
+    async def _get(self, *oids: str) -> list[Any]:
         from pysnmp.hlapi.v3arch.asyncio import (
             ContextData,
             ObjectIdentity,
             ObjectType,
-            UdpTransportTarget,
             get_cmd,
         )
 
-        target = await UdpTransportTarget.create(
-            (self.host, self.port), timeout=self.timeout, retries=self.cfg.retries
-        )
+        await self._ensure()
         err, status, _, binds = await get_cmd(
-            self._engine, self.auth, target, ContextData(), ObjectType(ObjectIdentity(oid)),
-            lookupMib=False,
+            self._engine, self.auth, self._target, ContextData(),
+            *(ObjectType(ObjectIdentity(o)) for o in oids), lookupMib=False,
         )  # fmt: skip
         if err or status:
             raise SwitchDown(f"snmp {self.cfg.address}: {err or status.prettyPrint()}")
-        return binds[0][1]
+        return [b[1] for b in binds]
 
     async def _read(self, lldp: bool) -> tuple[Any, dict[str, dict[str, Any]]]:
         cols = [oid for oid, _ in COLUMNS.values()]
         if lldp:
             cols += list(LLDP_COLUMNS.values())
-        data = await self.walk(cols)
-        return await self._get(SYS_UPTIME), data
+        uptime, ifnum = await self._get(SYS_UPTIME, IF_NUMBER)
+        # as many rows per request as there are interfaces (+1 to see the column end): a small
+        # switch is not sent 25 rows of the next column for each of its ~30
+        n = _int(ifnum)
+        reps = max(2, min(self.cfg.max_repetitions, n + 1)) if n is not None else None
+        return uptime, await self.walk(cols, reps)
 
     # -- the poll the source calls (from a worker thread)
     def poll(self, problems: C.Problems, *, lldp: bool = True) -> tuple[list[Any], ...]:
@@ -250,9 +261,10 @@ class SnmpSwitch:
         return out
 
     def close(self) -> None:
-        if self._engine is not None:
+        engine = _ENGINES.pop(id(self.loop), None)
+        if engine is not None:
             with contextlib.suppress(Exception):  # a dispatcher that never opened
-                self._engine.close_dispatcher()
+                engine.close_dispatcher()
 
 
 def _end(val: Any) -> bool:

@@ -224,8 +224,8 @@ def load_target(**kw: Any) -> Target:
     return Target(counters, appl, oc, **kw)
 
 
-def serve(target: Target, creds: Any = None) -> tuple[Any, int]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+def serve(target: Target, creds: Any = None, workers: int = 16) -> tuple[Any, int]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
     gnmi_pb2_grpc.add_gNMIServicer_to_server(target, server)
     port = (
         server.add_secure_port("127.0.0.1:0", creds)
