@@ -90,6 +90,11 @@ def counter(name: str, doc: str, unit: str = "", nullable: bool = True) -> Field
     return Field(name, "counter", doc, "counter", unit, nullable=nullable)
 
 
+def seconds_counter(name: str, doc: str) -> Field:
+    """A counter of seconds (f64: durations converted from the device's micro/nanoseconds)."""
+    return Field(name, "f64", doc, "counter", "seconds", nullable=True)
+
+
 TS = Field("ts", "time", "Sample time (UTC).", "time")
 
 
@@ -464,21 +469,13 @@ NIC_PRIORITY_SAMPLE = _register(
             counter("tx_packets_total", "Packets sent (tx_prio{p}_packets)."),
             counter("rx_pause_total", "PFC pause frames received (rx_prio{p}_pause)."),
             counter("tx_pause_total", "PFC pause frames sent (tx_prio{p}_pause)."),
-            Field(
+            seconds_counter(
                 "rx_pause_duration_seconds_total",
-                "f64",
                 "Time paused by received PFC (rx_prio{p}_pause_duration, us).",
-                "counter",
-                "seconds",
-                nullable=True,
             ),
-            Field(
+            seconds_counter(
                 "tx_pause_duration_seconds_total",
-                "f64",
                 "Time this NIC paused its peer (tx_prio{p}_pause_duration, us).",
-                "counter",
-                "seconds",
-                nullable=True,
             ),
             counter(
                 "rx_pause_transitions_total",
@@ -495,6 +492,13 @@ NIC_PRIORITY_SAMPLE = _register(
 )
 
 # --- switches ----------------------------------------------------------------------------------
+# The labels naming one switch port (one ASIC of a multi-ASIC switch).
+SWITCH_PORT_LABELS = (
+    label("switch", "Switch hostname."),
+    label("asic", "ASIC namespace on multi-ASIC switches; empty otherwise."),
+    label("port", "Port name as the switch shows it (Ethernet0)."),
+)
+
 SWITCH_PORT_SAMPLE = _register(
     RecordKind(
         name="switch_port_sample",
@@ -502,9 +506,7 @@ SWITCH_PORT_SAMPLE = _register(
         fields=(
             TS,
             CLUSTER,
-            label("switch", "Switch hostname."),
-            label("asic", "ASIC namespace on multi-ASIC switches; empty otherwise."),
-            label("port", "Port name as the switch shows it (Ethernet0)."),
+            *SWITCH_PORT_LABELS,
             label(
                 "role",
                 "Role of the switch (leaf | spine | superspine), or dci for the ports of a data-center interconnect link.",
@@ -548,27 +550,17 @@ SWITCH_PRIORITY_SAMPLE = _register(
         fields=(
             TS,
             CLUSTER,
-            label("switch", "Switch hostname."),
-            label("asic", "ASIC namespace on multi-ASIC switches; empty otherwise."),
-            label("port", "Port name as the switch shows it (Ethernet0)."),
+            *SWITCH_PORT_LABELS,
             label("priority", "802.1p priority (0-7).", "u8"),
             counter("rx_pause_total", "PFC frames received for this priority."),
             counter("tx_pause_total", "PFC frames sent for this priority."),
-            Field(
+            seconds_counter(
                 "rx_pause_duration_seconds_total",
-                "f64",
                 "Time paused by received PFC on this priority (where the switch counts it).",
-                "counter",
-                "seconds",
-                nullable=True,
             ),
-            Field(
+            seconds_counter(
                 "tx_pause_duration_seconds_total",
-                "f64",
                 "Time this port paused its peer on this priority (where the switch counts it).",
-                "counter",
-                "seconds",
-                nullable=True,
             ),
         ),
         order_by=("cluster", "switch", "port", "priority", "ts"),

@@ -19,7 +19,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +142,7 @@ class _Stream:
         self.name, self.cfg, self.interval, self.timeout = name, cfg, interval, timeout
         self.problems = problems
         self.clock = clock
-        self.mode = cfg.mode
+        self.mode: str = cfg.mode
         self.lock = threading.Lock()
         self.last_update = 0.0  # monotonic time of the last sample received
         self.synced = threading.Event()  # a first full sample arrived
@@ -205,40 +205,28 @@ class _Stream:
 
         from exporters.switch.gnmi_tls import channel
 
-        pb = gnmi_pb()
         async with channel(self.cfg, self.timeout) as ch:
             await asyncio.wait_for(ch.channel_ready(), self.timeout)
             md = self._metadata()
             self.stub = pb_stub(ch)
             await self._prepare(md)
-            if self.mode == "stream":
+            # stream, else poll, else get: a mode the switch refuses (UNIMPLEMENTED) is not
+            # asked again in later sessions
+            for mode, run, then in (("stream", self._stream, "poll"), ("poll", self._poll, "get")):
+                if self.mode != mode:
+                    continue
                 try:
-                    await self._stream(md)
+                    await run(md)
                     return
                 except grpc.aio.AioRpcError as e:
                     if e.code() != grpc.StatusCode.UNIMPLEMENTED:
                         raise
-                    log.info("switch %s: gNMI STREAM refused, using POLL", self.name)
-                    self.mode = "poll"
-            if self.mode == "poll":
-                try:
-                    await self._poll(md)
-                    return
-                except grpc.aio.AioRpcError as e:
-                    if e.code() != grpc.StatusCode.UNIMPLEMENTED:
-                        raise
-                    log.info("switch %s: gNMI POLL refused, using Get", self.name)
-                    self.mode = "get"
+                    log.info("switch %s: gNMI %s refused, using %s", self.name, mode, then)
+                    self.mode = then
             while not self.stopped:
                 t = time.monotonic()
                 for target, paths in self._groups(sample=True, change=True):
-                    req = pb.GetRequest(
-                        prefix=pb.Path(target=target),
-                        path=[parse_path(p) for p in paths],
-                        encoding=pb.Encoding.JSON_IETF,
-                    )
-                    resp = await self.stub.Get(req, metadata=md, timeout=self.timeout)
-                    for n in resp.notification:
+                    for n in await self._get(md, target, paths):
                         self._notification(n)
                 self._synced()
                 await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - t)))
@@ -370,13 +358,7 @@ class _Stream:
     def _notification(self, n: Any) -> None:
         # the switch's own time; a notification without one gets the arrival time
         ts_ms = n.timestamp // 1_000_000 if n.timestamp > 0 else int(self.clock() * 1000)
-        for u in n.update:
-            elems = path_str(n.prefix, u.path)
-            try:
-                value = decode(u.val)
-            except ValueError as e:
-                self.problems.add("bad_update", f"{self.name} {_fmt(elems)}", str(e))
-                continue
+        for elems, value in self._decoded(n):
             with self.lock:
                 ok = self._apply(elems, value, ts_ms)
             if ok:
@@ -386,6 +368,24 @@ class _Stream:
                     "bad_update", f"{self.name} {_fmt(elems)}", f"unexpected value {value!r:.80}"
                 )
         self.last_update = time.monotonic()
+
+    def _decoded(self, n: Any) -> Iterator[tuple[list[tuple[str, dict[str, str]]], Any]]:
+        """(path elements, value) of each update that decodes; the others are named."""
+        for u in n.update:
+            elems = path_str(n.prefix, u.path)
+            try:
+                yield elems, decode(u.val)
+            except ValueError as e:
+                self.problems.add("bad_update", f"{self.name} {_fmt(elems)}", str(e))
+
+    async def _get(self, md: list[tuple[str, str]], target: str, paths: Sequence[str]) -> Any:
+        pb = gnmi_pb()
+        req = pb.GetRequest(
+            prefix=pb.Path(target=target),
+            path=[parse_path(p) for p in paths],
+            encoding=pb.Encoding.JSON_IETF,
+        )
+        return (await self.stub.Get(req, metadata=md, timeout=self.timeout)).notification
 
     def _apply(self, elems: list[tuple[str, dict[str, str]]], value: Any, ts_ms: int) -> bool:
         raise NotImplementedError
@@ -429,21 +429,8 @@ class SonicGnmi(_Stream):
         self._oid_of: dict[str, str] = {}
 
     async def _prepare(self, md: list[tuple[str, str]]) -> None:
-        pb = gnmi_pb()
-        req = pb.GetRequest(
-            prefix=pb.Path(target="COUNTERS_DB"),
-            path=[parse_path(m) for m in SONIC_MAPS],
-            encoding=pb.Encoding.JSON_IETF,
-        )
-        resp = await self.stub.Get(req, metadata=md, timeout=self.timeout)
-        for n in resp.notification:
-            for u in n.update:
-                elems = path_str(n.prefix, u.path)
-                try:
-                    v = decode(u.val)
-                except ValueError as e:
-                    self.problems.add("bad_update", f"{self.name} {_fmt(elems)}", str(e))
-                    continue
+        for n in await self._get(md, "COUNTERS_DB", SONIC_MAPS):
+            for elems, v in self._decoded(n):
                 if len(elems) == 1 and isinstance(v, dict):
                     with self.lock:
                         self.dbs["COUNTERS_DB"][elems[0][0]] = {
