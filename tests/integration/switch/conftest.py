@@ -75,6 +75,27 @@ def sonic_redis(redis_port: int) -> Iterator[dict[str, Any]]:
 SNMP_USER = ("railscope", "authpass123", "privpass123")
 
 
+def lldp_mib_overrides() -> str:
+    """LLDP-MIB rows (net-snmp has no LLDP-MIB of its own) holding the neighbours of the SONiC
+    APPL_DB fixture, as an agent serves them: lldpLocPortDesc per local port number, lldpRem*
+    indexed timeMark.localPortNum.remIndex, a MAC chassis id as 6 raw octets."""
+    appl = json.loads((FIX / "appl_db.json").read_text())
+    out = []
+    for num, key in enumerate(sorted(k for k in appl if k.startswith("LLDP_ENTRY_TABLE:")), 1):
+        h, port = appl[key], key.split(":", 1)[1]
+        idx = f"0.{num}.{h['lldp_rem_index']}"
+        rem = "1.0.8802.1.1.2.1.4.1.1"
+        out += [
+            f'override 1.0.8802.1.1.2.1.3.7.1.4.{num} octet_str "{port}"',
+            f"override {rem}.5.{idx} octet_str 0x{h['lldp_rem_chassis_id'].replace(':', '')}",
+            f"override {rem}.6.{idx} integer {h['lldp_rem_port_id_subtype']}",
+            f'override {rem}.7.{idx} octet_str "{h["lldp_rem_port_id"]}"',
+            f'override {rem}.8.{idx} octet_str "{h["lldp_rem_port_desc"]}"',
+            f'override {rem}.9.{idx} octet_str "{h["lldp_rem_sys_name"]}"',
+        ]
+    return "\n".join(out) + "\n"
+
+
 @pytest.fixture(scope="session")
 def snmpd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A real net-snmp snmpd on a free loopback UDP port, serving this machine's interfaces:
@@ -93,7 +114,7 @@ def snmpd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         f"agentAddress udp:127.0.0.1:{port}\n"
         "rocommunity public 127.0.0.1\n"
         f"createUser {user} SHA {auth} AES {priv}\n"
-        f"rouser {user} priv\n"
+        f"rouser {user} priv\n" + lldp_mib_overrides()
     )
     proc = subprocess.Popen(
         [exe, "-f", "-Lf", str(d / "log"), "-C", "-c", str(conf), "-p", str(d / "pid"), "-M", str(d), "-m", ""],

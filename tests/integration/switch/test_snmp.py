@@ -1,6 +1,7 @@
 """The SNMP fallback against a real net-snmp snmpd on loopback serving this machine's
 interfaces: railscope's readings equal snmpbulkwalk's (net-snmp tools) for IF-MIB HC octets and
-oper status, over v2c and v3 authPriv; 32-bit wrap; an agent that does not answer."""
+oper status, over v2c and v3 authPriv; LLDP-MIB neighbours equal to the Redis path's on the
+same neighbours; 32-bit wrap; an agent that does not answer."""
 
 from __future__ import annotations
 
@@ -114,3 +115,26 @@ def test_agent_that_does_not_answer_is_down(snmpd: dict[str, Any]) -> None:
     [st] = rows["switch_status"]
     assert st["up"] == 0 and "snmp" in st["error"] and "switch_port_sample" not in rows
     assert src.stats.errors["switch_down"] == 1
+
+
+def test_lldp_mib_neighbours_equal_the_redis_paths(
+    snmpd: dict[str, Any], sonic_redis: dict[str, Any]
+) -> None:
+    """The same neighbours (the SONiC APPL_DB fixture, served by snmpd as LLDP-MIB rows) read
+    over SNMP and over Redis give the same lldp_link rows, field by field."""
+    from exporters.switch.sonic import targets_from_config
+
+    src = _source(snmpd["port"])
+    try:
+        snmp_rows = {b.kind.name: b.table.to_pylist() for b in src.collect()}["lldp_link"]
+    finally:
+        src.close()
+    rcfg = SwitchSourceConfig(
+        switches=[{"name": "leaf01", "address": f"127.0.0.1:{sonic_redis['port']}"}]
+    )
+    redis_rows = {b.kind.name: b.table.to_pylist() for b in SwitchSource(targets_from_config(rcfg), rcfg).collect()}["lldp_link"]  # fmt: skip
+    fields = ("local_device", "local_port", "remote_device", "remote_port", "remote_chassis_id")
+    got = sorted(tuple(r[f] for f in fields) for r in snmp_rows)
+    want = sorted(tuple(r[f] for f in fields) for r in redis_rows)
+    assert got == want and len(got) == 3
+    assert {r["source"] for r in snmp_rows} == {"snmp"}
