@@ -75,6 +75,43 @@ def sonic_redis(redis_port: int) -> Iterator[dict[str, Any]]:
 SNMP_USER = ("railscope", "authpass123", "privpass123")
 
 
+IF_MIB_32 = {  # IF-MIB column -> SAI counter of the SONiC dump
+    "2": None,  # ifDescr: the port name
+    "8": None,  # ifOperStatus: from APPL_DB PORT_TABLE
+    "10": "SAI_PORT_STAT_IF_IN_OCTETS",
+    "11": "SAI_PORT_STAT_IF_IN_UCAST_PKTS",
+    "12": "SAI_PORT_STAT_IF_IN_NON_UCAST_PKTS",
+    "13": "SAI_PORT_STAT_IF_IN_DISCARDS",
+    "14": "SAI_PORT_STAT_IF_IN_ERRORS",
+    "16": "SAI_PORT_STAT_IF_OUT_OCTETS",
+    "17": "SAI_PORT_STAT_IF_OUT_UCAST_PKTS",
+    "18": "SAI_PORT_STAT_IF_OUT_NON_UCAST_PKTS",
+    "19": "SAI_PORT_STAT_IF_OUT_DISCARDS",
+    "20": "SAI_PORT_STAT_IF_OUT_ERRORS",
+}
+
+
+def if_mib_overrides() -> str:
+    """The SONiC dump's ports as extra IF-MIB rows (ifIndex 1001...), 32-bit columns only (an
+    agent without IF-X-MIB for them: net-snmp's `override` has no Counter64), so SNMP reads
+    the same switch state as the Redis and gNMI tests."""
+    counters = json.loads((FIX / "counters_db.json").read_text())
+    appl = json.loads((FIX / "appl_db.json").read_text())
+    out = []
+    for i, (port, oid) in enumerate(sorted(counters["COUNTERS_PORT_NAME_MAP"].items())):
+        h, idx = counters[f"COUNTERS:{oid}"], 1001 + i
+        for col, sai in IF_MIB_32.items():
+            o = f"1.3.6.1.2.1.2.2.1.{col}.{idx}"
+            if col == "2":
+                out.append(f'override {o} octet_str "{port}"')
+            elif col == "8":
+                st = appl.get(f"PORT_TABLE:{port}", {}).get("oper_status")
+                out.append(f"override {o} integer {1 if st == 'up' else 2}")
+            elif sai in h:
+                out.append(f"override {o} counter {int(h[sai]) % (1 << 32)}")
+    return "\n".join(out) + "\n"
+
+
 def lldp_mib_overrides() -> str:
     """LLDP-MIB rows (net-snmp has no LLDP-MIB of its own) holding the neighbours of the SONiC
     APPL_DB fixture, as an agent serves them: lldpLocPortDesc per local port number, lldpRem*
@@ -114,7 +151,7 @@ def snmpd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         f"agentAddress udp:127.0.0.1:{port}\n"
         "rocommunity public 127.0.0.1\n"
         f"createUser {user} SHA {auth} AES {priv}\n"
-        f"rouser {user} priv\n" + lldp_mib_overrides()
+        f"rouser {user} priv\n" + lldp_mib_overrides() + if_mib_overrides()
     )
     proc = subprocess.Popen(
         [exe, "-f", "-Lf", str(d / "log"), "-C", "-c", str(conf), "-p", str(d / "pid"), "-M", str(d), "-m", ""],
