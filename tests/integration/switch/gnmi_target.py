@@ -224,13 +224,13 @@ def load_target(**kw: Any) -> Target:
     return Target(counters, appl, oc, **kw)
 
 
-def serve(target: Target, creds: Any = None, workers: int = 16) -> tuple[Any, int]:
+def serve(target: Target, creds: Any = None, workers: int = 16, port: int = 0) -> tuple[Any, int]:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
     gnmi_pb2_grpc.add_gNMIServicer_to_server(target, server)
     port = (
-        server.add_secure_port("127.0.0.1:0", creds)
+        server.add_secure_port(f"127.0.0.1:{port}", creds)
         if creds is not None
-        else server.add_insecure_port("127.0.0.1:0")
+        else server.add_insecure_port(f"127.0.0.1:{port}")
     )
     server.start()
     return server, port

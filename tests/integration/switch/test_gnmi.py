@@ -411,3 +411,28 @@ def test_cli_gnmi_flag(target: tuple[Target, int], tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "telemetry.cli", "switch", "--once", "--gnmi", "leaf01"],
                          capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
     assert bad.returncode == 2 and "NAME=HOST:PORT" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_reconnects_after_the_switch_comes_back(caplog: pytest.LogCaptureFixture) -> None:
+    """The target goes away (down within two intervals, one log line) and comes back on the
+    same port: the session reconnects with backoff and the switch is up again."""
+    caplog.set_level(logging.WARNING)
+    server, port = serve(load_target())
+    src = _source(port)
+    try:
+        assert _rows(src)["switch_status"][0]["up"] == 1
+        server.stop(0)
+        deadline = time.monotonic() + INTERVAL * 2 + 3
+        while _rows(src)["switch_status"][0]["up"] == 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        server, _ = serve(load_target(), port=port)
+        deadline = time.monotonic() + 20  # backoff is at most a few seconds by now
+        while (st := _rows(src)["switch_status"][0])["up"] == 0:
+            assert time.monotonic() < deadline, st["error"]
+            time.sleep(0.2)
+    finally:
+        src.close()
+        server.stop(0)
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("leaf01: down" in m for m in msgs) and any("answering again" in m for m in msgs)
