@@ -426,6 +426,7 @@ class SonicGnmi(_Stream):
         super().__init__(*a, **kw)
         self.dbs: dict[str, dict[str, dict[str, str]]] = {"COUNTERS_DB": {}, "APPL_DB": {}}
         self.port_ts: dict[str, int] = {}
+        self.queue_ts: dict[str, int] = {}  # port -> time of its last Queues update
         self._oid_of: dict[str, str] = {}
 
     async def _prepare(self, md: list[tuple[str, str]]) -> None:
@@ -477,7 +478,9 @@ class SonicGnmi(_Stream):
             self.dbs["COUNTERS_DB"][f"COUNTERS:{oid}"] = (
                 h if ok else {str(k): _str(x) for k, x in h.items()}
             )
-            if not queues:
+            if queues:
+                self.queue_ts[key.rpartition(":")[0]] = ts_ms
+            else:
                 self.port_ts[key] = ts_ms
             self.values += 1
         return True
@@ -502,6 +505,9 @@ class SonicGnmi(_Stream):
             for r in ports:
                 if r["port"] in self.port_ts:
                     r["ts"] = self.port_ts[r["port"]]
+            for r in queues:
+                if r["port"] in self.queue_ts:
+                    r["ts"] = self.queue_ts[r["port"]]
         return ports, queues, ll
 
 

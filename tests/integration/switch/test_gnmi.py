@@ -102,6 +102,8 @@ def test_sonic_stream_gives_the_dump_values(target: tuple[Target, int]) -> None:
         # the switch's own update time (an hour behind us), not the collector's
         ts_ms = int(ports[name]["ts"].timestamp() * 1000)
         assert t.base_ns // 10**6 <= ts_ms <= t.base_ns // 10**6 + 10_000
+    for q in rows["switch_queue_sample"]:  # queues too carry the switch's time
+        assert t.base_ns // 10**6 <= int(q["ts"].timestamp() * 1000) <= t.base_ns // 10**6 + 10_000
     prios = {(r["port"], r["priority"]): r for r in rows["switch_priority_sample"]}
     for key, e in expected_priorities(t.counters).items():
         assert prios[key]["rx_pause_total"] == e["rx_pause_total"]
