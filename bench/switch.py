@@ -3,6 +3,16 @@ redis-server: wall time and CPU time of `railscope switch`'s poll, against, in t
 same poll done one switch at a time and a naive one-HGETALL-per-key loop. Last line: JSON.
 
     python bench/switch.py [--switches 64] [--ports 64] [--queues 8] [--repeat 3]
+    python bench/switch.py --gnmi [--switches 256] [--interval 10] [--seconds 60]
+    python bench/switch.py --snmp [--switches 64]
+
+--gnmi: that many gNMI targets (SONiC telemetry paths, the same synthetic switches, served by
+a separate process so their CPU is not ours) stream SAMPLE at --interval into one collector for
+--seconds; reports the collector's CPU per interval (streams decoded + one poll of the caches) and
+port/queue counter sets per second per CPU-second, next to the Redis poll's ports per
+CPU-second measured in the same run (--switches 64 of them).
+--snmp: that many SNMP switches, all walked against one local snmpd (this machine's
+interfaces): CPU per poll.
 
 All switches live in one redis-server (switch i = COUNTERS_DB/APPL_DB number i), so the server
 side is one single-threaded process; real switches are separate servers, which only helps.
@@ -98,13 +108,135 @@ def timed(fn: Any, repeat: int) -> tuple[float, float, Any]:
     return best_wall, best_cpu, out
 
 
+def serve_gnmi(a: argparse.Namespace) -> None:
+    """Child process: one gNMI target per switch (the test fixture's target on synthetic data)."""
+    from tests.integration.switch.gnmi_target import Target, serve
+
+    ports, servers = [], []  # servers kept referenced: a collected grpc server stops
+    for i in range(a.switches):
+        db = switch_db(a.ports, a.queues, i)
+        appl = {k: v for k, v in db.items() if k.startswith(("PORT_TABLE:", "LLDP_ENTRY_TABLE:"))}
+        counters = {k: v for k, v in db.items() if k not in appl}
+        server, port = serve(Target(counters, appl, {}), workers=3)
+        servers.append(server)
+        ports.append(port)
+    print(json.dumps(ports), flush=True)
+    sys.stdin.read()  # until the parent closes it
+
+
+def bench_gnmi(a: argparse.Namespace, redis_ports_per_cpu_s: float | None) -> dict[str, Any]:
+    from exporters.switch.config import GnmiConfig, SwitchConfig, SwitchSourceConfig
+
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve-gnmi", "--switches", str(a.switches),
+         "--ports", str(a.ports), "--queues", str(a.queues)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None
+        ports = json.loads(child.stdout.readline())
+        sws = [SwitchConfig(name=f"leaf{i:03d}", role="leaf", gnmi=GnmiConfig(address=f"127.0.0.1:{p}"))
+               for i, p in enumerate(ports)]  # fmt: skip
+        cfg = SwitchSourceConfig(switches=sws, timeout_seconds=max(30.0, a.interval * 3))
+        src = SwitchSource([], cfg, gnmi=sws, interval=a.interval)
+        try:
+            first = src.collect()  # waits for every switch's first full sample
+            up = sum(int(x) for b in first if b.kind.name == "switch_status"
+                     for x in b.table.column("up").to_pylist())  # fmt: skip
+            v0 = sum(st.values for st in src._streams)
+            c0, t0 = time.process_time(), time.perf_counter()
+            polls = 0
+            while time.perf_counter() - t0 < a.seconds:
+                time.sleep(max(0.0, a.interval - (time.perf_counter() - t0) % a.interval))
+                batches = src.collect()
+                polls += 1
+            cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+            values = sum(st.values for st in src._streams) - v0
+            rows = {b.kind.name: b.num_rows for b in batches}
+        finally:
+            src.close()
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(30)
+    intervals = wall / a.interval
+    port_sets = values * a.ports / (a.ports + a.ports * a.queues)  # ports' share of the sets
+    out = {
+        "gnmi_switches": a.switches, "gnmi_switches_up": up, "gnmi_interval_s": a.interval,
+        "gnmi_seconds": round(wall, 1), "gnmi_polls": polls, "gnmi_rows_last_poll": rows,
+        "gnmi_cpu_s": round(cpu, 2), "gnmi_cpu_per_interval_s": round(cpu / intervals, 3),
+        "gnmi_counter_sets_per_s": round(values / wall),
+        "gnmi_counter_sets_per_s_per_core": round(values / cpu) if cpu else None,
+        "gnmi_ports_per_cpu_s": round(port_sets / cpu) if cpu else None,
+    }  # fmt: skip
+    if redis_ports_per_cpu_s:
+        out["redis_ports_per_cpu_s"] = round(redis_ports_per_cpu_s)
+        out["gnmi_vs_redis_ports_per_cpu_s"] = round(port_sets / cpu / redis_ports_per_cpu_s, 1)
+    return out
+
+
+def bench_snmp(a: argparse.Namespace) -> dict[str, Any]:
+    """SNMP switches walked against one local snmpd (v2c): CPU and wall per poll."""
+    from exporters.switch.config import SnmpConfig, SwitchConfig, SwitchSourceConfig
+
+    exe = shutil.which("snmpd") or "/usr/sbin/snmpd"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = Path(tmp) / "snmpd.conf"
+        conf.write_text(f"persistentDir {tmp}\nagentAddress udp:127.0.0.1:{port}\n"
+                        "rocommunity public 127.0.0.1\n")  # fmt: skip
+        proc = subprocess.Popen([exe, "-f", "-Lf", f"{tmp}/log", "-C", "-c", str(conf), "-M", tmp, "-m", ""],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            time.sleep(1.0)
+            sws = [SwitchConfig(name=f"sw{i:03d}", snmp=SnmpConfig(address=f"127.0.0.1:{port}"))
+                   for i in range(a.switches)]  # fmt: skip
+            src = SwitchSource([], SwitchSourceConfig(switches=sws, timeout_seconds=5, workers=32),
+                               snmp=sws)  # fmt: skip
+            try:
+                src.collect()
+                wall, cpu, batches = timed(src.collect, a.repeat)
+            finally:
+                src.close()
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    rows = {b.kind.name: b.num_rows for b in batches}
+    up = sum(int(x) for b in batches if b.kind.name == "switch_status"
+             for x in b.table.column("up").to_pylist())  # fmt: skip
+    ports = rows.get("switch_port_sample", 0)
+    return {
+        "snmp_switches": a.switches, "snmp_switches_up": up, "snmp_ports": ports,
+        "snmp_poll_wall_s": round(wall, 3), "snmp_poll_cpu_s": round(cpu, 3),
+        "snmp_ports_per_cpu_s": round(ports / cpu) if cpu else None,
+    }  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--switches", type=int, default=64)
     ap.add_argument("--ports", type=int, default=64)
     ap.add_argument("--queues", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--gnmi", action="store_true", help="the gNMI streaming path")
+    ap.add_argument("--snmp", action="store_true", help="the SNMP walk")
+    ap.add_argument("--interval", type=float, default=10.0, help="gNMI SAMPLE interval")
+    ap.add_argument("--seconds", type=float, default=60.0, help="gNMI measurement window")
+    ap.add_argument("--redis-ports-per-cpu-s", type=float, default=None,
+                    help="--gnmi: the Redis poll's figure to compare with (else measured)")  # fmt: skip
+    ap.add_argument("--serve-gnmi", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.serve_gnmi:
+        serve_gnmi(a)
+        return
+    if a.snmp:
+        print(json.dumps({"bench": "switch-snmp", **bench_snmp(a)}))
+        return
+    if a.gnmi:
+        print(json.dumps({"bench": "switch-gnmi", **bench_gnmi(a, a.redis_ports_per_cpu_s)}))
+        return
     exe = shutil.which("redis-server")
     if exe is None:
         sys.exit("redis-server is not installed (Debian package redis-server)")

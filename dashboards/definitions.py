@@ -322,9 +322,13 @@ ORDER BY max_over_mean DESC LIMIT 50"""
                 unit="percentunit",
             ),
             ts(
-                "Switch PFC pause frames received, priority 3 (per switch)",
+                "Switch PFC pause frames received per priority",
                 counter_rate(
-                    "switch_port_sample", "switch, port", "pfc_rx_pause_prio3_total", "switch", sw
+                    "switch_priority_sample",
+                    "switch, port, priority",
+                    "rx_pause_total",
+                    "concat('prio ', toString(priority))",
+                    sw,
                 ),
                 unit="pps",
             ),
@@ -340,11 +344,11 @@ ORDER BY max_over_mean DESC LIMIT 50"""
                 unit="pps",
             ),
             ts(
-                "NIC PFC pause frames sent, priority 3 (per node)",
+                "NIC PFC pause frames sent, all priorities (per node)",
                 counter_rate(
                     "nic_sample",
                     "node, device, port",
-                    "pfc_tx_pause_prio3_total",
+                    "pfc_tx_pause_total",
                     "node",
                     any_of("node", "node"),
                 ),

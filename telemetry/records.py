@@ -90,6 +90,11 @@ def counter(name: str, doc: str, unit: str = "", nullable: bool = True) -> Field
     return Field(name, "counter", doc, "counter", unit, nullable=nullable)
 
 
+def seconds_counter(name: str, doc: str) -> Field:
+    """A counter of seconds (f64: durations converted from the device's micro/nanoseconds)."""
+    return Field(name, "f64", doc, "counter", "seconds", nullable=True)
+
+
 TS = Field("ts", "time", "Sample time (UTC).", "time")
 
 
@@ -414,10 +419,6 @@ NIC_SAMPLE = _register(
             counter("out_of_buffer_total", "Drops for lack of receive WQEs."),
             counter("pfc_rx_pause_total", "PFC pause frames received, all priorities."),
             counter("pfc_tx_pause_total", "PFC pause frames sent, all priorities."),
-            counter(
-                "pfc_rx_pause_prio3_total", "PFC pauses received on priority 3 (RoCE default)."
-            ),
-            counter("pfc_tx_pause_prio3_total", "PFC pauses sent on priority 3."),
             # Deprecated (kept for writers that still fill it); the node exporter fills the seconds
             # field below: promtool rejects abbreviated units in metric names.
             counter(
@@ -468,21 +469,13 @@ NIC_PRIORITY_SAMPLE = _register(
             counter("tx_packets_total", "Packets sent (tx_prio{p}_packets)."),
             counter("rx_pause_total", "PFC pause frames received (rx_prio{p}_pause)."),
             counter("tx_pause_total", "PFC pause frames sent (tx_prio{p}_pause)."),
-            Field(
+            seconds_counter(
                 "rx_pause_duration_seconds_total",
-                "f64",
                 "Time paused by received PFC (rx_prio{p}_pause_duration, us).",
-                "counter",
-                "seconds",
-                nullable=True,
             ),
-            Field(
+            seconds_counter(
                 "tx_pause_duration_seconds_total",
-                "f64",
                 "Time this NIC paused its peer (tx_prio{p}_pause_duration, us).",
-                "counter",
-                "seconds",
-                nullable=True,
             ),
             counter(
                 "rx_pause_transitions_total",
@@ -499,16 +492,21 @@ NIC_PRIORITY_SAMPLE = _register(
 )
 
 # --- switches ----------------------------------------------------------------------------------
+# The labels naming one switch port (one ASIC of a multi-ASIC switch).
+SWITCH_PORT_LABELS = (
+    label("switch", "Switch hostname."),
+    label("asic", "ASIC namespace on multi-ASIC switches; empty otherwise."),
+    label("port", "Port name as the switch shows it (Ethernet0)."),
+)
+
 SWITCH_PORT_SAMPLE = _register(
     RecordKind(
         name="switch_port_sample",
-        doc="One switch port: traffic, errors, discards, per-priority PFC.",
+        doc="One switch port: traffic, errors, discards, PFC (all priorities summed).",
         fields=(
             TS,
             CLUSTER,
-            label("switch", "Switch hostname."),
-            label("asic", "ASIC namespace on multi-ASIC switches; empty otherwise."),
-            label("port", "Port name as the switch shows it (Ethernet0)."),
+            *SWITCH_PORT_LABELS,
             label(
                 "role",
                 "Role of the switch (leaf | spine | superspine), or dci for the ports of a data-center interconnect link.",
@@ -525,8 +523,6 @@ SWITCH_PORT_SAMPLE = _register(
             counter("tx_errors_total", "Outbound errors."),
             counter("pfc_rx_pause_total", "PFC frames received, all priorities."),
             counter("pfc_tx_pause_total", "PFC frames sent, all priorities."),
-            counter("pfc_rx_pause_prio3_total", "PFC frames received on priority 3."),
-            counter("pfc_tx_pause_prio3_total", "PFC frames sent on priority 3."),
             counter(
                 "pfc_rx_pause_duration_us_total",
                 "Pause duration received, microseconds.",
@@ -538,6 +534,36 @@ SWITCH_PORT_SAMPLE = _register(
             gauge("tx_utilization_ratio", "tx rate / speed.", "ratio"),
         ),
         order_by=("cluster", "switch", "port", "ts"),
+    )
+)
+
+# Per-priority PFC of a switch port, shaped like nic_priority_sample: one row per port x priority.
+# Rows, not Array columns: every detector and dashboard asks "how much did (port, priority) rise
+# in the window" for a few priorities (the configured lossless ones, or all but them); as rows
+# that is the shared increase_sql over a key column of the sort order, and `priority` is a
+# Prometheus label for free. Arrays would make every query arrayJoin all 8 elements of every
+# row and need array support in each sink; the 8x rows are mostly zeros that ZSTD folds away.
+SWITCH_PRIORITY_SAMPLE = _register(
+    RecordKind(
+        name="switch_priority_sample",
+        doc="One 802.1p priority of a switch port: PFC pause frames and pause time.",
+        fields=(
+            TS,
+            CLUSTER,
+            *SWITCH_PORT_LABELS,
+            label("priority", "802.1p priority (0-7).", "u8"),
+            counter("rx_pause_total", "PFC frames received for this priority."),
+            counter("tx_pause_total", "PFC frames sent for this priority."),
+            seconds_counter(
+                "rx_pause_duration_seconds_total",
+                "Time paused by received PFC on this priority (where the switch counts it).",
+            ),
+            seconds_counter(
+                "tx_pause_duration_seconds_total",
+                "Time this port paused its peer on this priority (where the switch counts it).",
+            ),
+        ),
+        order_by=("cluster", "switch", "port", "priority", "ts"),
     )
 )
 

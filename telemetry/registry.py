@@ -61,6 +61,7 @@ SOURCES: dict[str, SourceEntry] = {
             "SONiC switches: port/queue/PG counters, PFC, ECN, watermarks, ECMP spread, LLDP",
             (
                 "switch_port_sample",
+                "switch_priority_sample",
                 "switch_queue_sample",
                 "switch_status",
                 "ecmp_group_sample",

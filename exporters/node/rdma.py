@@ -359,9 +359,9 @@ class RdmaCollector:
                     resets_total=self.tracker.reset_count(key),
                 )
                 rows.append(r)
-        # nic_sample keeps the cross-priority view the correlation rules use.
+        # nic_sample keeps the cross-priority sums; per priority (the configured lossless ones
+        # included) is nic_priority_sample: no priority is special here.
         if rows:
-            by_prio = {r["priority"]: r for r in rows}
             for field, src in (
                 ("pfc_rx_pause_total", "rx_pause_total"),
                 ("pfc_tx_pause_total", "tx_pause_total"),
@@ -369,10 +369,6 @@ class RdmaCollector:
                 vals = [r[src] for r in rows if src in r]
                 if vals:
                     sums[field] = sum(vals)
-            if "rx_pause_total" in by_prio.get(3, {}):
-                sums["pfc_rx_pause_prio3_total"] = by_prio[3]["rx_pause_total"]
-            if "tx_pause_total" in by_prio.get(3, {}):
-                sums["pfc_tx_pause_prio3_total"] = by_prio[3]["tx_pause_total"]
             durs = [
                 r["rx_pause_duration_seconds_total"]
                 for r in rows

@@ -3,6 +3,8 @@ Imports pydantic only (config validation must not load the Redis client)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from telemetry.config import SourceConfig
@@ -16,12 +18,60 @@ class AsicConfig(BaseModel):
     appl_db: int | None = Field(default=None, description="APPL_DB id override.")
 
 
+class GnmiTlsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ca: str | None = Field(default=None, description="PEM file of the CA that signed the switch.")
+    cert: str | None = Field(default=None, description="client certificate (PEM) for mTLS")
+    key: str | None = Field(default=None, description="client key (PEM) for mTLS")
+    server_name: str | None = Field(
+        default=None, description="name to verify the switch's certificate against"
+    )
+    skip_verify: bool = Field(
+        default=False,
+        description="encrypt but do not verify the switch's certificate (only when set)",
+    )
+
+
+class GnmiConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    address: str = Field(..., description="host:port of the switch's gNMI server (9339, 8080)")
+    dialect: Literal["sonic", "openconfig"] = Field(
+        default="sonic",
+        description="sonic: SONiC telemetry (COUNTERS_DB/APPL_DB paths); openconfig: "
+        "openconfig-interfaces/-qos/-lldp (Cumulus/NVUE, Arista EOS, ...)",
+    )
+    mode: Literal["stream", "poll", "get"] = Field(
+        default="stream",
+        description="stream (SAMPLE/ON_CHANGE); falls back to poll, then get, when refused",
+    )
+    tls: GnmiTlsConfig | None = Field(default=None, description="absent: plaintext")
+    username: str | None = None
+    password: str | None = None
+    password_file: str | None = Field(default=None, description="file holding the password")
+
+
+class SnmpConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    address: str = Field(..., description="host[:port] of the switch's SNMP agent (161)")
+    version: Literal["2c", "3"] = "2c"
+    community: str = Field(default="public", description="v2c community")
+    user: str | None = Field(default=None, description="v3 user (authPriv)")
+    auth_key: str | None = None
+    priv_key: str | None = None
+    auth_protocol: Literal["sha", "sha256", "md5"] = "sha"
+    priv_protocol: Literal["aes", "aes256", "des"] = "aes"
+    retries: int = Field(default=1, ge=0, le=5)
+    max_repetitions: int = Field(default=25, ge=1, le=200, description="GETBULK rows per column")
+
+
 class SwitchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     address: str | None = Field(
         default=None, description="host:port or unix socket path of the redis."
     )
+    gnmi: GnmiConfig | None = Field(default=None, description="read this switch over gNMI")
+    snmp: SnmpConfig | None = Field(default=None, description="read this switch over SNMP")
     role: str = Field(default="", description="leaf | spine | superspine | dci")
     counters_db: int | None = None
     appl_db: int | None = None
@@ -49,4 +99,11 @@ class SwitchSourceConfig(SourceConfig):
     )
 
 
-__all__ = ["AsicConfig", "SwitchConfig", "SwitchSourceConfig"]
+__all__ = [
+    "AsicConfig",
+    "GnmiConfig",
+    "GnmiTlsConfig",
+    "SnmpConfig",
+    "SwitchConfig",
+    "SwitchSourceConfig",
+]

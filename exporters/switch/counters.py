@@ -44,6 +44,18 @@ class Mapping_:
     type: str
     unit: str
     help: str
+    scale: float | None = None  # the switch counts in another unit than the record field
+
+
+# Which record kind each mapping kind fills (for the unit of its field).
+RECORD_KINDS = {
+    "port": "switch_port_sample",
+    "priority": "switch_priority_sample",
+    "queue": "switch_queue_sample",
+    "pg": "switch_queue_sample",
+}
+PRIORITIES = range(8)
+_SCALES = {("microseconds", "seconds"): 1e-6}
 
 
 def _expand(expr: str) -> tuple[str, ...]:
@@ -62,10 +74,16 @@ def _expand(expr: str) -> tuple[str, ...]:
 @lru_cache(maxsize=4)
 def load_mappings(path: Path = CSV_PATH) -> tuple[Mapping_, ...]:
     lines = [ln for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    from telemetry.records import KINDS
+
     out = []
     for row in csv.DictReader(lines):
         alts = tuple(_expand(a) for a in row["counters"].split("|"))
-        out.append(Mapping_(row["kind"], row["field"], alts, row["type"], row["unit"], row["help"]))
+        field = KINDS[RECORD_KINDS[row["kind"]]].by_name[row["field"]]
+        scale = _SCALES.get((row["unit"], field.unit))
+        out.append(
+            Mapping_(row["kind"], row["field"], alts, row["type"], row["unit"], row["help"], scale)
+        )
     return tuple(out)
 
 
@@ -133,15 +151,40 @@ def _float(key: str, name: str, v: str | None, problems: Problems) -> float | No
     return f
 
 
-@lru_cache(maxsize=8)
-def _for_kind(kind: str) -> tuple[Mapping_, ...]:
-    return tuple(m for m in load_mappings() if m.kind == kind)
+@lru_cache(maxsize=64)
+def _for_kind(
+    kind: str, priority: int | None = None, table: Path = CSV_PATH
+) -> tuple[Mapping_, ...]:
+    ms = tuple(m for m in load_mappings(table) if m.kind == kind)
+    if priority is None:
+        return ms
+    p = str(priority)  # "priority" rows name their counters with {p}
+    return tuple(
+        Mapping_(
+            m.kind,
+            m.field,
+            tuple(tuple(t.replace("{p}", p) for t in alt) for alt in m.alternatives),
+            m.type,
+            m.unit,
+            m.help,
+            m.scale,
+        )
+        for m in ms
+    )
 
 
-def fields_from(kind: str, key: str, h: Hash, problems: Problems) -> dict[str, Any]:
-    """Record fields of `kind` from one merged counter hash, per sonic_counters.csv."""
+def fields_from(
+    kind: str,
+    key: str,
+    h: Hash,
+    problems: Problems,
+    priority: int | None = None,
+    table: Path = CSV_PATH,
+) -> dict[str, Any]:
+    """Record fields of `kind` from one merged counter hash, per sonic_counters.csv (or another
+    mapping of the same shape: `table`)."""
     out: dict[str, Any] = {}
-    for m in _for_kind(kind):
+    for m in _for_kind(kind, priority, table):
         value = None
         for terms in m.alternatives:
             if len(terms) == 1:  # the common case, kept cheap: a poll reads ~10^5 of these
@@ -157,8 +200,21 @@ def fields_from(kind: str, key: str, h: Hash, problems: Problems) -> dict[str, A
                     None if any(v is None for v in vals) else sum(v for v in vals if v is not None)
                 )
                 break
-        out[m.field] = value
+        out[m.field] = value if value is None or m.scale is None else value * m.scale
     return out
+
+
+def priority_rows(
+    key: str, h: Hash, problems: Problems, table: Path = CSV_PATH
+) -> list[dict[str, Any]]:
+    """switch_priority_sample fields (priority 0-7) from one port's counter hash; a priority
+    the switch has no PFC counter for gives no row."""
+    rows = []
+    for p in PRIORITIES:
+        f = fields_from("priority", key, h, problems, p, table)
+        if any(v is not None for v in f.values()):
+            rows.append({"priority": p, **f})
+    return rows
 
 
 def port_rows(
@@ -167,8 +223,8 @@ def port_rows(
     appl: dict[str, Hash],
     problems: Problems,
 ) -> list[dict[str, Any]]:
-    """switch_port_sample fields (without ts/switch/asic/role) per port in COUNTERS_PORT_NAME_MAP.
-    `hashes` holds COUNTERS:<oid> and RATES:<oid>; `appl` holds PORT_TABLE:<name>."""
+    """switch_port_sample fields (without ts/switch/asic/role) per port in COUNTERS_PORT_NAME_MAP,
+    with its switch_priority_sample rows under "priorities". `hashes` holds COUNTERS:<oid> and RATES:<oid>; `appl` holds PORT_TABLE:<name>."""
     rows = []
     for name, oid in sorted(maps.get(PORT_NAME_MAP, {}).items(), key=lambda kv: _natural(kv[0])):
         ckey = f"COUNTERS:{oid}"
@@ -178,6 +234,7 @@ def port_rows(
             continue
         row: dict[str, Any] = {"port": name, "oid": oid}
         row.update(fields_from("port", ckey, c, problems))
+        row["priorities"] = priority_rows(ckey, c, problems)
         rkey = f"RATES:{oid}"
         r = hashes.get(rkey) or {}
         # SONiC's RX_BPS/TX_BPS are bytes per second (portstat shows them as B/s).
@@ -282,8 +339,10 @@ __all__ = [
     "Problems",
     "WrongType",
     "as_hash",
+    "fields_from",
     "lldp_rows",
     "load_mappings",
     "port_rows",
+    "priority_rows",
     "queue_rows",
 ]

@@ -179,7 +179,7 @@ class Target:
     switch: str
     asic: str
     role: str
-    db: SonicDb
+    db: Any  # a SonicDb (Redis, dump, SONiC gNMI cache) or a gNMI stream with its own poll()
 
 
 def poll(
@@ -236,6 +236,8 @@ def targets_from_config(c: SwitchSourceConfig) -> list[Target]:
     )
     out = []
     for s in c.switches:
+        if s.gnmi is not None or s.snmp is not None:
+            continue  # read over gNMI (gnmi.py) or SNMP (snmp.py)
         entries: list[tuple[str, str | None, int | None, int | None]] = [
             (a.name, a.address, a.counters_db, a.appl_db) for a in s.asics
         ] or [("", s.address, s.counters_db, s.appl_db)]

@@ -19,9 +19,9 @@ from typing import Any
 
 from exporters.switch import counters as C
 from exporters.switch import ecmp
-from exporters.switch.config import SwitchSourceConfig
+from exporters.switch.config import SwitchConfig, SwitchSourceConfig
 from exporters.switch.sonic import SwitchDown, Target, poll, targets_from_config, targets_from_dump
-from telemetry.errors import NotBuilt, UserError
+from telemetry.errors import UserError
 from telemetry.pipeline import BaseSource, Batch
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,9 @@ class SwitchSource(BaseSource):
 
     name = "switch"
     unit = "records"  # ports, queues/PGs and LLDP entries read per poll
-    reasons = (*C.REASONS, "switch_down", "poll_failed")
+    # gNMI: auth_failed, bad_update, stream_stalled, unreachable (exporters/switch/gnmi.py)
+    reasons = (*C.REASONS, "switch_down", "poll_failed",
+               "auth_failed", "bad_update", "stream_stalled", "unreachable")  # fmt: skip
     Config = SwitchSourceConfig
 
     def __init__(
@@ -44,14 +46,50 @@ class SwitchSource(BaseSource):
         targets: list[Target],
         config: SwitchSourceConfig | None = None,
         clock: Callable[[], float] = time.time,
+        gnmi: list[SwitchConfig] | None = None,
+        interval: float = 10.0,
+        snmp: list[SwitchConfig] | None = None,
     ) -> None:
         super().__init__()
         self.cfg = config or SwitchSourceConfig()
         self.clock = clock
-        self.targets = targets
+        self.targets = list(targets)
         self._prev: dict[tuple[str, str, str], tuple[float, int | None, int | None]] = {}
         self._down: set[tuple[str, str]] = set()
         self.resets = 0
+        self._gnmi_loop: Any = None
+        self._streams: list[Any] = []
+        if gnmi:
+            self._start_gnmi(gnmi, interval)
+        if snmp:
+            self._start_snmp(snmp)
+
+    def _start_gnmi(self, switches: list[SwitchConfig], interval: float) -> None:
+        """Every gNMI switch streams on one asyncio loop (one thread) into its cache; a poll
+        reads the caches like databases."""
+        from exporters.switch.gnmi import DIALECTS, GnmiLoop
+
+        self._gnmi_loop = GnmiLoop()
+        for s in switches:
+            assert s.gnmi is not None
+            st = DIALECTS[s.gnmi.dialect](
+                s.name, s.gnmi, interval, self.cfg.timeout_seconds, self.problems.about(s.name)
+            )
+            self._streams.append(st)
+            self.targets.append(Target(s.name, "", s.role, st))
+            self._gnmi_loop.start(st)
+
+    def _start_snmp(self, switches: list[SwitchConfig]) -> None:
+        """SNMP agents are walked on the same kind of loop (one thread), one walk per poll."""
+        from exporters.switch.gnmi import GnmiLoop
+        from exporters.switch.snmp import SnmpSwitch
+
+        if self._gnmi_loop is None:
+            self._gnmi_loop = GnmiLoop()
+        for s in switches:
+            assert s.snmp is not None
+            sw = SnmpSwitch(s.name, s.snmp, self.cfg.timeout_seconds, self._gnmi_loop.loop)
+            self.targets.append(Target(s.name, "", s.role, sw))
 
     # -- construction ----------------------------------------------------------------------
     @classmethod
@@ -62,15 +100,17 @@ class SwitchSource(BaseSource):
         p.add_argument(
             "--name", help="switch name for a single --from dump file (default: file stem)"
         )
-        p.add_argument(
-            "--gnmi", action="store_true", help="gNMI/OpenConfig counters (not built yet)"
-        )
+        p.add_argument("--gnmi", action="append", default=[], metavar="NAME=HOST:PORT",
+                       help="a switch's gNMI server (plaintext; TLS and users in the config); repeatable")  # fmt: skip
+        p.add_argument("--snmp", action="append", default=[], metavar="NAME=HOST[:PORT]",
+                       help="a switch's SNMP agent (v2c, --snmp-community; v3 in the config); repeatable")  # fmt: skip
+        p.add_argument("--snmp-community", default="public", help="v2c community for --snmp")
+        p.add_argument("--gnmi-dialect", choices=("sonic", "openconfig"), default="sonic",
+                       help="paths the --gnmi switches serve (default: sonic)")  # fmt: skip
 
     @classmethod
     def fold_args(cls, args: Any, section: dict[str, Any]) -> dict[str, Any]:
         """The `sources.switch` section with this command line's flags on top."""
-        if getattr(args, "gnmi", False):
-            raise NotBuilt("switch --gnmi: the gNMI (OpenConfig) switch source is not built yet")
         out = dict(section)
         if getattr(args, "database_config", None):
             out["database_config"] = args.database_config
@@ -84,6 +124,18 @@ class SwitchSource(BaseSource):
                     f"--switch {spec!r}: expected NAME=HOST:PORT or NAME=/path/redis.sock"
                 )
             extra.append({"name": name, "address": addr})
+        for spec in getattr(args, "gnmi", []) or []:
+            name, sep, addr = spec.partition("=")
+            if not sep or not name or ":" not in addr:
+                raise UserError(f"--gnmi {spec!r}: expected NAME=HOST:PORT")
+            dialect = getattr(args, "gnmi_dialect", None) or "sonic"
+            extra.append({"name": name, "gnmi": {"address": addr, "dialect": dialect}})
+        for spec in getattr(args, "snmp", []) or []:
+            name, sep, addr = spec.partition("=")
+            if not sep or not name or not addr:
+                raise UserError(f"--snmp {spec!r}: expected NAME=HOST[:PORT]")
+            community = getattr(args, "snmp_community", None) or "public"
+            extra.append({"name": name, "snmp": {"address": addr, "community": community}})
         if extra:
             out["switches"] = [*(out.get("switches") or []), *extra]
         return out
@@ -100,17 +152,26 @@ class SwitchSource(BaseSource):
             return cls(targets, c)
         if not c.switches:
             raise UserError(
-                "switch: no switches: give --switch NAME=HOST:PORT or sources.switch.switches"
+                "switch: no switches: give --switch NAME=HOST:PORT, --gnmi NAME=HOST:PORT, "
+                "--snmp NAME=HOST[:PORT] or sources.switch.switches"
             )
-        return cls(targets_from_config(c), c)
+        interval = c.interval_seconds or getattr(cfg, "interval_seconds", None) or 10.0
+        gnmi = [s for s in c.switches if s.gnmi is not None]
+        snmp = [s for s in c.switches if s.snmp is not None and s.gnmi is None]
+        return cls(targets_from_config(c), c, gnmi=gnmi, interval=float(interval), snmp=snmp)
 
     # -- polling ---------------------------------------------------------------------------
     def _collect(self) -> list[Batch]:
+        # a stream's first full sample is worth waiting for (--once), up to the timeout
+        deadline = time.monotonic() + self.cfg.timeout_seconds
+        for st in self._streams:
+            st.synced.wait(max(0.0, deadline - time.monotonic()))
         ts = int(self.clock() * 1000)
         workers = max(1, min(self.cfg.workers, len(self.targets)))
         with ThreadPoolExecutor(workers, thread_name_prefix="railscope-switch") as pool:
             results = list(pool.map(self._poll_one, self.targets))
         ports: list[dict[str, Any]] = []
+        prios: list[dict[str, Any]] = []
         queues: list[dict[str, Any]] = []
         status: list[dict[str, Any]] = []
         lldp: list[dict[str, Any]] = []
@@ -118,12 +179,17 @@ class SwitchSource(BaseSource):
             st.update(ts=ts, switch=t.switch, asic=t.asic)
             status.append(st)
             for r in p:
-                r.update(ts=ts, switch=t.switch, asic=t.asic, role=t.role)
+                r.setdefault("ts", ts)  # gNMI rows carry the switch's own update time
+                r.update(switch=t.switch, asic=t.asic, role=t.role)
                 r.pop("oid", None)
-                self._rates(r, ts)
+                for pr in r.pop("priorities", ()):
+                    pr.update(ts=r["ts"], switch=t.switch, asic=t.asic, port=r["port"])
+                    prios.append(pr)
+                self._rates(r, r["ts"])
                 ports.append(r)
             for r in q:
-                r.update(ts=ts, switch=t.switch, asic=t.asic)
+                r.setdefault("ts", ts)
+                r.update(switch=t.switch, asic=t.asic)
                 r.pop("oid", None)
                 queues.append(r)
             for r in ll:
@@ -137,6 +203,7 @@ class SwitchSource(BaseSource):
         out = [Batch.from_rows("switch_status", status)]
         for kind, rows in (
             ("switch_port_sample", ports),
+            ("switch_priority_sample", prios),
             ("switch_queue_sample", queues),
             ("lldp_link", lldp),
             ("ecmp_group_sample", groups),
@@ -149,7 +216,11 @@ class SwitchSource(BaseSource):
         who = t.switch + (f"/{t.asic}" if t.asic else "")
         t0 = time.perf_counter()
         try:
-            p, q, ll = poll(t.db, self.problems.about(who), lldp=self.cfg.lldp)
+            own = getattr(t.db, "poll", None)  # gNMI dialects poll their own caches
+            if own is not None:
+                p, q, ll = own(self.problems.about(who), lldp=self.cfg.lldp)
+            else:
+                p, q, ll = poll(t.db, self.problems.about(who), lldp=self.cfg.lldp)
         except SwitchDown as e:
             # one line when it goes down and one when it answers again, not every poll
             self.problems.add("switch_down", who, str(e), log=False)
@@ -226,6 +297,8 @@ class SwitchSource(BaseSource):
     def close(self) -> None:
         for t in self.targets:
             t.db.close()
+        if self._gnmi_loop is not None:
+            self._gnmi_loop.close()
 
 
 __all__ = ["SwitchSource"]

@@ -21,6 +21,7 @@ DETECTOR_MODULES = (
     "telemetry.correlate.detectors.consequence",
     "telemetry.correlate.detectors.fabric",
     "telemetry.correlate.detectors.node",
+    "telemetry.correlate.detectors.pfc",
     "telemetry.correlate.detectors.placement",
     "telemetry.correlate.detectors.storage",
     "telemetry.correlate.detectors.topology",

@@ -257,8 +257,8 @@ def _ethtool(files: Files, d: Path, r: dict[str, Any]) -> int:
         "tx_prio3_bytes": _n(r["tx_bytes_total"]),
         "rx_prio3_packets": _n(r["rx_packets_total"]),
         "tx_prio3_packets": _n(r["tx_packets_total"]),
-        "rx_prio3_pause": _n(r["pfc_rx_pause_prio3_total"]),
-        "tx_prio3_pause": _n(r["pfc_tx_pause_prio3_total"]),
+        "rx_prio3_pause": _n(r["pfc_rx_pause_total"]),
+        "tx_prio3_pause": _n(r["pfc_tx_pause_total"]),
         "rx_prio3_pause_duration": _n(r["pfc_pause_duration_us_total"]),
         "rx_discards_phy": 0,
         "tx_pause_storm_warning_events": _n(r["pause_storm_events_total"]),
@@ -296,8 +296,8 @@ def _counters_db(ports: list[dict[str, Any]], queues: list[dict[str, Any]]) -> d
         }
         for prio in range(8):
             on3 = prio == 3
-            v[f"SAI_PORT_STAT_PFC_{prio}_RX_PKTS"] = _n(p["pfc_rx_pause_prio3_total"]) if on3 else 0
-            v[f"SAI_PORT_STAT_PFC_{prio}_TX_PKTS"] = _n(p["pfc_tx_pause_prio3_total"]) if on3 else 0
+            v[f"SAI_PORT_STAT_PFC_{prio}_RX_PKTS"] = _n(p["pfc_rx_pause_total"]) if on3 else 0
+            v[f"SAI_PORT_STAT_PFC_{prio}_TX_PKTS"] = _n(p["pfc_tx_pause_total"]) if on3 else 0
             v[f"SAI_PORT_STAT_PFC_{prio}_RX_PAUSE_DURATION_US"] = (
                 _n(p["pfc_rx_pause_duration_us_total"]) if on3 else 0
             )

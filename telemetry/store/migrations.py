@@ -111,6 +111,16 @@ MIGRATIONS: list[Migration] = [
             alter_columns(lambda: (("flow_samples", "DROP", "`ecmp_group`"),)),
         ),
     ),
+    # Version 5 is another change's; this one neither reads nor needs it.
+    Migration(
+        6,
+        "PFC per priority on switch ports (switch_priority_samples); the priority-3 columns of "
+        "nic_samples and switch_port_samples removed (lossless priorities come from config)",
+        steps(
+            create_tables(lambda: MIGRATION_6_TABLES),
+            alter_columns(lambda: MIGRATION_6_COLUMNS),
+        ),
+    ),
 ]
 
 
@@ -895,4 +905,32 @@ MIGRATION_3_COLUMNS: tuple[tuple[str, str, str], ...] = (
         "ADD",
         "`dst_leaf_port` LowCardinality(String) COMMENT 'Leaf port cabled to the destination NIC (LLDP).' AFTER `dst_nic`",
     ),
+)
+
+# Migration 6: switch PFC per priority; priority 3 is no longer a column.
+MIGRATION_6_TABLES: tuple[TableDef, ...] = (
+    TableDef(
+        "switch_priority_samples",
+        """\
+`ts` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Sample time (UTC).'
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`switch` LowCardinality(String) COMMENT 'Switch hostname.'
+`asic` LowCardinality(String) COMMENT 'ASIC namespace on multi-ASIC switches; empty otherwise.'
+`port` LowCardinality(String) COMMENT 'Port name as the switch shows it (Ethernet0).'
+`priority` UInt8 COMMENT '802.1p priority (0-7).'
+`rx_pause_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PFC frames received for this priority.'
+`tx_pause_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'PFC frames sent for this priority.'
+`rx_pause_duration_seconds_total` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Time paused by received PFC on this priority (where the switch counts it).'
+`tx_pause_duration_seconds_total` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Time this port paused its peer on this priority (where the switch counts it).'
+""",
+        order_by="`cluster`, `switch`, `port`, `priority`, `ts`",
+        comment="One 802.1p priority of a switch port: PFC pause frames and pause time.",
+        ttl=("ts", 30),
+    ),
+)
+MIGRATION_6_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("nic_samples", "DROP", "`pfc_rx_pause_prio3_total`"),
+    ("nic_samples", "DROP", "`pfc_tx_pause_prio3_total`"),
+    ("switch_port_samples", "DROP", "`pfc_rx_pause_prio3_total`"),
+    ("switch_port_samples", "DROP", "`pfc_tx_pause_prio3_total`"),
 )

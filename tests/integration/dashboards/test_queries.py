@@ -151,7 +151,7 @@ def test_panels_show_the_injected_faults(sim: dict[str, Any]) -> None:
     assert _query(
         sim, "hdfs-dci", "Replica audit: blocks that break the placement policy", ALL_VARS
     )
-    rates = _query(sim, "fabric", "NIC PFC pause frames sent, priority 3 (per node)", ALL_VARS)
+    rates = _query(sim, "fabric", "NIC PFC pause frames sent, all priorities (per node)", ALL_VARS)
     assert min(r[2] for r in rates) >= 0
     storm = next(f for f in truth.faults if f.kind == "pfc_storm")
     hottest = max(rates, key=lambda r: r[2])

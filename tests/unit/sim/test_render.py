@@ -49,7 +49,7 @@ def test_sysfs_and_ethtool_match_the_records(rendered):
     eth = (out / "nodes/gpu-idc-a-s000-05/ethtool/eth5.txt").read_text().splitlines()
     assert eth[0] == "NIC statistics:"
     stats = dict(line.strip().split(": ") for line in eth[1:])
-    assert int(stats["tx_prio3_pause"]) == rec["pfc_tx_pause_prio3_total"]
+    assert int(stats["tx_prio3_pause"]) == rec["pfc_tx_pause_total"]
 
 
 def test_sonic_dump_matches_the_records(rendered):
@@ -69,7 +69,7 @@ def test_sonic_dump_matches_the_records(rendered):
     )
     v = db[f"COUNTERS:{names['Ethernet136']}"]["value"]
     assert int(v["SAI_PORT_STAT_IF_OUT_OCTETS"]) == rec["tx_bytes_total"]
-    assert int(v["SAI_PORT_STAT_PFC_3_TX_PKTS"]) == rec["pfc_tx_pause_prio3_total"]
+    assert int(v["SAI_PORT_STAT_PFC_3_TX_PKTS"]) == rec["pfc_tx_pause_total"]
     q = db["COUNTERS_QUEUE_NAME_MAP"]["value"]["Ethernet136:3"]
     assert db["COUNTERS_QUEUE_TYPE_MAP"]["value"][q] == "SAI_QUEUE_TYPE_UNICAST"
     appl = json.loads((out / "switches/leaf-idc-a-s000-r0/appl_db.json").read_text())

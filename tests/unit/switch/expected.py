@@ -33,12 +33,31 @@ def expected_ports(db: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "tx_errors_total": _sum(h, ["SAI_PORT_STAT_IF_OUT_ERRORS"]),
             "pfc_rx_pause_total": sum(int(h[f"SAI_PORT_STAT_PFC_{p}_RX_PKTS"]) for p in range(8)),
             "pfc_tx_pause_total": sum(int(h[f"SAI_PORT_STAT_PFC_{p}_TX_PKTS"]) for p in range(8)),
-            "pfc_rx_pause_prio3_total": int(h["SAI_PORT_STAT_PFC_3_RX_PKTS"]),
-            "pfc_tx_pause_prio3_total": int(h["SAI_PORT_STAT_PFC_3_TX_PKTS"]),
             "pfc_rx_pause_duration_us_total": pause,
             "rx_bytes_per_second": float(rates["RX_BPS"]) if "RX_BPS" in rates else None,
             "tx_bytes_per_second": float(rates["TX_BPS"]) if "TX_BPS" in rates else None,
         }
+    return out
+
+
+def expected_priorities(db: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    """(port, priority) -> switch_priority_sample values: frames as counted, pause time in
+    seconds (SAI's duration, else SONiC's estimate, both in microseconds)."""
+    out = {}
+    for name, oid in db["COUNTERS_PORT_NAME_MAP"].items():
+        h = db[f"COUNTERS:{oid}"]
+        for p in range(8):
+            rx_us = h.get(
+                f"SAI_PORT_STAT_PFC_{p}_RX_PAUSE_DURATION_US",
+                h.get(f"EST_PORT_STAT_PFC_{p}_RX_PAUSE_DURATION_US"),
+            )
+            tx_us = h.get(f"SAI_PORT_STAT_PFC_{p}_TX_PAUSE_DURATION_US")
+            out[(name, p)] = {
+                "rx_pause_total": int(h[f"SAI_PORT_STAT_PFC_{p}_RX_PKTS"]),
+                "tx_pause_total": int(h[f"SAI_PORT_STAT_PFC_{p}_TX_PKTS"]),
+                "rx_pause_duration_seconds_total": None if rx_us is None else int(rx_us) / 1e6,
+                "tx_pause_duration_seconds_total": None if tx_us is None else int(tx_us) / 1e6,
+            }
     return out
 
 
@@ -101,6 +120,14 @@ def check_against_dump(rows_by_kind: dict[str, list[dict[str, Any]]], db: dict[s
     for name, e in exp.items():
         for k, v in e.items():
             assert ports[name][k] == v, (name, k, ports[name][k], v)
+            n += 1
+    prios = {(r["port"], r["priority"]): r for r in rows_by_kind["switch_priority_sample"]}
+    pexp = expected_priorities(db)
+    assert set(prios) == set(pexp)
+    for key, e in pexp.items():
+        for k, v in e.items():
+            got = prios[key][k]
+            assert got == v or (v is not None and abs(got - v) < 1e-9 * v), (key, k, got, v)
             n += 1
     queues = {
         (r["port"], r["queue_type"], r["queue"]): r for r in rows_by_kind["switch_queue_sample"]

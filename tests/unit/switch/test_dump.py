@@ -97,10 +97,16 @@ def test_bad_value_is_null_and_named() -> None:
     db[f"COUNTERS:{oid}"]["SAI_PORT_STAT_IF_IN_OCTETS"] = "12abc"
     db[f"COUNTERS:{oid}"]["SAI_PORT_STAT_PFC_5_RX_PKTS"] = "-3"
     src = SwitchSource([Target("sw", "", "", DumpSonicDb({"COUNTERS_DB": db}))])
-    p = {r["port"]: r for r in _by_kind(src)["switch_port_sample"]}["Ethernet0"]
+    rows = _by_kind(src)
+    p = {r["port"]: r for r in rows["switch_port_sample"]}["Ethernet0"]
     assert p["rx_bytes_total"] is None and p["pfc_rx_pause_total"] is None
     assert p["tx_bytes_total"] == 1000  # the rest of the port is still read
-    assert src.stats.errors["bad_value"] == 2
+    prio = {(r["port"], r["priority"]): r for r in rows["switch_priority_sample"]}
+    assert prio[("Ethernet0", 5)]["rx_pause_total"] is None  # not a negative number
+    assert prio[("Ethernet0", 5)]["tx_pause_total"] == 215
+    assert prio[("Ethernet0", 4)]["rx_pause_total"] == 204
+    # IF_IN_OCTETS once; PFC_5_RX twice: in the all-priority sum and in priority 5's row
+    assert src.stats.errors["bad_value"] == 3
 
 
 def test_derived_rates_and_counter_reset() -> None:
@@ -143,8 +149,46 @@ def test_database_config_ids() -> None:
 
 
 def test_mapping_file_covers_record_fields() -> None:
+    from exporters.switch.gnmi import OC_CSV
+    from exporters.switch.snmp import COLUMNS, SNMP_CSV
     from telemetry.records import KINDS
 
-    for m in C.load_mappings():
-        kind = "switch_port_sample" if m.kind == "port" else "switch_queue_sample"
-        assert m.field in KINDS[kind].by_name, m.field
+    for table in (C.CSV_PATH, OC_CSV, SNMP_CSV):  # one shape, one reader, three transports
+        for m in C.load_mappings(table):
+            assert m.field in KINDS[C.RECORD_KINDS[m.kind]].by_name, (table.name, m.field)
+    # every SNMP object the mapping names is one the walk reads
+    assert {t for m in C.load_mappings(SNMP_CSV) for alt in m.alternatives for t in alt} <= set(
+        COLUMNS
+    )
+    # every per-priority field is read for every priority
+    prio = {m.field for m in C.load_mappings() if m.kind == "priority"}
+    assert prio == {f.name for f in KINDS["switch_priority_sample"].values()}
+
+
+def test_prom_shows_every_pfc_priority_counter_of_every_port() -> None:
+    """Acceptance: each SAI_PORT_STAT_PFC_n_RX/TX_PKTS of every port in the dump is a sample
+    with its priority as a label, value for value (the CLI, as an operator runs it)."""
+    import re
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "telemetry.cli", "switch", "--from", str(FIX / "counters_db.json"),
+         "--name", "sw1", "--once", "--output", "prom"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    got = {}
+    for m in re.finditer(
+        r"^railscope_switch_priority_(rx|tx)_pause_total\{([^}]*)\} (\S+)$", out, re.M
+    ):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+        got[(labels["port"], int(labels["priority"]), m.group(1))] = float(m.group(3))
+    db = _db()
+    want = {}
+    for port, oid in db["COUNTERS_PORT_NAME_MAP"].items():
+        for k, v in db[f"COUNTERS:{oid}"].items():
+            pm = re.fullmatch(r"SAI_PORT_STAT_PFC_(\d)_(RX|TX)_PKTS", k)
+            if pm:
+                want[(port, int(pm.group(1)), pm.group(2).lower())] = float(v)
+    assert len(want) == 3 * 8 * 2
+    assert got == want

@@ -1,0 +1,688 @@
+"""gNMI dial-in to switches: one Subscribe per switch and database on one asyncio loop, the
+streamed values cached per switch and read by the switch source's poll like any other database.
+
+Two dialects behind one interface (`SonicGnmi`, `OpenConfigGnmi`, both with `poll()`):
+SONiC telemetry (COUNTERS_DB virtual paths, decoded into the same SAI hashes the Redis path
+reads, so `sonic_counters.csv` is the one mapping) and OpenConfig (openconfig-interfaces/-qos/
+-lldp leaves through `openconfig_counters.csv`). It only reads. A value that is not a number,
+an update that is not the JSON it should be, a wrong password or a switch that stops streaming
+is counted by reason and named in one log line; it never becomes a stored number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from exporters.switch import counters as C
+from exporters.switch.config import GnmiConfig
+from exporters.switch.sonic import SwitchDown
+from telemetry.errors import UserError
+
+log = logging.getLogger(__name__)
+
+OC_CSV = Path(__file__).with_name("openconfig_counters.csv")
+# What the gNMI transport can report besides the parse reasons.
+REASONS = ("auth_failed", "bad_update", "stream_stalled", "unreachable")
+
+SONIC_MAPS = C.MAPS
+SONIC_SAMPLE = ("COUNTERS/Ethernet*", "COUNTERS/Ethernet*/Queues")
+SONIC_ON_CHANGE = ("PORT_TABLE", "LLDP_ENTRY_TABLE")
+OC_SAMPLE = (
+    "interfaces/interface[name=*]/state/counters",
+    "qos/interfaces/interface[interface-id=*]/output/queues/queue[name=*]/state",
+)
+OC_ON_CHANGE = (
+    "interfaces/interface[name=*]/state/oper-status",
+    "interfaces/interface[name=*]/ethernet/state/port-speed",
+    "lldp/interfaces/interface[name=*]/neighbors/neighbor[id=*]/state",
+)
+
+
+def gnmi_pb() -> Any:
+    """pygnmi's compiled gnmi.proto (the one copy in the process: pygnmi's client uses it too)."""
+    from pygnmi.spec.v080 import gnmi_pb2
+
+    return gnmi_pb2
+
+
+# -- paths -----------------------------------------------------------------------------------
+_ELEM = re.compile(r"([^/\[]+)((?:\[[^=\]]+=[^\]]*\])*)")
+
+
+def parse_path(s: str, target: str = "") -> Any:
+    """'interfaces/interface[name=*]/state' -> gnmi.Path (elem with keys)."""
+    pb = gnmi_pb()
+    elems = []
+    for part in _split_path(s.strip("/")):
+        m = _ELEM.fullmatch(part)
+        if not m:
+            raise UserError(f"gNMI path {s!r}: cannot read {part!r}")
+        keys = dict(re.findall(r"\[([^=\]]+)=([^\]]*)\]", m.group(2)))
+        elems.append(pb.PathElem(name=m.group(1), key=keys))
+    return pb.Path(elem=elems, target=target)
+
+
+def _split_path(s: str) -> list[str]:
+    out, cur, depth = [], "", 0
+    for ch in s:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "/" and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur:
+        out.append(cur)
+    return out
+
+
+def path_str(prefix: Any, path: Any) -> list[tuple[str, dict[str, str]]]:
+    """Prefix + path as [(name, keys)]."""
+    return [(e.name, dict(e.key)) for p in (prefix, path) if p is not None for e in p.elem]
+
+
+def decode(value: Any) -> Any:
+    """A TypedValue as Python: JSON (json_ietf_val / json_val) parsed, scalars as they are.
+    Raises ValueError for what cannot be read (never guesses)."""
+    kind = value.WhichOneof("value")
+    if kind in ("json_ietf_val", "json_val"):
+        raw = getattr(value, kind)
+        try:
+            return json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{kind} is not JSON: {e}") from None
+    if kind in ("string_val", "ascii_val", "uint_val", "int_val", "bool_val"):
+        return getattr(value, kind)
+    if kind in ("float_val", "double_val"):
+        return getattr(value, kind)
+    raise ValueError(f"unsupported value type {kind}")
+
+
+def _str(v: Any) -> str:
+    """Counter values travel as strings into the shared parser (which validates them)."""
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+class Stalled(Exception):
+    """A SAMPLE stream sent nothing for two intervals."""
+
+
+# -- the per-switch stream state -------------------------------------------------------------
+class _Stream:
+    """One switch's gNMI session: connect, subscribe (stream -> poll -> get), reconnect with
+    backoff. Subclasses say what to subscribe to and how an update lands in their cache."""
+
+    sample_paths: tuple[str, ...] = ()
+    change_paths: tuple[str, ...] = ()
+    sample_target = ""
+    change_target = ""
+
+    def __init__(
+        self,
+        name: str,
+        cfg: GnmiConfig,
+        interval: float,
+        timeout: float,
+        problems: C.Problems,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.name, self.cfg, self.interval, self.timeout = name, cfg, interval, timeout
+        self.problems = problems
+        self.clock = clock
+        self.mode: str = cfg.mode
+        self.lock = threading.Lock()
+        self.last_update = 0.0  # monotonic time of the last sample received
+        self.synced = threading.Event()  # a first full sample arrived
+        self.error = "not connected yet"
+        self.updates = 0  # gNMI updates applied
+        self.values = 0  # port / queue counter sets refreshed by them (bench/switch.py)
+        self.stopped = False
+        self._unsynced: set[str] = set()
+
+    # -- what callers see
+    def check_up(self) -> None:
+        """Raise SwitchDown unless the switch streamed within two intervals."""
+        age = time.monotonic() - self.last_update
+        if not self.synced.is_set() or age > 2 * self.interval:
+            if self.synced.is_set() and not self.error:
+                self.error = f"no update for {age:.1f} s (interval {self.interval:g} s)"
+                self.problems.add("stream_stalled", self.name, self.error)
+            raise SwitchDown(f"gnmi {self.cfg.address}: {self.error}")
+
+    # -- the session
+    async def run(self) -> None:
+        import grpc
+
+        backoff = 0.5
+        while not self.stopped:
+            t0 = time.monotonic()
+            try:
+                await self._session()
+            except asyncio.CancelledError:
+                raise
+            except grpc.aio.AioRpcError as e:
+                self._failed(e.code(), e.details() or "")
+            except Stalled as e:
+                self.error = str(e)
+                self.problems.add("stream_stalled", self.name, self.error)
+                self.last_update = 0.0
+            except (OSError, ValueError, UserError, TimeoutError) as e:
+                self._failed(None, f"{type(e).__name__}: {e}")
+            if time.monotonic() - t0 > 4 * self.interval:
+                backoff = 0.5  # it ran for a while: a fresh failure, not a flapping one
+            await asyncio.sleep(backoff * (1 + random.random() / 4))
+            backoff = min(backoff * 2, 30.0)
+
+    def _failed(self, code: Any, details: str) -> None:
+        import grpc
+
+        reason = {
+            grpc.StatusCode.UNAUTHENTICATED: "auth_failed",
+            grpc.StatusCode.PERMISSION_DENIED: "auth_failed",
+            # it took the connection but did not answer the request in time: it hangs
+            grpc.StatusCode.DEADLINE_EXCEEDED: "stream_stalled",
+        }.get(code, "unreachable")
+        self.error = f"{code.name if code else 'error'}: {details}".strip()
+        # one line per reason per minute (Problems); the source logs down/up transitions
+        self.problems.add(reason, self.name, self.error)
+        self.last_update = 0.0
+
+    async def _session(self) -> None:
+        import grpc
+
+        from exporters.switch.gnmi_tls import channel
+
+        async with channel(self.cfg, self.timeout) as ch:
+            await asyncio.wait_for(ch.channel_ready(), self.timeout)
+            md = self._metadata()
+            self.stub = pb_stub(ch)
+            await self._prepare(md)
+            # stream, else poll, else get: a mode the switch refuses (UNIMPLEMENTED) is not
+            # asked again in later sessions
+            for mode, run, then in (("stream", self._stream, "poll"), ("poll", self._poll, "get")):
+                if self.mode != mode:
+                    continue
+                try:
+                    await run(md)
+                    return
+                except grpc.aio.AioRpcError as e:
+                    if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                        raise
+                    log.info("switch %s: gNMI %s refused, using %s", self.name, mode, then)
+                    self.mode = then
+            while not self.stopped:
+                t = time.monotonic()
+                for target, paths in self._groups(sample=True, change=True):
+                    for n in await self._get(md, target, paths):
+                        self._notification(n)
+                self._synced()
+                await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - t)))
+
+    def _metadata(self) -> list[tuple[str, str]]:
+        md = []
+        if self.cfg.username:
+            md.append(("username", self.cfg.username))
+        pw = self.cfg.password
+        if self.cfg.password_file:
+            try:
+                pw = Path(self.cfg.password_file).read_text().strip()
+            except OSError as e:
+                raise UserError(f"gnmi password_file {self.cfg.password_file}: {e}") from None
+        if pw is not None:
+            md.append(("password", pw))
+        return md
+
+    def _groups(self, *, sample: bool, change: bool) -> list[tuple[str, tuple[str, ...]]]:
+        out: dict[str, tuple[str, ...]] = {}
+        if sample:
+            out[self.sample_target] = self.sample_paths
+        if change:
+            out[self.change_target] = out.get(self.change_target, ()) + self.change_paths
+        return [(t, p) for t, p in out.items() if p]
+
+    async def _prepare(self, md: list[tuple[str, str]]) -> None:
+        """What a dialect reads once per session before subscribing."""
+
+    async def _stream(self, md: list[tuple[str, str]]) -> None:
+        """STREAM: SAMPLE at the interval for counters, ON_CHANGE for status and LLDP; one
+        Subscribe per target (the prefix names the database/target)."""
+        pb = gnmi_pb()
+        ns = int(self.interval * 1e9)
+        calls, names = [], []
+        for target, paths, mode in (
+            (self.sample_target, self.sample_paths, pb.SubscriptionMode.SAMPLE),
+            (self.change_target, self.change_paths, pb.SubscriptionMode.ON_CHANGE),
+        ):
+            if not paths:
+                continue
+            req = pb.SubscribeRequest(
+                subscribe=pb.SubscriptionList(
+                    prefix=pb.Path(target=target),
+                    mode=pb.SubscriptionList.STREAM,
+                    encoding=pb.Encoding.JSON_IETF,
+                    subscription=[
+                        pb.Subscription(
+                            path=parse_path(p),
+                            mode=mode,
+                            sample_interval=ns if mode == pb.SubscriptionMode.SAMPLE else 0,
+                        )
+                        for p in paths
+                    ],
+                )
+            )
+            # a SAMPLE stream that goes quiet for two intervals is stalled: reconnect
+            stall = 2 * self.interval if mode == pb.SubscriptionMode.SAMPLE else None
+            name = f"{target}:{mode}"
+            calls.append(self._consume(self.stub.Subscribe(_once(req), metadata=md), stall, name))
+            names.append(name)
+        # synced once every subscription has sent its first full sample
+        self._unsynced = set(names)
+        await asyncio.gather(*calls)
+
+    async def _consume(self, call: Any, stall: float | None = None, name: str = "") -> None:
+        it = call.__aiter__()
+        while not self.stopped:
+            try:
+                resp = await asyncio.wait_for(it.__anext__(), stall)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                call.cancel()
+                raise Stalled(f"no update for {stall:g} s") from None
+            which = resp.WhichOneof("response")
+            if which == "update":
+                self._notification(resp.update)
+            elif which == "sync_response":
+                self._unsynced.discard(name)
+                if not self._unsynced:
+                    self._synced()
+
+    async def _poll(self, md: list[tuple[str, str]]) -> None:
+        """POLL: one Subscribe per target, a Poll message every interval, each answered by a
+        full sample."""
+        groups = self._groups(sample=True, change=True)
+        self._unsynced = {t for t, _ in groups}
+        await asyncio.gather(*(self._poll_one(md, t, paths) for t, paths in groups))
+
+    async def _poll_one(
+        self, md: list[tuple[str, str]], target: str, paths: tuple[str, ...]
+    ) -> None:
+        pb = gnmi_pb()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        await queue.put(
+            pb.SubscribeRequest(
+                subscribe=pb.SubscriptionList(
+                    prefix=pb.Path(target=target),
+                    mode=pb.SubscriptionList.POLL,
+                    encoding=pb.Encoding.JSON_IETF,
+                    subscription=[pb.Subscription(path=parse_path(p)) for p in paths],
+                )
+            )
+        )
+
+        async def requests() -> AsyncIterator[Any]:
+            while True:
+                yield await queue.get()
+
+        async def ticker() -> None:
+            while not self.stopped:
+                await asyncio.sleep(self.interval)
+                await queue.put(pb.SubscribeRequest(poll=pb.Poll()))
+
+        tick = asyncio.ensure_future(ticker())
+        try:
+            call = self.stub.Subscribe(requests(), metadata=md)
+            await self._consume(call, 2 * self.interval, target)
+        finally:
+            tick.cancel()
+
+    def _synced(self) -> None:
+        self.last_update = time.monotonic()
+        if not self.synced.is_set():
+            self.synced.set()
+        self.error = ""
+
+    def _notification(self, n: Any) -> None:
+        # the switch's own time; a notification without one gets the arrival time
+        ts_ms = n.timestamp // 1_000_000 if n.timestamp > 0 else int(self.clock() * 1000)
+        for elems, value in self._decoded(n):
+            with self.lock:
+                ok = self._apply(elems, value, ts_ms)
+            if ok:
+                self.updates += 1
+            else:
+                self.problems.add(
+                    "bad_update", f"{self.name} {_fmt(elems)}", f"unexpected value {value!r:.80}"
+                )
+        self.last_update = time.monotonic()
+
+    def _decoded(self, n: Any) -> Iterator[tuple[list[tuple[str, dict[str, str]]], Any]]:
+        """(path elements, value) of each update that decodes; the others are named."""
+        for u in n.update:
+            elems = path_str(n.prefix, u.path)
+            try:
+                yield elems, decode(u.val)
+            except ValueError as e:
+                self.problems.add("bad_update", f"{self.name} {_fmt(elems)}", str(e))
+
+    async def _get(self, md: list[tuple[str, str]], target: str, paths: Sequence[str]) -> Any:
+        pb = gnmi_pb()
+        req = pb.GetRequest(
+            prefix=pb.Path(target=target),
+            path=[parse_path(p) for p in paths],
+            encoding=pb.Encoding.JSON_IETF,
+        )
+        return (await self.stub.Get(req, metadata=md, timeout=self.timeout)).notification
+
+    def _apply(self, elems: list[tuple[str, dict[str, str]]], value: Any, ts_ms: int) -> bool:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.stopped = True
+
+
+def pb_stub(ch: Any) -> Any:
+    from pygnmi.spec.v080 import gnmi_pb2_grpc
+
+    return gnmi_pb2_grpc.gNMIStub(ch)
+
+
+async def _once(req: Any) -> AsyncIterator[Any]:
+    yield req
+    await (
+        asyncio.Event().wait()
+    )  # keep the request side open: closing it ends some servers' streams
+
+
+def _fmt(elems: list[tuple[str, dict[str, str]]]) -> str:
+    return "/".join(n + "".join(f"[{k}={v}]" for k, v in sorted(ks.items())) for n, ks in elems)
+
+
+# -- SONiC telemetry ---------------------------------------------------------------------------
+class SonicGnmi(_Stream):
+    """SONiC's telemetry service: COUNTERS_DB name maps read once (Get), `COUNTERS/Ethernet*`
+    and `COUNTERS/Ethernet*/Queues` SAMPLEd, APPL_DB `PORT_TABLE` / `LLDP_ENTRY_TABLE` ON_CHANGE.
+    The cache answers the `SonicDb` protocol, so the Redis poll's parser reads it unchanged."""
+
+    sample_target = "COUNTERS_DB"
+    change_target = "APPL_DB"
+    sample_paths = SONIC_SAMPLE
+    change_paths = SONIC_ON_CHANGE
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.dbs: dict[str, dict[str, dict[str, str]]] = {"COUNTERS_DB": {}, "APPL_DB": {}}
+        self.port_ts: dict[str, int] = {}
+        self.queue_ts: dict[str, int] = {}  # port -> time of its last Queues update
+        self._oid_of: dict[str, str] = {}
+
+    async def _prepare(self, md: list[tuple[str, str]]) -> None:
+        for n in await self._get(md, "COUNTERS_DB", SONIC_MAPS):
+            for elems, v in self._decoded(n):
+                if len(elems) == 1 and isinstance(v, dict):
+                    with self.lock:
+                        self.dbs["COUNTERS_DB"][elems[0][0]] = {
+                            str(k): _str(x) for k, x in v.items()
+                        }
+        with self.lock:
+            cdb = self.dbs["COUNTERS_DB"]
+            self._oid_of = {
+                **cdb.get(C.PORT_NAME_MAP, {}),
+                **cdb.get(C.QUEUE_NAME_MAP, {}),
+            }
+
+    def _apply(self, elems: list[tuple[str, dict[str, str]]], value: Any, ts_ms: int) -> bool:
+        names = [e[0] for e in elems]
+        if not isinstance(value, dict):
+            return False
+        db = "APPL_DB" if names and names[0] in SONIC_ON_CHANGE else "COUNTERS_DB"
+        if db == "APPL_DB":
+            # PORT_TABLE[/Ethernet0] or LLDP_ENTRY_TABLE[/Ethernet0]: a table or one key
+            table = names[0]
+            rows = {names[1]: value} if len(names) > 1 else value
+            for key, h in rows.items():
+                if not isinstance(h, dict):
+                    return False
+                self.dbs["APPL_DB"][f"{table}:{key}"] = {str(k): _str(x) for k, x in h.items()}
+            return True
+        # COUNTERS/Ethernet0 -> {SAI...}; COUNTERS/Ethernet0/Queues -> {"Ethernet0:3": {...}};
+        # a wildcard answered in one update -> {"Ethernet0": {...}, ...}
+        if names[:1] != ["COUNTERS"]:
+            return False
+        queues = names[-1] == "Queues"
+        port = names[1] if len(names) > 1 and "*" not in names[1] else None
+        groups = {port: value} if port is not None and not queues else value
+        for key, h in groups.items():
+            if not isinstance(h, dict):
+                return False
+            if not queues and any(isinstance(x, dict) for x in h.values()):
+                return False
+            oid = self._oid_of.get(key)
+            if oid is None:
+                continue  # a port/queue the name maps do not know: nothing to join it to
+            # SONiC sends counters as JSON strings already: keep the dict (no per-value copy)
+            ok = all(type(x) is str for x in h.values())
+            self.dbs["COUNTERS_DB"][f"COUNTERS:{oid}"] = (
+                h if ok else {str(k): _str(x) for k, x in h.items()}
+            )
+            if queues:
+                self.queue_ts[key.rpartition(":")[0]] = ts_ms
+            else:
+                self.port_ts[key] = ts_ms
+            self.values += 1
+        return True
+
+    # -- SonicDb
+    def hgetall_many(self, db: str, keys: Sequence[str]) -> list[C.Hash | C.WrongType]:
+        self.check_up()
+        with self.lock:
+            d = self.dbs.get(db, {})
+            # the cache replaces a hash whole on update, never edits one: no copy needed
+            return [d.get(k, {}) for k in keys]
+
+    def keys(self, db: str, prefix: str) -> list[str]:
+        with self.lock:
+            return sorted(k for k in self.dbs.get(db, {}) if k.startswith(prefix))
+
+    def poll(self, problems: C.Problems, *, lldp: bool = True) -> tuple[list[Any], ...]:
+        from exporters.switch.sonic import poll
+
+        ports, queues, ll = poll(self, problems, lldp=lldp)
+        with self.lock:
+            for r in ports:
+                if r["port"] in self.port_ts:
+                    r["ts"] = self.port_ts[r["port"]]
+            for r in queues:
+                if r["port"] in self.queue_ts:
+                    r["ts"] = self.queue_ts[r["port"]]
+        return ports, queues, ll
+
+
+# -- OpenConfig ------------------------------------------------------------------------------
+class OpenConfigGnmi(_Stream):
+    """OpenConfig: interface counters and queues SAMPLEd, oper status, speed and LLDP
+    neighbours ON_CHANGE; leaves mapped to record fields by `openconfig_counters.csv`."""
+
+    sample_paths = OC_SAMPLE
+    change_paths = OC_ON_CHANGE
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.ports: dict[str, dict[str, str]] = {}  # interface -> leaf -> value
+        self.port_ts: dict[str, int] = {}
+        self.queues: dict[tuple[str, str], dict[str, str]] = {}
+        self.lldp: dict[tuple[str, str], dict[str, str]] = {}
+
+    def _apply(self, elems: list[tuple[str, dict[str, str]]], value: Any, ts_ms: int) -> bool:
+        names = [e[0] for e in elems]
+        leaves = _flatten(value)
+        if leaves is None:
+            return False
+        if names[:2] == ["interfaces", "interface"]:
+            port = elems[1][1].get("name", "")
+            if not port or "*" in port:
+                return False
+            tail = "/".join(names[2:])
+            h = self.ports.setdefault(port, {})
+            for leaf, v in leaves.items():
+                h[f"{tail}/{leaf}".strip("/")] = v
+            if "counters" in names:
+                self.port_ts[port] = ts_ms
+            return True
+        if names[:3] == ["qos", "interfaces", "interface"] and "queue" in names:
+            port = elems[2][1].get("interface-id", "")
+            q = elems[names.index("queue")][1].get("name", "")
+            if not port or not q:
+                return False
+            self.queues.setdefault((port, q), {}).update(leaves)
+            return True
+        if names[:3] == ["lldp", "interfaces", "interface"] and "neighbor" in names:
+            port = elems[2][1].get("name", "")
+            nid = elems[names.index("neighbor")][1].get("id", "")
+            if not port:
+                return False
+            self.lldp.setdefault((port, nid), {}).update(leaves)
+            return True
+        return False
+
+    def poll(self, problems: C.Problems, *, lldp: bool = True) -> tuple[list[Any], ...]:
+        self.check_up()
+        with self.lock:
+            ports = {p: dict(h) for p, h in self.ports.items()}
+            queues = {k: dict(h) for k, h in self.queues.items()}
+            neigh = {k: dict(h) for k, h in self.lldp.items()} if lldp else {}
+            pts = dict(self.port_ts)
+        prow = []
+        for port in sorted(ports, key=C._natural):
+            h = ports[port]
+            counters = {k.rsplit("/", 1)[-1]: v for k, v in h.items() if "counters/" in k}
+            if not counters:
+                continue
+            key = f"interfaces/interface[name={port}]"
+            row: dict[str, Any] = {
+                "port": port,
+                **C.fields_from("port", key, counters, problems, table=OC_CSV),
+            }
+            row["priorities"] = C.priority_rows(key, counters, problems, table=OC_CSV)
+            status = h.get("state/oper-status")
+            row["up"] = None if status is None else int(status == "UP")
+            row["speed_bps"] = _oc_speed(h.get("ethernet/state/port-speed"))
+            if port in pts:
+                row["ts"] = pts[port]
+            prow.append(row)
+        qrow = []
+        for (port, q), h in sorted(
+            queues.items(), key=lambda kv: C._natural(kv[0][0] + ":" + kv[0][1])
+        ):
+            idx = _queue_index(q)
+            if idx is None:
+                problems.add("bad_value", f"{self.name} queue {port}/{q!r}")
+                continue
+            key = f"qos/interfaces/interface[interface-id={port}]/output/queues/queue[name={q}]"
+            qrow.append({"port": port, "queue": idx, "queue_type": "unicast",
+                         **C.fields_from("queue", key, h, problems, table=OC_CSV)})  # fmt: skip
+        lrow = [
+            {
+                "local_port": port,
+                "remote_device": h.get("system-name", ""),
+                "remote_port": (
+                    h.get("port-description", "")
+                    if h.get("port-id-type") == "MAC_ADDRESS" and h.get("port-description")
+                    else h.get("port-id", "")
+                ),
+                "remote_chassis_id": h.get("chassis-id", ""),
+                "source": "gnmi",
+            }
+            for (port, _), h in sorted(neigh.items(), key=lambda kv: C._natural(kv[0][0]))
+        ]
+        return prow, qrow, lrow
+
+
+def _flatten(v: Any, prefix: str = "") -> dict[str, str] | None:
+    """JSON-IETF container -> {leaf path: value string}; a bare leaf -> {'': value}. Module
+    prefixes (openconfig-interfaces:counters) are dropped."""
+    if isinstance(v, dict):
+        out: dict[str, str] = {}
+        for k, x in v.items():
+            name = str(k).split(":", 1)[-1]
+            sub = _flatten(x, f"{prefix}/{name}" if prefix else name)
+            if sub is None:
+                return None
+            out.update(sub)
+        return out
+    if isinstance(v, list):
+        return None
+    return {prefix: _str(v) if not isinstance(v, str) else v}
+
+
+_SPEEDS = {"10MB": 1e7, "100MB": 1e8, "1GB": 1e9, "2500MB": 2.5e9, "5GB": 5e9, "10GB": 1e10,
+           "25GB": 2.5e10, "40GB": 4e10, "50GB": 5e10, "100GB": 1e11, "200GB": 2e11,
+           "400GB": 4e11, "800GB": 8e11}  # fmt: skip
+
+
+def _oc_speed(v: str | None) -> float | None:
+    """openconfig-if-ethernet ETHERNET_SPEED identities (SPEED_100GB) -> bits/s."""
+    if not v:
+        return None
+    return _SPEEDS.get(v.split(":", 1)[-1].removeprefix("SPEED_"))
+
+
+def _queue_index(name: str) -> int | None:
+    """Queue names are vendor strings ('3', 'UC3', 'queue3', 'Ethernet0:3'): the trailing number."""
+    m = re.search(r"(\d+)$", name)
+    return int(m.group(1)) if m and int(m.group(1)) <= 255 else None
+
+
+DIALECTS: dict[str, type[_Stream]] = {"sonic": SonicGnmi, "openconfig": OpenConfigGnmi}
+
+
+class GnmiLoop:
+    """One asyncio loop in one thread for every gNMI switch of a source."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="railscope-gnmi", daemon=True
+        )
+        self.thread.start()
+        self.tasks: list[Any] = []
+
+    def start(self, stream: _Stream) -> None:
+        self.tasks.append(asyncio.run_coroutine_threadsafe(stream.run(), self.loop))
+
+    def close(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+
+        async def _drain() -> None:
+            await asyncio.sleep(0)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(_drain(), self.loop).result(timeout=2)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=2)
+
+
+__all__ = [
+    "DIALECTS",
+    "REASONS",
+    "GnmiLoop",
+    "OpenConfigGnmi",
+    "SonicGnmi",
+    "decode",
+    "gnmi_pb",
+    "parse_path",
+]
