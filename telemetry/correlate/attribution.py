@@ -1,7 +1,8 @@
 """Attribution: every flow sample of a window joined, as of its own timestamp, to the pod that held
 each IP then (primary or Multus secondary), its tenant and job, the nodes' SU and IDC, and the
-lowest common HyperNode of the two ends. Runs inside ClickHouse (ASOF JOINs); re-running a window
-replaces that window's rows, so it is idempotent.
+lowest common HyperNode of the two ends. Runs inside ClickHouse (ASOF JOINs) once per evaluation
+tick over the flows that arrived since the previous one; re-running a range replaces its rows, so
+it is idempotent.
 """
 
 from __future__ import annotations
@@ -167,7 +168,13 @@ def node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
 
 def attribute_window(ctx: Context, anc: Ancestry | None = None) -> dict[str, Any]:
     """(Re)write the window's attributed flows. Returns counts for self-report."""
-    ctx.command(f"DELETE FROM {ctx.table('attributed_flow')} WHERE {ctx.where('attributed_flow')}")
+    (had,) = ctx.rows(
+        f"SELECT count() AS n FROM {ctx.table('attributed_flow')} WHERE {ctx.where('attributed_flow')}"
+    )
+    if had["n"]:  # a re-run: replace, never add twice (new flows skip the mutation)
+        ctx.command(
+            f"DELETE FROM {ctx.table('attributed_flow')} WHERE {ctx.where('attributed_flow')}"
+        )
     anc = anc if anc is not None else ancestry(ctx)
     su, idc = _node_facts(ctx)
     ctx.command(

@@ -1,5 +1,5 @@
-"""What a detector is and sees: the per-window `Context` (the store, the window, thresholds),
-the `@detector` decorator, and the registry, filled from an explicit table of detector modules
+"""What a detector is and sees: the per-evaluation `Context` (the store, the trailing window,
+thresholds), the `@detector` decorator with the window each detector judges, and the registry, filled from an explicit table of detector modules
 imported on first use (like an entry-point table): no Correlator needs to exist, and detector
 modules import this module, never the engine.
 """
@@ -42,7 +42,7 @@ class Window:
 
 @dataclass
 class Context:
-    """One window as detectors see it. SQL names tables with `table(kind)` and selects the
+    """One detector's trailing window at one evaluation, as it sees it. SQL names tables with `table(kind)` and selects the
     window with `where(kind)`; values go in as query parameters: the window is bound as
     `{ws:…}`/`{we:…}`, the cluster as `{cluster:String}`."""
 
@@ -87,19 +87,43 @@ class DetectorSpec:
     category: str
     fn: Detector
     needs: tuple[str, ...]  # record kinds it reads: skipped quietly while none is stored
+    # the trailing window it judges: the sum of these thresholds (seconds), e.g.
+    # ("ecmp.min_seconds", "sliding.interval_seconds") for a condition sustained min_seconds
+    lookback: tuple[str, ...] = ("sliding.rate_seconds",)
+
+    def lookback_seconds(self, thresholds: Mapping[str, Any]) -> float:
+        total = 0.0
+        for dotted in self.lookback:
+            cur: Any = thresholds
+            for p in dotted.split("."):
+                cur = cur[p]
+            total += float(cur)
+        return total
 
 
 _DETECTORS: dict[str, DetectorSpec] = {}
 
 
-def detector(name: str, *, category: str, needs: tuple[str, ...]) -> Callable[[Detector], Detector]:
+def detector(
+    name: str,
+    *,
+    category: str,
+    needs: tuple[str, ...],
+    lookback: tuple[str, ...] = ("sliding.rate_seconds",),
+) -> Callable[[Detector], Detector]:
+    """Register `fn` as detector `name`. It is evaluated every `sliding.interval_seconds` over
+    the trailing window `lookback` names (threshold paths, summed)."""
+
     def deco(fn: Detector) -> Detector:
+        from telemetry.correlate.thresholds import default_thresholds
         from telemetry.records import KINDS
 
         unknown = [k for k in needs if k not in KINDS]
         if unknown:
             raise ValueError(f"detector {name}: unknown record kind(s) {unknown}")
-        _DETECTORS[name] = DetectorSpec(name, category, fn, needs)
+        spec = DetectorSpec(name, category, fn, needs, lookback)
+        spec.lookback_seconds(default_thresholds())  # a misspelt threshold fails at import
+        _DETECTORS[name] = spec
         return fn
 
     return deco

@@ -8,7 +8,9 @@ from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
 
 
-@detector("network_bound", category="node", needs=("flow_sample",))
+@detector(
+    "network_bound", category="node", needs=("flow_sample",), lookback=("sliding.flow_seconds",)
+)
 def network_bound(ctx: Context) -> list[Finding]:
     """Jobs whose GPUs average under `gpu.idle_ratio` busy while a port carrying their traffic
     runs above `network_bound.port_utilization`."""
@@ -73,7 +75,12 @@ def network_bound(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("gpu_without_direct_nic", category="placement", needs=("gpu_nic_affinity",))
+@detector(
+    "gpu_without_direct_nic",
+    category="placement",
+    needs=("gpu_nic_affinity",),
+    lookback=("sliding.flow_seconds",),
+)
 def gpu_without_direct_nic(ctx: Context) -> list[Finding]:
     """GPUs whose PCIe switch has no NIC, held by a pod that sends RDMA: that traffic detours
     through host memory."""

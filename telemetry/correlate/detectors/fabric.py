@@ -236,7 +236,12 @@ def _sample_seconds(ctx: Context) -> float:
 _UPLINK = {"leaf": "spine", "spine": "superspine"}
 
 
-@detector("ecmp_imbalance", category="fabric", needs=("switch_port_sample",))
+@detector(
+    "ecmp_imbalance",
+    category="fabric",
+    needs=("switch_port_sample",),
+    lookback=("ecmp.min_seconds", "sliding.interval_seconds"),
+)
 def ecmp_imbalance(ctx: Context) -> list[Finding]:
     """Uplink groups (a leaf's ports to spines, a spine's to super-spines, from LLDP): judged per
     sample, one member running far above the group mean while busy, for long enough, is a hash
@@ -309,7 +314,12 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("dci_near_capacity", category="storage", needs=("switch_port_sample",))
+@detector(
+    "dci_near_capacity",
+    category="storage",
+    needs=("switch_port_sample",),
+    lookback=("dci.min_seconds", "sliding.interval_seconds"),
+)
 def dci_near_capacity(ctx: Context) -> list[Finding]:
     """A data-center interconnect link (a port whose role is 'dci' and whose LLDP peer is a switch)
     transmitting near capacity for long enough; the evidence splits the HDFS cross-IDC share by

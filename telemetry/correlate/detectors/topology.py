@@ -8,7 +8,12 @@ from telemetry.correlate.registry import Context, detector
 from telemetry.correlate.sql import lldp_links
 
 
-@detector("hypernode_drift", category="topology", needs=("hypernode",))
+@detector(
+    "hypernode_drift",
+    category="topology",
+    needs=("hypernode",),
+    lookback=("sliding.state_seconds",),
+)
 def hypernode_drift(ctx: Context) -> list[Finding]:
     from telemetry.topology.hypernodes import HyperNodeTree
     from telemetry.topology.physical import Fabric, diff
