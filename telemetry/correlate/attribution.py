@@ -33,9 +33,8 @@ class Ancestry:
 def ancestry(ctx: Context) -> Ancestry:
     """The HyperNode tree declared at the end of the window (empty when none is stored)."""
     from telemetry.topology.hypernodes import HyperNodeTree
-    from telemetry.topology.store_io import declared_from_store
 
-    specs, labels = declared_from_store(ctx.store, ctx.cluster, at=ctx.window.end)
+    specs, labels = declared_hypernodes(ctx)
     if not specs:
         return Ancestry({}, {})
     tree = HyperNodeTree.build(specs, labels or None)
@@ -44,6 +43,16 @@ def ancestry(ctx: Context) -> Ancestry:
         {name: spec.tier for name, spec in tree.specs.items()},
         {spec.tier_name: spec.tier for spec in tree.specs.values() if spec.tier_name},
     )
+
+
+def declared_hypernodes(ctx: Context) -> tuple[Any, Any]:
+    """The HyperNode specs and node labels declared as of the window's end (once per tick)."""
+    from telemetry.topology.store_io import declared_from_store
+
+    return ctx.cached(
+        f"declared@{ctx.window.end.isoformat()}",
+        lambda: declared_from_store(ctx.store, ctx.cluster, at=ctx.window.end),
+    )  # type: ignore[no-any-return]
 
 
 def _lease(ctx: Context, side: str) -> str:

@@ -150,7 +150,9 @@ class Correlator:
             now - timedelta(seconds=float(self.thresholds["sliding"]["state_seconds"])), now
         )
         shared = self._prepare(
-            Context(self.store, state, self.thresholds, self.cluster), nonempty, result
+            Context(self.store, state, self.thresholds, self.cluster, {"tick_cache": {}}),
+            nonempty,
+            result,
         )
         found: list[Finding] = []
         for d in self.detectors:
@@ -195,6 +197,7 @@ class Correlator:
             "tier_names": anc.tier_names,
             "su": su,
             "idc": idc,
+            "tick_cache": ctx.extra.get("tick_cache", {}),  # one per tick (Context.cached)
         }
         now = ctx.window.end
         lo = self._attributed_until

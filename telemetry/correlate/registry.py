@@ -74,6 +74,17 @@ class Context:
         res = self.store.client.query(sql, parameters=self.params(params))
         return [dict(zip(res.column_names, r, strict=True)) for r in res.result_rows]
 
+    def cached(self, key: str, make: Callable[[], Any]) -> Any:
+        """`make()` once per evaluation tick for facts every detector of the tick shares (the
+        latest LLDP neighbours, the declared HyperNodes as of the tick): the engine gives all
+        contexts of one tick the same `extra["tick_cache"]`; without one, `make()` each time."""
+        cache = self.extra.get("tick_cache")
+        if cache is None:
+            return make()
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
+
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
         self.store.client.command(sql, parameters=self.params(params))
 

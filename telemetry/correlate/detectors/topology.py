@@ -15,11 +15,11 @@ from telemetry.correlate.sql import lldp_links
     lookback=("sliding.state_seconds",),
 )
 def hypernode_drift(ctx: Context) -> list[Finding]:
+    from telemetry.correlate.attribution import declared_hypernodes
     from telemetry.topology.hypernodes import HyperNodeTree
     from telemetry.topology.physical import Fabric, diff
-    from telemetry.topology.store_io import declared_from_store
 
-    specs, labels = declared_from_store(ctx.store, ctx.cluster, at=ctx.window.end)
+    specs, labels = declared_hypernodes(ctx)
     links = lldp_links(ctx)
     if not specs or not links:
         return []
