@@ -118,10 +118,11 @@ class Latency:
 
 
 def latencies(truth: Any, findings: Sequence[Any]) -> list[Latency]:
-    """Per ground-truth fault: first_seen of the earliest finding that detects it (its kind maps
-    onto the fault's kind by finding_map.yaml; it names one of the fault's subjects when any
-    finding does; it opened no earlier than the fault, less one interval) minus the onset.
-    `findings` are score.Finding rows (first_seen as start_ms)."""
+    """Per ground-truth fault: first_seen of the earliest finding that detects it minus the
+    onset (0 when one was already open then). A finding detects it when its kind maps onto the
+    fault's kind by finding_map.yaml, its span overlaps the fault's (one interval of slack) and
+    it names one of the fault's subjects (any overlapping finding of the kind when none does).
+    `findings` are score.Finding rows (first_seen/last_seen as start_ms/end_ms)."""
     from telemetry.sim.score import load_finding_map
 
     mapping, _ = load_finding_map()
@@ -131,7 +132,9 @@ def latencies(truth: Any, findings: Sequence[Any]) -> list[Latency]:
         cand = [
             f
             for f in findings
-            if mapping.get(f.kind) == g.kind and g.start_ms - tol <= f.start_ms <= g.end_ms + tol
+            if mapping.get(f.kind) == g.kind
+            and f.start_ms <= g.end_ms + tol
+            and f.end_ms >= g.start_ms - tol
         ]
         names = {s.replace(":", "/") for s in g.subjects}
         named = [f for f in cand if f.subject.replace(":", "/") in names] or cand

@@ -225,12 +225,16 @@ def _roles_and_neighbours(
 
 
 def _sample_seconds(ctx: Context) -> float:
-    """Typical spacing of switch samples in the window (for turning sample counts into time)."""
+    """Typical spacing of switch samples in the window (for turning sample counts into time); one
+    interval while the window holds a single sample (data just started): one hot sample is one
+    interval hot, never the whole window."""
     (r,) = ctx.rows(f"""
         SELECT count(DISTINCT ts) AS n, dateDiff('millisecond', min(ts), max(ts)) / 1000 AS span
         FROM {ctx.table("switch_port_sample")}
         WHERE {ctx.where("switch_port_sample")}""")
-    return float(r["span"]) / (r["n"] - 1) if r["n"] and r["n"] > 1 else ctx.window.seconds
+    if r["n"] and r["n"] > 1:
+        return float(r["span"]) / (r["n"] - 1)
+    return min(ctx.window.seconds, float(ctx.t("sliding.interval_seconds")))
 
 
 _UPLINK = {"leaf": "spine", "spine": "superspine"}

@@ -69,8 +69,7 @@ def test_counter_increase_handles_reset(store: Store) -> None:
     assert r["resets_pci_stalled_total"] == 1 and r["span_s"] == 30
 
 
-def test_xid_findings_persist_and_rerun_is_idempotent(store: Store) -> None:
-    s = t0()
+def _xids(store: Store, s: datetime) -> None:
     store.insert(
         GPU_EVENT,
         GPU_EVENT.to_arrow(
@@ -110,8 +109,10 @@ def test_xid_findings_persist_and_rerun_is_idempotent(store: Store) -> None:
             ]
         ),
     )
-    run(store, s)
-    got = sorted(
+
+
+def _xid_spans(store: Store, s: datetime) -> list[tuple[str, timedelta, timedelta, str]]:
+    return sorted(
         (
             f["subject"],
             f["first_seen"].replace(tzinfo=UTC) - s,
@@ -120,6 +121,13 @@ def test_xid_findings_persist_and_rerun_is_idempotent(store: Store) -> None:
         )
         for f in fstore.read(store, kinds=["gpu_xid"])
     )
+
+
+def test_xid_findings_persist_and_rerun_is_idempotent(store: Store) -> None:
+    s = t0()
+    _xids(store, s)
+    run(store, s)
+    got = _xid_spans(store, s)
     sec = lambda n: timedelta(seconds=n)  # noqa: E731
     # an event holds while it is in the 30 s trailing window: the first tick after it opens the
     # finding, the event 40 s later continues it (within the 60 s hysteresis), the one at 400 s
@@ -133,6 +141,21 @@ def test_xid_findings_persist_and_rerun_is_idempotent(store: Store) -> None:
     run(store, s)  # re-run the same range
     again = fstore.read(store, kinds=["gpu_xid"])
     assert {f["finding_id"] for f in again} == ids and len(again) == 3
+
+
+def test_a_restarted_engine_continues_open_findings(store: Store) -> None:
+    """Two engines one after the other (a follower restarted at 100 s) write what one would:
+    the open finding is read back from the store and continued under its id."""
+    s = t0()
+    _xids(store, s)
+    Correlator(store, cluster="c").run(s, s + timedelta(seconds=100))
+    Correlator(store, cluster="c").run(s + timedelta(seconds=100), s + timedelta(minutes=10))
+    sec = lambda n: timedelta(seconds=n)  # noqa: E731
+    assert _xid_spans(store, s) == [
+        ("n1/gpu3", sec(70), sec(130), "critical"),
+        ("n1/gpu3", sec(410), sec(430), "critical"),
+        ("n2/gpu0", sec(80), sec(100), "warning"),
+    ]
 
 
 def test_gpu_lost_and_throttle(store: Store) -> None:
