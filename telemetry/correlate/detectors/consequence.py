@@ -28,16 +28,13 @@ def network_bound(ctx: Context) -> list[Finding]:
         port_util AS (
             SELECT switch, port, avg(tx_utilization_ratio) AS util FROM {ctx.table("switch_port_sample")}
             WHERE {ctx.where("switch_port_sample")}
+              AND (switch, port) IN (SELECT switch, port FROM job_ports)  -- not every port of the fabric
             GROUP BY switch, port),
         job_nodes AS (
             SELECT namespace AS ns, job, groupUniqArray(node) AS nodes FROM {ctx.table("pod", final=True)}
             WHERE cluster = {{cluster:String}} AND job != '' AND valid_from < {{we:DateTime64(3, 'UTC')}}
               AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})
-            GROUP BY ns, job),
-        node_gpu AS (
-            SELECT node, avg(utilization_ratio) AS util FROM {ctx.table("gpu_sample")}
-            WHERE {ctx.where("gpu_sample")} AND up = 1
-            GROUP BY node)
+            GROUP BY ns, job)
         SELECT jp.ns AS ns, jp.job AS job, argMax(concat(jp.switch, ':', jp.port), pu.util) AS hot_port, max(pu.util) AS hot_util,
                any(jn.nodes) AS nodes
         FROM job_ports AS jp
