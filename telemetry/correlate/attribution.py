@@ -37,12 +37,16 @@ def ancestry(ctx: Context) -> Ancestry:
     specs, labels = declared_hypernodes(ctx)
     if not specs:
         return Ancestry({}, {})
-    tree = HyperNodeTree.build(specs, labels or None)
-    return Ancestry(
-        {n: tree.ancestors(n) for n in tree.node_names},
-        {name: spec.tier for name, spec in tree.specs.items()},
-        {spec.tier_name: spec.tier for spec in tree.specs.values() if spec.tier_name},
-    )
+
+    def build() -> Ancestry:
+        tree = HyperNodeTree.build(specs, labels or None)
+        return Ancestry(
+            {n: tree.ancestors(n) for n in tree.node_names},
+            {name: spec.tier for name, spec in tree.specs.items()},
+            {spec.tier_name: spec.tier for spec in tree.specs.values() if spec.tier_name},
+        )
+
+    return ctx.remembered("ancestry", (specs, labels), build)  # type: ignore[no-any-return]
 
 
 def declared_hypernodes(ctx: Context) -> tuple[Any, Any]:

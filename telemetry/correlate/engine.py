@@ -97,6 +97,7 @@ class Correlator:
         }
         self.tracker = fstore.Tracker(store, cluster, self.hysteresis)
         self._attributed_until: datetime | None = None
+        self._memo: dict[str, tuple[str, Any]] = {}
 
     def data_span(self) -> tuple[datetime, datetime] | None:
         """First and last sample time over the kinds detectors read (each by its time column)."""
@@ -198,6 +199,7 @@ class Correlator:
             "su": su,
             "idc": idc,
             "tick_cache": ctx.extra.get("tick_cache", {}),  # one per tick (Context.cached)
+            "memo": self._memo,  # across ticks (Context.remembered)
         }
         now = ctx.window.end
         lo = self._attributed_until

@@ -3,6 +3,8 @@ Uses telemetry.topology's diff of the declared tree against the graph the LLDP l
 
 from __future__ import annotations
 
+from typing import Any
+
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
 from telemetry.correlate.sql import lldp_links
@@ -23,9 +25,17 @@ def hypernode_drift(ctx: Context) -> list[Finding]:
     links = lldp_links(ctx)
     if not specs or not links:
         return []
-    tree = HyperNodeTree.build(specs, labels or None)
+    wiring = sorted(
+        (r["local_device"], r["local_port"], r["remote_device"], r["remote_port"]) for r in links
+    )
+
+    def differences() -> list[Any]:
+        tree = HyperNodeTree.build(specs, labels or None)
+        return list(diff(tree, Fabric(links, servers=list(labels) or None)))
+
     out = []
-    for d in diff(tree, Fabric(links, servers=list(labels) or None)):
+    # the declarations and the wiring change with the inventory, not every tick
+    for d in ctx.remembered("hypernode_drift", (specs, labels, wiring), differences):
         if d.kind == "problem":
             continue  # malformed declarations are the inventory's report, not drift
         subject = d.declared or d.subject
