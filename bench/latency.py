@@ -112,6 +112,7 @@ def main() -> None:
         t = time.perf_counter()
         sc = load_scenario("small").with_overrides(nodes=n, minutes=a.cycle_minutes)
         _, _, corr, cycles = live_run(dsn, tmp / f"spool-{n}", sc, now_s)
+        interval = corr.interval
         # after the trailing windows have filled (the longest lookback), every tick costs the same
         warm = int(max(corr.lookbacks.values()).total_seconds() // corr.interval)
         per = [r.cpu_seconds for r in cycles[warm + 1 :]] or [r.cpu_seconds for r in cycles]
