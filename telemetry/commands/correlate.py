@@ -43,8 +43,10 @@ def register(sub: Any) -> list[str]:
     c = sub.add_parser(
         "correlate",
         help="run the correlation engine over a time range",
-        description="Run every detector over fixed windows (thresholds in telemetry/correlate/thresholds.yaml) "
-        "and store findings. Re-running a range is idempotent.",
+        description="Evaluate every detector every sliding.interval_seconds over its own trailing window "
+        "(thresholds in telemetry/correlate/thresholds.yaml) and store findings: a finding opens when its "
+        "condition first holds and closes after sliding.hysteresis_seconds without. Batch (--since/--until) "
+        "and --follow evaluate the same ticks; re-running a range is idempotent.",
     )
     add_range_args(c)
     c.add_argument(
@@ -53,20 +55,20 @@ def register(sub: Any) -> list[str]:
     c.add_argument(
         "--follow",
         action="store_true",
-        help="keep running: correlate each window once it is complete (plus --lag), serve findings on /metrics",
+        help="keep running: evaluate each tick as the clock passes it (plus --lag), serve findings on /metrics",
     )
     c.add_argument(
         "--lag",
         type=float,
-        default=60.0,
+        default=5.0,
         metavar="SECONDS",
-        help="with --follow: wait this long after a window ends for late data (default 60)",
+        help="with --follow: evaluate a tick this long after it, for data still in flight (default 5)",
     )
     c.add_argument(
         "--cycles",
         type=int,
         metavar="N",
-        help="with --follow: stop after N cycles (default: run until stopped)",
+        help="with --follow: stop after N ticks (default: run until stopped)",
     )
     c.add_argument(
         "--listen",
@@ -115,7 +117,7 @@ def run_correlate(args: argparse.Namespace) -> int:
     for f in res.findings:
         kinds[f.kind] = kinds.get(f.kind, 0) + 1
     print(
-        f"correlated {res.windows} window(s) {start:%Y-%m-%d %H:%M}Z .. {end:%Y-%m-%d %H:%M}Z: "
+        f"correlated {res.windows} evaluation(s) {start:%Y-%m-%d %H:%M}Z .. {end:%Y-%m-%d %H:%M}Z: "
         f"{len({f.finding_id for f in res.findings})} finding(s)"
     )
     for k, n in sorted(kinds.items()):
@@ -197,7 +199,8 @@ def findings_prometheus(rows: list[dict[str, Any]]) -> str:
 
 
 class FindingsCollector:
-    """Current findings (seen within the merge gap) as Prometheus metrics, read at scrape time."""
+    """Open findings (held within the hysteresis period) as Prometheus metrics, read at scrape
+    time."""
 
     def __init__(self, store: Any, cluster: str, recent: timedelta) -> None:
         self.store, self.cluster, self.recent = store, cluster, recent
@@ -214,52 +217,41 @@ class FindingsCollector:
 
 
 def follow(corr: Any, cfg: Any, args: argparse.Namespace, on_cycle: Any = None) -> int:
-    """Correlate every window once complete; serve /metrics (findings + detector self-metrics).
-    `on_cycle(host, port)` is called after each cycle (tests scrape there)."""
+    """Evaluate every tick live (telemetry.correlate.engine.follow on the wall clock); serve
+    /metrics (findings + detector self-metrics). `on_cycle(host, port)` is called after each
+    tick (tests scrape there); --cycles N stops after N ticks."""
     import logging
-    import time
+    import threading
 
-    log = logging.getLogger("railscope.correlate")
+    from telemetry.correlate.engine import follow as follow_engine
     from telemetry.sinks.prometheus import PrometheusSink
 
-    step = int(corr.thresholds["window_seconds"])
-    gap = timedelta(seconds=step * (int(corr.thresholds["merge_gap_windows"]) + 1))
+    log = logging.getLogger("railscope.correlate")
     sink = PrometheusSink(components=lambda: [corr.attribution_stats, *corr.stats.values()])
-    sink.registry.register(FindingsCollector(corr.store, corr.cluster, gap))  # type: ignore[arg-type]
+    sink.registry.register(FindingsCollector(corr.store, corr.cluster, corr.hysteresis))  # type: ignore[arg-type]
     host, _, port = (args.listen or cfg.prometheus.listen).rpartition(":")
     bound = sink.serve(host, int(port))
     log.info(
-        "correlating every %ds (lag %.0fs); findings on http://%s:%s/metrics",
-        step,
+        "evaluating every %.0fs (lag %.0fs); findings on http://%s:%s/metrics",
+        corr.interval,
         args.lag,
         *bound,
     )
-    epoch = datetime(1970, 1, 1, tzinfo=UTC)
-    done_until: datetime | None = None
+    stop = threading.Event()
     cycles = 0
+
+    def tick(_corr: Any, _t: datetime, _res: Any) -> None:
+        nonlocal cycles
+        cycles += 1
+        if on_cycle is not None:
+            on_cycle(*bound)
+        if args.cycles is not None and cycles >= args.cycles:
+            stop.set()
+
     try:
-        while True:
-            now = datetime.now(UTC) - timedelta(seconds=args.lag)
-            end = epoch + ((now - epoch) // timedelta(seconds=step)) * timedelta(
-                seconds=step
-            )  # last complete window end
-            start = done_until or end - timedelta(seconds=step)
-            if end > start:
-                res = corr.run(start, end)
-                done_until = end
-                log.info(
-                    "correlated %s..%s: %d finding(s)%s",
-                    start.isoformat(),
-                    end.isoformat(),
-                    len(res.findings),
-                    f", failed: {sorted(res.failed)}" if res.failed else "",
-                )
-            cycles += 1
-            if on_cycle is not None:
-                on_cycle(*bound)
-            if args.cycles is not None and cycles >= args.cycles:
-                break
-            time.sleep(max(1.0, (end + timedelta(seconds=step) - now).total_seconds()))
+        follow_engine(corr.store, cfg, stop, corr=corr, lag_seconds=args.lag, on_cycle=tick)
+    except KeyboardInterrupt:
+        pass
     finally:
         sink.close()
     return 0

@@ -1,5 +1,7 @@
-"""The correlation engine: runs every detector over fixed time windows inside ClickHouse and
-stores what they find. Detectors are SQL over the stored facts; they never read live sources.
+"""The correlation engine: evaluates every detector every `sliding.interval_seconds` over its own
+trailing window inside ClickHouse, and tracks what they find (open, update, close after the
+hysteresis; one id per finding). Detectors are SQL over the stored facts; they never read live
+sources. Batch (`run`) and live (`follow`) evaluate the same ticks the same way.
 
 A detector that fails is logged by name and counted; the others still run.
 """
@@ -7,6 +9,7 @@ A detector that fails is logged by name and counted; the others still run.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -14,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from telemetry.correlate import findings as fstore
+from telemetry.correlate.clock import Clock, SystemClock
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, Window, detectors
 from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
@@ -24,27 +28,42 @@ from telemetry.store.schema import LOCAL_SUFFIX
 
 log = logging.getLogger(__name__)
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-def windows(start: datetime, end: datetime, seconds: int) -> Iterator[Window]:
+
+def ticks(start: datetime, end: datetime, seconds: float) -> Iterator[datetime]:
+    """Evaluation times in (start, end]: multiples of the interval since the epoch, so a batch
+    run and a live follower evaluate at the same instants."""
     step = timedelta(seconds=seconds)
-    epoch = datetime(1970, 1, 1, tzinfo=UTC)
-    t = epoch + ((start - epoch) // step) * step  # align to multiples of the window length
-    while t < end:
-        yield Window(t, t + step)
+    t = EPOCH + ((start - EPOCH) // step + 1) * step
+    while t <= end:
+        yield t
         t += step
+
+
+def last_tick(t: datetime, seconds: float) -> datetime:
+    step = timedelta(seconds=seconds)
+    return EPOCH + ((t - EPOCH) // step) * step
 
 
 @dataclass
 class RunResult:
-    windows: int = 0
+    windows: int = 0  # evaluations (ticks)
     findings: list[Finding] = field(default_factory=list)
     failed: dict[str, str] = field(
         default_factory=dict
     )  # stage/detector -> first line of the error
+    cpu_seconds: float = 0.0  # process CPU time the evaluations took (the engine's and chdb's)
 
     def fail(self, what: str, window: Window, e: BaseException) -> None:
         self.failed[what] = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
         log.error("%s failed on window %s: %s", what, window.start.isoformat(), self.failed[what])
+
+    def merge(self, other: RunResult) -> None:
+        self.windows += other.windows
+        self.findings += other.findings
+        self.failed.update(other.failed)
+        self.cpu_seconds += other.cpu_seconds
 
 
 class Correlator:
@@ -70,6 +89,15 @@ class Correlator:
         self.detectors = [d for d in registry.values() if not only or d.name in only]
         self.stats = {d.name: ComponentStats(f"detector:{d.name}") for d in self.detectors}
         self.attribution_stats = ComponentStats("correlate:attribution")
+        sliding = self.thresholds["sliding"]
+        self.interval = float(sliding["interval_seconds"])
+        self.hysteresis = timedelta(seconds=float(sliding["hysteresis_seconds"]))
+        self.lookbacks = {
+            d.name: timedelta(seconds=d.lookback_seconds(self.thresholds)) for d in self.detectors
+        }
+        self.tracker = fstore.Tracker(store, cluster, self.hysteresis)
+        self._attributed_until: datetime | None = None
+        self._memo: dict[str, tuple[str, Any]] = {}
 
     def data_span(self) -> tuple[datetime, datetime] | None:
         """First and last sample time over the kinds detectors read (each by its time column)."""
@@ -90,44 +118,72 @@ class Correlator:
     def run(
         self, start: datetime, end: datetime, progress: Callable[[int, int], None] | None = None
     ) -> RunResult:
+        """Batch: evaluate every tick in (start, end + one interval], as a follower would have
+        (the last tick judges the data up to `end`). Findings are returned once each, as last
+        written."""
         result = RunResult()
-        ws = list(windows(start, end, int(self.thresholds["window_seconds"])))
-        gap = timedelta(
-            seconds=int(self.thresholds["window_seconds"])
-            * int(self.thresholds["merge_gap_windows"])
+        ts = list(
+            ticks(
+                start,
+                end + timedelta(seconds=self.interval) - timedelta(milliseconds=1),
+                self.interval,
+            )
         )
-        nonempty = self._nonempty_kinds()
-        for i, w in enumerate(ws):
-            ctx = Context(self.store, w, self.thresholds, self.cluster)
-            self._prepare(ctx, nonempty, result)
-            found: list[Finding] = []
-            for d in self.detectors:
-                if not set(d.needs) & nonempty:
-                    continue  # nothing of that kind stored: a quiet outcome
-                st = self.stats[d.name]
-                t = time.perf_counter()
-                try:
-                    got = d.fn(ctx)
-                except Exception as e:
-                    st.last_success = False
-                    st.error(type(e).__name__)
-                    result.fail(d.name, w, e)
-                    continue
-                st.last_duration_seconds = time.perf_counter() - t
-                st.last_success = True
-                st.sent += len(got)
-                for f in got:
-                    f.window_start, f.window_end = w.start, w.end
-                found += got
-            result.findings += fstore.upsert(self.store, found, cluster=self.cluster, merge_gap=gap)
-            result.windows += 1
+        latest: dict[str, Finding] = {}
+        for i, t in enumerate(ts):
+            r = self.evaluate(t)
+            for f in r.findings:
+                latest[f.finding_id] = f
+            r.findings = []
+            result.merge(r)
             if progress:
-                progress(i + 1, len(ws))
+                progress(i + 1, len(ts))
+        result.findings = list(latest.values())
         return result
 
-    def _prepare(self, ctx: Context, nonempty: set[str], result: RunResult) -> None:
-        """Facts every detector of the window shares: the HyperNode ancestry, node SU/IDC, and
-        the window's flows attributed to pods/jobs/tenants (written as attributed_flow rows)."""
+    def evaluate(self, now: datetime) -> RunResult:
+        """One tick: attribute the flows that arrived since the last tick, run every detector
+        over its trailing window ending at `now`, and open/update/close findings."""
+        cpu = time.process_time()
+        result = RunResult(windows=1)
+        nonempty = self._nonempty_kinds()
+        state = Window(
+            now - timedelta(seconds=float(self.thresholds["sliding"]["state_seconds"])), now
+        )
+        shared = self._prepare(
+            Context(self.store, state, self.thresholds, self.cluster, {"tick_cache": {}}),
+            nonempty,
+            result,
+        )
+        found: list[Finding] = []
+        for d in self.detectors:
+            if not set(d.needs) & nonempty:
+                continue  # nothing of that kind stored: a quiet outcome
+            w = Window(now - self.lookbacks[d.name], now)
+            ctx = Context(self.store, w, self.thresholds, self.cluster, dict(shared))
+            st = self.stats[d.name]
+            t = time.perf_counter()
+            try:
+                got = d.fn(ctx)
+            except Exception as e:
+                st.last_success = False
+                st.error(type(e).__name__)
+                result.fail(d.name, w, e)
+                continue
+            st.last_duration_seconds = time.perf_counter() - t
+            st.last_success = True
+            st.sent += len(got)
+            for f in got:
+                f.window_start, f.window_end = w.start, w.end
+            found += got
+        result.findings = self.tracker.observe(now, found)
+        result.cpu_seconds = time.process_time() - cpu
+        return result
+
+    def _prepare(self, ctx: Context, nonempty: set[str], result: RunResult) -> dict[str, Any]:
+        """Facts every detector of the tick shares: the HyperNode ancestry and node SU/IDC as
+        of now; and the flows that arrived since the last tick, attributed once to
+        pods/jobs/tenants (attributed_flow rows) - never re-done per evaluation."""
         from telemetry.correlate.attribution import Ancestry, ancestry, attribute_window, node_facts
 
         anc = Ancestry({}, {})
@@ -137,20 +193,34 @@ class Correlator:
             except Exception as e:
                 result.fail("ancestry", ctx.window, e)
         su, idc = node_facts(ctx) if "node" in nonempty else ({}, {})
-        ctx.extra.update(ancestry=anc, tier_names=anc.tier_names, su=su, idc=idc)
-        if "flow_sample" in nonempty:
+        shared: dict[str, Any] = {
+            "ancestry": anc,
+            "tier_names": anc.tier_names,
+            "su": su,
+            "idc": idc,
+            "tick_cache": ctx.extra.get("tick_cache", {}),  # one per tick (Context.cached)
+            "memo": self._memo,  # across ticks (Context.remembered)
+        }
+        now = ctx.window.end
+        lo = self._attributed_until
+        if lo is None or lo >= now or now - lo > max(self.lookbacks.values(), default=timedelta(0)):
+            lo = now - max(self.lookbacks.values(), default=timedelta(0))
+        if "flow_sample" in nonempty and lo < now:
             st = self.attribution_stats
             t = time.perf_counter()
+            actx = Context(self.store, Window(lo, now), self.thresholds, self.cluster, shared)
             try:
-                counts = attribute_window(ctx, anc)
+                counts = attribute_window(actx, anc)
             except Exception as e:
                 st.error(type(e).__name__)
-                result.fail("attribution", ctx.window, e)
-                return
+                result.fail("attribution", actx.window, e)
+                return shared
+            self._attributed_until = now
             st.last_duration_seconds = time.perf_counter() - t
             st.received += int(counts["flows"])
             st.extra["unowned_src"] = st.extra.get("unowned_src", 0) + int(counts["src_unowned"])
             st.extra["unowned_dst"] = st.extra.get("unowned_dst", 0) + int(counts["dst_unowned"])
+        return shared
 
     def _nonempty_kinds(self) -> set[str]:
         """The record kinds with rows stored (read from the tables' row counts)."""
@@ -161,3 +231,44 @@ class Correlator:
         by_table = {k.table: k.name for k in KINDS.values()}
         names = {r[0].removesuffix(LOCAL_SUFFIX) for r in rows}  # replicas in cluster mode
         return {by_table[n] for n in names if n in by_table}
+
+
+def follow(
+    store: Store,
+    cfg: Any | None,
+    stop: threading.Event,
+    *,
+    clock: Clock | None = None,
+    corr: Correlator | None = None,
+    lag_seconds: float = 0.0,
+    on_cycle: Callable[[Correlator, datetime, RunResult], None] | None = None,
+) -> Correlator:
+    """Live: evaluate every tick once `clock` passes it (plus `lag_seconds` for late data), until
+    `stop` is set. Ticks missed while busy are evaluated in order, never skipped. Runs in the
+    calling thread (`railscope correlate --follow`, or a thread of `railscope serve`);
+    `on_cycle(corr, tick, result)` follows each tick. Returns the Correlator (its stats)."""
+    clock = clock or SystemClock()
+    if corr is None:
+        assert cfg is not None, "follow needs a config or a Correlator"
+        corr = Correlator(store, cluster=cfg.cluster, thresholds=cfg.correlate.thresholds)
+    lag = timedelta(seconds=lag_seconds)
+    step = timedelta(seconds=corr.interval)
+    done = last_tick(clock.now() - lag, corr.interval) - step
+    while not stop.is_set():
+        for t in ticks(done, clock.now() - lag, corr.interval):
+            if stop.is_set():
+                break
+            res = corr.evaluate(t)
+            done = t
+            if res.findings or res.failed:
+                log.info(
+                    "evaluated %s: %d finding(s) holding%s",
+                    t.isoformat(),
+                    len(res.findings),
+                    f", failed: {sorted(res.failed)}" if res.failed else "",
+                )
+            if on_cycle is not None:
+                on_cycle(corr, t, res)
+        if not clock.wait_until(done + step + lag, stop):
+            break
+    return corr

@@ -1,8 +1,9 @@
 """Findings: what the engine concluded, stored in the `findings` table.
 
-A finding that persists across windows keeps its id and first_seen; only last_seen (and the
-evidence) move. Re-running a window writes the same ids again, and ReplacingMergeTree keeps one
-row per id: nothing is duplicated.
+A finding that keeps holding across evaluations keeps its id and first_seen; only last_seen (and
+the evidence) move; it closes after the hysteresis period without holding (`Tracker`).
+Re-running the same evaluations writes the same ids again, and ReplacingMergeTree keeps one row
+per id: nothing is duplicated.
 """
 
 from __future__ import annotations
@@ -50,55 +51,78 @@ def _utc(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-def upsert(
-    store: Store, findings: Sequence[Finding], *, cluster: str, merge_gap: timedelta
-) -> list[Finding]:
-    """Store findings of one window, continuing those seen within `merge_gap` before it."""
-    if not findings:
-        return []
-    keys = sorted({(f.kind, f.subject) for f in findings})
-    earliest = min(_utc(f.window_start) for f in findings if f.window_start) - merge_gap
-    latest = max(_utc(f.window_start) for f in findings if f.window_start)
-    rows = store.query_rows(
-        f"""SELECT kind, subject, finding_id, first_seen, last_seen FROM {store.table(FINDING, final=True)}
-            WHERE cluster = {{c:String}} AND last_seen >= {{t:DateTime64(3, 'UTC')}}
-              AND first_seen <= {{t2:DateTime64(3, 'UTC')}} AND (kind, subject) IN {{keys:Array(Tuple(String, String))}}
-            ORDER BY first_seen""",
-        {"c": cluster, "t": earliest, "t2": latest, "keys": keys},
-    )
-    existing: dict[tuple[str, str], tuple[str, datetime, datetime]] = {}
-    for kind, subject, fid, first, last in rows:
-        existing[(kind, subject)] = (fid, _utc(first), _utc(last))  # latest first_seen wins
-    now = datetime.now(UTC)
-    out_rows = []
-    for f in findings:
-        assert f.window_start and f.window_end
-        ws, we = _utc(f.window_start), _utc(f.window_end)
-        prev = existing.get((f.kind, f.subject))
-        if prev and prev[2] >= ws - merge_gap and prev[1] <= ws:
-            f.finding_id, f.first_seen, f.last_seen = prev[0], prev[1], max(prev[2], we)
-        else:
-            f.finding_id, f.first_seen, f.last_seen = _id(cluster, f.kind, f.subject, ws), ws, we
-        out_rows.append(
-            {
-                "finding_id": f.finding_id,
-                "cluster": cluster,
-                "kind": f.kind,
-                "category": f.category,
-                "severity": f.severity,
-                "subject_type": f.subject_type,
-                "subject": f.subject,
-                "summary": f.summary,
-                "evidence": json.dumps(f.evidence, default=str, sort_keys=True),
-                "window_start": ws,
-                "window_end": we,
-                "first_seen": f.first_seen,
-                "last_seen": f.last_seen,
-                "updated_at": now,
-            }
+def _row(f: Finding, cluster: str, now: datetime) -> dict[str, Any]:
+    assert f.window_start and f.window_end and f.first_seen and f.last_seen
+    return {
+        "finding_id": f.finding_id,
+        "cluster": cluster,
+        "kind": f.kind,
+        "category": f.category,
+        "severity": f.severity,
+        "subject_type": f.subject_type,
+        "subject": f.subject,
+        "summary": f.summary,
+        "evidence": json.dumps(f.evidence, default=str, sort_keys=True),
+        "window_start": _utc(f.window_start),
+        "window_end": _utc(f.window_end),
+        "first_seen": f.first_seen,
+        "last_seen": f.last_seen,
+        "updated_at": now,
+    }
+
+
+@dataclass
+class _Open:
+    finding_id: str
+    first_seen: datetime
+    last_seen: datetime
+
+
+class Tracker:
+    """Which findings are open, across evaluations. A finding opens at the first evaluation
+    whose condition holds (first_seen = that evaluation time), is updated (last_seen, summary,
+    evidence) at each evaluation where it holds, and closes once it has not held for
+    `hysteresis`; held again later, it is a new finding with a new id. The id is a hash of
+    cluster, kind, subject and first_seen, so a re-run of the same ticks writes the same ids and
+    ReplacingMergeTree keeps one row per id. Open findings are read back from the store on the
+    first evaluation: a restarted follower continues them."""
+
+    def __init__(self, store: Store, cluster: str, hysteresis: timedelta) -> None:
+        self.store, self.cluster, self.hysteresis = store, cluster, hysteresis
+        self.open: dict[tuple[str, str], _Open] | None = None
+
+    def _load(self, now: datetime) -> dict[tuple[str, str], _Open]:
+        rows = self.store.query_rows(
+            f"""SELECT kind, subject, finding_id, first_seen, last_seen FROM {self.store.table(FINDING, final=True)}
+                WHERE cluster = {{c:String}} AND last_seen >= {{t:DateTime64(3, 'UTC')}}
+                  AND first_seen <= {{now:DateTime64(3, 'UTC')}}
+                ORDER BY first_seen""",
+            {"c": self.cluster, "t": now - self.hysteresis, "now": now},
         )
-    store.insert(FINDING, FINDING.to_arrow(out_rows))
-    return list(findings)
+        return {  # the latest opened wins
+            (k, subj): _Open(fid, _utc(first), _utc(last)) for k, subj, fid, first, last in rows
+        }
+
+    def observe(self, now: datetime, findings: Sequence[Finding]) -> list[Finding]:
+        """Record the findings holding at evaluation time `now`; returns them with ids set."""
+        now = _utc(now)
+        if self.open is None:
+            self.open = self._load(now)
+        for key in [k for k, o in self.open.items() if o.last_seen < now - self.hysteresis]:
+            del self.open[key]  # closed: not held for the hysteresis period
+        if not findings:
+            return []
+        out_rows = []
+        for f in findings:
+            key = (f.kind, f.subject)
+            o = self.open.get(key)
+            if o is None or o.first_seen > now:
+                o = self.open[key] = _Open(_id(self.cluster, f.kind, f.subject, now), now, now)
+            o.last_seen = max(o.last_seen, now)
+            f.finding_id, f.first_seen, f.last_seen = o.finding_id, o.first_seen, o.last_seen
+            out_rows.append(_row(f, self.cluster, datetime.now(UTC)))
+        self.store.insert(FINDING, FINDING.to_arrow(out_rows))
+        return list(findings)
 
 
 def read(

@@ -1,5 +1,5 @@
-"""What a detector is and sees: the per-window `Context` (the store, the window, thresholds),
-the `@detector` decorator, and the registry, filled from an explicit table of detector modules
+"""What a detector is and sees: the per-evaluation `Context` (the store, the trailing window,
+thresholds), the `@detector` decorator with the window each detector judges, and the registry, filled from an explicit table of detector modules
 imported on first use (like an entry-point table): no Correlator needs to exist, and detector
 modules import this module, never the engine.
 """
@@ -43,7 +43,7 @@ class Window:
 
 @dataclass
 class Context:
-    """One window as detectors see it. SQL names tables with `table(kind)` and selects the
+    """One detector's trailing window at one evaluation, as it sees it. SQL names tables with `table(kind)` and selects the
     window with `where(kind)`; values go in as query parameters: the window is bound as
     `{ws:…}`/`{we:…}`, the cluster as `{cluster:String}`."""
 
@@ -75,6 +75,32 @@ class Context:
         res = self.store.client.query(sql, parameters=self.params(params))
         return [dict(zip(res.column_names, r, strict=True)) for r in res.result_rows]
 
+    def cached(self, key: str, make: Callable[[], Any]) -> Any:
+        """`make()` once per evaluation tick for facts every detector of the tick shares (the
+        latest LLDP neighbours, the declared HyperNodes as of the tick): the engine gives all
+        contexts of one tick the same `extra["tick_cache"]`; without one, `make()` each time."""
+        cache = self.extra.get("tick_cache")
+        if cache is None:
+            return make()
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
+
+    def remembered(self, name: str, inputs: Any, make: Callable[[], Any]) -> Any:
+        """`make()` again only when `inputs` differ from the previous tick's (the engine keeps
+        `extra["memo"]` across ticks): a HyperNode tree or its drift against LLDP changes when
+        the inventory does, not every 10 s. Without a memo, `make()` each time."""
+        memo = self.extra.get("memo")
+        if memo is None:
+            return make()
+        key = repr(inputs)
+        hit = memo.get(name)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = make()
+        memo[name] = (key, value)
+        return value
+
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
         self.store.client.command(sql, parameters=self.params(params))
 
@@ -88,19 +114,43 @@ class DetectorSpec:
     category: str
     fn: Detector
     needs: tuple[str, ...]  # record kinds it reads: skipped quietly while none is stored
+    # the trailing window it judges: the sum of these thresholds (seconds), e.g.
+    # ("ecmp.min_seconds", "sliding.interval_seconds") for a condition sustained min_seconds
+    lookback: tuple[str, ...] = ("sliding.rate_seconds",)
+
+    def lookback_seconds(self, thresholds: Mapping[str, Any]) -> float:
+        total = 0.0
+        for dotted in self.lookback:
+            cur: Any = thresholds
+            for p in dotted.split("."):
+                cur = cur[p]
+            total += float(cur)
+        return total
 
 
 _DETECTORS: dict[str, DetectorSpec] = {}
 
 
-def detector(name: str, *, category: str, needs: tuple[str, ...]) -> Callable[[Detector], Detector]:
+def detector(
+    name: str,
+    *,
+    category: str,
+    needs: tuple[str, ...],
+    lookback: tuple[str, ...] = ("sliding.rate_seconds",),
+) -> Callable[[Detector], Detector]:
+    """Register `fn` as detector `name`. It is evaluated every `sliding.interval_seconds` over
+    the trailing window `lookback` names (threshold paths, summed)."""
+
     def deco(fn: Detector) -> Detector:
+        from telemetry.correlate.thresholds import default_thresholds
         from telemetry.records import KINDS
 
         unknown = [k for k in needs if k not in KINDS]
         if unknown:
             raise ValueError(f"detector {name}: unknown record kind(s) {unknown}")
-        _DETECTORS[name] = DetectorSpec(name, category, fn, needs)
+        spec = DetectorSpec(name, category, fn, needs, lookback)
+        spec.lookback_seconds(default_thresholds())  # a misspelt threshold fails at import
+        _DETECTORS[name] = spec
         return fn
 
     return deco

@@ -20,8 +20,12 @@ def rate(r: dict[str, Any], col: str) -> float:
 
 
 def lldp_links(ctx: Context) -> list[dict[str, Any]]:
-    """The latest LLDP neighbour of every local port seen before the window ends."""
-    return ctx.rows(latest_lldp_sql(ctx.store, lo=None, hi="we"))
+    """The latest LLDP neighbour of every local port seen before the window ends (the tick:
+    computed once per tick)."""
+    return ctx.cached(
+        f"lldp_links@{ctx.window.end.isoformat()}",
+        lambda: ctx.rows(latest_lldp_sql(ctx.store, lo=None, hi="we")),
+    )
 
 
 def lldp_peers(ctx: Context) -> dict[tuple[str, str], tuple[str, str]]:

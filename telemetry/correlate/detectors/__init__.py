@@ -1,2 +1,3 @@
-"""Detectors, grouped by category. Each registers itself with `@detector` in engine.py and turns
-one window of stored facts into findings. Thresholds come from thresholds.yaml, never literals."""
+"""Detectors, grouped by category. Each registers itself with `@detector` (registry.py), declares
+the trailing window it judges, and turns that window of stored facts into findings. Thresholds
+come from thresholds.yaml, never literals."""

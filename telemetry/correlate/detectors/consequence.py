@@ -8,7 +8,9 @@ from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
 
 
-@detector("network_bound", category="node", needs=("flow_sample",))
+@detector(
+    "network_bound", category="node", needs=("flow_sample",), lookback=("sliding.flow_seconds",)
+)
 def network_bound(ctx: Context) -> list[Finding]:
     """Jobs whose GPUs average under `gpu.idle_ratio` busy while a port carrying their traffic
     runs above `network_bound.port_utilization`."""
@@ -26,16 +28,13 @@ def network_bound(ctx: Context) -> list[Finding]:
         port_util AS (
             SELECT switch, port, avg(tx_utilization_ratio) AS util FROM {ctx.table("switch_port_sample")}
             WHERE {ctx.where("switch_port_sample")}
+              AND (switch, port) IN (SELECT switch, port FROM job_ports)  -- not every port of the fabric
             GROUP BY switch, port),
         job_nodes AS (
             SELECT namespace AS ns, job, groupUniqArray(node) AS nodes FROM {ctx.table("pod", final=True)}
             WHERE cluster = {{cluster:String}} AND job != '' AND valid_from < {{we:DateTime64(3, 'UTC')}}
               AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})
-            GROUP BY ns, job),
-        node_gpu AS (
-            SELECT node, avg(utilization_ratio) AS util FROM {ctx.table("gpu_sample")}
-            WHERE {ctx.where("gpu_sample")} AND up = 1
-            GROUP BY node)
+            GROUP BY ns, job)
         SELECT jp.ns AS ns, jp.job AS job, argMax(concat(jp.switch, ':', jp.port), pu.util) AS hot_port, max(pu.util) AS hot_util,
                any(jn.nodes) AS nodes
         FROM job_ports AS jp
@@ -73,7 +72,12 @@ def network_bound(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("gpu_without_direct_nic", category="placement", needs=("gpu_nic_affinity",))
+@detector(
+    "gpu_without_direct_nic",
+    category="placement",
+    needs=("gpu_nic_affinity",),
+    lookback=("sliding.flow_seconds",),
+)
 def gpu_without_direct_nic(ctx: Context) -> list[Finding]:
     """GPUs whose PCIe switch has no NIC, held by a pod that sends RDMA: that traffic detours
     through host memory."""

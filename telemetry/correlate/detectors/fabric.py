@@ -225,18 +225,27 @@ def _roles_and_neighbours(
 
 
 def _sample_seconds(ctx: Context) -> float:
-    """Typical spacing of switch samples in the window (for turning sample counts into time)."""
+    """Typical spacing of switch samples in the window (for turning sample counts into time); one
+    interval while the window holds a single sample (data just started): one hot sample is one
+    interval hot, never the whole window."""
     (r,) = ctx.rows(f"""
         SELECT count(DISTINCT ts) AS n, dateDiff('millisecond', min(ts), max(ts)) / 1000 AS span
         FROM {ctx.table("switch_port_sample")}
         WHERE {ctx.where("switch_port_sample")}""")
-    return float(r["span"]) / (r["n"] - 1) if r["n"] and r["n"] > 1 else ctx.window.seconds
+    if r["n"] and r["n"] > 1:
+        return float(r["span"]) / (r["n"] - 1)
+    return min(ctx.window.seconds, float(ctx.t("sliding.interval_seconds")))
 
 
 _UPLINK = {"leaf": "spine", "spine": "superspine"}
 
 
-@detector("ecmp_imbalance", category="fabric", needs=("switch_port_sample",))
+@detector(
+    "ecmp_imbalance",
+    category="fabric",
+    needs=("switch_port_sample",),
+    lookback=("ecmp.min_seconds", "sliding.interval_seconds"),
+)
 def ecmp_imbalance(ctx: Context) -> list[Finding]:
     """Uplink groups (a leaf's ports to spines, a spine's to super-spines, from LLDP): judged per
     sample, one member running far above the group mean while busy, for long enough, is a hash
@@ -309,7 +318,12 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("dci_near_capacity", category="storage", needs=("switch_port_sample",))
+@detector(
+    "dci_near_capacity",
+    category="storage",
+    needs=("switch_port_sample",),
+    lookback=("dci.min_seconds", "sliding.interval_seconds"),
+)
 def dci_near_capacity(ctx: Context) -> list[Finding]:
     """A data-center interconnect link (a port whose role is 'dci' and whose LLDP peer is a switch)
     transmitting near capacity for long enough; the evidence splits the HDFS cross-IDC share by

@@ -52,7 +52,9 @@ def _crossed_bytes(ctx: Context, ns: str, job: str, above: int) -> int:
     return int(r["b"] or 0)
 
 
-@detector("placement_violation", category="placement", needs=("pod",))
+@detector(
+    "placement_violation", category="placement", needs=("pod",), lookback=("sliding.state_seconds",)
+)
 def placement(ctx: Context) -> list[Finding]:
     anc: Ancestry = ctx.extra["ancestry"]
     if not anc.ancestors:
@@ -105,7 +107,7 @@ def placement(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("job_spans_su", category="placement", needs=("pod",))
+@detector("job_spans_su", category="placement", needs=("pod",), lookback=("sliding.state_seconds",))
 def job_spans_su(ctx: Context) -> list[Finding]:
     su_of: dict[str, str] = ctx.extra["su"]
     out = []
@@ -140,7 +142,12 @@ def job_spans_su(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("cross_tenant_rdma", category="placement", needs=("flow_sample",))
+@detector(
+    "cross_tenant_rdma",
+    category="placement",
+    needs=("flow_sample",),
+    lookback=("sliding.flow_seconds",),
+)
 def cross_tenant_rdma(ctx: Context) -> list[Finding]:
     out = []
     pairs: dict[str, dict[str, Any]] = defaultdict(dict)

@@ -11,7 +11,12 @@ def _host(addr: str) -> str:
     return host.lstrip("/")
 
 
-@detector("hdfs_cross_idc_read", category="storage", needs=("hdfs_transfer",))
+@detector(
+    "hdfs_cross_idc_read",
+    category="storage",
+    needs=("hdfs_transfer",),
+    lookback=("sliding.flow_seconds",),
+)
 def cross_idc_read(ctx: Context) -> list[Finding]:
     floor = float(ctx.t("hdfs.cross_idc_read_bytes"))
     out = []
@@ -49,7 +54,12 @@ def cross_idc_read(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("hdfs_replica_violation", category="storage", needs=("hdfs_block_placement",))
+@detector(
+    "hdfs_replica_violation",
+    category="storage",
+    needs=("hdfs_block_placement",),
+    lookback=("sliding.flow_seconds",),
+)
 def replica_violation(ctx: Context) -> list[Finding]:
     out = []
     for r in ctx.rows(f"""
@@ -83,7 +93,12 @@ def replica_violation(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("hdfs_replication_backlog", category="storage", needs=("hdfs_namenode_sample",))
+@detector(
+    "hdfs_replication_backlog",
+    category="storage",
+    needs=("hdfs_namenode_sample",),
+    lookback=("sliding.trend_seconds",),
+)
 def replication_backlog(ctx: Context) -> list[Finding]:
     """Blocks waiting for replicas (under-replicated + pending) above a floor and still growing
     through the window: async cross-IDC replication is not keeping up. The evidence adds the DCI

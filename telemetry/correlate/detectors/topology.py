@@ -3,24 +3,39 @@ Uses telemetry.topology's diff of the declared tree against the graph the LLDP l
 
 from __future__ import annotations
 
+from typing import Any
+
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
 from telemetry.correlate.sql import lldp_links
 
 
-@detector("hypernode_drift", category="topology", needs=("hypernode",))
+@detector(
+    "hypernode_drift",
+    category="topology",
+    needs=("hypernode",),
+    lookback=("sliding.state_seconds",),
+)
 def hypernode_drift(ctx: Context) -> list[Finding]:
+    from telemetry.correlate.attribution import declared_hypernodes
     from telemetry.topology.hypernodes import HyperNodeTree
     from telemetry.topology.physical import Fabric, diff
-    from telemetry.topology.store_io import declared_from_store
 
-    specs, labels = declared_from_store(ctx.store, ctx.cluster, at=ctx.window.end)
+    specs, labels = declared_hypernodes(ctx)
     links = lldp_links(ctx)
     if not specs or not links:
         return []
-    tree = HyperNodeTree.build(specs, labels or None)
+    wiring = sorted(
+        (r["local_device"], r["local_port"], r["remote_device"], r["remote_port"]) for r in links
+    )
+
+    def differences() -> list[Any]:
+        tree = HyperNodeTree.build(specs, labels or None)
+        return list(diff(tree, Fabric(links, servers=list(labels) or None)))
+
     out = []
-    for d in diff(tree, Fabric(links, servers=list(labels) or None)):
+    # the declarations and the wiring change with the inventory, not every tick
+    for d in ctx.remembered("hypernode_drift", (specs, labels, wiring), differences):
         if d.kind == "problem":
             continue  # malformed declarations are the inventory's report, not drift
         subject = d.declared or d.subject

@@ -238,11 +238,11 @@ def test_flows_attributed_as_of_their_time_and_placement(store: Store) -> None:
     s = t0()
     inventory(store, ms(s))
     flows(store, ms(s))
-    res = Correlator(store, cluster="c").run(s, s + timedelta(minutes=5))
+    res = Correlator(store, cluster="c").run(s, s + timedelta(seconds=70))
     v = fstore.read(store, kinds=["placement_violation"])[0]
     assert (
         v["evidence"]["bytes_above_allowed_tier"] == 4_096_000
-    )  # train1's one flow in the first window
+    )  # train1's one flow (60 s) in the last evaluation's window (60 s .. 70 s)
     res = Correlator(store, cluster="c").run(s + timedelta(minutes=5), s + timedelta(minutes=10))
     assert res.failed == {}
     got = store.query_rows(
@@ -255,12 +255,14 @@ def test_flows_attributed_as_of_their_time_and_placement(store: Store) -> None:
         (420_000, "infer-0", "infer", "train1-1", "hn-spine", 2, "su1", "su2"),
         (430_000, "", "", "train1-1", "", 0, "", "su2"),
     ]
-    f = {(x["kind"], x["subject"]): x for x in fstore.read(store)}
+    f: dict[tuple[str, str], dict] = {}
+    for x in fstore.read(store):  # newest first: the finding the second run left open
+        f.setdefault((x["kind"], x["subject"]), x)
     v = f[("placement_violation", "a/train1")]
     assert v["severity"] == "critical" and v["evidence"]["spanned_tier"] == 2
     assert (
         v["evidence"]["bytes_above_allowed_tier"] == 0
-    )  # evidence is the latest window's: no flow of train1 there
+    )  # evidence is the latest evaluation's: no flow of train1 there
     assert v["first_seen"] < v["last_seen"]
     assert ("placement_violation", "b/train2") not in f and (
         "placement_warning",

@@ -69,8 +69,7 @@ def test_counter_increase_handles_reset(store: Store) -> None:
     assert r["resets_pci_stalled_total"] == 1 and r["span_s"] == 30
 
 
-def test_xid_findings_persist_and_rerun_is_idempotent(store: Store) -> None:
-    s = t0()
+def _xids(store: Store, s: datetime) -> None:
     store.insert(
         GPU_EVENT,
         GPU_EVENT.to_arrow(
@@ -84,13 +83,21 @@ def test_xid_findings_persist_and_rerun_is_idempotent(store: Store) -> None:
                     "xid": 79,
                 },
                 {
+                    "ts": ms(s) + 100_000,
+                    "cluster": "c",
+                    "node": "n1",
+                    "gpu": 3,
+                    "event": "xid",
+                    "xid": 79,
+                },  # again within the hysteresis: the same finding
+                {
                     "ts": ms(s) + 400_000,
                     "cluster": "c",
                     "node": "n1",
                     "gpu": 3,
                     "event": "xid",
                     "xid": 79,
-                },  # next window
+                },  # again long after it closed: a new finding
                 {
                     "ts": ms(s) + 70_000,
                     "cluster": "c",
@@ -102,18 +109,53 @@ def test_xid_findings_persist_and_rerun_is_idempotent(store: Store) -> None:
             ]
         ),
     )
+
+
+def _xid_spans(store: Store, s: datetime) -> list[tuple[str, timedelta, timedelta, str]]:
+    return sorted(
+        (
+            f["subject"],
+            f["first_seen"].replace(tzinfo=UTC) - s,
+            f["last_seen"].replace(tzinfo=UTC) - s,
+            f["severity"],
+        )
+        for f in fstore.read(store, kinds=["gpu_xid"])
+    )
+
+
+def test_xid_findings_persist_and_rerun_is_idempotent(store: Store) -> None:
+    s = t0()
+    _xids(store, s)
     run(store, s)
-    got = {f["subject"]: f for f in fstore.read(store, kinds=["gpu_xid"])}
-    assert found(store) == {("gpu_xid", "n1/gpu3"), ("gpu_xid", "n2/gpu0")}
-    assert got["n1/gpu3"]["severity"] == "critical" and got["n2/gpu0"]["severity"] == "warning"
-    assert got["n1/gpu3"]["first_seen"].replace(tzinfo=UTC) == s
-    assert got["n1/gpu3"]["last_seen"].replace(tzinfo=UTC) == s + timedelta(
-        minutes=10
-    )  # continued, not a new one
-    ids = {f["finding_id"] for f in got.values()}
+    got = _xid_spans(store, s)
+    sec = lambda n: timedelta(seconds=n)  # noqa: E731
+    # an event holds while it is in the 30 s trailing window: the first tick after it opens the
+    # finding, the event 40 s later continues it (within the 60 s hysteresis), the one at 400 s
+    # opens a second finding
+    assert got == [
+        ("n1/gpu3", sec(70), sec(130), "critical"),
+        ("n1/gpu3", sec(410), sec(430), "critical"),
+        ("n2/gpu0", sec(80), sec(100), "warning"),
+    ]
+    ids = {f["finding_id"] for f in fstore.read(store, kinds=["gpu_xid"])}
     run(store, s)  # re-run the same range
     again = fstore.read(store, kinds=["gpu_xid"])
-    assert {f["finding_id"] for f in again} == ids and len(again) == 2
+    assert {f["finding_id"] for f in again} == ids and len(again) == 3
+
+
+def test_a_restarted_engine_continues_open_findings(store: Store) -> None:
+    """Two engines one after the other (a follower restarted at 100 s) write what one would:
+    the open finding is read back from the store and continued under its id."""
+    s = t0()
+    _xids(store, s)
+    Correlator(store, cluster="c").run(s, s + timedelta(seconds=100))
+    Correlator(store, cluster="c").run(s + timedelta(seconds=100), s + timedelta(minutes=10))
+    sec = lambda n: timedelta(seconds=n)  # noqa: E731
+    assert _xid_spans(store, s) == [
+        ("n1/gpu3", sec(70), sec(130), "critical"),
+        ("n1/gpu3", sec(410), sec(430), "critical"),
+        ("n2/gpu0", sec(80), sec(100), "warning"),
+    ]
 
 
 def test_gpu_lost_and_throttle(store: Store) -> None:
@@ -431,7 +473,9 @@ def test_cross_idc_reads_and_quiet_local_reads(store: Store) -> None:
     run(store, s, 5)
     assert found(store) == {("hdfs_cross_idc_read", "10.1.0.9")}
     (f,) = fstore.read(store, kinds=["hdfs_cross_idc_read"])
-    assert f["evidence"]["bytes"] == 20 * (128 << 20)
+    # the evidence is the last evaluation's that held: its 60 s window (10 s .. 70 s) holds the
+    # last 10 reads
+    assert f["evidence"]["bytes"] == 10 * (128 << 20)
     assert f["evidence"]["from_idc"] == "idc-b"
     blocks = f["evidence"]["blocks"]
     assert len(blocks) == 10 and not any(
@@ -441,7 +485,7 @@ def test_cross_idc_reads_and_quiet_local_reads(store: Store) -> None:
 
 def test_empty_store_is_quiet(store: Store) -> None:
     res = run(store, t0(), 15)
-    assert res.windows == 3 and res.findings == [] and res.failed == {}
+    assert res.windows == 15 * 6 and res.findings == [] and res.failed == {}  # a tick per 10 s
 
 
 def _fabric_ports(
@@ -554,7 +598,8 @@ def test_dci_link_near_capacity(store: Store) -> None:
     (f,) = fstore.read(store, kinds=["dci_near_capacity"])
     assert (
         f["evidence"]["utilization_when_hot"] == 0.93
-        and f["evidence"]["seconds_near_capacity"] == 300
+        and f["evidence"]["seconds_near_capacity"]
+        == 30  # its trailing window: dci.min_seconds + 10 s
     )
 
 
@@ -591,7 +636,7 @@ def test_replication_backlog_growing_vs_draining(store: Store) -> None:
         DCI_USAGE.to_arrow(
             [
                 {
-                    "ts": ms(s),
+                    "ts": ms(s) + i * 30_000,
                     "cluster": "c",
                     "src_idc": "a",
                     "dest_idc": "b",
@@ -603,11 +648,13 @@ def test_replication_backlog_growing_vs_draining(store: Store) -> None:
                     "headroom_bytes_per_second": 1e8,
                     "utilization_ratio": 0.98,
                 }
+                for i in range(11)
             ]
         ),
     )
     run(store, s, 5)
     assert found(store) == {("hdfs_replication_backlog", "nn-a")}
     (f,) = fstore.read(store, kinds=["hdfs_replication_backlog"])
+    # the last evaluation (at 5 min) saw samples up to 270 s
     assert f["evidence"]["blocks_waiting_last"] == 2_000 + 9 * 500 + 100
     assert f["evidence"]["dci"][0]["async_bps"] == 4e9
