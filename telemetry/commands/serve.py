@@ -43,9 +43,9 @@ def register(sub: Any) -> list[str]:
     p.add_argument(
         "--lag",
         type=float,
-        default=60.0,
+        default=5.0,
         metavar="SECONDS",
-        help="correlate a window this long after it ends, for late data (default 60)",
+        help="evaluate each tick this long after it passes, for late data (default 5)",
     )
     p.set_defaults(func=run_serve)
     return ["serve"]

@@ -15,7 +15,6 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -176,10 +175,8 @@ class Service:
             thresholds=self.cfg.correlate.thresholds,
         )
         if self._prom is not None:
-            step = int(self._corr.thresholds["window_seconds"])
-            recent = timedelta(seconds=step * (int(self._corr.thresholds["merge_gap_windows"]) + 1))
             self._prom.registry.register(
-                FindingsCollector(self._corr.store, self.cfg.cluster, recent)
+                FindingsCollector(self._corr.store, self.cfg.cluster, self._corr.hysteresis)
             )
         self._corr_thread = threading.Thread(
             target=self._follow, name="railscope-correlate", daemon=True
@@ -196,24 +193,16 @@ class Service:
             log.error("source %s stopped: %s", c.name, e)
 
     def _follow(self) -> None:
-        """Correlate each window once it is complete plus the lag (as `correlate --follow`)."""
-        corr = self._corr
-        step = timedelta(seconds=int(corr.thresholds["window_seconds"]))
-        epoch = datetime(1970, 1, 1, tzinfo=UTC)
-        done_until: datetime | None = None
-        wait = 0.0
-        while not self._stop.wait(wait):
-            now = datetime.now(UTC) - timedelta(seconds=self.lag)
-            end = epoch + ((now - epoch) // step) * step
-            start = done_until or end - step
-            if end > start:
-                try:
-                    res = corr.run(start, end)
-                    done_until = end
-                    log.info("correlated %s..%s: %d finding(s)", start, end, len(res.findings))
-                except Exception as e:  # the engine retries the same windows next cycle
-                    log.error("correlate %s..%s failed: %s", start, end, e)
-            wait = max(1.0, (end + step - now).total_seconds())
+        """`correlate --follow` in this thread: every tick once the clock passes it plus the lag;
+        a failing tick is logged by the engine and the loop goes on."""
+        from telemetry.correlate.engine import follow
+
+        while not self._stop.is_set():
+            try:
+                follow(self._corr.store, None, self._stop, corr=self._corr, lag_seconds=self.lag)
+            except Exception as e:  # e.g. the store went away: sources and the endpoint go on
+                log.error("correlate failed (retrying in 5 s): %s", e)
+                self._stop.wait(5.0)
 
     def all_components(self) -> list[ComponentStats]:
         out: list[ComponentStats] = []

@@ -54,7 +54,7 @@ def run_soak(tmp_path: Path, seconds: float, readers: int = 20, every: float = 5
         "store": {"dsn": f"chdb://{tmp_path / 'store'}"},
         "sink": {"spool_dir": str(tmp_path / "spool"), "batch_seconds": 1},
         "prometheus": {"listen": f"127.0.0.1:{mport}"},
-        "correlate": {"thresholds": {"window_seconds": 5}},
+        "correlate": {"thresholds": {"sliding": {"interval_seconds": 5}}},
         "serve": {"query_listen": f"127.0.0.1:{qport}"},
         "sources": {
             "node": {

@@ -57,7 +57,7 @@ def test_serve_sources_correlate_and_query_endpoint(tmp_path: Path) -> None:
         "store": {"dsn": f"chdb://{store}"},
         "sink": {"spool_dir": str(tmp_path / "spool"), "batch_seconds": 1},
         "prometheus": {"listen": f"127.0.0.1:{mport}"},
-        "correlate": {"thresholds": {"window_seconds": 5}},
+        "correlate": {"thresholds": {"sliding": {"interval_seconds": 5}}},
         "serve": {"query_listen": f"127.0.0.1:{qport}"},
         "sources": {
             "sflow": {
