@@ -50,6 +50,55 @@ def test_datanode_jmx_capture() -> None:
     assert "ha_state" not in s
 
 
+# Hadoop 3.x bean layouts, written from the metrics2 sources (FSNamesystem @Metric gauges,
+# ReplicatedBlocksMBean/ECBlockGroupsMBean, FsDatasetImpl, DataNodeMetrics): synthetic values.
+# 3.0-3.4 print the 2.x names too (deprecated) with the same numbers; a build without them must
+# still fill every field from the 3.x names.
+H3_NAMENODE = {
+    "beans": [
+        {
+            "name": "Hadoop:service=NameNode,name=FSNamesystem",
+            "tag.HAState": "standby",
+            "LowRedundancyBlocks": 7,
+            "PendingReconstructionBlocks": 4,
+            "MissingBlocks": 1,
+            "CorruptBlocks": 2,
+            "BlocksTotal": 100,
+            "FilesTotal": 50,
+            "LowRedundancyECBlockGroups": 3,
+            "LowRedundancyReplicatedBlocks": 4,
+        },
+        {
+            "name": "Hadoop:service=NameNode,name=ECBlockGroupsState",
+            "LowRedundancyECBlockGroups": 3,
+        },
+        {"name": "Hadoop:service=NameNode,name=FSNamesystemState", "NumLiveDataNodes": 9},
+    ]
+}
+
+
+def test_jmx_hadoop3_names_first_2x_names_as_fallback() -> None:
+    s = jmx.sample(H3_NAMENODE, "namenode")
+    assert s["under_replicated_blocks"] == 7 and s["pending_replication_blocks"] == 4
+    assert (s["missing_blocks"], s["corrupt_blocks"], s["live_datanodes"]) == (1, 2, 9)
+    assert s["ha_state"] == "standby"
+    # 3.0-3.4: both names, 3.x wins (they agree in Hadoop; a disagreement shows which one is read)
+    fs = dict(H3_NAMENODE["beans"][0], UnderReplicatedBlocks=99, PendingReplicationBlocks=98)
+    s = jmx.sample({"beans": [fs]}, "namenode")
+    assert (s["under_replicated_blocks"], s["pending_replication_blocks"]) == (7, 4)
+    dn = {
+        "beans": [
+            {"name": "Hadoop:service=DataNode,name=FSDatasetState", "Capacity": 10, "DfsUsed": 3},
+            {
+                "name": "Hadoop:service=DataNode,name=DataNodeActivity-dn9.example-9866",
+                "BytesRead": 5,
+            },
+        ]
+    }  # 3.x: FSDatasetState without the 2.x "-<storage id>" suffix; port 9866
+    s = jmx.sample(dn, "datanode")
+    assert (s["capacity_bytes"], s["dfs_used_bytes"], s["read_bytes_total"]) == (10, 3, 5)
+
+
 def test_jmx_values_scaled_and_non_numbers_skipped() -> None:
     doc = {
         "beans": [
@@ -447,6 +496,57 @@ def test_fsck_hadoop3_forms() -> None:
     ]
     assert list(b.replicas) == [("10.1.0.1:9866", ""), ("10.1.0.2:9866", ""), ("10.2.0.1:9866", "")]
     assert c.path == "/warehouse/t1/part 1" and c.missing and c.replicas == () and c.length == 99
+
+
+def test_fsck_real_erasure_coded_file() -> None:
+    """Hadoop 3.3.6, RS-3-2-1024k, -files -blocks -locations (see PROVENANCE.md)."""
+    rep = fsck.parse_fsck((FIX / "fsck_ec_rs_3_2_hadoop336.txt").open())
+    assert (rep.files, rep.status, rep.errors) == (1, "HEALTHY", {})
+    g0, g1 = rep.blocks
+    assert g0.block_id == "BP-1236072688-172.19.0.2-1697554321959:blk_-9223372036854775792_1040"
+    assert (g0.length, g0.live_replicas, g0.replication) == (201326592, 5, 5)
+    assert (g0.ec_policy, g0.parity_units) == ("RS-3-2-1024k", 2)
+    assert [h for h, _ in g0.replicas] == [
+        "172.19.0.8:9866",
+        "172.19.0.7:9866",
+        "172.19.0.4:9866",
+        "172.19.0.5:9866",
+        "172.19.0.10:9866",
+    ]
+    assert g1.length == 165675008 and g1.replicas[2] == ("172.19.0.10:9866", "")
+    # the two summaries do not overwrite each other
+    assert rep.summary["Total size"] == 0 and rep.summary["EC Total size"] == 367001600
+    assert rep.summary["EC Total block groups (validated)"] == 2
+
+
+# Written from NamenodeFsck.getReplicaInfo (apache/hadoop, Hadoop 3): with -racks a striped group's
+# internal block is "blk_<id>:" + NodeBase.getPath(node) = "/rack/ip:port". Synthetic.
+EC_RACKS = """/ec/small 2057 bytes, erasure-coded: policy=RS-6-3-1024k, 1 block(s):  OK
+0. BP-1-10.1.0.100-1:blk_-9223372036854775536_4409 len=2057 Live_repl=4  [blk_-9223372036854775536:/idcA/rack1/10.1.0.1:9866, blk_-9223372036854775530:/idcA/rack2/10.1.0.3:9866, blk_-9223372036854775529:/idcB/rack1/10.2.0.1:9866, blk_-9223372036854775528:/idcB/rack2/10.2.0.3:9866]
+/ec/odd 5 bytes, erasure-coded: policy=LRC-x, 1 block(s):  OK
+0. BP-1-10.1.0.100-1:blk_-9223372036854775000_1 len=5 Live_repl=1  [blk_-9223372036854775000:/idcA/rack1/10.1.0.1:9866]
+/open 5 bytes, replicated: replication=3, 1 block(s), OPENFORWRITE:  OK
+
+Under Construction Block:
+0. BP-1-10.1.0.100-1:blk_1073741830_1006 len=5 Expected_repl=3 [/idcA/rack1/10.1.0.1:9866]
+"""
+
+
+def test_fsck_ec_racks_policy_names_and_under_construction() -> None:
+    rep = fsck.parse_fsck(EC_RACKS.splitlines())
+    assert rep.errors == {"ec_policy": 1}  # LRC-x: not a policy name we can size
+    (g,) = rep.blocks  # the unknown policy's group and the block under construction are not audited
+    # 2057 bytes fill one 1 MiB cell: 1 data + 3 parity internal blocks are expected, not 9
+    assert (g.replication, g.parity_units, g.live_replicas) == (4, 3, 4)
+    assert g.replicas == (
+        ("10.1.0.1:9866", "/idcA/rack1"),
+        ("10.1.0.3:9866", "/idcA/rack2"),
+        ("10.2.0.1:9866", "/idcB/rack1"),
+        ("10.2.0.3:9866", "/idcB/rack2"),
+    )
+    assert fsck.ec_policy("RS-LEGACY-6-3-1024k") == ("RS-LEGACY-6-3-1024k", 6, 3, 1 << 20)
+    assert fsck.ec_policy("XOR-2-1-1024k").internal_blocks(6970734) == 3  # type: ignore[union-attr]
+    assert fsck.ec_policy("RS-10-4-1024k").internal_blocks(1 << 30) == 14  # type: ignore[union-attr]
 
 
 # --- WebHDFS --------------------------------------------------------------------------------------
