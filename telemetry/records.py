@@ -441,6 +441,189 @@ NIC_SAMPLE = _register(
                 "Ticks the port had data but could not send (counters/port_xmit_wait).",
             ),
             counter("rx_dropped_total", "Packets dropped by the netdev (statistics/rx_dropped)."),
+            # Every InfiniBand port counter node_exporter's infiniband collector reads, the mlx4
+            # 64-bit extended counters and every mlx5 hw_counters entry (nic_counters.csv).
+            gauge(
+                "state_id",
+                "IB port state (ports/N/state): 1 down, 2 init, 3 armed, 4 active, 5 active defer.",
+                type_="u8",
+            ),
+            gauge(
+                "phys_state_id",
+                "Physical port state (ports/N/phys_state): 1 sleep, 2 polling, 3 disabled, "
+                "4 port configuration training, 5 link up, 6 link error recovery, 7 phy test.",
+                type_="u8",
+            ),
+            counter(
+                "rx_discards_total",
+                "Inbound packets discarded because the port was down or congested (counters/port_rcv_discards).",
+            ),
+            counter(
+                "rx_constraint_errors_total",
+                "Inbound packets discarded by the switch port's partition/filter constraints (counters/port_rcv_constraint_errors).",
+            ),
+            counter(
+                "tx_constraint_errors_total",
+                "Outbound packets not sent because of partition/filter constraints (counters/port_xmit_constraint_errors).",
+            ),
+            counter(
+                "rx_remote_physical_errors_total",
+                "Packets received marked with EBP (bad packet upstream) (counters/port_rcv_remote_physical_errors).",
+            ),
+            counter(
+                "rx_switch_relay_errors_total",
+                "Packets a switch port could not relay (counters/port_rcv_switch_relay_errors).",
+            ),
+            counter(
+                "rx_unicast_packets_total",
+                "Unicast packets received (counters/unicast_rcv_packets).",
+            ),
+            counter(
+                "tx_unicast_packets_total",
+                "Unicast packets sent (counters/unicast_xmit_packets).",
+            ),
+            counter(
+                "rx_multicast_packets_total",
+                "Multicast packets received (counters/multicast_rcv_packets).",
+            ),
+            counter(
+                "tx_multicast_packets_total",
+                "Multicast packets sent (counters/multicast_xmit_packets).",
+            ),
+            counter(
+                "link_error_recovery_total",
+                "Link error recoveries (retrained without going down) (counters/link_error_recovery).",
+            ),
+            counter(
+                "local_link_integrity_errors_total",
+                "Times local physical errors exceeded LocalPhyErrors (counters/local_link_integrity_errors).",
+            ),
+            counter(
+                "excessive_buffer_overrun_errors_total",
+                "Consecutive flow-control periods with buffer overruns (counters/excessive_buffer_overrun_errors).",
+            ),
+            counter(
+                "vl15_dropped_total",
+                "Subnet-management (VL15) packets dropped for lack of buffer (counters/VL15_dropped).",
+            ),
+            counter(
+                "ext_rx_bytes_total",
+                "Data received (64-bit extended counter; 4-byte words) (counters_ext/port_rcv_data_64 x 4).",
+                "bytes",
+            ),
+            counter(
+                "ext_tx_bytes_total",
+                "Data sent (64-bit extended counter; 4-byte words) (counters_ext/port_xmit_data_64 x 4).",
+                "bytes",
+            ),
+            counter(
+                "ext_rx_packets_total",
+                "Packets received (64-bit extended counter) (counters_ext/port_rcv_packets_64).",
+            ),
+            counter(
+                "ext_tx_packets_total",
+                "Packets sent (64-bit extended counter) (counters_ext/port_xmit_packets_64).",
+            ),
+            counter(
+                "ext_rx_unicast_packets_total",
+                "Unicast packets received (64-bit extended counter) (counters_ext/port_unicast_rcv_packets).",
+            ),
+            counter(
+                "ext_tx_unicast_packets_total",
+                "Unicast packets sent (64-bit extended counter) (counters_ext/port_unicast_xmit_packets).",
+            ),
+            counter(
+                "ext_rx_multicast_packets_total",
+                "Multicast packets received (64-bit extended counter) (counters_ext/port_multicast_rcv_packets).",
+            ),
+            counter(
+                "ext_tx_multicast_packets_total",
+                "Multicast packets sent (64-bit extended counter) (counters_ext/port_multicast_xmit_packets).",
+            ),
+            counter(
+                "rx_write_requests_total",
+                "RDMA WRITE requests received (hw_counters/rx_write_requests).",
+            ),
+            counter(
+                "rx_read_requests_total",
+                "RDMA READ requests received (hw_counters/rx_read_requests).",
+            ),
+            counter(
+                "rx_atomic_requests_total",
+                "ATOMIC requests received (hw_counters/rx_atomic_requests).",
+            ),
+            counter(
+                "rx_dct_connect_requests_total",
+                "DCT connection requests received (hw_counters/rx_dct_connect).",
+            ),
+            counter(
+                "duplicate_requests_total",
+                "Duplicate requests received (the requester retransmitted) (hw_counters/duplicate_request).",
+            ),
+            counter(
+                "rnr_nak_retry_errors_total",
+                "RNR NAKs received (the responder had no receive WQE) (hw_counters/rnr_nak_retry_err).",
+            ),
+            counter(
+                "implied_nak_seq_errors_total",
+                "Implied NAK sequence errors (READ/ATOMIC response PSN gap) (hw_counters/implied_nak_seq_err).",
+            ),
+            counter(
+                "resp_local_length_errors_total",
+                "Responder: local length errors (hw_counters/resp_local_length_error).",
+            ),
+            counter(
+                "resp_cqe_errors_total",
+                "Responder: completions with error (hw_counters/resp_cqe_error).",
+            ),
+            counter(
+                "req_cqe_errors_total",
+                "Requester: completions with error (hw_counters/req_cqe_error).",
+            ),
+            counter(
+                "req_remote_invalid_request_errors_total",
+                "Requester: remote invalid request errors (hw_counters/req_remote_invalid_request).",
+            ),
+            counter(
+                "req_remote_access_errors_total",
+                "Requester: remote access errors (hw_counters/req_remote_access_errors).",
+            ),
+            counter(
+                "resp_remote_access_errors_total",
+                "Responder: remote access errors (hw_counters/resp_remote_access_errors).",
+            ),
+            counter(
+                "resp_cqe_flush_errors_total",
+                "Responder: completions flushed with error (QP to error state) (hw_counters/resp_cqe_flush_error).",
+            ),
+            counter(
+                "req_cqe_flush_errors_total",
+                "Requester: completions flushed with error (hw_counters/req_cqe_flush_error).",
+            ),
+            counter(
+                "roce_adp_retransmits_total",
+                "RoCE adaptive retransmissions (hw_counters/roce_adp_retrans).",
+            ),
+            counter(
+                "roce_adp_retransmit_timeouts_total",
+                "RoCE adaptive retransmission timeouts (hw_counters/roce_adp_retrans_to).",
+            ),
+            counter(
+                "roce_slow_restarts_total",
+                "Times RoCE slow restart was used (hw_counters/roce_slow_restart).",
+            ),
+            counter(
+                "roce_slow_restart_cnps_total",
+                "CNPs generated by RoCE slow restart (hw_counters/roce_slow_restart_cnps).",
+            ),
+            counter(
+                "roce_slow_restart_transitions_total",
+                "Transitions to the RoCE slow-restart state (hw_counters/roce_slow_restart_trans).",
+            ),
+            counter(
+                "rx_icrc_encapsulated_errors_total",
+                "RoCE packets with ICRC errors (hw_counters/rx_icrc_encapsulated).",
+            ),
             counter("resets_total", "Counter resets detected (NIC reset / driver reload)."),
         ),
         order_by=("cluster", "node", "device", "port", "ts"),

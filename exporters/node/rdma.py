@@ -104,6 +104,15 @@ def parse_rate(text: str) -> float | None:
     return float(m[1]) * 1e9 / 8 if m else None
 
 
+_STATE = re.compile(r"^\s*(\d+)\s*:")
+
+
+def state_id(text: str) -> int | None:
+    """'4: ACTIVE' / '5: LinkUp' -> 4 / 5 (the IB spec's number; the word varies by kernel)."""
+    m = _STATE.match(text)
+    return int(m[1]) if m and int(m[1]) < 256 else None
+
+
 def _read_text(path: str | Path) -> str:
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -187,7 +196,11 @@ class RdmaCollector:
         return out
 
     def _files(self, p: Port) -> list[tuple[NicCounter, str, int]]:
-        dirs = {"counters": p.path / "counters", "hw_counters": p.path / "hw_counters"}
+        dirs = {
+            "counters": p.path / "counters",
+            "counters_ext": p.path / "counters_ext",
+            "hw_counters": p.path / "hw_counters",
+        }
         if p.netdev:
             dirs["netdev"] = self.root / "class" / "net" / p.netdev / "statistics"
         out = []
@@ -286,6 +299,8 @@ class RdmaCollector:
             "_pci": p.pci,  # not a record field: used to attach the pod holding a VF
             "link_layer": p.link_layer,
             "up": 1 if state.endswith("ACTIVE") else 0,
+            "state_id": state_id(state),
+            "phys_state_id": state_id(_read_text(base + "phys_state")),
             "rate_bytes_per_second": parse_rate(_read_text(base + "rate")),
         }
         sums: dict[str, float] = {}

@@ -111,6 +111,12 @@ MIGRATIONS: list[Migration] = [
             alter_columns(lambda: (("flow_samples", "DROP", "`ecmp_group`"),)),
         ),
     ),
+    # 5 and 6 are other branches' (merged separately); 7 depends on neither.
+    Migration(
+        7,
+        "nic_samples: every InfiniBand port counter, the mlx4 extended and mlx5 hw_counters, port state ids",
+        alter_columns(lambda: MIGRATION_7_COLUMNS),
+    ),
 ]
 
 
@@ -894,5 +900,230 @@ MIGRATION_3_COLUMNS: tuple[tuple[str, str, str], ...] = (
         "flows_attributed",
         "ADD",
         "`dst_leaf_port` LowCardinality(String) COMMENT 'Leaf port cabled to the destination NIC (LLDP).' AFTER `dst_nic`",
+    ),
+)
+
+
+# Migration 7: nic_samples columns (issue 15), frozen as released.
+MIGRATION_7_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    (
+        "nic_samples",
+        "ADD",
+        "`state_id` Nullable(UInt8) COMMENT 'IB port state (ports/N/state): 1 down, 2 init, 3 armed, 4 active, 5 active defer.' AFTER `rx_dropped_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`phys_state_id` Nullable(UInt8) COMMENT 'Physical port state (ports/N/phys_state): 1 sleep, 2 polling, 3 disabled, 4 port configuration training, 5 link up, 6 link error recovery, 7 phy test.' AFTER `state_id`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_discards_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Inbound packets discarded because the port was down or congested (counters/port_rcv_discards).' AFTER `phys_state_id`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_constraint_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Inbound packets discarded by the switch port\\'s partition/filter constraints (counters/port_rcv_constraint_errors).' AFTER `rx_discards_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`tx_constraint_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Outbound packets not sent because of partition/filter constraints (counters/port_xmit_constraint_errors).' AFTER `rx_constraint_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_remote_physical_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets received marked with EBP (bad packet upstream) (counters/port_rcv_remote_physical_errors).' AFTER `tx_constraint_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_switch_relay_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets a switch port could not relay (counters/port_rcv_switch_relay_errors).' AFTER `rx_remote_physical_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_unicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Unicast packets received (counters/unicast_rcv_packets).' AFTER `rx_switch_relay_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`tx_unicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Unicast packets sent (counters/unicast_xmit_packets).' AFTER `rx_unicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_multicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Multicast packets received (counters/multicast_rcv_packets).' AFTER `tx_unicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`tx_multicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Multicast packets sent (counters/multicast_xmit_packets).' AFTER `rx_multicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`link_error_recovery_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Link error recoveries (retrained without going down) (counters/link_error_recovery).' AFTER `tx_multicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`local_link_integrity_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Times local physical errors exceeded LocalPhyErrors (counters/local_link_integrity_errors).' AFTER `link_error_recovery_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`excessive_buffer_overrun_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Consecutive flow-control periods with buffer overruns (counters/excessive_buffer_overrun_errors).' AFTER `local_link_integrity_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`vl15_dropped_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Subnet-management (VL15) packets dropped for lack of buffer (counters/VL15_dropped).' AFTER `excessive_buffer_overrun_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_rx_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Data received (64-bit extended counter; 4-byte words) (counters_ext/port_rcv_data_64 x 4).' AFTER `vl15_dropped_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_tx_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Data sent (64-bit extended counter; 4-byte words) (counters_ext/port_xmit_data_64 x 4).' AFTER `ext_rx_bytes_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_rx_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets received (64-bit extended counter) (counters_ext/port_rcv_packets_64).' AFTER `ext_tx_bytes_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_tx_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets sent (64-bit extended counter) (counters_ext/port_xmit_packets_64).' AFTER `ext_rx_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_rx_unicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Unicast packets received (64-bit extended counter) (counters_ext/port_unicast_rcv_packets).' AFTER `ext_tx_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_tx_unicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Unicast packets sent (64-bit extended counter) (counters_ext/port_unicast_xmit_packets).' AFTER `ext_rx_unicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_rx_multicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Multicast packets received (64-bit extended counter) (counters_ext/port_multicast_rcv_packets).' AFTER `ext_tx_unicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_tx_multicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Multicast packets sent (64-bit extended counter) (counters_ext/port_multicast_xmit_packets).' AFTER `ext_rx_multicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_write_requests_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RDMA WRITE requests received (hw_counters/rx_write_requests).' AFTER `ext_tx_multicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_read_requests_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RDMA READ requests received (hw_counters/rx_read_requests).' AFTER `rx_write_requests_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_atomic_requests_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'ATOMIC requests received (hw_counters/rx_atomic_requests).' AFTER `rx_read_requests_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_dct_connect_requests_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'DCT connection requests received (hw_counters/rx_dct_connect).' AFTER `rx_atomic_requests_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`duplicate_requests_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Duplicate requests received (the requester retransmitted) (hw_counters/duplicate_request).' AFTER `rx_dct_connect_requests_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rnr_nak_retry_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RNR NAKs received (the responder had no receive WQE) (hw_counters/rnr_nak_retry_err).' AFTER `duplicate_requests_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`implied_nak_seq_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Implied NAK sequence errors (READ/ATOMIC response PSN gap) (hw_counters/implied_nak_seq_err).' AFTER `rnr_nak_retry_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`resp_local_length_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Responder: local length errors (hw_counters/resp_local_length_error).' AFTER `implied_nak_seq_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`resp_cqe_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Responder: completions with error (hw_counters/resp_cqe_error).' AFTER `resp_local_length_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`req_cqe_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Requester: completions with error (hw_counters/req_cqe_error).' AFTER `resp_cqe_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`req_remote_invalid_request_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Requester: remote invalid request errors (hw_counters/req_remote_invalid_request).' AFTER `req_cqe_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`req_remote_access_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Requester: remote access errors (hw_counters/req_remote_access_errors).' AFTER `req_remote_invalid_request_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`resp_remote_access_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Responder: remote access errors (hw_counters/resp_remote_access_errors).' AFTER `req_remote_access_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`resp_cqe_flush_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Responder: completions flushed with error (QP to error state) (hw_counters/resp_cqe_flush_error).' AFTER `resp_remote_access_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`req_cqe_flush_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Requester: completions flushed with error (hw_counters/req_cqe_flush_error).' AFTER `resp_cqe_flush_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`roce_adp_retransmits_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RoCE adaptive retransmissions (hw_counters/roce_adp_retrans).' AFTER `req_cqe_flush_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`roce_adp_retransmit_timeouts_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RoCE adaptive retransmission timeouts (hw_counters/roce_adp_retrans_to).' AFTER `roce_adp_retransmits_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`roce_slow_restarts_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Times RoCE slow restart was used (hw_counters/roce_slow_restart).' AFTER `roce_adp_retransmit_timeouts_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`roce_slow_restart_cnps_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'CNPs generated by RoCE slow restart (hw_counters/roce_slow_restart_cnps).' AFTER `roce_slow_restarts_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`roce_slow_restart_transitions_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Transitions to the RoCE slow-restart state (hw_counters/roce_slow_restart_trans).' AFTER `roce_slow_restart_cnps_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_icrc_encapsulated_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RoCE packets with ICRC errors (hw_counters/rx_icrc_encapsulated).' AFTER `roce_slow_restart_transitions_total`",
     ),
 )
