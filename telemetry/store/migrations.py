@@ -114,7 +114,7 @@ MIGRATIONS: list[Migration] = [
     # 5 and 6 are other branches' (merged separately); 7 depends on neither.
     Migration(
         7,
-        "nic_samples: every InfiniBand port counter, the mlx4 extended and mlx5 hw_counters, port state ids",
+        "nic_samples: every InfiniBand port counter, mlx4 extended and mlx5 hw_counters, port state ids; gpu_samples: dcgm-exporter default-counter parity fields",
         alter_columns(lambda: MIGRATION_7_COLUMNS),
     ),
 ]
@@ -1125,5 +1125,75 @@ MIGRATION_7_COLUMNS: tuple[tuple[str, str, str], ...] = (
         "nic_samples",
         "ADD",
         "`rx_icrc_encapsulated_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RoCE packets with ICRC errors (hw_counters/rx_icrc_encapsulated).' AFTER `roce_slow_restart_transitions_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`memory_free_bytes` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Frame buffer free.' AFTER `memory_total_bytes`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`memory_reserved_bytes` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Frame buffer reserved by driver and firmware.' AFTER `memory_free_bytes`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`encoder_utilization_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Video encoder busy time.' AFTER `memory_reserved_bytes`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`decoder_utilization_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Video decoder busy time.' AFTER `encoder_utilization_ratio`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`remapped_rows_correctable_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Rows remapped for correctable errors.' AFTER `remapped_rows_failure_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`remapped_rows_uncorrectable_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Rows remapped for uncorrectable errors.' AFTER `remapped_rows_correctable_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`retired_pages_single_bit_ecc` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Pages retired for repeated single-bit ECC errors (pre-Ampere).' AFTER `remapped_rows_uncorrectable_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`retired_pages_double_bit_ecc` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Pages retired for a double-bit ECC error.' AFTER `retired_pages_single_bit_ecc`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`retired_pages_pending` Nullable(Float64) CODEC(ZSTD(1)) COMMENT '1 when a page retirement waits for a GPU reset.' AFTER `retired_pages_double_bit_ecc`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`nvlink_crc_flit_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'NVLink flow-control CRC errors, all links.' AFTER `nvlink_errors_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`nvlink_crc_data_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'NVLink data CRC errors, all links.' AFTER `nvlink_crc_flit_errors_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`nvlink_replay_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'NVLink replays, all links.' AFTER `nvlink_crc_data_errors_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`nvlink_recovery_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'NVLink link recoveries, all links.' AFTER `nvlink_replay_errors_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`graphics_active_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'GPM graphics/compute engine activity (Hopper+).' AFTER `dram_active_ratio`",
     ),
 )
