@@ -80,6 +80,11 @@ def read_int(path: str | Path, fd: int | None = None) -> int | None:
             raw = os.read(fd, 128)
         finally:
             os.close(fd)
+    return parse_counter(raw, path)
+
+
+def parse_counter(raw: bytes, path: str | Path = "") -> int | None:
+    """A sysfs counter file's bytes -> int, None for `N/A`; anything else raises Malformed."""
     try:
         v = int(raw)
     except ValueError:
@@ -101,7 +106,10 @@ _RATE = re.compile(r"^\s*([\d.]+)\s*Gb/sec")
 def parse_rate(text: str) -> float | None:
     """'25 Gb/sec (1X EDR)' -> bytes per second."""
     m = _RATE.match(text)
-    return float(m[1]) * 1e9 / 8 if m else None
+    try:
+        return float(m[1]) * 1e9 / 8 if m else None
+    except ValueError:  # "1.2.3 Gb/sec", ". Gb/sec": not a rate
+        return None
 
 
 _STATE = re.compile(r"^\s*(\d+)\s*:")
