@@ -26,6 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from tests.integration.node.test_footprint import serve_no_store  # noqa: E402
 from tests.sysfs_fixture import node8  # noqa: E402
 
 NODE8 = node8()
@@ -80,27 +81,7 @@ print(json.dumps({"first_cycle_cpu_s": first, "cpu_s_per_cycle": per_cycle, "ren
 def no_store_process() -> dict[str, float]:
     """The real `railscope node --no-store` process (CLI, config, pipeline, /metrics server) on
     the fixture: its peak RSS and CPU from start to its first served scrape."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "telemetry.cli",
-            "node",
-            "--no-store",
-            "--sysfs-root",
-            str(NODE8 / "sys"),
-            "--gpu-backend",
-            "fake",
-            "--gpu-fake",
-            str(NODE8 / "nvml.json"),
-            "--podresources-socket",
-            "/nonexistent/kubelet.sock",
-            "--listen",
-            f"127.0.0.1:{port}",
-        ],
+    p, port = serve_no_store(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(ROOT)},

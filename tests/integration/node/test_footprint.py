@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tests.sysfs_fixture import node8
 
@@ -77,27 +78,18 @@ def test_one_cycle_imports_nothing_heavy(tmp_path: Path) -> None:
     assert not (tmp_path / "never-opened").exists()  # no store opened, even with a DSN set
 
 
-def test_serving_metrics_imports_nothing_heavy(tmp_path: Path) -> None:
+def serve_no_store(*python_flags: str, **popen: Any) -> tuple[subprocess.Popen[str], int]:
+    """`railscope node --no-store` serving /metrics on a free loopback port (also bench/node.py)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-X",
-            "importtime",
-            "-m",
-            "telemetry.cli",
-            *ARGS,
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--interval",
-            "1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
+        port = int(s.getsockname()[1])
+    cmd = [sys.executable, *python_flags, "-m", "telemetry.cli", *ARGS]
+    return subprocess.Popen([*cmd, "--listen", f"127.0.0.1:{port}"], text=True, **popen), port
+
+
+def test_serving_metrics_imports_nothing_heavy(tmp_path: Path) -> None:
+    p, port = serve_no_store(
+        "-X", "importtime", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path
     )
     try:
         body = ""
