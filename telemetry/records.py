@@ -283,6 +283,12 @@ GPU_SAMPLE = _register(
             gauge("memory_utilization_ratio", "Memory controller utilization (0-1).", "ratio"),
             gauge("memory_used_bytes", "Frame buffer used.", "bytes"),
             gauge("memory_total_bytes", "Frame buffer size.", "bytes"),
+            gauge("memory_free_bytes", "Frame buffer free.", "bytes"),
+            gauge(
+                "memory_reserved_bytes", "Frame buffer reserved by driver and firmware.", "bytes"
+            ),
+            gauge("encoder_utilization_ratio", "Video encoder busy time.", "ratio"),
+            gauge("decoder_utilization_ratio", "Video decoder busy time.", "ratio"),
             gauge("sm_clock_hertz", "SM clock.", "hertz"),
             gauge("memory_clock_hertz", "Memory clock.", "hertz"),
             gauge("temperature_celsius", "GPU die temperature.", "celsius"),
@@ -316,16 +322,31 @@ GPU_SAMPLE = _register(
             counter("ecc_uncorrected_errors_total", "Volatile uncorrected ECC errors."),
             gauge("remapped_rows_pending", "Rows pending remap (1 = reset needed).", type_="u64"),
             counter("remapped_rows_failure_total", "Row remapping failures."),
+            counter("remapped_rows_correctable_total", "Rows remapped for correctable errors."),
+            counter("remapped_rows_uncorrectable_total", "Rows remapped for uncorrectable errors."),
+            gauge(
+                "retired_pages_single_bit_ecc",
+                "Pages retired for repeated single-bit ECC errors (pre-Ampere).",
+            ),
+            gauge("retired_pages_double_bit_ecc", "Pages retired for a double-bit ECC error."),
+            gauge("retired_pages_pending", "1 when a page retirement waits for a GPU reset."),
             gauge("pcie_tx_bytes_per_second", "PCIe TX throughput.", "bytes_per_second"),
             gauge("pcie_rx_bytes_per_second", "PCIe RX throughput.", "bytes_per_second"),
             counter("pcie_replay_total", "PCIe replay counter."),
             counter("nvlink_tx_bytes_total", "NVLink bytes sent, all links.", "bytes"),
             counter("nvlink_rx_bytes_total", "NVLink bytes received, all links.", "bytes"),
             counter("nvlink_errors_total", "NVLink CRC/replay/recovery errors, all links."),
+            counter("nvlink_crc_flit_errors_total", "NVLink flow-control CRC errors, all links."),
+            counter("nvlink_crc_data_errors_total", "NVLink data CRC errors, all links."),
+            counter("nvlink_replay_errors_total", "NVLink replays, all links."),
+            counter("nvlink_recovery_errors_total", "NVLink link recoveries, all links."),
             gauge("sm_active_ratio", "GPM SM activity (Hopper+).", "ratio"),
             gauge("sm_occupancy_ratio", "GPM SM occupancy (Hopper+).", "ratio"),
             gauge("tensor_active_ratio", "GPM tensor pipe activity (Hopper+).", "ratio"),
             gauge("dram_active_ratio", "GPM DRAM activity (Hopper+).", "ratio"),
+            gauge(
+                "graphics_active_ratio", "GPM graphics/compute engine activity (Hopper+).", "ratio"
+            ),
             counter("xid_errors_total", "XID errors seen since the exporter started."),
         ),
         order_by=("cluster", "node", "gpu", "ts"),
@@ -442,6 +463,189 @@ NIC_SAMPLE = _register(
                 "Ticks the port had data but could not send (counters/port_xmit_wait).",
             ),
             counter("rx_dropped_total", "Packets dropped by the netdev (statistics/rx_dropped)."),
+            # Every InfiniBand port counter node_exporter's infiniband collector reads, the mlx4
+            # 64-bit extended counters and every mlx5 hw_counters entry (nic_counters.csv).
+            gauge(
+                "state_id",
+                "IB port state (ports/N/state): 1 down, 2 init, 3 armed, 4 active, 5 active defer.",
+                type_="u8",
+            ),
+            gauge(
+                "phys_state_id",
+                "Physical port state (ports/N/phys_state): 1 sleep, 2 polling, 3 disabled, "
+                "4 port configuration training, 5 link up, 6 link error recovery, 7 phy test.",
+                type_="u8",
+            ),
+            counter(
+                "rx_discards_total",
+                "Inbound packets discarded because the port was down or congested (counters/port_rcv_discards).",
+            ),
+            counter(
+                "rx_constraint_errors_total",
+                "Inbound packets discarded by the switch port's partition/filter constraints (counters/port_rcv_constraint_errors).",
+            ),
+            counter(
+                "tx_constraint_errors_total",
+                "Outbound packets not sent because of partition/filter constraints (counters/port_xmit_constraint_errors).",
+            ),
+            counter(
+                "rx_remote_physical_errors_total",
+                "Packets received marked with EBP (bad packet upstream) (counters/port_rcv_remote_physical_errors).",
+            ),
+            counter(
+                "rx_switch_relay_errors_total",
+                "Packets a switch port could not relay (counters/port_rcv_switch_relay_errors).",
+            ),
+            counter(
+                "rx_unicast_packets_total",
+                "Unicast packets received (counters/unicast_rcv_packets).",
+            ),
+            counter(
+                "tx_unicast_packets_total",
+                "Unicast packets sent (counters/unicast_xmit_packets).",
+            ),
+            counter(
+                "rx_multicast_packets_total",
+                "Multicast packets received (counters/multicast_rcv_packets).",
+            ),
+            counter(
+                "tx_multicast_packets_total",
+                "Multicast packets sent (counters/multicast_xmit_packets).",
+            ),
+            counter(
+                "link_error_recovery_total",
+                "Link error recoveries (retrained without going down) (counters/link_error_recovery).",
+            ),
+            counter(
+                "local_link_integrity_errors_total",
+                "Times local physical errors exceeded LocalPhyErrors (counters/local_link_integrity_errors).",
+            ),
+            counter(
+                "excessive_buffer_overrun_errors_total",
+                "Consecutive flow-control periods with buffer overruns (counters/excessive_buffer_overrun_errors).",
+            ),
+            counter(
+                "vl15_dropped_total",
+                "Subnet-management (VL15) packets dropped for lack of buffer (counters/VL15_dropped).",
+            ),
+            counter(
+                "ext_rx_bytes_total",
+                "Data received (64-bit extended counter; 4-byte words) (counters_ext/port_rcv_data_64 x 4).",
+                "bytes",
+            ),
+            counter(
+                "ext_tx_bytes_total",
+                "Data sent (64-bit extended counter; 4-byte words) (counters_ext/port_xmit_data_64 x 4).",
+                "bytes",
+            ),
+            counter(
+                "ext_rx_packets_total",
+                "Packets received (64-bit extended counter) (counters_ext/port_rcv_packets_64).",
+            ),
+            counter(
+                "ext_tx_packets_total",
+                "Packets sent (64-bit extended counter) (counters_ext/port_xmit_packets_64).",
+            ),
+            counter(
+                "ext_rx_unicast_packets_total",
+                "Unicast packets received (64-bit extended counter) (counters_ext/port_unicast_rcv_packets).",
+            ),
+            counter(
+                "ext_tx_unicast_packets_total",
+                "Unicast packets sent (64-bit extended counter) (counters_ext/port_unicast_xmit_packets).",
+            ),
+            counter(
+                "ext_rx_multicast_packets_total",
+                "Multicast packets received (64-bit extended counter) (counters_ext/port_multicast_rcv_packets).",
+            ),
+            counter(
+                "ext_tx_multicast_packets_total",
+                "Multicast packets sent (64-bit extended counter) (counters_ext/port_multicast_xmit_packets).",
+            ),
+            counter(
+                "rx_write_requests_total",
+                "RDMA WRITE requests received (hw_counters/rx_write_requests).",
+            ),
+            counter(
+                "rx_read_requests_total",
+                "RDMA READ requests received (hw_counters/rx_read_requests).",
+            ),
+            counter(
+                "rx_atomic_requests_total",
+                "ATOMIC requests received (hw_counters/rx_atomic_requests).",
+            ),
+            counter(
+                "rx_dct_connect_requests_total",
+                "DCT connection requests received (hw_counters/rx_dct_connect).",
+            ),
+            counter(
+                "duplicate_requests_total",
+                "Duplicate requests received (the requester retransmitted) (hw_counters/duplicate_request).",
+            ),
+            counter(
+                "rnr_nak_retry_errors_total",
+                "RNR NAKs received (the responder had no receive WQE) (hw_counters/rnr_nak_retry_err).",
+            ),
+            counter(
+                "implied_nak_seq_errors_total",
+                "Implied NAK sequence errors (READ/ATOMIC response PSN gap) (hw_counters/implied_nak_seq_err).",
+            ),
+            counter(
+                "resp_local_length_errors_total",
+                "Responder: local length errors (hw_counters/resp_local_length_error).",
+            ),
+            counter(
+                "resp_cqe_errors_total",
+                "Responder: completions with error (hw_counters/resp_cqe_error).",
+            ),
+            counter(
+                "req_cqe_errors_total",
+                "Requester: completions with error (hw_counters/req_cqe_error).",
+            ),
+            counter(
+                "req_remote_invalid_request_errors_total",
+                "Requester: remote invalid request errors (hw_counters/req_remote_invalid_request).",
+            ),
+            counter(
+                "req_remote_access_errors_total",
+                "Requester: remote access errors (hw_counters/req_remote_access_errors).",
+            ),
+            counter(
+                "resp_remote_access_errors_total",
+                "Responder: remote access errors (hw_counters/resp_remote_access_errors).",
+            ),
+            counter(
+                "resp_cqe_flush_errors_total",
+                "Responder: completions flushed with error (QP to error state) (hw_counters/resp_cqe_flush_error).",
+            ),
+            counter(
+                "req_cqe_flush_errors_total",
+                "Requester: completions flushed with error (hw_counters/req_cqe_flush_error).",
+            ),
+            counter(
+                "roce_adp_retransmits_total",
+                "RoCE adaptive retransmissions (hw_counters/roce_adp_retrans).",
+            ),
+            counter(
+                "roce_adp_retransmit_timeouts_total",
+                "RoCE adaptive retransmission timeouts (hw_counters/roce_adp_retrans_to).",
+            ),
+            counter(
+                "roce_slow_restarts_total",
+                "Times RoCE slow restart was used (hw_counters/roce_slow_restart).",
+            ),
+            counter(
+                "roce_slow_restart_cnps_total",
+                "CNPs generated by RoCE slow restart (hw_counters/roce_slow_restart_cnps).",
+            ),
+            counter(
+                "roce_slow_restart_transitions_total",
+                "Transitions to the RoCE slow-restart state (hw_counters/roce_slow_restart_trans).",
+            ),
+            counter(
+                "rx_icrc_encapsulated_errors_total",
+                "RoCE packets with ICRC errors (hw_counters/rx_icrc_encapsulated).",
+            ),
             counter("resets_total", "Counter resets detected (NIC reset / driver reload)."),
         ),
         order_by=("cluster", "node", "device", "port", "ts"),

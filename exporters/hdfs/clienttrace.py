@@ -43,6 +43,7 @@ class ParseStats:
     lines: int = 0
     transfers: int = 0
     skipped: int = 0  # not a transfer line (other log lines, other clienttrace ops)
+    continuation: int = 0  # of those: lines without a timestamp (Java stack traces, ...)
     errors: dict[str, int] = field(default_factory=dict)  # reason -> lines
 
     def error(self, reason: str) -> None:
@@ -122,6 +123,18 @@ def parse_lines(
     st = stats if stats is not None else ParseStats()
     t = out if out is not None else Transfers()
     to_ms = TimeParser(tz)
+    n = 0
+    try:
+        n = _parse_into(lines, to_ms, datanode, st, t)
+    finally:  # a reader that fails midway (truncated .gz) keeps what was parsed before
+        st.lines += n
+        st.transfers = len(t)
+    return t
+
+
+def _parse_into(
+    lines: Iterable[str], to_ms: TimeParser, datanode: str, st: ParseStats, t: Transfers
+) -> int:
     # Bound methods as locals: this loop is the hot path (see bench/hdfs.py).
     a_ts, a_dn, a_op, a_src, a_dest = (
         t.ts.append,
@@ -142,6 +155,8 @@ def parse_lines(
         n += 1
         i = line.find("src: ")
         if i < 0:
+            if _continued(line, st):
+                continue
             if "Received BP-" in line:
                 _replication(line, datanode, to_ms, st, t)
             else:
@@ -149,7 +164,12 @@ def parse_lines(
             continue
         parts = line[i:].rstrip("\r\n").split(", ")
         # Fixed field order of DN_CLIENTTRACE_FORMAT; verified key by key, any drift -> error.
+        # Hadoop 3.4 inserts `volume: V` (V may be empty) after dest: drop it, it names a disk.
+        if len(parts) == 10 and parts[2].startswith("volume:"):
+            del parts[2]
         if len(parts) != 9:
+            if _continued(line, st):
+                continue
             if "Received BP-" in line:
                 _replication(line, datanode, to_ms, st, t)
             elif "op: HDFS_READ" in line or "op: HDFS_WRITE" in line:
@@ -167,18 +187,21 @@ def parse_lines(
             and p_bytes.startswith("bytes: ")
             and p_blk.startswith("blockid: ")
         ):
-            st.error("field_names")
+            if not _continued(line, st):
+                st.error("field_names")
             continue
         dk, _, dv = p_dur.partition(": ")
         if dk not in _DURATION_KEYS:
-            st.error("no_duration")
+            if not _continued(line, st):
+                st.error("no_duration")
             continue
         try:
             nbytes = int(p_bytes[7:])
             dur = int(dv) / 1e9
             ts = to_ms(line[:23])
         except ValueError:
-            st.error("bad_number_or_time")
+            if not _continued(line, st):
+                st.error("bad_number_or_time")
             continue
         if nbytes < 0 or dur < 0:
             st.error("negative_value")
@@ -199,9 +222,17 @@ def parse_lines(
         else:
             a_dn(dest)
             a_mode("sync")  # a client write pipeline: the client waits for every hop's ack
-    st.lines += n
-    st.transfers = len(t)
-    return t
+    return n
+
+
+def _continued(line: str, st: ParseStats) -> bool:
+    """A line without a log4j timestamp continues the message above it (Java stack-trace frames,
+    multi-line messages): skipped and counted, never parsed. Checked off the hot path only."""
+    if line[:1].isdigit():
+        return False
+    st.continuation += 1
+    st.skipped += 1
+    return True
 
 
 def _replication(line: str, datanode: str, to_ms: TimeParser, st: ParseStats, t: Transfers) -> None:
@@ -234,14 +265,20 @@ def _replication(line: str, datanode: str, to_ms: TimeParser, st: ParseStats, t:
     t.write_mode.append("async")  # no client waits for it: background/asynchronous copy
 
 
+# A log4j line (any layout: `%c: `, `%c{2} (%F:%M(%L)) - `, `%c (%t): `) whose logger is a
+# DataNode's, or that carries a clienttrace transfer or a 'Received' replication line: a DataNode
+# log may run for megabytes of start-up and heartbeat lines before its first transfer.
 _SNIFF = re.compile(
-    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d{3} .*(?:src: \S+, dest: \S+, bytes: \d+, op: HDFS_|Received BP-)",
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d{3} +[A-Z]+ +"
+    r"(?:.*(?:src: \S+, dest: \S+, (?:volume: \S*, )?bytes: \d+, op: HDFS_|Received BP-)"
+    r"|(?:org\.apache\.hadoop\.hdfs\.server\.)?datanode\.[\w.$]+[: ]"
+    r"|\S*DataNode\.clienttrace[: ])",
     re.MULTILINE,
 )
 
 
 def looks_like_clienttrace(head: str) -> bool:
-    """A log4j line with a clienttrace transfer or a 'Received' replication line."""
+    """A DataNode log: log4j lines from the DataNode's loggers, or clienttrace transfer lines."""
     return _SNIFF.search(head) is not None
 
 
@@ -249,32 +286,54 @@ def looks_like_clienttrace(head: str) -> bool:
 @dataclass
 class _FileState:
     inode: int
-    offset: int
-    partial: str = ""
+    offset: int  # bytes read so far
+    partial: bytes = b""  # an unfinished last line, kept until its newline arrives
+
+    @property
+    def committed(self) -> int:
+        """Offset just after the last complete line: where a restarted tailer resumes."""
+        return self.offset - len(self.partial)
+
+
+_MAX_ROTATED = 9  # log4j RollingFileAppender maxBackupIndex is usually well under this
 
 
 class Tailer:
     """Follows one log file like `tail -F`: new complete lines since the last call; notices
     rotation (new inode or a shorter file) and then finishes the rotated file (`path.1`, the
-    log4j RollingFileAppender name) before starting the new one at offset 0.
+    log4j RollingFileAppender name; `path.2`... when it rolled more than once meanwhile) before
+    starting the new one at offset 0.
 
-    The first call starts at the end of the file (`from_start=False`): old lines were either
-    collected before or belong to a backfill done with --from.
+    The first call starts at `resume` (inode, offset) when given (a restart: see TailOffsets),
+    else at the end of the file (`from_start=False`): old lines were either collected before or
+    belong to a backfill done with --from.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, from_start: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        from_start: bool = False,
+        resume: tuple[int, int] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.from_start = from_start
-        self._st: _FileState | None = None
+        self._st: _FileState | None = _FileState(*resume) if resume else None
         self.rotations = 0
 
-    def _open_at(self, p: Path, offset: int, partial: str) -> tuple[list[str], int, str]:
+    def position(self) -> tuple[int, int] | None:
+        """(inode, offset after the last complete line) to persist, or None before the first read."""
+        return (self._st.inode, self._st.committed) if self._st else None
+
+    @staticmethod
+    def _read_from(p: Path, st: _FileState) -> list[str]:
         with p.open("rb") as f:
-            f.seek(offset)
+            f.seek(st.offset)
             data = f.read()
-        text = partial + data.decode("utf-8", errors="replace")
-        lines = text.split("\n")
-        return lines[:-1], offset + len(data), lines[-1]
+        st.offset += len(data)
+        chunks = (st.partial + data).split(b"\n")
+        st.partial = chunks.pop()
+        return [c.decode("utf-8", errors="replace") for c in chunks]
 
     def read(self) -> list[str]:
         try:
@@ -287,20 +346,106 @@ class Tailer:
         out: list[str] = []
         if s.st_ino != st.inode or s.st_size < st.offset:
             self.rotations += 1
-            rotated = self.path.with_name(self.path.name + ".1")
-            try:
-                rs = rotated.stat()
-                if rs.st_ino == st.inode:  # finish what was written before the rotation
-                    lines, _, rest = self._open_at(rotated, st.offset, st.partial)
-                    out += lines
-                    if rest:
-                        out.append(rest)
-            except FileNotFoundError:
-                pass
+            out += self._finish_rotated(st)
             st = self._st = _FileState(s.st_ino, 0)
-        lines, st.offset, st.partial = self._open_at(self.path, st.offset, st.partial)
-        out += lines
+        out += self._read_from(self.path, st)
         return out
+
+    def _finish_rotated(self, st: _FileState) -> list[str]:
+        """The rest of the file we were reading (now `path.k`), then `path.k-1` ... `path.1`
+        whole: what was written between our last read and the newest rotation."""
+        names = [self.path.with_name(f"{self.path.name}.{k}") for k in range(1, _MAX_ROTATED + 1)]
+        for k, p in enumerate(names):
+            try:
+                if p.stat().st_ino != st.inode:
+                    continue
+            except FileNotFoundError:
+                continue
+            out = self._read_from(p, st)
+            if st.partial:  # the rotated file is final: its last line is complete
+                out.append(st.partial.decode("utf-8", errors="replace"))
+            for newer in reversed(names[:k]):
+                rest = _FileState(0, 0)
+                try:
+                    out += self._read_from(newer, rest)
+                except FileNotFoundError:
+                    continue
+                if rest.partial:
+                    out.append(rest.partial.decode("utf-8", errors="replace"))
+            return out
+        return []  # truncated in place (copytruncate), or rotated away out of reach
+
+
+class TailOffsets:
+    """Where each followed log was read up to, in a small JSON file (next to the spool), so that a
+    restarted source resumes there: no line counted twice, none skipped. Written atomically
+    (temp file + rename) after every cycle; an unreadable file starts over from the logs' ends."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def load(self) -> dict[str, tuple[int, int]]:
+        import json
+
+        try:
+            doc = json.loads(self.path.read_text())
+            return {str(k): (int(v["inode"]), int(v["offset"])) for k, v in doc.items()}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return {}
+
+    def save(self, positions: dict[str, tuple[int, int]]) -> None:
+        import json
+
+        doc = {k: {"inode": i, "offset": o} for k, (i, o) in sorted(positions.items())}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        os.replace(tmp, self.path)
+
+
+# --- files for --from: rotated and gzip-compressed ----------------------------------------------
+_ROTATED = re.compile(r"^(.*?)\.(\d+)(\.gz)?$")
+
+
+def rotation_order(p: Path) -> tuple[str, int, int, str]:
+    """Sort key putting a log's rotated files oldest first: `x.log.3.gz`, `x.log.2`, `x.log.1`,
+    then date-suffixed ones (`x.log.2024-03-01`) by date, then `x.log` itself."""
+    name = p.name
+    m = _ROTATED.match(name)
+    if m:
+        return (str(p.with_name(m[1])), 0, -int(m[2]), "")
+    base = name[:-3] if name.endswith(".gz") else name
+    stem, dot, suffix = base.rpartition(".")
+    if dot and suffix[:1].isdigit():  # DailyRollingFileAppender: x.log.2024-03-01
+        return (str(p.with_name(stem)), 1, 0, suffix)
+    return (str(p.with_name(base)), 2, 0, "")
+
+
+def is_gzip(head: bytes) -> bool:
+    return head[:2] == b"\x1f\x8b"
+
+
+def gunzip_head(head: bytes, limit: int) -> bytes:
+    """The first `limit` bytes of a gzip stream's content from its first bytes (for sniffing)."""
+    import zlib
+
+    try:
+        return zlib.decompressobj(wbits=31).decompress(head, limit)
+    except zlib.error:
+        return b""
+
+
+def open_text(p: Path) -> Any:
+    """A text reader over a log file, gzip-compressed (`.gz` rotation) or not."""
+    with p.open("rb") as fh:
+        gz = is_gzip(fh.read(2))
+    if gz:
+        import gzip
+
+        return gzip.open(p, "rt", encoding="utf-8", errors="replace")
+    return p.open(encoding="utf-8", errors="replace")
 
 
 def local_tz(name: str) -> tzinfo:

@@ -99,6 +99,11 @@ class HdfsConfig(SourceConfig):
     clienttrace: list[LogConfig] = Field(
         default_factory=list, description="DataNode logs to follow."
     )
+    offsets_file: str | None = Field(
+        default=None,
+        description="Where followed logs were read up to, for a restart "
+        "(default: hdfs-clienttrace-offsets.json in sink.spool_dir).",
+    )
     log_timezone: str = Field(
         default="UTC", description="Time zone of the log4j timestamps (UTC, +08:00, Asia/Shanghai)."
     )

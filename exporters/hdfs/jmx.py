@@ -106,8 +106,10 @@ def live_nodes(doc: dict[str, Any]) -> list[LiveNode]:
                 nodes = json.loads(raw) if isinstance(raw, str) else (raw or {})
             except json.JSONDecodeError as e:
                 raise UserError(f"NameNodeInfo.LiveNodes is not valid JSON: {e}") from None
+            if not isinstance(nodes, dict) or not all(isinstance(n, dict) for n in nodes.values()):
+                raise UserError("NameNodeInfo.LiveNodes is not a JSON object of DataNode objects")
             out = []
-            for name, n in sorted(nodes.items()):
+            for name, n in sorted(nodes.items(), key=lambda kv: str(kv[0])):
                 info = str(n.get("infoAddr", ""))
                 # Some versions report the wildcard bind address: use the node's own name instead.
                 if info.startswith("0.0.0.0:"):

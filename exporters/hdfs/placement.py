@@ -75,6 +75,8 @@ def judge(
         racks_by_idc.setdefault(loc.idc, set()).add(loc.rack)
         racks.add(loc.rack)
         locs.append({"host": host, "rack": loc.rack, "idc": loc.idc})
+    if b.ec_policy:
+        return _judge_ec(b, policy, by_idc, unknown, locs)
     reasons: list[str] = []
     n = len(b.replicas)
     if b.missing or n == 0:
@@ -101,6 +103,49 @@ def judge(
             reasons.append(f"{idc} is not a policy IDC but holds {by_idc[idc]} replica(s)")
     elif policy.mode == "rack" and n >= 2 and len(racks) < 2 and not unknown:
         reasons.append(f"all {n} replicas on one rack ({next(iter(racks), '?')})")
+    return Verdict(bool(reasons), "; ".join(reasons), dict(sorted(by_idc.items())), unknown, locs)
+
+
+def expected(b: BlockInfo, policy: Policy) -> int:
+    """Replicas a block should have: the policy's, or a block group's internal blocks."""
+    return b.replication if b.ec_policy and b.replication else policy.replicas
+
+
+def _judge_ec(
+    b: BlockInfo,
+    policy: Policy,
+    by_idc: Counter[str],
+    unknown: list[str],
+    locs: list[dict[str, str]],
+) -> Verdict:
+    """An erasure-coded block group: its internal blocks are not copies, so copies-per-IDC rules
+    do not apply; what matters is that losing one IDC (per_idc mode) or one rack (rack mode)
+    loses no more internal blocks than the policy's parity units can rebuild."""
+    reasons: list[str] = []
+    n, want, m = len(b.replicas), expected(b, policy), b.parity_units
+    if b.missing or n == 0:
+        reasons.append(f"missing: block group not readable ({b.ec_policy})")
+    elif n < want:
+        reasons.append(f"under-erasure-coded: {n} of {want} internal blocks ({b.ec_policy})")
+    elif n > want:
+        reasons.append(f"over-erasure-coded: {n} of {want} internal blocks ({b.ec_policy})")
+    if unknown:
+        reasons.append(
+            f"{len(unknown)} internal block(s) on host(s) not in the topology: {', '.join(sorted(set(unknown)))}"
+        )
+    if policy.mode == "per_idc":
+        for idc, have in sorted(by_idc.items()):
+            if have > m:
+                reasons.append(
+                    f"losing {idc} loses {have} internal blocks, more than the {m} parity units"
+                )
+    else:
+        per_rack = Counter(loc["rack"] for loc in locs if loc["rack"])
+        for rack, have in sorted(per_rack.items()):
+            if have > m:
+                reasons.append(
+                    f"losing rack {rack} loses {have} internal blocks, more than the {m} parity units"
+                )
     return Verdict(bool(reasons), "; ".join(reasons), dict(sorted(by_idc.items())), unknown, locs)
 
 
@@ -140,7 +185,7 @@ def audit(
                 "path": b.path,
                 "block_id": b.block_id,
                 "replicas": len(b.replicas),
-                "expected_replicas": policy.replicas,
+                "expected_replicas": expected(b, policy),
                 "replicas_by_idc": json.dumps(v.by_idc, separators=(",", ":")),
                 "locations": json.dumps(v.locations, separators=(",", ":")),
                 "violation": v.violation,
@@ -151,7 +196,7 @@ def audit(
             c = totals.setdefault(p, Counter())
             c["blocks"] += 1
             c["violations"] += v.violation
-            c["under_replicated"] += len(b.replicas) < policy.replicas
+            c["under_replicated"] += len(b.replicas) < expected(b, policy)
             c["unknown_hosts"] += len(v.unknown_hosts)
     trows = [
         {

@@ -36,6 +36,7 @@ REASONS = (
     "jmx_unreachable",
     "livenodes",
     "clienttrace_unreadable",
+    "clienttrace_offsets",
     *(f"clienttrace_{r}" for r in clienttrace.REASONS),
     *(f"fsck_{r}" for r in fsck.REASONS),
     "fsck_command",
@@ -43,7 +44,10 @@ REASONS = (
 
 
 def detect(path: Path, head: bytes) -> str:
-    """'jmx' | 'webhdfs' | 'clienttrace' | 'fsck' from a file's content (never from its name)."""
+    """'json' | 'clienttrace' | 'fsck' from a file's content (never from its name); a
+    gzip-compressed file (a `.gz` rotated log) is recognized by what it holds."""
+    if clienttrace.is_gzip(head):
+        head = clienttrace.gunzip_head(head, _SNIFF_BYTES)
     text = head.decode("utf-8", errors="replace")
     if text.lstrip().startswith("{"):
         return "json"
@@ -80,6 +84,7 @@ class HdfsSource(BaseSource):
         hdfs_path: str | None = None,
         datanode: str = "",
         clock: Any = time.time,
+        offsets: clienttrace.TailOffsets | None = None,
     ) -> None:
         super().__init__()
         self.cfg = config or HdfsConfig()
@@ -102,8 +107,12 @@ class HdfsSource(BaseSource):
         self.budget = dci.Budget(
             self.cfg.dci.interval_seconds, dci.capacities(self.cfg.dci.capacity)
         )
+        # A restart resumes each log where the last run stopped (offsets), else per from_start.
+        self.offsets = offsets
+        resume = offsets.load() if offsets else {}
         self.tailers = [
-            clienttrace.Tailer(lc.path, from_start=lc.from_start) for lc in self.cfg.clienttrace
+            clienttrace.Tailer(lc.path, from_start=lc.from_start, resume=resume.get(lc.path))
+            for lc in self.cfg.clienttrace
         ]
         self._last_fsck = 0.0
         self._scripted: set[str] = set()
@@ -211,7 +220,15 @@ class HdfsSource(BaseSource):
                         detect(p, fh.read(_SNIFF_BYTES))
                 except OSError as e:
                     raise UserError(f"{p}: cannot read: {e.strerror or e}") from None
-        return cls(c, from_path=from_path, hdfs_path=c.hdfs_path, datanode=c.datanode)
+        offsets = None
+        if c.clienttrace and not from_path:
+            spool = getattr(getattr(cfg, "sink", None), "spool_dir", None) or "."
+            offsets = clienttrace.TailOffsets(
+                c.offsets_file or Path(spool) / "hdfs-clienttrace-offsets.json"
+            )
+        return cls(
+            c, from_path=from_path, hdfs_path=c.hdfs_path, datanode=c.datanode, offsets=offsets
+        )
 
     # --- collection -----------------------------------------------------------------------------
     def _collect(self) -> list[Batch]:
@@ -228,7 +245,11 @@ class HdfsSource(BaseSource):
 
     def _offline(self, path: Path) -> list[Batch]:
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+            # rotated logs oldest first (x.log.2.gz, x.log.1, x.log): transfers in log order
+            files = sorted(
+                (p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")),
+                key=clienttrace.rotation_order,
+            )
             if not files:
                 raise UserError(f"{path}: empty directory")
         elif path.exists():
@@ -254,7 +275,8 @@ class HdfsSource(BaseSource):
                 continue
             if kind == "json":
                 try:
-                    jsons.append((f, json.loads(f.read_bytes())))
+                    with clienttrace.open_text(f) as fh:
+                        jsons.append((f, json.loads(fh.read())))
                 except json.JSONDecodeError as e:
                     raise UserError(
                         f"{f}: invalid JSON: {e.msg} at line {e.lineno} column {e.colno}"
@@ -264,11 +286,14 @@ class HdfsSource(BaseSource):
         hosts: set[str] = set()
         parsed_traces = clienttrace.Transfers()
         for f in texts["clienttrace"]:
-            with f.open(encoding="utf-8", errors="replace") as fh:
-                self._parse_trace(fh, self.datanode, parsed_traces, origin=str(f))
+            try:
+                with clienttrace.open_text(f) as fh:
+                    self._parse_trace(fh, self.datanode, parsed_traces, origin=str(f))
+            except (OSError, EOFError) as e:  # a truncated .gz: keep what was read before it
+                self.problems.add("clienttrace_unreadable", str(f), str(e))
         reports: list[fsck.BlockInfo] = []
         for f in texts["fsck"]:
-            with f.open(encoding="utf-8", errors="replace") as fh:
+            with clienttrace.open_text(f) as fh:
                 rep = fsck.parse_fsck(fh)
             for reason, n in rep.errors.items():
                 self.problems.add(f"fsck_{reason}", str(f), f"{n} fsck line(s) not understood", n)
@@ -309,6 +334,7 @@ class HdfsSource(BaseSource):
                 self.problems.add("clienttrace_unreadable", lc.path, str(e))
                 continue
             self._parse_trace(lines, lc.datanode, traces, origin=lc.path)
+        self._save_offsets()
         reports: list[fsck.BlockInfo] = []
         now = self.clock()
         if self.cfg.fsck_command and now - self._last_fsck >= self.cfg.fsck_every_seconds:
@@ -405,6 +431,21 @@ class HdfsSource(BaseSource):
             self.problems.add(
                 f"clienttrace_{reason}", origin, f"{n} clienttrace line(s) rejected", n
             )
+
+    def _save_offsets(self) -> None:
+        """Persist where each log was read up to, right after reading it: a restart resumes there
+        (a crash before the cycle's records reach a sink loses them; none is counted twice)."""
+        if self.offsets is None:
+            return
+        pos = {
+            lc.path: p
+            for lc, t in zip(self.cfg.clienttrace, self.tailers, strict=True)
+            if (p := t.position()) is not None
+        }
+        try:
+            self.offsets.save(pos)
+        except OSError as e:
+            self.problems.add("clienttrace_offsets", str(self.offsets.path), str(e))
 
     def _ensure_topology(self, hosts: set[str]) -> None:
         if self.cfg.topology_script and hosts:

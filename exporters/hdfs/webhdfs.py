@@ -26,7 +26,7 @@ def parse_block_locations(doc: Any, path: str, *, origin: str = "webhdfs") -> li
         if "BlockLocations" in doc:
             return [_from_location(b, path) for b in doc["BlockLocations"]["BlockLocation"]]
         return [_from_located(b, path) for b in doc["LocatedBlocks"]["locatedBlocks"]]
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # any shape but the documented
         raise UserError(
             f"{origin}: malformed block-location document: {type(e).__name__}: {e}"
         ) from None

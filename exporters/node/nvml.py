@@ -90,6 +90,58 @@ def normalise_pci(bus_id: str) -> str:
 
 
 # --- fake --------------------------------------------------------------------------------------
+_GPM = frozenset(
+    {
+        "sm_active_ratio",
+        "sm_occupancy_ratio",
+        "tensor_active_ratio",
+        "dram_active_ratio",
+        "graphics_active_ratio",
+    }
+)
+_RETIRED_PAGES = frozenset(
+    {"retired_pages_single_bit_ecc", "retired_pages_double_bit_ecc", "retired_pages_pending"}
+)
+_ROW_REMAP = frozenset(
+    {
+        "remapped_rows_pending",
+        "remapped_rows_failure_total",
+        "remapped_rows_correctable_total",
+        "remapped_rows_uncorrectable_total",
+    }
+)
+_NVLINK = frozenset(
+    {
+        "nvlink_tx_bytes_total",
+        "nvlink_rx_bytes_total",
+        "nvlink_errors_total",
+        "nvlink_crc_flit_errors_total",
+        "nvlink_crc_data_errors_total",
+        "nvlink_replay_errors_total",
+        "nvlink_recovery_errors_total",
+    }
+)
+# What real NVML answers NOT_SUPPORTED for, by GPU model (name prefix), applied by the fake on top
+# of a spec's own `unsupported` list. Why: GPM is Hopper+ (nvmlGpmQueryDeviceSupport); Ampere+
+# remap rows instead of retiring pages (nvmlDeviceGetRetiredPages: NOT_SUPPORTED) and Volta has no
+# row remapping; A100 and H100/H200 have no NVENC; L40S (PCIe, GDDR6) has no NVLink and no HBM
+# temperature sensor.
+MODEL_UNSUPPORTED: tuple[tuple[str, frozenset[str]], ...] = (
+    ("NVIDIA H100", _RETIRED_PAGES | {"encoder_utilization_ratio"}),
+    ("NVIDIA H200", _RETIRED_PAGES | {"encoder_utilization_ratio"}),
+    ("NVIDIA A100", _RETIRED_PAGES | _GPM | {"encoder_utilization_ratio"}),
+    ("NVIDIA L40S", _RETIRED_PAGES | _GPM | _NVLINK | {"memory_temperature_celsius"}),
+    ("Tesla V100", _ROW_REMAP | _GPM),
+)
+
+
+def model_unsupported(model: str) -> frozenset[str]:
+    for prefix, fields in MODEL_UNSUPPORTED:
+        if model.startswith(prefix):
+            return fields
+    return frozenset()
+
+
 @dataclass
 class FakeGpu:
     uuid: str
@@ -115,6 +167,7 @@ class FakeNvml:
                "xid": [79, ...]}]}
 
     Like NVML: every call before init() raises UNINITIALIZED; a field the GPU does not have
+    (absent from its spec, listed in `unsupported`, or not on that model: MODEL_UNSUPPORTED)
     raises NOT_SUPPORTED; a lost GPU raises GPU_IS_LOST on every call; wait_xid raises TIMEOUT
     when no event is queued.
     """
@@ -210,7 +263,7 @@ class FakeNvml:
             if inst is None:
                 raise NvmlError(NOT_FOUND)
             values = inst.get("fields", {})
-        if field in g.unsupported or field not in values:
+        if field in g.unsupported or field in model_unsupported(g.model) or field not in values:
             raise NvmlError(NOT_SUPPORTED)
         return float(values[field])
 
@@ -353,6 +406,7 @@ class RealNvml:
             "sm_occupancy_ratio": nv.NVML_GPM_METRIC_SM_OCCUPANCY,
             "tensor_active_ratio": nv.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
             "dram_active_ratio": nv.NVML_GPM_METRIC_DRAM_BW_UTIL,
+            "graphics_active_ratio": nv.NVML_GPM_METRIC_GRAPHICS_UTIL,
         }[field]
         if field == "sm_active_ratio":
             cur = nv.nvmlGpmSampleAlloc()
@@ -419,6 +473,12 @@ _READERS: dict[str, Any] = {
     "memory_utilization_ratio": lambda nv, h: nv.nvmlDeviceGetUtilizationRates(h).memory,
     "memory_used_bytes": lambda nv, h: nv.nvmlDeviceGetMemoryInfo(h).used,
     "memory_total_bytes": lambda nv, h: nv.nvmlDeviceGetMemoryInfo(h).total,
+    "memory_free_bytes": lambda nv, h: nv.nvmlDeviceGetMemoryInfo(h).free,
+    "memory_reserved_bytes": lambda nv, h: (
+        nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2).reserved
+    ),
+    "encoder_utilization_ratio": lambda nv, h: nv.nvmlDeviceGetEncoderUtilization(h)[0],
+    "decoder_utilization_ratio": lambda nv, h: nv.nvmlDeviceGetDecoderUtilization(h)[0],
     "sm_clock_hertz": lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
     "memory_clock_hertz": lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
     "temperature_celsius": lambda nv, h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
@@ -441,6 +501,17 @@ _READERS: dict[str, Any] = {
     ),
     "remapped_rows_pending": lambda nv, h: nv.nvmlDeviceGetRemappedRows(h)[2],
     "remapped_rows_failure_total": lambda nv, h: nv.nvmlDeviceGetRemappedRows(h)[3],
+    "remapped_rows_correctable_total": lambda nv, h: nv.nvmlDeviceGetRemappedRows(h)[0],
+    "remapped_rows_uncorrectable_total": lambda nv, h: nv.nvmlDeviceGetRemappedRows(h)[1],
+    "retired_pages_single_bit_ecc": lambda nv, h: len(
+        nv.nvmlDeviceGetRetiredPages(
+            h, nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+        )
+    ),
+    "retired_pages_double_bit_ecc": lambda nv, h: len(
+        nv.nvmlDeviceGetRetiredPages(h, nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+    ),
+    "retired_pages_pending": lambda nv, h: nv.nvmlDeviceGetRetiredPagesPendingStatus(h),
     "pcie_tx_bytes_per_second": lambda nv, h: nv.nvmlDeviceGetPcieThroughput(
         h, nv.NVML_PCIE_UTIL_TX_BYTES
     ),
@@ -462,8 +533,21 @@ _READERS: dict[str, Any] = {
         nv.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL,
         nv.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
     ),
+    "nvlink_crc_flit_errors_total": lambda nv, h: _field_value(
+        nv, h, nv.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL
+    ),
+    "nvlink_crc_data_errors_total": lambda nv, h: _field_value(
+        nv, h, nv.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL
+    ),
+    "nvlink_replay_errors_total": lambda nv, h: _field_value(
+        nv, h, nv.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL
+    ),
+    "nvlink_recovery_errors_total": lambda nv, h: _field_value(
+        nv, h, nv.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL
+    ),
     "sm_active_ratio": None,
     "sm_occupancy_ratio": None,
     "tensor_active_ratio": None,
     "dram_active_ratio": None,
+    "graphics_active_ratio": None,
 }

@@ -80,6 +80,11 @@ def read_int(path: str | Path, fd: int | None = None) -> int | None:
             raw = os.read(fd, 128)
         finally:
             os.close(fd)
+    return parse_counter(raw, path)
+
+
+def parse_counter(raw: bytes, path: str | Path = "") -> int | None:
+    """A sysfs counter file's bytes -> int, None for `N/A`; anything else raises Malformed."""
     try:
         v = int(raw)
     except ValueError:
@@ -101,7 +106,19 @@ _RATE = re.compile(r"^\s*([\d.]+)\s*Gb/sec")
 def parse_rate(text: str) -> float | None:
     """'25 Gb/sec (1X EDR)' -> bytes per second."""
     m = _RATE.match(text)
-    return float(m[1]) * 1e9 / 8 if m else None
+    try:
+        return float(m[1]) * 1e9 / 8 if m else None
+    except ValueError:  # "1.2.3 Gb/sec", ". Gb/sec": not a rate
+        return None
+
+
+_STATE = re.compile(r"^\s*(\d+)\s*:")
+
+
+def state_id(text: str) -> int | None:
+    """'4: ACTIVE' / '5: LinkUp' -> 4 / 5 (the IB spec's number; the word varies by kernel)."""
+    m = _STATE.match(text)
+    return int(m[1]) if m and int(m[1]) < 256 else None
 
 
 def _read_text(path: str | Path) -> str:
@@ -187,7 +204,11 @@ class RdmaCollector:
         return out
 
     def _files(self, p: Port) -> list[tuple[NicCounter, str, int]]:
-        dirs = {"counters": p.path / "counters", "hw_counters": p.path / "hw_counters"}
+        dirs = {
+            "counters": p.path / "counters",
+            "counters_ext": p.path / "counters_ext",
+            "hw_counters": p.path / "hw_counters",
+        }
         if p.netdev:
             dirs["netdev"] = self.root / "class" / "net" / p.netdev / "statistics"
         out = []
@@ -286,6 +307,8 @@ class RdmaCollector:
             "_pci": p.pci,  # not a record field: used to attach the pod holding a VF
             "link_layer": p.link_layer,
             "up": 1 if state.endswith("ACTIVE") else 0,
+            "state_id": state_id(state),
+            "phys_state_id": state_id(_read_text(base + "phys_state")),
             "rate_bytes_per_second": parse_rate(_read_text(base + "rate")),
         }
         sums: dict[str, float] = {}

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,12 @@ class NodeSource(BaseSource):
             help="write a replay bundle of this node (sysfs subset, ethtool -S text, pod-resources "
             "JSON, NVML snapshot) to the empty directory DIR and exit; replay with --from DIR",
         )
+        g.add_argument(
+            "--no-store",
+            action="store_true",
+            help="serve /metrics only (the DaemonSet mode): no store is opened and no ClickHouse "
+            "client, polars, Kubernetes client or simulator is imported; with --once, one cycle",
+        )
         c = p.add_argument_group("collectors (all on by default; config: collectors.NAME)")
         for name, help_ in COLLECTORS.items():
             c.add_argument(
@@ -268,6 +275,8 @@ class NodeSource(BaseSource):
 
     @classmethod
     def run_subcommand(cls, args: Any, cfg: Any, store: Any) -> int | None:
+        if getattr(args, "no_store", False) and not (args.output or args.from_path):
+            return _serve_metrics_only(args, cfg)
         if not getattr(args, "capture", None):
             return None
         from exporters.node.capture import capture
@@ -399,6 +408,53 @@ def _matcher(gpu_resources: list[str] | None, nic_resources: list[str] | None) -
         defaults.gpu_resources if gpu_resources is None else gpu_resources,
         defaults.nic_resources if nic_resources is None else nic_resources,
     )
+
+
+class _NoPandas:
+    """A meta-path finder refusing `pandas`: pyarrow imports pandas (when it is installed) on its
+    first list -> array conversion only to ask whether the input is a pandas object. railscope
+    never uses pandas; in the node exporter that import cost ~50 MiB and ~250 ms of CPU."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError("pandas is not used by railscope node", name=name)
+
+
+def without_pandas() -> None:
+    """Keep pandas out of this process (unless something imported it already)."""
+    if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NoPandas())
+
+
+def _serve_metrics_only(args: Any, cfg: Any) -> int:
+    """`railscope node --no-store`: collect every interval and serve /metrics; nothing else.
+    Imports the node collectors, the pipeline and the Prometheus sink only (see
+    tests/integration/node/test_footprint.py)."""
+    from telemetry.pipeline import Pipeline
+    from telemetry.registry import build_source
+    from telemetry.sinks.prometheus import PrometheusSink
+    from telemetry.transforms import build_transforms
+
+    without_pandas()
+    src: Any = build_source("node", cfg, once=bool(args.once))
+    holder: list[Pipeline] = []
+    prom = PrometheusSink(components=lambda: holder[0].components() if holder else [])
+    pipeline = Pipeline(
+        [src], [prom], transforms=build_transforms(cfg), report_host=socket.gethostname()
+    )
+    holder.append(pipeline)
+    try:
+        if args.once:
+            pipeline.run_once()
+            sys.stdout.write(prom.render())
+            return 0 if src.stats.last_success else 1
+        host, _, port = cfg.prometheus.listen.rpartition(":")
+        bound = prom.serve(host, int(port))
+        log.info("node: serving /metrics on %s:%s, no store", *bound)
+        pipeline.run(src.interval_seconds)
+    finally:
+        pipeline.close()
+    return 0
 
 
 def _fake_spec(gpu_fake: str | dict[str, Any] | None, captured: Path | None) -> Any:

@@ -111,15 +111,19 @@ MIGRATIONS: list[Migration] = [
             alter_columns(lambda: (("flow_samples", "DROP", "`ecmp_group`"),)),
         ),
     ),
-    # Version 5 is another change's; this one neither reads nor needs it.
     Migration(
-        6,
+        5,
         "PFC per priority on switch ports (switch_priority_samples); the priority-3 columns of "
         "nic_samples and switch_port_samples removed (lossless priorities come from config)",
         steps(
-            create_tables(lambda: MIGRATION_6_TABLES),
-            alter_columns(lambda: MIGRATION_6_COLUMNS),
+            create_tables(lambda: MIGRATION_5_TABLES),
+            alter_columns(lambda: MIGRATION_5_COLUMNS),
         ),
+    ),
+    Migration(
+        6,
+        "nic_samples: every InfiniBand port counter, mlx4 extended and mlx5 hw_counters, port state ids; gpu_samples: dcgm-exporter default-counter parity fields",
+        alter_columns(lambda: MIGRATION_6_COLUMNS),
     ),
 ]
 
@@ -907,8 +911,8 @@ MIGRATION_3_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ),
 )
 
-# Migration 6: switch PFC per priority; priority 3 is no longer a column.
-MIGRATION_6_TABLES: tuple[TableDef, ...] = (
+# Migration 5: switch PFC per priority; priority 3 is no longer a column.
+MIGRATION_5_TABLES: tuple[TableDef, ...] = (
     TableDef(
         "switch_priority_samples",
         """\
@@ -928,9 +932,303 @@ MIGRATION_6_TABLES: tuple[TableDef, ...] = (
         ttl=("ts", 30),
     ),
 )
-MIGRATION_6_COLUMNS: tuple[tuple[str, str, str], ...] = (
+MIGRATION_5_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("nic_samples", "DROP", "`pfc_rx_pause_prio3_total`"),
     ("nic_samples", "DROP", "`pfc_tx_pause_prio3_total`"),
     ("switch_port_samples", "DROP", "`pfc_rx_pause_prio3_total`"),
     ("switch_port_samples", "DROP", "`pfc_tx_pause_prio3_total`"),
+)
+
+# Migration 6: nic_samples columns (issue 15), frozen as released.
+MIGRATION_6_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    (
+        "nic_samples",
+        "ADD",
+        "`state_id` Nullable(UInt8) COMMENT 'IB port state (ports/N/state): 1 down, 2 init, 3 armed, 4 active, 5 active defer.' AFTER `rx_dropped_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`phys_state_id` Nullable(UInt8) COMMENT 'Physical port state (ports/N/phys_state): 1 sleep, 2 polling, 3 disabled, 4 port configuration training, 5 link up, 6 link error recovery, 7 phy test.' AFTER `state_id`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_discards_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Inbound packets discarded because the port was down or congested (counters/port_rcv_discards).' AFTER `phys_state_id`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_constraint_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Inbound packets discarded by the switch port\\'s partition/filter constraints (counters/port_rcv_constraint_errors).' AFTER `rx_discards_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`tx_constraint_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Outbound packets not sent because of partition/filter constraints (counters/port_xmit_constraint_errors).' AFTER `rx_constraint_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_remote_physical_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets received marked with EBP (bad packet upstream) (counters/port_rcv_remote_physical_errors).' AFTER `tx_constraint_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_switch_relay_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets a switch port could not relay (counters/port_rcv_switch_relay_errors).' AFTER `rx_remote_physical_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_unicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Unicast packets received (counters/unicast_rcv_packets).' AFTER `rx_switch_relay_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`tx_unicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Unicast packets sent (counters/unicast_xmit_packets).' AFTER `rx_unicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_multicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Multicast packets received (counters/multicast_rcv_packets).' AFTER `tx_unicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`tx_multicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Multicast packets sent (counters/multicast_xmit_packets).' AFTER `rx_multicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`link_error_recovery_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Link error recoveries (retrained without going down) (counters/link_error_recovery).' AFTER `tx_multicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`local_link_integrity_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Times local physical errors exceeded LocalPhyErrors (counters/local_link_integrity_errors).' AFTER `link_error_recovery_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`excessive_buffer_overrun_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Consecutive flow-control periods with buffer overruns (counters/excessive_buffer_overrun_errors).' AFTER `local_link_integrity_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`vl15_dropped_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Subnet-management (VL15) packets dropped for lack of buffer (counters/VL15_dropped).' AFTER `excessive_buffer_overrun_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_rx_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Data received (64-bit extended counter; 4-byte words) (counters_ext/port_rcv_data_64 x 4).' AFTER `vl15_dropped_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_tx_bytes_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Data sent (64-bit extended counter; 4-byte words) (counters_ext/port_xmit_data_64 x 4).' AFTER `ext_rx_bytes_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_rx_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets received (64-bit extended counter) (counters_ext/port_rcv_packets_64).' AFTER `ext_tx_bytes_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_tx_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Packets sent (64-bit extended counter) (counters_ext/port_xmit_packets_64).' AFTER `ext_rx_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_rx_unicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Unicast packets received (64-bit extended counter) (counters_ext/port_unicast_rcv_packets).' AFTER `ext_tx_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_tx_unicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Unicast packets sent (64-bit extended counter) (counters_ext/port_unicast_xmit_packets).' AFTER `ext_rx_unicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_rx_multicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Multicast packets received (64-bit extended counter) (counters_ext/port_multicast_rcv_packets).' AFTER `ext_tx_unicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`ext_tx_multicast_packets_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Multicast packets sent (64-bit extended counter) (counters_ext/port_multicast_xmit_packets).' AFTER `ext_rx_multicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_write_requests_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RDMA WRITE requests received (hw_counters/rx_write_requests).' AFTER `ext_tx_multicast_packets_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_read_requests_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RDMA READ requests received (hw_counters/rx_read_requests).' AFTER `rx_write_requests_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_atomic_requests_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'ATOMIC requests received (hw_counters/rx_atomic_requests).' AFTER `rx_read_requests_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_dct_connect_requests_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'DCT connection requests received (hw_counters/rx_dct_connect).' AFTER `rx_atomic_requests_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`duplicate_requests_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Duplicate requests received (the requester retransmitted) (hw_counters/duplicate_request).' AFTER `rx_dct_connect_requests_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rnr_nak_retry_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RNR NAKs received (the responder had no receive WQE) (hw_counters/rnr_nak_retry_err).' AFTER `duplicate_requests_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`implied_nak_seq_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Implied NAK sequence errors (READ/ATOMIC response PSN gap) (hw_counters/implied_nak_seq_err).' AFTER `rnr_nak_retry_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`resp_local_length_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Responder: local length errors (hw_counters/resp_local_length_error).' AFTER `implied_nak_seq_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`resp_cqe_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Responder: completions with error (hw_counters/resp_cqe_error).' AFTER `resp_local_length_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`req_cqe_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Requester: completions with error (hw_counters/req_cqe_error).' AFTER `resp_cqe_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`req_remote_invalid_request_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Requester: remote invalid request errors (hw_counters/req_remote_invalid_request).' AFTER `req_cqe_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`req_remote_access_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Requester: remote access errors (hw_counters/req_remote_access_errors).' AFTER `req_remote_invalid_request_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`resp_remote_access_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Responder: remote access errors (hw_counters/resp_remote_access_errors).' AFTER `req_remote_access_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`resp_cqe_flush_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Responder: completions flushed with error (QP to error state) (hw_counters/resp_cqe_flush_error).' AFTER `resp_remote_access_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`req_cqe_flush_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Requester: completions flushed with error (hw_counters/req_cqe_flush_error).' AFTER `resp_cqe_flush_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`roce_adp_retransmits_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RoCE adaptive retransmissions (hw_counters/roce_adp_retrans).' AFTER `req_cqe_flush_errors_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`roce_adp_retransmit_timeouts_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RoCE adaptive retransmission timeouts (hw_counters/roce_adp_retrans_to).' AFTER `roce_adp_retransmits_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`roce_slow_restarts_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Times RoCE slow restart was used (hw_counters/roce_slow_restart).' AFTER `roce_adp_retransmit_timeouts_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`roce_slow_restart_cnps_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'CNPs generated by RoCE slow restart (hw_counters/roce_slow_restart_cnps).' AFTER `roce_slow_restarts_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`roce_slow_restart_transitions_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Transitions to the RoCE slow-restart state (hw_counters/roce_slow_restart_trans).' AFTER `roce_slow_restart_cnps_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`rx_icrc_encapsulated_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'RoCE packets with ICRC errors (hw_counters/rx_icrc_encapsulated).' AFTER `roce_slow_restart_transitions_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`memory_free_bytes` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Frame buffer free.' AFTER `memory_total_bytes`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`memory_reserved_bytes` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Frame buffer reserved by driver and firmware.' AFTER `memory_free_bytes`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`encoder_utilization_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Video encoder busy time.' AFTER `memory_reserved_bytes`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`decoder_utilization_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Video decoder busy time.' AFTER `encoder_utilization_ratio`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`remapped_rows_correctable_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Rows remapped for correctable errors.' AFTER `remapped_rows_failure_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`remapped_rows_uncorrectable_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Rows remapped for uncorrectable errors.' AFTER `remapped_rows_correctable_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`retired_pages_single_bit_ecc` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Pages retired for repeated single-bit ECC errors (pre-Ampere).' AFTER `remapped_rows_uncorrectable_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`retired_pages_double_bit_ecc` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Pages retired for a double-bit ECC error.' AFTER `retired_pages_single_bit_ecc`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`retired_pages_pending` Nullable(Float64) CODEC(ZSTD(1)) COMMENT '1 when a page retirement waits for a GPU reset.' AFTER `retired_pages_double_bit_ecc`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`nvlink_crc_flit_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'NVLink flow-control CRC errors, all links.' AFTER `nvlink_errors_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`nvlink_crc_data_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'NVLink data CRC errors, all links.' AFTER `nvlink_crc_flit_errors_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`nvlink_replay_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'NVLink replays, all links.' AFTER `nvlink_crc_data_errors_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`nvlink_recovery_errors_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'NVLink link recoveries, all links.' AFTER `nvlink_replay_errors_total`",
+    ),
+    (
+        "gpu_samples",
+        "ADD",
+        "`graphics_active_ratio` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'GPM graphics/compute engine activity (Hopper+).' AFTER `dram_active_ratio`",
+    ),
 )

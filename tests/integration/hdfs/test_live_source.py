@@ -81,3 +81,40 @@ def test_bad_config_is_one_clear_error(tmp_path: Path) -> None:
             HdfsSource(HdfsConfig.model_validate({"kerberos": {"enabled": True}}))
     with pytest.raises(UserError, match=r"sources\.hdfs\.tls"):
         HdfsSource(HdfsConfig.model_validate({"tls": {"ca_file": str(tmp_path / "none.pem")}}))
+
+
+def test_restart_resumes_from_saved_offsets_without_double_counting(tmp_path: Path) -> None:
+    from telemetry.config import Config
+    from telemetry.registry import build_source
+
+    log = tmp_path / "dn.log"
+    log.write_text(line(1, "HDFS_READ", "10.2.0.1:9866", "10.1.9.9:1", 1, 1))
+    cfg = Config.model_validate(
+        {
+            "sink": {"spool_dir": str(tmp_path / "spool")},
+            "sources": {"hdfs": {"clienttrace": [{"path": str(log), "from_start": True}]}},
+        }
+    )
+
+    def run() -> list[int]:
+        src = build_source("hdfs", cfg)  # a fresh process's source, same config
+        return [r["bytes"] for r in kinds(src.collect()).get("hdfs_transfer", [])]
+
+    assert run() == [1]
+    state = tmp_path / "spool" / "hdfs-clienttrace-offsets.json"
+    assert str(log) in state.read_text()  # next to the spool, by default
+    with log.open("a") as f:
+        f.write(line(2, "HDFS_READ", "10.2.0.1:9866", "10.1.9.9:1", 20, 2))
+        f.write(line(3, "HDFS_READ", "10.2.0.1:9866", "10.1.9.9:1", 300, 3)[:40])  # half written
+    assert run() == [20]  # restarted: not the first line again (from_start is for a first start)
+    with log.open("a") as f:
+        f.write(line(3, "HDFS_READ", "10.2.0.1:9866", "10.1.9.9:1", 300, 3)[40:])
+    log.rename(tmp_path / "dn.log.1")
+    log.write_text(line(4, "HDFS_WRITE", "10.1.9.9:2", "10.1.0.1:9866", 4000, 4))
+    assert run() == [300, 4000]  # down across a rotation: the rest of .1, then the new file
+    assert run() == []
+    # the state file's path is injectable
+    other = tmp_path / "elsewhere" / "offsets.json"
+    cfg.sources["hdfs"]["offsets_file"] = str(other)
+    assert run() == [4000]  # a state file of its own: a first start (from_start) again
+    assert str(log) in other.read_text()

@@ -50,6 +50,55 @@ def test_datanode_jmx_capture() -> None:
     assert "ha_state" not in s
 
 
+# Hadoop 3.x bean layouts, written from the metrics2 sources (FSNamesystem @Metric gauges,
+# ReplicatedBlocksMBean/ECBlockGroupsMBean, FsDatasetImpl, DataNodeMetrics): synthetic values.
+# 3.0-3.4 print the 2.x names too (deprecated) with the same numbers; a build without them must
+# still fill every field from the 3.x names.
+H3_NAMENODE = {
+    "beans": [
+        {
+            "name": "Hadoop:service=NameNode,name=FSNamesystem",
+            "tag.HAState": "standby",
+            "LowRedundancyBlocks": 7,
+            "PendingReconstructionBlocks": 4,
+            "MissingBlocks": 1,
+            "CorruptBlocks": 2,
+            "BlocksTotal": 100,
+            "FilesTotal": 50,
+            "LowRedundancyECBlockGroups": 3,
+            "LowRedundancyReplicatedBlocks": 4,
+        },
+        {
+            "name": "Hadoop:service=NameNode,name=ECBlockGroupsState",
+            "LowRedundancyECBlockGroups": 3,
+        },
+        {"name": "Hadoop:service=NameNode,name=FSNamesystemState", "NumLiveDataNodes": 9},
+    ]
+}
+
+
+def test_jmx_hadoop3_names_first_2x_names_as_fallback() -> None:
+    s = jmx.sample(H3_NAMENODE, "namenode")
+    assert s["under_replicated_blocks"] == 7 and s["pending_replication_blocks"] == 4
+    assert (s["missing_blocks"], s["corrupt_blocks"], s["live_datanodes"]) == (1, 2, 9)
+    assert s["ha_state"] == "standby"
+    # 3.0-3.4: both names, 3.x wins (they agree in Hadoop; a disagreement shows which one is read)
+    fs = dict(H3_NAMENODE["beans"][0], UnderReplicatedBlocks=99, PendingReplicationBlocks=98)
+    s = jmx.sample({"beans": [fs]}, "namenode")
+    assert (s["under_replicated_blocks"], s["pending_replication_blocks"]) == (7, 4)
+    dn = {
+        "beans": [
+            {"name": "Hadoop:service=DataNode,name=FSDatasetState", "Capacity": 10, "DfsUsed": 3},
+            {
+                "name": "Hadoop:service=DataNode,name=DataNodeActivity-dn9.example-9866",
+                "BytesRead": 5,
+            },
+        ]
+    }  # 3.x: FSDatasetState without the 2.x "-<storage id>" suffix; port 9866
+    s = jmx.sample(dn, "datanode")
+    assert (s["capacity_bytes"], s["dfs_used_bytes"], s["read_bytes_total"]) == (10, 3, 5)
+
+
 def test_jmx_values_scaled_and_non_numbers_skipped() -> None:
     doc = {
         "beans": [
@@ -131,17 +180,131 @@ NEW_READ = (
 )
 
 
-def test_clienttrace_new_duration_form_and_volume_field_rejected_loudly() -> None:
-    # Hadoop 3.3 writes `duration(ns):`; some builds add `volume:` -> 10 fields: an error, not a guess.
+def test_clienttrace_hadoop3_forms_with_and_without_volume() -> None:
+    # Hadoop 3.0-3.3: `duration(ns):`; 3.4 inserts `volume: V` after dest (V may be empty).
     st = clienttrace.ParseStats()
-    t = clienttrace.parse_lines([NEW_WRITE, NEW_READ], stats=st)
+    empty_volume = NEW_WRITE.replace("volume: /data1", "volume: ")
+    no_volume = NEW_WRITE.replace("volume: /data1, ", "")
+    t = clienttrace.parse_lines([NEW_WRITE, NEW_READ, empty_volume, no_volume], stats=st)
+    assert st.errors == {} and st.transfers == 4
+    assert t.op == ["HDFS_WRITE", "HDFS_READ", "HDFS_WRITE", "HDFS_WRITE"]
+    assert t.duration_seconds == [1.5, 2e-6, 1.5, 1.5] and t.bytes[0] == 134217728
+    assert t.datanode == ["10.1.0.1:9866", "10.2.0.1:9866", "10.1.0.1:9866", "10.1.0.1:9866"]
+    assert t.write_mode == ["sync", "", "sync", "sync"]
+    # a 10th field that is not `volume:` is drift: an error, not a guess
+    st = clienttrace.ParseStats()
+    clienttrace.parse_lines([NEW_WRITE.replace("volume: /data1", "disk: /data1")], stats=st)
     assert st.errors == {"field_count": 1}
-    assert len(t) == 1 and t.op == ["HDFS_READ"] and t.duration_seconds == [2e-6]
-    assert t.datanode == ["10.2.0.1:9866"]  # a read is served by its source
-    write = NEW_WRITE.replace("volume: /data1, ", "")
-    t = clienttrace.parse_lines([write])
-    assert t.op == ["HDFS_WRITE"] and t.write_mode == ["sync"] and t.datanode == ["10.1.0.1:9866"]
-    assert t.duration_seconds == [1.5] and t.bytes == [134217728]
+
+
+# The other log4j layouts Hadoop distributions ship: thread context `%c (%t): ` (the issue's line)
+# and Ambari/HDP's `%c{2} (%F:%M(%L)) - `, each with `duration:` (2.x) and `duration(ns):` (3.x).
+THREAD_READ = (
+    "2024-03-01 08:00:02,250 DEBUG org.apache.hadoop.hdfs.server.datanode.DataNode.clienttrace "
+    "(DataXceiver for client DFSClient_NONMAPREDUCE_1_1 at /10.1.9.9:52002 [Sending block "
+    "BP-1-10.1.0.100-1700000000000:blk_1073741905_1081]): src: /10.2.0.1:9866, dest: /10.1.9.9:52002, "
+    "volume: , bytes: 4096, op: HDFS_READ, cliID: DFSClient_NONMAPREDUCE_1_1, offset: 0, srvID: bb, "
+    "blockid: BP-1-10.1.0.100-1700000000000:blk_1073741905_1081, duration(ns): 3000000"
+)
+LOCATION_WRITE_OLD = (
+    "2024-03-01 08:00:03,000 INFO  DataNode.clienttrace (BlockReceiver.java:finalizeBlock(1490)) - "
+    "src: /10.1.9.9:41023, dest: /10.1.0.2:50010, bytes: 512, op: HDFS_WRITE, cliID: DFSClient_c_2, "
+    "offset: 0, srvID: cc, blockid: BP-1-10.1.0.100-1700000000000:blk_1073741906_1082, duration: 250000000"
+)
+
+
+def test_clienttrace_layouts_and_other_ops() -> None:
+    other_op = THREAD_READ.replace("op: HDFS_READ", "op: HDFS_COPY")
+    st = clienttrace.ParseStats()
+    t = clienttrace.parse_lines([THREAD_READ, LOCATION_WRITE_OLD, other_op], stats=st)
+    assert st.errors == {} and st.skipped == 1
+    assert list(t.rows()) == [
+        {
+            "ts": ms("2024-03-01 08:00:02.250"),
+            "datanode": "10.2.0.1:9866",
+            "op": "HDFS_READ",
+            "src": "10.2.0.1:9866",
+            "dest": "10.1.9.9:52002",
+            "bytes": 4096,
+            "client_id": "DFSClient_NONMAPREDUCE_1_1",
+            "block_id": "BP-1-10.1.0.100-1700000000000:blk_1073741905_1081",
+            "duration_seconds": 0.003,
+            "write_mode": "",
+        },
+        {
+            "ts": ms("2024-03-01 08:00:03"),
+            "datanode": "10.1.0.2:50010",
+            "op": "HDFS_WRITE",
+            "src": "10.1.9.9:41023",
+            "dest": "10.1.0.2:50010",
+            "bytes": 512,
+            "client_id": "DFSClient_c_2",
+            "block_id": "BP-1-10.1.0.100-1700000000000:blk_1073741906_1082",
+            "duration_seconds": 0.25,
+            "write_mode": "sync",
+        },
+    ]
+    assert all(clienttrace.looks_like_clienttrace(x) for x in (THREAD_READ, LOCATION_WRITE_OLD))
+
+
+def test_real_hadoop3_datanode_logs() -> None:
+    """Excerpts of three real Hadoop 3 DataNode logs (see PROVENANCE.md), other lines included."""
+    got = {}
+    for name in ("alpha2", "cdh", "hdp_pipeline"):
+        path = FIX / f"datanode_hadoop3_{name}.log"
+        assert clienttrace.looks_like_clienttrace(path.read_text())
+        st = clienttrace.ParseStats()
+        t = clienttrace.parse_lines(path.open(), stats=st)
+        assert st.errors == {}
+        got[name] = (st.lines, st.skipped, st.continuation, t)
+    lines, skipped, cont, t = got["alpha2"]
+    assert (lines, skipped, cont) == (10, 9, 5)  # 5 lines of one multi-line message
+    assert list(t.rows()) == [
+        {
+            "ts": ms("2017-03-05 03:44:22.333"),
+            "datanode": "10.64.33.126:9866",
+            "op": "HDFS_WRITE",
+            "src": "10.64.33.125:58489",
+            "dest": "10.64.33.126:9866",
+            "bytes": 35,
+            "client_id": "DFSClient_NONMAPREDUCE_1121327099_1",
+            "block_id": "BP-1444699866-10.64.33.125-1488652735000:blk_1073741834_1010",
+            "duration_seconds": 0.007601332,
+            "write_mode": "sync",
+        }
+    ]
+    lines, skipped, cont, t = got["cdh"]
+    assert (lines, skipped, len(t)) == (5, 4, 1)
+    assert (t.bytes, t.duration_seconds) == ([4948], [1.610281611])
+    assert t.src == ["10.104.6.159:56820"] and t.datanode == ["10.104.6.156:9866"]
+    lines, skipped, cont, t = got["hdp_pipeline"]
+    assert (lines, skipped, len(t)) == (9, 6, 3)
+    # one block through a three-DataNode pipeline: each hop is a transfer of the whole block
+    assert t.src == ["10.12.68.18:37166", "10.12.68.18:39452", "10.12.64.74:28970"]
+    assert t.datanode == ["10.12.68.18:1019", "10.12.64.74:1019", "10.12.64.3:1019"]
+    assert t.bytes == [48551864] * 3
+    assert t.duration_seconds == [380.461993891, 380.462834937, 380.465797665]
+    assert t.ts[0] == ms("2025-09-19 03:58:59.645")
+
+
+STACK_TRACE = """2024-03-01 08:00:04,100 ERROR org.apache.hadoop.hdfs.server.datanode.DataNode: dn1:9866:DataXceiver error processing READ_BLOCK operation  src: /10.1.9.9:52003 dst: /10.2.0.1:9866
+java.io.IOException: Connection reset by peer
+	at sun.nio.ch.FileDispatcherImpl.write0(Native Method)
+	at org.apache.hadoop.hdfs.server.datanode.BlockSender.sendPacket(BlockSender.java:620)
+	at org.apache.hadoop.hdfs.server.datanode.DataXceiver.readBlock(DataXceiver.java:606)
+Caused by: java.io.IOException: src: /10.2.0.1:9866, dest: /10.1.9.9:52003, bytes: 1, op: HDFS_READ
+	... 3 more
+"""
+
+
+def test_full_datanode_log_with_stack_traces_is_not_an_error() -> None:
+    # synthetic: the layouts above around a Java stack trace whose message looks like a transfer
+    lines = [NEW_WRITE, *STACK_TRACE.splitlines(), THREAD_READ, "", LOCATION_WRITE_OLD]
+    st = clienttrace.ParseStats()
+    t = clienttrace.parse_lines(lines, stats=st)
+    assert st.errors == {} and len(t) == 3
+    assert (st.lines, st.skipped, st.continuation) == (11, 8, 7)
+    assert clienttrace.looks_like_clienttrace(STACK_TRACE)  # a DataNode log, even without transfers
 
 
 def test_clienttrace_rejects_and_skips() -> None:
@@ -153,12 +316,13 @@ def test_clienttrace_rejects_and_skips() -> None:
         "2024-03-01 08:00:02,000 INFO DataNode.clienttrace: src: 127.0.0.1, dest: 127.0.0.1, "
         "op: REQUEST_SHORT_CIRCUIT_FDS, blockid: 1, srvID: x, success: true",
         "some unrelated line",
-        NEW_READ.replace("2024-03-01", "yesterday!"),
+        NEW_READ.replace("2024-03-01", "2024-13-01"),
+        "yesterday!",
     ]
     t = clienttrace.parse_lines(lines, stats=st)
     assert len(t) == 0
     assert st.errors == {"bad_number_or_time": 2, "no_duration": 1}
-    assert st.skipped == 3 and st.lines == 6
+    assert st.skipped == 4 and st.lines == 7 and st.continuation == 2
 
 
 def test_replication_line_needs_datanode() -> None:
@@ -250,6 +414,35 @@ def test_tailer_follows_rotation(tmp_path: Path) -> None:
     ]
 
 
+def test_tailer_resumes_after_restart_without_double_counting(tmp_path: Path) -> None:
+    log = tmp_path / "dn.log"
+    state = clienttrace.TailOffsets(tmp_path / "spool" / "offsets.json")
+    log.write_text("a\nb\npar")
+    tl = clienttrace.Tailer(log, from_start=True, resume=state.load().get(str(log)))
+    assert tl.read() == ["a", "b"]
+    state.save({str(log): tl.position()})  # type: ignore[dict-item]
+    assert state.load() == {str(log): (log.stat().st_ino, 4)}  # after "b\n": the partial line waits
+    with log.open("a") as f:
+        f.write("tial\nc\n")
+    # restart: a new tailer from the saved offset sees each line once, the partial one whole
+    tl = clienttrace.Tailer(log, resume=state.load()[str(log)])
+    assert tl.read() == ["partial", "c"]
+    state.save({str(log): tl.position()})  # type: ignore[dict-item]
+    # down while the log rolled twice: dn.log -> dn.log.1 -> dn.log.2
+    with log.open("a") as f:
+        f.write("d\n")
+    log.rename(tmp_path / "dn.log.1")
+    (tmp_path / "dn.log.1").rename(tmp_path / "dn.log.2")
+    (tmp_path / "dn.log.1").write_text("e\nf")
+    log.write_text("g\n")
+    tl = clienttrace.Tailer(log, resume=state.load()[str(log)])
+    assert tl.read() == ["d", "e", "f", "g"]
+    assert tl.rotations == 1
+    # a state file that is not ours starts over (from the end, as a first start does)
+    (tmp_path / "spool" / "offsets.json").write_text("{not json")
+    assert state.load() == {}
+
+
 # --- fsck -----------------------------------------------------------------------------------------
 def test_fsck_capture() -> None:
     rep = fsck.parse_fsck((FIX / "fsck_files_blocks_racks_dataproc.txt").open())
@@ -303,6 +496,57 @@ def test_fsck_hadoop3_forms() -> None:
     ]
     assert list(b.replicas) == [("10.1.0.1:9866", ""), ("10.1.0.2:9866", ""), ("10.2.0.1:9866", "")]
     assert c.path == "/warehouse/t1/part 1" and c.missing and c.replicas == () and c.length == 99
+
+
+def test_fsck_real_erasure_coded_file() -> None:
+    """Hadoop 3.3.6, RS-3-2-1024k, -files -blocks -locations (see PROVENANCE.md)."""
+    rep = fsck.parse_fsck((FIX / "fsck_ec_rs_3_2_hadoop336.txt").open())
+    assert (rep.files, rep.status, rep.errors) == (1, "HEALTHY", {})
+    g0, g1 = rep.blocks
+    assert g0.block_id == "BP-1236072688-172.19.0.2-1697554321959:blk_-9223372036854775792_1040"
+    assert (g0.length, g0.live_replicas, g0.replication) == (201326592, 5, 5)
+    assert (g0.ec_policy, g0.parity_units) == ("RS-3-2-1024k", 2)
+    assert [h for h, _ in g0.replicas] == [
+        "172.19.0.8:9866",
+        "172.19.0.7:9866",
+        "172.19.0.4:9866",
+        "172.19.0.5:9866",
+        "172.19.0.10:9866",
+    ]
+    assert g1.length == 165675008 and g1.replicas[2] == ("172.19.0.10:9866", "")
+    # the two summaries do not overwrite each other
+    assert rep.summary["Total size"] == 0 and rep.summary["EC Total size"] == 367001600
+    assert rep.summary["EC Total block groups (validated)"] == 2
+
+
+# Written from NamenodeFsck.getReplicaInfo (apache/hadoop, Hadoop 3): with -racks a striped group's
+# internal block is "blk_<id>:" + NodeBase.getPath(node) = "/rack/ip:port". Synthetic.
+EC_RACKS = """/ec/small 2057 bytes, erasure-coded: policy=RS-6-3-1024k, 1 block(s):  OK
+0. BP-1-10.1.0.100-1:blk_-9223372036854775536_4409 len=2057 Live_repl=4  [blk_-9223372036854775536:/idcA/rack1/10.1.0.1:9866, blk_-9223372036854775530:/idcA/rack2/10.1.0.3:9866, blk_-9223372036854775529:/idcB/rack1/10.2.0.1:9866, blk_-9223372036854775528:/idcB/rack2/10.2.0.3:9866]
+/ec/odd 5 bytes, erasure-coded: policy=LRC-x, 1 block(s):  OK
+0. BP-1-10.1.0.100-1:blk_-9223372036854775000_1 len=5 Live_repl=1  [blk_-9223372036854775000:/idcA/rack1/10.1.0.1:9866]
+/open 5 bytes, replicated: replication=3, 1 block(s), OPENFORWRITE:  OK
+
+Under Construction Block:
+0. BP-1-10.1.0.100-1:blk_1073741830_1006 len=5 Expected_repl=3 [/idcA/rack1/10.1.0.1:9866]
+"""
+
+
+def test_fsck_ec_racks_policy_names_and_under_construction() -> None:
+    rep = fsck.parse_fsck(EC_RACKS.splitlines())
+    assert rep.errors == {"ec_policy": 1}  # LRC-x: not a policy name we can size
+    (g,) = rep.blocks  # the unknown policy's group and the block under construction are not audited
+    # 2057 bytes fill one 1 MiB cell: 1 data + 3 parity internal blocks are expected, not 9
+    assert (g.replication, g.parity_units, g.live_replicas) == (4, 3, 4)
+    assert g.replicas == (
+        ("10.1.0.1:9866", "/idcA/rack1"),
+        ("10.1.0.3:9866", "/idcA/rack2"),
+        ("10.2.0.1:9866", "/idcB/rack1"),
+        ("10.2.0.3:9866", "/idcB/rack2"),
+    )
+    assert fsck.ec_policy("RS-LEGACY-6-3-1024k") == ("RS-LEGACY-6-3-1024k", 6, 3, 1 << 20)
+    assert fsck.ec_policy("XOR-2-1-1024k").internal_blocks(6970734) == 3  # type: ignore[union-attr]
+    assert fsck.ec_policy("RS-10-4-1024k").internal_blocks(1 << 30) == 14  # type: ignore[union-attr]
 
 
 # --- WebHDFS --------------------------------------------------------------------------------------

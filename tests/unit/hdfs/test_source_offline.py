@@ -3,6 +3,7 @@ per IDC pair, cross-IDC reads flagged, unknown hosts counted; --from recognizes 
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import subprocess
@@ -148,13 +149,60 @@ def test_directory_of_real_captures_recognized_by_content(tmp_path: Path) -> Non
     assert out["hdfs_namenode_sample"][0]["corrupt_blocks"] == 3
     assert out["hdfs_datanode_sample"][0]["datanode"] == "dn0.hadoop.local"
     assert out["hdfs_datanode_sample"][0]["capacity_bytes"] == 105554829312
-    assert len(out["hdfs_transfer"]) == 11
-    assert sum(r["bytes"] for r in out["hdfs_transfer"]) == 29884416
-    assert [r["violation"] for r in out["hdfs_block_placement"]] == [False, False]
-    # PROVENANCE.md, the topology table and other.json are not captures: skipped, counted
-    assert src.stats.dropped == 3
+    # 11 Hadoop 2.7 reads + the real Hadoop 3 logs' 5 writes (35, 4948 and 3 x 48551864 bytes)
+    assert len(out["hdfs_transfer"]) == 16
+    assert sum(r["bytes"] for r in out["hdfs_transfer"]) == 29884416 + 35 + 4948 + 3 * 48551864
+    # the EC file's internal blocks sit on hosts this topology does not know: unverifiable
+    assert [(r["path"], r["violation"]) for r in out["hdfs_block_placement"]] == [
+        ("/user/grandes/1", True),
+        ("/user/grandes/1", True),
+        ("/dblp/author-large.txt", False),
+        ("/dblp/author-large.txt", False),
+    ]
+    # PROVENANCE.md, the topology table and other.json are not captures: skipped, counted; so are
+    # the Hadoop 3 logs' 19 lines that are not transfers (9 + 4 + 6)
+    assert src.stats.dropped == 3 + 19
     # the clienttrace hosts (10.130.1.x) are not in this topology: reported, not placed
     assert {"10.130.1.29", "10.130.1.28", "dn0.hadoop.local"} <= set(src.topology.unknown)
+
+
+ISSUE_LINE = (  # the Hadoop 3 shape issue 15 quotes: thread context, empty volume, duration(ns)
+    "2026-01-01 12:00:{s:02d},000 DEBUG org.apache.hadoop.hdfs.server.datanode.DataNode.clienttrace "
+    "(DataXceiver for client DFSClient_x_1 at /10.1.9.9:4{s:04d} [Sending block BP-1-10.1.0.100-1:"
+    "blk_{s}_1]): src: /10.2.0.1:9866, dest: /10.1.9.9:4{s:04d}, volume: , bytes: {n}, op: HDFS_READ, "
+    "cliID: DFSClient_x_1, offset: 0, srvID: u, blockid: BP-1-10.1.0.100-1:blk_{s}_1, duration(ns): 7\n"
+)
+NOISE = (
+    "2026-01-01 12:00:00,001 INFO org.apache.hadoop.hdfs.server.datanode.DataNode: STARTUP_MSG: \n"
+    "/************************************************************\n"
+    "STARTUP_MSG: Starting DataNode\n"
+)
+
+
+def test_rotated_and_gzipped_logs_oldest_first(tmp_path: Path) -> None:
+    # synthetic: log4j's RollingFileAppender set, the older ones compressed by logrotate
+    d = tmp_path / "logs"
+    d.mkdir()
+    big = NOISE * 20000  # ~2.5 MB before the first transfer: recognized by its DataNode loggers
+    with gzip.open(d / "hadoop-hdfs-datanode-dn1.log.2.gz", "wt") as f:
+        f.write(big + ISSUE_LINE.format(s=1, n=100))
+    (d / "hadoop-hdfs-datanode-dn1.log.1").write_text(NOISE + ISSUE_LINE.format(s=2, n=20))
+    (d / "hadoop-hdfs-datanode-dn1.log").write_text(ISSUE_LINE.format(s=3, n=3))
+    src, out = run_offline(d, topology_file=str(FIX / "topology_two_idcs.txt"))
+    assert [(r["bytes"], r["cross_idc"]) for r in out["hdfs_transfer"]] == [
+        (100, True),
+        (20, True),
+        (3, True),
+    ]
+    assert src.stats.failed == 0 and src.stats.dropped == 3 * 20001
+    # one .gz file alone, and a truncated one: what was read counts, the rest is one problem
+    _, out = run_offline(d / "hadoop-hdfs-datanode-dn1.log.2.gz")
+    assert [r["bytes"] for r in out["hdfs_transfer"]] == [100]
+    raw = gzip.compress((ISSUE_LINE.format(s=4, n=7) * 2000).encode())
+    (tmp_path / "cut.log.3.gz").write_bytes(raw[: len(raw) // 2])
+    src, out = run_offline(tmp_path / "cut.log.3.gz")
+    assert 0 < len(out["hdfs_transfer"]) < 2000
+    assert src.stats.errors == {"clienttrace_unreadable": 1}
 
 
 def test_webhdfs_file_and_errors(tmp_path: Path) -> None:

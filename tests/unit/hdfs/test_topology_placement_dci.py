@@ -148,6 +148,39 @@ def test_audit_real_fsck_with_topology_and_totals() -> None:
     assert placement.prefixes("/a/b/c/file", 2) == ["/", "/a", "/a/b"]
 
 
+def ec(*hosts_racks: tuple[str, str], length: int = 1 << 30) -> BlockInfo:
+    pol = fsck.ec_policy("RS-3-2-1024k")
+    assert pol is not None
+    n = pol.internal_blocks(length)
+    return BlockInfo(
+        "/ec/f", "blk_-1_1", length, len(hosts_racks), n, hosts_racks, False, "fsck", pol.name, 2
+    )
+
+
+def test_erasure_coded_groups_judged_by_fault_domain() -> None:
+    topo = Topology.from_table(FIX / "topology_two_idcs.txt")
+    five = [("10.1.0.1:9866", ""), ("10.1.0.2:9866", ""), ("10.2.0.1:9866", "")]
+    five += [("10.2.0.2:9866", ""), ("10.2.0.3:9866", "")]
+    judge = lambda b, pol: placement.judge(b, pol, topo, ("/default-rack",), ["idcA", "idcB"])  # noqa: E731
+    # 2 + 3 internal blocks over two IDCs: losing idcB loses 3 > 2 parity units
+    v = judge(ec(*five), TWO_TWO)
+    assert v.violation and v.reason == (
+        "losing idcB loses 3 internal blocks, more than the 2 parity units"
+    )
+    # copies-per-IDC does not apply to a block group: 2 + 2 (of 5) is fine by IDC, short by one
+    v = judge(ec(*five[:4]), TWO_TWO)
+    assert v.reason == "under-erasure-coded: 4 of 5 internal blocks (RS-3-2-1024k)"
+    # rack mode: the printed rack paths, one rack holding 3 internal blocks
+    racked = [("h1:1", "/idcA/r1"), ("h2:1", "/idcA/r1"), ("h3:1", "/idcA/r1")]
+    racked += [("h4:1", "/idcA/r2"), ("h5:1", "/idcA/r3")]
+    v = judge(ec(*racked), placement.Policy())
+    assert v.reason == "losing rack /idcA/r1 loses 3 internal blocks, more than the 2 parity units"
+    rows, totals = placement.audit(
+        [ec(*five[:4])], TWO_TWO, topo, ts=0, unknown_racks=("/default-rack",)
+    )
+    assert rows[0]["expected_replicas"] == 5 and totals[0]["under_replicated"] == 1
+
+
 def test_rates_and_pairs() -> None:
     assert dci.parse_rate("100Gbit") == 12.5e9
     assert dci.parse_rate("12.5GB/s") == 12.5e9

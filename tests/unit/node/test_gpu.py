@@ -167,7 +167,7 @@ def test_counter_reset_after_driver_reload_never_negative(problems) -> None:
 
 def test_field_table_matches_record_kind() -> None:
     fields = load_fields()
-    assert len(fields) == 28
+    assert len(fields) == 42
     for f in fields:
         kf = GPU_SAMPLE.by_name[f.name]
         assert kf.role == f.type, f.name
@@ -197,3 +197,43 @@ def test_xid_waiter_thread_stamps_events_on_arrival(problems) -> None:
     assert {r["gpu"]: r["xid_errors_total"] for r in rows} == {0: 0, 1: 1}
     c.close()
     assert c._waiter is None and problems.items == []
+
+
+def test_fake_follows_nvml_not_supported_per_model() -> None:
+    """The fake answers NOT_SUPPORTED per field per GPU model as NVML does (MODEL_UNSUPPORTED),
+    even when a spec lists a value: no NVENC on H100/A100, no page retirement on Ampere+, no row
+    remapping on Volta, no GPM before Hopper, no NVLink on L40S."""
+    from exporters.node.nvml import NOT_SUPPORTED, FakeNvml, NvmlError
+
+    every = {f.name: 1.0 for f in load_fields()}
+    models = [
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA A100-SXM4-80GB",
+        "Tesla V100-SXM2-32GB",
+        "NVIDIA L40S",
+    ]
+    fake = FakeNvml.from_dict(
+        {"gpus": [{"uuid": f"GPU-{i}", "model": m, "fields": every} for i, m in enumerate(models)]}
+    )
+    fake.init()
+
+    def supported(gpu: int) -> set[str]:
+        out = set()
+        for name in every:
+            try:
+                fake.read(gpu, name)
+                out.add(name)
+            except NvmlError as e:
+                assert e.code == NOT_SUPPORTED
+        return out
+
+    h100, a100, v100, l40s = (supported(i) for i in range(4))
+    assert "encoder_utilization_ratio" not in h100 and "decoder_utilization_ratio" in h100
+    assert "retired_pages_pending" not in h100 and "remapped_rows_correctable_total" in h100
+    assert "graphics_active_ratio" in h100 and "graphics_active_ratio" not in a100
+    assert (
+        "retired_pages_double_bit_ecc" in v100 and "remapped_rows_uncorrectable_total" not in v100
+    )
+    assert "nvlink_replay_errors_total" not in l40s and "memory_temperature_celsius" not in l40s
+    assert "nvlink_replay_errors_total" in a100 and "encoder_utilization_ratio" in l40s
+    assert len(every) - len(h100) == 4

@@ -160,3 +160,122 @@ def test_read_int_rejects_malformed_naming_the_file(
     with pytest.raises(Malformed) as e:
         read_int(f)
     assert str(e.value) == f"{f}: {message}"
+
+
+# node_exporter's infiniband metric -> railscope's nic_sample field (docs/node-exporter.md).
+NODE_EXPORTER_NAMES = {
+    "state_id": "state_id",
+    "physical_state_id": "phys_state_id",
+    "rate_bytes_per_second": "rate_bytes_per_second",
+    "port_data_received_bytes_total": "rx_bytes_total",
+    "port_data_transmitted_bytes_total": "tx_bytes_total",
+    "port_packets_received_total": "rx_packets_total",
+    "port_packets_transmitted_total": "tx_packets_total",
+    "port_errors_received_total": "rx_errors_total",
+    "port_discards_received_total": "rx_discards_total",
+    "port_discards_transmitted_total": "tx_discards_total",
+    "port_constraint_errors_received_total": "rx_constraint_errors_total",
+    "port_constraint_errors_transmitted_total": "tx_constraint_errors_total",
+    "port_receive_remote_physical_errors_total": "rx_remote_physical_errors_total",
+    "port_receive_switch_relay_errors_total": "rx_switch_relay_errors_total",
+    "port_transmit_wait_total": "xmit_wait_total",
+    "unicast_packets_received_total": "rx_unicast_packets_total",
+    "unicast_packets_transmitted_total": "tx_unicast_packets_total",
+    "multicast_packets_received_total": "rx_multicast_packets_total",
+    "multicast_packets_transmitted_total": "tx_multicast_packets_total",
+    "link_downed_total": "link_downed_total",
+    "link_error_recovery_total": "link_error_recovery_total",
+    "local_link_integrity_errors_total": "local_link_integrity_errors_total",
+    "excessive_buffer_overrun_errors_total": "excessive_buffer_overrun_errors_total",
+    "symbol_error_total": "symbol_errors_total",
+    "vl15_dropped_total": "vl15_dropped_total",
+    "legacy_data_received_bytes_total": "ext_rx_bytes_total",
+    "legacy_data_transmitted_bytes_total": "ext_tx_bytes_total",
+    "legacy_packets_received_total": "ext_rx_packets_total",
+    "legacy_packets_transmitted_total": "ext_tx_packets_total",
+    "legacy_unicast_packets_received_total": "ext_rx_unicast_packets_total",
+    "legacy_unicast_packets_transmitted_total": "ext_tx_unicast_packets_total",
+    "legacy_multicast_packets_received_total": "ext_rx_multicast_packets_total",
+    "legacy_multicast_packets_transmitted_total": "ext_tx_multicast_packets_total",
+}
+NE_FIXTURE = Path(__file__).parents[2] / "fixtures" / "sysfs"
+
+
+def node_exporter_series(text: str) -> dict[tuple[str, str, int], float]:
+    """{(metric without prefix, device, port): value} of node_infiniband_* lines (info left out)."""
+    import re
+
+    out = {}
+    for m in re.finditer(
+        r'^node_infiniband_(\w+)\{device="([^"]+)",port="(\d+)"\} (\S+)$', text, re.M
+    ):
+        out[(m[1], m[2], int(m[3]))] = float(m[4])
+    return out
+
+
+def railscope_series(rows: list[dict]) -> dict[tuple[str, str, int], float]:
+    out = {}
+    for r in rows:
+        for ne, field in NODE_EXPORTER_NAMES.items():
+            if r.get(field) is not None:
+                out[(ne, r["device"], r["port"])] = float(r[field])
+    return out
+
+
+def test_every_node_exporter_infiniband_series_on_its_own_fixture(problems) -> None:
+    want = node_exporter_series((NE_FIXTURE / "node_exporter-infiniband.prom").read_text())
+    assert len(want) == 49 and len({k[0] for k in want}) == 27
+    nic, _ = RdmaCollector(NE_FIXTURE / "node_exporter", "n1").collect(1, problems)
+    got = railscope_series(nic)
+    assert got == want  # every series, every value; nothing node_exporter does not report
+    assert problems.items == []  # i40iw0's "N/A (no PMA)" counters are skipped quietly
+
+
+def test_every_mlx5_hw_counter_read(problems) -> None:
+    """Each hw_counters file of the procfs mlx5_0 fixture lands in a field with its exact value,
+    except `lifespan` (the rdma core's read-cache period in ms, not a counter)."""
+    hw = PROCFS / "sys" / "class" / "infiniband" / "mlx5_0" / "ports" / "1" / "hw_counters"
+    by_name = {c.name: c.field for c in load_counters() if c.source == "hw_counters"}
+    nic, _ = RdmaCollector(PROCFS, "n1").collect(1, problems)
+    m = rows_by_port(nic)[("mlx5_0", 1)]
+    files = sorted(os.listdir(hw))
+    assert len(files) == 25
+    for name in files:
+        if name == "lifespan":
+            continue
+        assert m[by_name[name]] == int((hw / name).read_text()), name
+    assert m["state_id"] == 4 and m["phys_state_id"] == 4  # the fixture says "4: ACTIVE" for both
+    # every counter drivers/infiniband/hw/mlx5/counters.c names (basic, out_of_seq, retrans,
+    # extended_err, roce_accl, cong, ext_ppcnt tables) has a row in nic_counters.csv
+    kernel = [
+        "rx_write_requests",
+        "rx_read_requests",
+        "rx_atomic_requests",
+        "rx_dct_connect",
+        "out_of_buffer",
+        "out_of_sequence",
+        "duplicate_request",
+        "rnr_nak_retry_err",
+        "packet_seq_err",
+        "implied_nak_seq_err",
+        "local_ack_timeout_err",
+        "resp_local_length_error",
+        "resp_cqe_error",
+        "req_cqe_error",
+        "req_remote_invalid_request",
+        "req_remote_access_errors",
+        "resp_remote_access_errors",
+        "resp_cqe_flush_error",
+        "req_cqe_flush_error",
+        "roce_adp_retrans",
+        "roce_adp_retrans_to",
+        "roce_slow_restart",
+        "roce_slow_restart_cnps",
+        "roce_slow_restart_trans",
+        "rp_cnp_ignored",
+        "rp_cnp_handled",
+        "np_ecn_marked_roce_packets",
+        "np_cnp_sent",
+        "rx_icrc_encapsulated",
+    ]
+    assert len(kernel) == 29 and set(kernel) <= set(by_name)

@@ -1,0 +1,75 @@
+"""Fuzz inputs seeded from real captures for the `slow` parser fuzz tests (tests/unit/*/test_fuzz.py).
+
+Hypothesis draws one integer per example (SEED; a failure prints it); the example expands it with
+`random.Random(seed)` into a few hundred inputs: seed lines mutated by 0-4 edits (replace / delete /
+insert a span, truncate), or text generated from scratch. Drawing every input (or every random
+call, `st.randoms()`) through hypothesis cost 1-100x the parsers' own time and memory."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+
+# Field separators and characters that parsers split or match on, plus some that should not be
+# there at all (NUL, a replacement char, non-ASCII digits).
+ALPHABET = "0123456789abcdefABCDEF-_:,./ []()=\t\x00\ufffd\u0661\u00e9xN/A"
+
+# CI-sized; deadline off (2 shared cores); no shrinking (the failing example's seed is printed)
+FUZZ = settings(
+    max_examples=400,
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+SEED = st.integers(0, 2**63)
+
+
+def fragment(rnd: random.Random, n: int = 12) -> str:
+    return "".join(rnd.choice(ALPHABET) for _ in range(rnd.randint(0, n)))
+
+
+def mutate(rnd: random.Random, seed: str) -> str:
+    s = seed
+    for _ in range(rnd.randint(0, 4)):
+        i = rnd.randint(0, len(s))
+        op = rnd.random()
+        if op < 0.4:
+            s = s[:i] + fragment(rnd) + s[i + rnd.randint(0, 40) :]
+        elif op < 0.65:
+            s = s[:i] + s[i + rnd.randint(1, 40) :]
+        elif op < 0.9:
+            s = s[:i] + fragment(rnd) + s[i:]
+        else:
+            s = s[:i]
+    return s
+
+
+def inputs(rnd: random.Random, seeds: Sequence[str], n: int) -> list[str]:
+    """n inputs: 9 in 10 a mutated seed, 1 in 10 generated text."""
+    return [
+        mutate(rnd, rnd.choice(seeds)) if rnd.random() < 0.9 else fragment(rnd, 80)
+        for _ in range(n)
+    ]
+
+
+def json_value(rnd: random.Random, depth: int = 0) -> Any:
+    """A random JSON value (the shapes /jmx and WebHDFS documents may wrongly hold)."""
+    k = rnd.randint(0, 6 if depth < 3 else 3)
+    if k == 0:
+        return None
+    if k == 1:
+        return rnd.random() < 0.5
+    if k == 2:
+        return rnd.randint(-(2**63), 2**64)
+    if k == 3:
+        return fragment(rnd, 8) if rnd.random() < 0.8 else rnd.uniform(-1e300, 1e300)
+    if k == 4:
+        return [json_value(rnd, depth + 1) for _ in range(rnd.randint(0, 3))]
+    return {fragment(rnd, 8): json_value(rnd, depth + 1) for _ in range(rnd.randint(0, 3))}
