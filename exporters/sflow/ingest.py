@@ -7,16 +7,21 @@ bench. It never stores a number from a datagram that did not decode.
 from __future__ import annotations
 
 import logging
+import socket
+import struct
+from array import array
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
+from exporters.sflow.columns import Agent, flow_columns, port_columns
+from exporters.sflow.decode import _2U32, _HDR_TAIL, _XSW, MAX_SAMPLES, DecodeError, decode
 from exporters.sflow.decode import REASONS as DECODE_REASONS
-from exporters.sflow.decode import DecodeError, decode
 from telemetry.pipeline import Batch
 from telemetry.problems import Problems
-from telemetry.records import FLOW_SAMPLE
+from telemetry.records import FLOW_SAMPLE, SWITCH_PORT_SAMPLE
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +36,10 @@ _FLOW_COLUMNS = (
 )  # fmt: skip
 
 
-class SflowIngest:
-    """Turns datagrams into rows; keeps per-agent sequence state and malformed-datagram counts.
-    Shared by the live listener, the pcap reader and the bench."""
+class ReferenceIngest:
+    """The dict-based datagrams -> rows path (`decode()` then one dict per sample): the reference
+    `SflowIngest` is tested against, and the fallback it uses for the rare datagram its columnar
+    walk does not take (a flow sample with more than one sampled-header record)."""
 
     def __init__(
         self,
@@ -70,6 +76,11 @@ class SflowIngest:
             return False
         self.datagrams += 1
         self._sequence(d)
+        self.rows(d, ts_ms)
+        return True
+
+    def rows(self, d: dict[str, Any], ts_ms: int) -> None:
+        """Append the rows of one decoded datagram."""
         agent = d["agent"]
         switch = self.agents.get(agent, "")
         names = self.ifnames.get(switch or agent, {})
@@ -116,24 +127,9 @@ class SflowIngest:
                     "tx_errors_total": g["out_errors"],
                 }
             )
-        return True
 
     def _sequence(self, d: dict[str, Any]) -> None:
-        key = (d["agent"], d["sub_agent"])
-        seq, up = d["seq"], d["uptime_ms"]
-        prev = self._seq.get(key)
-        self._seq[key] = (seq, up)
-        if prev is None:
-            return
-        pseq, pup = prev
-        gap = (seq - pseq) & 0xFFFFFFFF
-        if up < pup or (seq < pseq and gap > 0x7FFFFFFF) or gap == 0:
-            # uptime went back or the sequence restarted: the agent rebooted/reset
-            self.restarts += 1
-            self.stats.extra["agent_restarts"] = float(self.restarts)
-        elif gap > 1:
-            self.lost += gap - 1
-            self.stats.extra["datagrams_lost"] = float(self.lost)
+        _sequence(self, (d["agent"], d["sub_agent"]), d["seq"], d["uptime_ms"])
 
     # -- rows out ---------------------------------------------------------------------------
     def drain(self) -> list[Batch]:
@@ -151,4 +147,304 @@ class SflowIngest:
         return out
 
 
-__all__ = ["REASONS", "SflowIngest"]
+def _sequence(self: Any, key: Any, seq: int, up: int) -> None:
+    """Count lost datagrams (sequence gaps) and agent restarts for one agent/sub-agent."""
+    prev = self._seq.get(key)
+    self._seq[key] = (seq, up)
+    if prev is None:
+        return
+    pseq, pup = prev
+    gap = (seq - pseq) & 0xFFFFFFFF
+    if up < pup or (seq < pseq and gap > 0x7FFFFFFF) or gap == 0:
+        # uptime went back or the sequence restarted: the agent rebooted/reset
+        self.restarts += 1
+        self.stats.extra["agent_restarts"] = float(self.restarts)
+    elif gap > 1:
+        self.lost += gap - 1
+        self.stats.extra["datagrams_lost"] = float(self.lost)
+
+
+_U32 = struct.Struct(">I").unpack_from
+_U2 = _2U32.unpack_from
+_TAIL = _HDR_TAIL.unpack_from
+_SW = _XSW.unpack_from
+
+
+class _Irregular(Exception):
+    """A flow sample with more than one sampled-header record: left to the reference path."""
+
+
+def _walk(
+    data: bytes | memoryview, base: int, f_smp: array, f_hdr: array, f_xsw: array, c_gen: array
+) -> tuple[bytes, int, int, int, int]:
+    """Validate one datagram exactly as `decode()` does (same checks, same order, same reasons)
+    and append buffer offsets (`base` + offset in `data`) of what `columns.py` reads: per flow
+    sample with a sampled header its data (negated for an expanded sample), the header record
+    and the extended-switch record (-1: none); per counter sample with generic counters, that
+    record. Returns (agent address bytes, sub-agent, sequence, uptime, flow samples without a
+    sampled header). The caller truncates the arrays back when this raises."""
+    n = len(data)
+    if n < 8:
+        raise DecodeError("truncated_header", f"{n} bytes")
+    version, atype = _U2(data, 0)
+    if version != 5:
+        raise DecodeError("bad_version", f"version {version}")
+    if atype == 1:
+        if n < 12 + 16:
+            raise DecodeError("truncated_header", f"{n} bytes")
+        agent, off = bytes(data[8:12]), 12
+    elif atype == 2:
+        if n < 24 + 16:
+            raise DecodeError("truncated_header", f"{n} bytes")
+        agent, off = bytes(data[8:24]), 24
+    else:
+        raise DecodeError("bad_agent_address", f"address type {atype}")
+    sub_agent, seq, uptime, nsamples = _TAIL(data, off)
+    off += 16
+    if nsamples > MAX_SAMPLES:
+        raise DecodeError("too_many_samples", str(nsamples))
+    no_header = 0
+    for _ in range(nsamples):
+        if off + 8 > n:
+            raise DecodeError("truncated_sample", f"sample header at {off}")
+        stype, slen = _U2(data, off)
+        off += 8
+        end = off + slen
+        if end > n:
+            raise DecodeError("truncated_sample", f"sample format {stype} length {slen}")
+        if stype == 1 or stype == 3:
+            if stype == 1:
+                if slen < 32:
+                    raise DecodeError("truncated_sample", "flow sample")
+                nrec, roff = _U32(data, off + 28)[0], off + 32
+            else:
+                if slen < 44:
+                    raise DecodeError("truncated_sample", "expanded flow sample")
+                nrec, roff = _U32(data, off + 40)[0], off + 44
+            if nrec > MAX_SAMPLES:
+                raise DecodeError("too_many_records", str(nrec))
+            hdr = xsw = -1
+            for _ in range(nrec):
+                if roff + 8 > end:
+                    raise DecodeError("truncated_record", f"flow record header at {roff}")
+                fmt, length = _U2(data, roff)
+                roff += 8
+                rend = roff + length
+                if rend > end:
+                    raise DecodeError("truncated_record", f"flow record {fmt} length {length}")
+                if fmt == 1:
+                    if length < 16:
+                        raise DecodeError("bad_record", "sampled header shorter than 16 bytes")
+                    hlen = _U32(data, roff + 12)[0]
+                    if roff + 16 + hlen > rend:
+                        raise DecodeError("bad_record", f"sampled header length {hlen} > record")
+                    if hdr >= 0:
+                        raise _Irregular
+                    hdr = roff
+                elif fmt == 1001:
+                    if length < 16:
+                        raise DecodeError("bad_record", "extended switch shorter than 16 bytes")
+                    sv, sp, dv, dp = _SW(data, roff)
+                    if sv > 4095 or dv > 4095 or sp > 7 or dp > 7:
+                        raise DecodeError(
+                            "bad_record", f"extended switch vlan {sv}/{dv} priority {sp}/{dp}"
+                        )
+                    xsw = roff
+                roff = rend
+            if roff != end:
+                raise DecodeError("bad_sample_length", f"records end at {roff}, sample at {end}")
+            if hdr < 0:
+                no_header += 1
+            else:
+                f_smp.append(-(base + off) if stype == 3 else base + off)
+                f_hdr.append(base + hdr)
+                f_xsw.append(base + xsw if xsw >= 0 else -1)
+        elif stype == 2 or stype == 4:
+            if stype == 2:
+                if slen < 12:
+                    raise DecodeError("truncated_sample", "counter sample")
+                nrec, roff = _U32(data, off + 8)[0], off + 12
+            else:
+                if slen < 16:
+                    raise DecodeError("truncated_sample", "expanded counter sample")
+                nrec, roff = _U32(data, off + 12)[0], off + 16
+            if nrec > MAX_SAMPLES:
+                raise DecodeError("too_many_records", str(nrec))
+            gen = -1
+            for _ in range(nrec):
+                if roff + 8 > end:
+                    raise DecodeError("truncated_record", f"counter record header at {roff}")
+                fmt, length = _U2(data, roff)
+                roff += 8
+                rend = roff + length
+                if rend > end:
+                    raise DecodeError("truncated_record", f"counter record {fmt} length {length}")
+                if fmt == 1:
+                    if length < 88:
+                        raise DecodeError(
+                            "bad_record", f"generic interface counters length {length}"
+                        )
+                    gen = roff
+                elif fmt == 2 and length < 52:
+                    raise DecodeError("bad_record", f"ethernet counters length {length}")
+                roff = rend
+            if roff != end:
+                raise DecodeError("bad_sample_length", f"records end at {roff}, sample at {end}")
+            if gen >= 0:
+                c_gen.append(base + gen)
+        off = end  # unknown sample formats are skipped by length
+    if off != n:
+        raise DecodeError("trailing_bytes", f"{n - off} bytes after the last sample")
+    return agent, sub_agent, seq, uptime, no_header
+
+
+class SflowIngest:
+    """Turns datagrams into rows at decode speed; keeps per-agent sequence state and
+    malformed-datagram counts. Shared by the live listener, the pcap reader, the workers and
+    the bench.
+
+    Per datagram, one walk validates it (as `decode()` would) and records offsets into a byte
+    buffer that holds the datagrams; no per-sample dict or tuple is made. `drain()` reads every
+    field of every sample at once (`columns.py`). Rows are the same as `ReferenceIngest`'s."""
+
+    def __init__(
+        self,
+        stats: Any,
+        problems: Problems | None = None,
+        agents: Mapping[str, str] | None = None,
+        ifnames: Mapping[str, Mapping[int, str]] | None = None,
+    ) -> None:
+        self.stats = stats
+        self.problems = problems or Problems(stats, "sflow", REASONS, logger=log)
+        self._ref = ReferenceIngest(stats, self.problems, agents, ifnames)
+        self._seq: dict[tuple[str, int], tuple[int, int]] = {}
+        self.datagrams = 0
+        self.lost = 0
+        self.restarts = 0
+        self._agent_id: dict[bytes, int] = {}
+        self._agents: list[Agent] = []
+        self._reset()
+
+    def _reset(self) -> None:
+        self._buf = bytearray()
+        self._f_smp, self._f_hdr, self._f_xsw = array("q"), array("q"), array("q")
+        self._c_gen = array("q")
+        # per datagram: time, agent id, flow rows and port rows it added
+        self._d_ts, self._d_agent = array("q"), array("l")
+        self._d_flows, self._d_ports = array("l"), array("l")
+        self._chunks: list[Batch] = []
+        self._chunk_rows = 0
+
+    @property
+    def pending_rows(self) -> int:
+        return len(self._f_smp) + len(self._c_gen) + self._chunk_rows
+
+    def _agent(self, raw: bytes) -> int:
+        i = self._agent_id.get(raw)
+        if i is None:
+            fam = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+            addr = socket.inet_ntop(fam, raw)
+            switch = self._ref.agents.get(addr, "")
+            names = self._ref.ifnames.get(switch or addr, {})
+            i = self._agent_id[raw] = len(self._agents)
+            self._agents.append(Agent(addr, switch, names))
+        return i
+
+    # -- one datagram ---------------------------------------------------------------------
+    def ingest(self, payload: bytes | memoryview, source: str, ts_ms: int) -> bool:
+        """Decode one datagram into the row buffers. False (counted, logged) if malformed."""
+        self.stats.received += 1
+        nf, nc = len(self._f_smp), len(self._c_gen)
+        try:
+            raw, sub, seq, up, no_header = _walk(
+                payload, len(self._buf), self._f_smp, self._f_hdr, self._f_xsw, self._c_gen
+            )
+        except DecodeError as e:
+            self._truncate(nf, nc)
+            self.problems.add(e.reason, f"malformed datagram from {source}", str(e))
+            return False
+        except _Irregular:
+            self._truncate(nf, nc)
+            return self._irregular(payload, source, ts_ms)
+        except (struct.error, IndexError, ValueError, OverflowError) as e:  # belt and braces
+            self._truncate(nf, nc)
+            self.problems.add("malformed", f"malformed datagram from {source}", str(e))
+            return False
+        self.datagrams += 1
+        a = self._agent(raw)
+        _sequence(self, (self._agents[a].address, sub), seq, up)
+        if no_header:
+            self.stats.dropped += no_header  # no sampled header: nothing to attribute
+        self._buf += payload
+        self._d_ts.append(ts_ms)
+        self._d_agent.append(a)
+        self._d_flows.append(len(self._f_smp) - nf)
+        self._d_ports.append(len(self._c_gen) - nc)
+        return True
+
+    def _truncate(self, nf: int, nc: int) -> None:
+        del self._f_smp[nf:], self._f_hdr[nf:], self._f_xsw[nf:], self._c_gen[nc:]
+
+    def _irregular(self, payload: bytes | memoryview, source: str, ts_ms: int) -> bool:
+        """A datagram the walk does not take: rows from the reference path, in arrival order."""
+        try:
+            d = decode(bytes(payload))
+        except DecodeError as e:
+            self.problems.add(e.reason, f"malformed datagram from {source}", str(e))
+            return False
+        self.datagrams += 1
+        _sequence(self, (d["agent"], d["sub_agent"]), d["seq"], d["uptime_ms"])
+        self._seal()
+        self._ref.rows(d, ts_ms)
+        for b in self._ref.drain():
+            self._chunks.append(b)
+            self._chunk_rows += b.num_rows
+        return True
+
+    # -- rows out ---------------------------------------------------------------------------
+    def _seal(self) -> None:
+        """Turn the buffered datagrams into batches (kept in arrival order) and start afresh."""
+        if not self._d_ts:
+            return
+        buf, ts, agent = self._buf, np.frombuffer(self._d_ts, np.int64), np.asarray(self._d_agent)
+        out = []
+        if self._f_smp:
+            per = np.asarray(self._d_flows)
+            cols = flow_columns(
+                buf,
+                np.asarray(self._f_smp),
+                np.asarray(self._f_hdr),
+                np.asarray(self._f_xsw),
+                np.repeat(ts, per),
+                np.repeat(agent, per),
+                self._agents,
+            )
+            out.append(Batch.of(FLOW_SAMPLE, pa.table(cols)))
+        if self._c_gen:
+            per = np.asarray(self._d_ports)
+            cols = port_columns(
+                buf,
+                np.asarray(self._c_gen),
+                np.repeat(ts, per),
+                np.repeat(agent, per),
+                self._agents,
+            )
+            out.append(Batch.of(SWITCH_PORT_SAMPLE, pa.table(cols)))
+        chunks, rows = self._chunks, self._chunk_rows
+        self._reset()
+        self._chunks, self._chunk_rows = chunks + out, rows + sum(b.num_rows for b in out)
+
+    def drain(self) -> list[Batch]:
+        self._seal()
+        chunks = self._chunks
+        self._chunks, self._chunk_rows = [], 0
+        out = []
+        for kind in (FLOW_SAMPLE, SWITCH_PORT_SAMPLE):
+            tables = [b.table for b in chunks if b.kind is kind]
+            if tables:
+                t = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+                out.append(Batch(kind, t))
+        return out
+
+
+__all__ = ["REASONS", "ReferenceIngest", "SflowIngest"]

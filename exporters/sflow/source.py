@@ -157,11 +157,14 @@ class SflowSource(BaseSource):
             return self.ingest.drain()
 
     def _from_pcap(self, path: str) -> list[Batch]:
-        from exporters.sflow.pcap import PcapStats, read_udp
+        from exporters.sflow.pcap import PcapStats, iter_udp
 
         st = PcapStats()
-        for u in read_udp(path, port=self.cfg.pcap_port or None, stats=st):
-            self.ingest.ingest(u.payload, u.src, int(u.ts * 1000))
+        ingest = self.ingest.ingest
+        for ts, src, _sport, _dport, payload in iter_udp(
+            path, port=self.cfg.pcap_port or None, stats=st
+        ):
+            ingest(payload, src, int(ts * 1000))
         for why, n in st.skipped.items():
             if why != "other_port":
                 self.stats.extra[f"pcap_skipped_{why}"] = float(n)
