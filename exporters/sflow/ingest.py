@@ -26,7 +26,7 @@ from telemetry.records import FLOW_SAMPLE, SWITCH_PORT_SAMPLE
 log = logging.getLogger(__name__)
 
 # The `reason` label values of railscope_component_failed_total{component="source:sflow"}.
-REASONS = (*DECODE_REASONS, "buffer_full")
+REASONS = (*DECODE_REASONS, "buffer_full", "worker_exit")
 _FLOW_FIELDS = (
     "src_ip", "dst_ip", "src_port", "dst_port", "protocol", "dscp", "ecn",
     "bth_opcode", "dest_qp", "psn", "frame_bytes", "sampling_rate", "bytes", "packets",
