@@ -39,7 +39,8 @@ class _Gather:
     """Big-endian reads at many offsets of one buffer."""
 
     def __init__(self, buf: bytes | bytearray) -> None:
-        b = np.frombuffer(bytes(buf) + b"\0" * _PAD, dtype=np.uint8)
+        b = np.zeros(len(buf) + _PAD, dtype=np.uint8)
+        b[: len(buf)] = np.frombuffer(buf, dtype=np.uint8)
         self.b = b
         self.last = len(b) - 8
 

@@ -21,7 +21,7 @@ from exporters.sflow.decode import _2U32, _HDR_TAIL, _XSW, MAX_SAMPLES, DecodeEr
 from exporters.sflow.decode import REASONS as DECODE_REASONS
 from telemetry.pipeline import Batch
 from telemetry.problems import Problems
-from telemetry.records import FLOW_SAMPLE, SWITCH_PORT_SAMPLE
+from telemetry.records import FLOW_SAMPLE, SWITCH_PORT_SAMPLE, RecordKind
 
 log = logging.getLogger(__name__)
 
@@ -298,6 +298,20 @@ def _walk(
     return agent, sub_agent, seq, uptime, no_header
 
 
+def _batch(kind: RecordKind, cols: dict[str, pa.Array]) -> Batch:
+    """A batch with exactly the kind's schema (so the sink's conform() has nothing to do):
+    columns in order, '' for an absent label, nulls for an absent value."""
+    n = len(next(iter(cols.values())))
+    schema = kind.arrow_schema
+    arrays = []
+    for f in schema:
+        a = cols.get(f.name)
+        if a is None:
+            a = pa.array([""] * n, pa.string()) if f.type == pa.string() else pa.nulls(n, f.type)
+        arrays.append(a)
+    return Batch(kind, pa.Table.from_arrays(arrays, schema=schema))
+
+
 class SflowIngest:
     """Turns datagrams into rows at decode speed; keeps per-agent sequence state and
     malformed-datagram counts. Shared by the live listener, the pcap reader, the workers and
@@ -419,7 +433,7 @@ class SflowIngest:
                 np.repeat(agent, per),
                 self._agents,
             )
-            out.append(Batch.of(FLOW_SAMPLE, pa.table(cols)))
+            out.append(_batch(FLOW_SAMPLE, cols))
         if self._c_gen:
             per = np.asarray(self._d_ports)
             cols = port_columns(
@@ -429,7 +443,7 @@ class SflowIngest:
                 np.repeat(agent, per),
                 self._agents,
             )
-            out.append(Batch.of(SWITCH_PORT_SAMPLE, pa.table(cols)))
+            out.append(_batch(SWITCH_PORT_SAMPLE, cols))
         chunks, rows = self._chunks, self._chunk_rows
         self._reset()
         self._chunks, self._chunk_rows = chunks + out, rows + sum(b.num_rows for b in out)
