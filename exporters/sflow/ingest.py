@@ -17,7 +17,18 @@ import numpy as np
 import pyarrow as pa
 
 from exporters.sflow.columns import Agent, flow_columns, port_columns
-from exporters.sflow.decode import _2U32, _HDR_TAIL, _XSW, MAX_SAMPLES, DecodeError, decode
+from exporters.sflow.decode import (
+    MAX_SAMPLES,
+    DecodeError,
+    check_counter_record,
+    datagram_header,
+    decode,
+    extended_switch,
+    record_at,
+    records_end,
+    sample_at,
+    sampled_header_length,
+)
 from exporters.sflow.decode import REASONS as DECODE_REASONS
 from telemetry.pipeline import Batch
 from telemetry.problems import Problems
@@ -165,9 +176,22 @@ def _sequence(self: Any, key: Any, seq: int, up: int) -> None:
 
 
 _U32 = struct.Struct(">I").unpack_from
-_U2 = _2U32.unpack_from
-_TAIL = _HDR_TAIL.unpack_from
-_SW = _XSW.unpack_from
+
+
+# sample format -> (fixed part's size, where its record count is, what it is called)
+_FIXED = {1: (32, 28, "flow sample"), 3: (44, 40, "expanded flow sample"),
+          2: (12, 8, "counter sample"), 4: (16, 12, "expanded counter sample")}  # fmt: skip
+
+
+def _records(data: bytes | memoryview, off: int, stype: int, slen: int) -> tuple[int, int]:
+    """(record count, offset of the first record) of the sample whose data is at `off`."""
+    size, at, what = _FIXED[stype]
+    if slen < size:
+        raise DecodeError("truncated_sample", what)
+    nrec: int = _U32(data, off + at)[0]
+    if nrec > MAX_SAMPLES:
+        raise DecodeError("too_many_records", str(nrec))
+    return nrec, off + size
 
 
 class _Irregular(Exception):
@@ -184,75 +208,27 @@ def _walk(
     record. Returns (agent address bytes, sub-agent, sequence, uptime, flow samples without a
     sampled header). The caller truncates the arrays back when this raises."""
     n = len(data)
-    if n < 8:
-        raise DecodeError("truncated_header", f"{n} bytes")
-    version, atype = _U2(data, 0)
-    if version != 5:
-        raise DecodeError("bad_version", f"version {version}")
-    if atype == 1:
-        if n < 12 + 16:
-            raise DecodeError("truncated_header", f"{n} bytes")
-        agent, off = bytes(data[8:12]), 12
-    elif atype == 2:
-        if n < 24 + 16:
-            raise DecodeError("truncated_header", f"{n} bytes")
-        agent, off = bytes(data[8:24]), 24
-    else:
-        raise DecodeError("bad_agent_address", f"address type {atype}")
-    sub_agent, seq, uptime, nsamples = _TAIL(data, off)
-    off += 16
-    if nsamples > MAX_SAMPLES:
-        raise DecodeError("too_many_samples", str(nsamples))
+    agent, sub_agent, seq, uptime, nsamples, off = datagram_header(data)
     no_header = 0
     for _ in range(nsamples):
-        if off + 8 > n:
-            raise DecodeError("truncated_sample", f"sample header at {off}")
-        stype, slen = _U2(data, off)
+        stype, slen, end = sample_at(data, off, n)
         off += 8
-        end = off + slen
-        if end > n:
-            raise DecodeError("truncated_sample", f"sample format {stype} length {slen}")
         if stype == 1 or stype == 3:
-            if stype == 1:
-                if slen < 32:
-                    raise DecodeError("truncated_sample", "flow sample")
-                nrec, roff = _U32(data, off + 28)[0], off + 32
-            else:
-                if slen < 44:
-                    raise DecodeError("truncated_sample", "expanded flow sample")
-                nrec, roff = _U32(data, off + 40)[0], off + 44
-            if nrec > MAX_SAMPLES:
-                raise DecodeError("too_many_records", str(nrec))
+            nrec, roff = _records(data, off, stype, slen)
             hdr = xsw = -1
             for _ in range(nrec):
-                if roff + 8 > end:
-                    raise DecodeError("truncated_record", f"flow record header at {roff}")
-                fmt, length = _U2(data, roff)
+                fmt, length, rend = record_at(data, roff, end, "flow")
                 roff += 8
-                rend = roff + length
-                if rend > end:
-                    raise DecodeError("truncated_record", f"flow record {fmt} length {length}")
                 if fmt == 1:
-                    if length < 16:
-                        raise DecodeError("bad_record", "sampled header shorter than 16 bytes")
-                    hlen = _U32(data, roff + 12)[0]
-                    if roff + 16 + hlen > rend:
-                        raise DecodeError("bad_record", f"sampled header length {hlen} > record")
+                    sampled_header_length(data, roff, length, rend)
                     if hdr >= 0:
                         raise _Irregular
                     hdr = roff
                 elif fmt == 1001:
-                    if length < 16:
-                        raise DecodeError("bad_record", "extended switch shorter than 16 bytes")
-                    sv, sp, dv, dp = _SW(data, roff)
-                    if sv > 4095 or dv > 4095 or sp > 7 or dp > 7:
-                        raise DecodeError(
-                            "bad_record", f"extended switch vlan {sv}/{dv} priority {sp}/{dp}"
-                        )
+                    extended_switch(data, roff, length)
                     xsw = roff
                 roff = rend
-            if roff != end:
-                raise DecodeError("bad_sample_length", f"records end at {roff}, sample at {end}")
+            records_end(roff, end)
             if hdr < 0:
                 no_header += 1
             else:
@@ -260,36 +236,16 @@ def _walk(
                 f_hdr.append(base + hdr)
                 f_xsw.append(base + xsw if xsw >= 0 else -1)
         elif stype == 2 or stype == 4:
-            if stype == 2:
-                if slen < 12:
-                    raise DecodeError("truncated_sample", "counter sample")
-                nrec, roff = _U32(data, off + 8)[0], off + 12
-            else:
-                if slen < 16:
-                    raise DecodeError("truncated_sample", "expanded counter sample")
-                nrec, roff = _U32(data, off + 12)[0], off + 16
-            if nrec > MAX_SAMPLES:
-                raise DecodeError("too_many_records", str(nrec))
+            nrec, roff = _records(data, off, stype, slen)
             gen = -1
             for _ in range(nrec):
-                if roff + 8 > end:
-                    raise DecodeError("truncated_record", f"counter record header at {roff}")
-                fmt, length = _U2(data, roff)
+                fmt, length, rend = record_at(data, roff, end, "counter")
                 roff += 8
-                rend = roff + length
-                if rend > end:
-                    raise DecodeError("truncated_record", f"counter record {fmt} length {length}")
+                check_counter_record(fmt, length)
                 if fmt == 1:
-                    if length < 88:
-                        raise DecodeError(
-                            "bad_record", f"generic interface counters length {length}"
-                        )
                     gen = roff
-                elif fmt == 2 and length < 52:
-                    raise DecodeError("bad_record", f"ethernet counters length {length}")
                 roff = rend
-            if roff != end:
-                raise DecodeError("bad_sample_length", f"records end at {roff}, sample at {end}")
+            records_end(roff, end)
             if gen >= 0:
                 c_gen.append(base + gen)
         off = end  # unknown sample formats are skipped by length
@@ -312,29 +268,19 @@ def _batch(kind: RecordKind, cols: dict[str, pa.Array]) -> Batch:
     return Batch(kind, pa.Table.from_arrays(arrays, schema=schema))
 
 
-class SflowIngest:
+class SflowIngest(ReferenceIngest):
     """Turns datagrams into rows at decode speed; keeps per-agent sequence state and
     malformed-datagram counts. Shared by the live listener, the pcap reader, the workers and
     the bench.
 
     Per datagram, one walk validates it (as `decode()` would) and records offsets into a byte
     buffer that holds the datagrams; no per-sample dict or tuple is made. `drain()` reads every
-    field of every sample at once (`columns.py`). Rows are the same as `ReferenceIngest`'s."""
+    field of every sample at once (`columns.py`). Rows are the same as `ReferenceIngest`'s,
+    whose dict path it keeps for the datagram the walk does not take."""
 
-    def __init__(
-        self,
-        stats: Any,
-        problems: Problems | None = None,
-        agents: Mapping[str, str] | None = None,
-        ifnames: Mapping[str, Mapping[int, str]] | None = None,
-    ) -> None:
-        self.stats = stats
-        self.problems = problems or Problems(stats, "sflow", REASONS, logger=log)
-        self._ref = ReferenceIngest(stats, self.problems, agents, ifnames)
-        self._seq: dict[tuple[str, int], tuple[int, int]] = {}
-        self.datagrams = 0
-        self.lost = 0
-        self.restarts = 0
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """ReferenceIngest's arguments: stats, problems, agents, ifnames."""
+        super().__init__(*args, **kwargs)
         self._agent_id: dict[bytes, int] = {}
         self._agents: list[Agent] = []
         self._reset()
@@ -358,8 +304,8 @@ class SflowIngest:
         if i is None:
             fam = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
             addr = socket.inet_ntop(fam, raw)
-            switch = self._ref.agents.get(addr, "")
-            names = self._ref.ifnames.get(switch or addr, {})
+            switch = self.agents.get(addr, "")
+            names = self.ifnames.get(switch or addr, {})
             i = self._agent_id[raw] = len(self._agents)
             self._agents.append(Agent(addr, switch, names))
         return i
@@ -409,8 +355,8 @@ class SflowIngest:
         self.datagrams += 1
         _sequence(self, (d["agent"], d["sub_agent"]), d["seq"], d["uptime_ms"])
         self._seal()
-        self._ref.rows(d, ts_ms)
-        for b in self._ref.drain():
+        self.rows(d, ts_ms)
+        for b in ReferenceIngest.drain(self):
             self._chunks.append(b)
             self._chunk_rows += b.num_rows
         return True
