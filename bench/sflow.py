@@ -165,7 +165,6 @@ def bench_workers(dgrams: list[bytes], samples: int, n: int) -> dict[str, Any]:
     socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(16)]
     pids = [w.proc.pid for w in pool._workers]
     cpu0 = sum(_cpu_seconds(p) for p in pids)
-    rows = 0
     t0 = time.perf_counter()
     for i, d in enumerate(dgrams):
         socks[i % 16].sendto(d, (host, port))
@@ -173,15 +172,10 @@ def bench_workers(dgrams: list[bytes], samples: int, n: int) -> dict[str, Any]:
             while _max_rx_queue(port) > 2 << 20:
                 time.sleep(0.0005)
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        rows += sum(b.num_rows for b in pool.take())
-        with st.lock:
-            seen = st.received + int(st.extra.get("socket_drops", 0))
-        if seen >= len(dgrams):
-            break
-        time.sleep(0.002)
+    while _max_rx_queue(port) and time.monotonic() < deadline:  # the workers read it all
+        time.sleep(0.001)
+    rows = sum(b.num_rows for b in pool.take())  # each worker hands over what it holds
     wall = time.perf_counter() - t0
-    rows += sum(b.num_rows for b in pool.take())
     cpu = sum(_cpu_seconds(p) for p in pids) - cpu0
     snap = st.snapshot()
     pool.stop()
@@ -195,6 +189,7 @@ def bench_workers(dgrams: list[bytes], samples: int, n: int) -> dict[str, Any]:
         "worker_cpu_s": round(cpu, 3),
         "samples_per_worker_cpu_s": round(samples / cpu) if cpu else 0,
         "socket_drops": int(snap.get("socket_drops", 0)),
+        "accounted": snap["received"] + int(snap.get("socket_drops", 0)) == len(dgrams),
         "received_per_worker": [int(snap.get(f"worker{i}_received", 0)) for i in range(n)],
     }
 

@@ -112,9 +112,12 @@ def _recv(inp: IO[bytes]) -> tuple[Any, ...]:
     return pickle.loads(blob)  # type: ignore[no-any-return]  # our own child's messages
 
 
-def worker_main(spec: dict[str, Any], out: IO[bytes], stop: threading.Event) -> None:
+def worker_main(
+    spec: dict[str, Any], out: IO[bytes], stop: threading.Event, flush_now: threading.Event
+) -> None:
     """One receiver process: bind, then receive, decode and hand batches over on `out` until
-    `stop` (set when the parent closes our stdin, or exits)."""
+    `stop`. `flush_now`: hand over everything received so far (with what the socket holds),
+    answered "flushed"; with `stop` set too, the last hand-over ("done")."""
     from exporters.sflow.ingest import REASONS, SflowIngest
 
     index, flush_seconds = spec["index"], spec["flush_seconds"]
@@ -133,11 +136,22 @@ def worker_main(spec: dict[str, Any], out: IO[bytes], stop: threading.Event) -> 
     sock.settimeout(min(flush_seconds, 0.2))
     recv, ingest, clock, batch_rows = sock.recvfrom, ing.ingest, time.monotonic, spec["batch_rows"]
 
-    def hand_over(final: bool) -> None:
+    def hand_over(kind: str) -> None:
         parts = [(b.kind.name, _ipc(b.table)) for b in ing.drain()]
         now_drops = socket_drops(inode)
         drops = now_drops - base if now_drops is not None else 0
-        _send(out, ("done" if final else "batch", _snapshot(stats, ing, drops), parts))
+        _send(out, (kind, _snapshot(stats, ing, drops), parts))
+
+    def take_queued() -> None:
+        """What the kernel already queued for this socket, without waiting for more."""
+        sock.setblocking(False)
+        while True:
+            try:
+                data, addr = recv(65535)
+            except (BlockingIOError, InterruptedError):
+                break
+            ingest(data, addr[0], int(time.time() * 1000))
+        sock.settimeout(min(flush_seconds, 0.2))
 
     due = clock() + flush_seconds
     try:
@@ -147,20 +161,17 @@ def worker_main(spec: dict[str, Any], out: IO[bytes], stop: threading.Event) -> 
                 ingest(data, addr[0], int(time.time() * 1000))
             except TimeoutError:
                 pass
-            if clock() >= due or ing.pending_rows >= batch_rows:
+            if flush_now.is_set():  # the parent collects (or stops): everything up to now
+                flush_now.clear()
+                take_queued()
                 if stop.is_set():
                     break
-                hand_over(False)
+                hand_over("flushed")
                 due = clock() + flush_seconds
-        # what the kernel already queued for this socket is taken before the last hand-over
-        sock.setblocking(False)
-        while True:
-            try:
-                data, addr = recv(65535)
-            except (BlockingIOError, InterruptedError):
-                break
-            ingest(data, addr[0], int(time.time() * 1000))
-        hand_over(True)
+            elif clock() >= due or ing.pending_rows >= batch_rows:
+                hand_over("batch")
+                due = clock() + flush_seconds
+        hand_over("done")
     except (BrokenPipeError, OSError) as e:
         log.error("sflow worker %d: %s", index, e)
     finally:
@@ -169,18 +180,19 @@ def worker_main(spec: dict[str, Any], out: IO[bytes], stop: threading.Event) -> 
 
 def _main() -> None:
     """`python -m exporters.sflow.workers SPEC_JSON`: what `WorkerPool` runs. Messages go to
-    stdout; closing stdin asks the worker to finish."""
+    stdout; a byte on stdin asks for a hand-over now, closing stdin asks the worker to finish."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     spec = json.loads(sys.argv[1])
-    stop = threading.Event()
+    stop, flush_now = threading.Event(), threading.Event()
 
     def watch() -> None:
         while os.read(0, 4096):  # b"" at EOF: the parent closed the pipe or went away
-            pass
+            flush_now.set()
         stop.set()
+        flush_now.set()
 
     threading.Thread(target=watch, daemon=True).start()
-    worker_main(spec, sys.stdout.buffer, stop)
+    worker_main(spec, sys.stdout.buffer, stop, flush_now)
 
 
 @dataclass
@@ -190,6 +202,7 @@ class _Worker:
     snap: dict[str, Any] = field(default_factory=dict)
     done: bool = False
     last_handover: float = 0.0
+    flushed: int = 0  # answers to flush requests
 
 
 class WorkerPool:
@@ -289,12 +302,19 @@ class WorkerPool:
             with self._cond:
                 # back-pressure: hold this worker (its socket queue fills, the kernel drops and
                 # /proc/net/udp counts) until collect() has taken what is waiting
-                while self._rows and self._rows + rows > self.max_rows and not self._stopping:
+                while (
+                    kind == "batch"  # an answer to take()'s request is never held
+                    and self._rows
+                    and self._rows + rows > self.max_rows
+                    and not self._stopping
+                ):
                     self._cond.wait(0.5)
                 self._batches.extend(Batch(k, t) for k, t in tables)
                 self._rows += rows
                 w.snap, w.last_handover = snap, time.monotonic()
+                w.flushed += kind == "flushed"
                 self._merge()
+                self._cond.notify_all()
                 if kind == "done":
                     w.done = True
                     break
@@ -337,10 +357,31 @@ class WorkerPool:
     def pending_rows(self) -> int:
         return self._rows
 
-    def take(self) -> list[Batch]:
-        """The batches handed over since the last call, in arrival order per worker."""
+    def take(self, timeout: float = 5.0) -> list[Batch]:
+        """Everything the workers received until now (each hands over what it holds and what
+        its socket queued, on request), in arrival order per worker."""
         with self._cond:
             out, self._batches, self._rows = self._batches, [], 0
+            self._cond.notify_all()  # a worker held by back-pressure goes on
+            live = [w for w in self._workers if not w.done]
+            marks = {w.index: w.flushed for w in live}
+        for w in live:
+            try:
+                assert w.proc.stdin is not None
+                w.proc.stdin.write(b"f")
+                w.proc.stdin.flush()
+            except (OSError, ValueError):  # gone (its reader counts it) or stopping
+                marks.pop(w.index)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while any(not w.done and w.flushed <= marks[w.index] for w in live if w.index in marks):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("sflow: a worker did not hand over within %.0f s", timeout)
+                    break
+                self._cond.wait(left)
+            out += self._batches
+            self._batches, self._rows = [], 0
             self._cond.notify_all()
         return out
 

@@ -18,8 +18,11 @@ from typing import Any
 import pytest
 
 from exporters.sflow import encode as E
+from exporters.sflow.ingest import REASONS
 from exporters.sflow.source import SflowSource
-from exporters.sflow.workers import socket_drops
+from exporters.sflow.workers import WorkerPool, socket_drops
+from telemetry.pipeline import ComponentStats
+from telemetry.problems import Problems
 
 SENDERS = 12  # source ports: the kernel hashes each to one worker
 PER_SENDER = 150
@@ -186,3 +189,30 @@ def test_workers_bad_bind_is_one_line(tmp_path: Path) -> None:
     last = out.stderr.strip().splitlines()[-1]  # (after the pipeline's log line, as with 1 worker)
     assert last.startswith("railscope: error: sflow: cannot listen on 192.0.2.1:6343")
     assert "Traceback" not in out.stderr
+
+
+def test_collect_takes_everything_received_so_far() -> None:
+    """take() while the workers run returns every datagram sent before it (each worker hands
+    over what it holds and what its socket queued, on request): what `serve`'s last collection
+    relies on. The timed hand-over is set to 60 s here, so only the request can deliver."""
+    st = ComponentStats("source:sflow", unit="datagrams")
+    pool = WorkerPool(2, "127.0.0.1:0", stats=st, problems=Problems(st, "sflow", REASONS),
+                      agents={}, ifnames={}, rcvbuf=1 << 20, max_rows=10**6,
+                      flush_seconds=60)  # fmt: skip
+    host, port = pool.start()
+    try:
+        socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(6)]
+        for rnd in range(2):
+            for i in range(60):
+                frame = E.rocev2_frame("10.0.0.1", "10.0.0.2", 9, psn=rnd * 100 + i)
+                d = E.datagram(
+                    [E.flow_sample(frame[:128])], agent=f"10.4.0.{i % 6}", seq=rnd * 10 + i // 6 + 1
+                )
+                socks[i % 6].sendto(d, (host, port))
+            rows = [r for b in pool.take() for r in b.table.to_pylist()]  # no wait before it
+            assert sorted(r["psn"] for r in rows) == [rnd * 100 + i for i in range(60)]
+        assert st.received == 120
+        for s in socks:
+            s.close()
+    finally:
+        pool.stop()
