@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from exporters.sflow.workers import WorkerPool, socket_drops
 from telemetry.pipeline import ComponentStats
 from telemetry.problems import Problems
 
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}  # this worktree's code
 SENDERS = 12  # source ports: the kernel hashes each to one worker
 PER_SENDER = 150
 
@@ -145,18 +148,12 @@ def test_cli_workers_store_in_the_embedded_store(tmp_path: Path, free_port: int)
     """`railscope sflow --workers 2 --once` with a chdb:// store: the workers hand their rows to
     the one process that opened the store; they land there."""
     dsn = f"chdb://{tmp_path / 'db'}"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    env = ENV
     proc = subprocess.Popen([sys.executable, "-m", "telemetry.cli", "sflow", "--workers", "2", "--bind",
                              f"127.0.0.1:{free_port}", "--once", "--interval", "6", "--dsn", dsn],
                             stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        listening = False
-        while not listening and time.monotonic() < deadline:  # both workers bound
-            with open("/proc/net/udp") as f:
-                listening = sum(f":{free_port:04X} " in line for line in f) >= 2
-            time.sleep(0.05)
-        assert listening
+        _wait_bound(free_port, 2)
         socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(6)]
         for i in range(120):
             frame = E.rocev2_frame("10.0.0.1", "10.0.0.2", 0x55, psn=i)
@@ -169,19 +166,90 @@ def test_cli_workers_store_in_the_embedded_store(tmp_path: Path, free_port: int)
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
-    q = (
-        f"from telemetry.store import Store; s = Store({dsn!r}); t = s.table('flow_sample'); "
-        "print(s.query_rows(f'SELECT count(), uniqExact(psn), sum(packets) FROM {t}'))"
+    assert _query(dsn, "SELECT count(), uniqExact(psn), sum(packets) FROM {t}") == [
+        [120, 120, 1200]
+    ]
+
+
+def _wait_bound(port: int, sockets: int, timeout: float = 30) -> None:
+    """Until `sockets` UDP sockets are bound to `port` (/proc/net/udp)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with open("/proc/net/udp") as f:
+            if sum(f":{port:04X} " in line for line in f) >= sockets:
+                return
+        assert time.monotonic() < deadline, f"{sockets} sockets not bound to {port}"
+        time.sleep(0.05)
+
+
+def _query(dsn: str, sql: str) -> Any:
+    """Rows of `sql` ({t}: the flow_sample table) on a chdb:// store, from another process (one
+    process per embedded store)."""
+    code = (
+        "import json, sys; from telemetry.store import Store; s = Store(sys.argv[1]); "
+        "print(json.dumps(s.query_rows(sys.argv[2].format(t=s.table('flow_sample')))))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", q], capture_output=True, text=True, env=env, timeout=60
-    )
+    env = ENV
+    out = subprocess.run([sys.executable, "-c", code, dsn, sql], capture_output=True, text=True,
+                         env=env, timeout=60)  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().replace("(", "[").replace(")", "]")) == [[120, 120, 1200]]
+    return json.loads(out.stdout)
+
+
+@pytest.mark.slow
+def test_serve_runs_the_workers(tmp_path: Path) -> None:
+    """`railscope serve` with `sources.sflow.workers: 2`: per-worker gauges on /metrics, and on
+    SIGTERM the last collection stores every datagram sent (rows = sent)."""
+    from tests.integration.serve.conftest import free_port, wait_ping
+
+    qport, uport, mport = free_port(), free_port(socket.SOCK_DGRAM), free_port()
+    dsn = f"chdb://{tmp_path / 'store'}"
+    cfg = {
+        "interval_seconds": 3,
+        "store": {"dsn": dsn},
+        "sink": {"spool_dir": str(tmp_path / "spool"), "batch_seconds": 1},
+        "prometheus": {"listen": f"127.0.0.1:{mport}"},
+        "serve": {"query_listen": f"127.0.0.1:{qport}"},
+        "sources": {"sflow": {"enabled": True, "bind": f"127.0.0.1:{uport}", "workers": 2}},
+    }
+    (tmp_path / "railscope.yaml").write_text(json.dumps(cfg))
+    log = (tmp_path / "serve.log").open("w")
+    env = {**ENV, "RAILSCOPE_CONFIG": ""}
+    serve = subprocess.Popen([sys.executable, "-m", "telemetry.cli", "--config", str(tmp_path / "railscope.yaml"),
+                              "serve", "--no-correlate"], stdout=log, stderr=subprocess.STDOUT, env=env, text=True)  # fmt: skip
+    why = lambda: (tmp_path / "serve.log").read_text()  # noqa: E731
+    try:
+        wait_ping(f"http://127.0.0.1:{qport}", serve, why)
+        _wait_bound(uport, 2)  # serve starts its sources' listeners on their first cycle
+        socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(8)]
+        sent = 0
+        for i in range(400):
+            frame = E.rocev2_frame("10.0.0.1", "10.0.0.2", 7, psn=i)
+            d = E.datagram(
+                [E.flow_sample(frame[:128], rate=5)], agent=f"10.6.0.{i % 8}", seq=i // 8 + 1
+            )
+            socks[i % 8].sendto(d, ("127.0.0.1", uport))
+            sent += 1
+        deadline = time.monotonic() + 30
+        metrics = ""
+        while 'collector="worker1"' not in metrics or "worker1_received" not in metrics:
+            assert time.monotonic() < deadline, metrics
+            time.sleep(0.5)
+            with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as r:
+                metrics = r.read().decode()
+        assert 'railscope_component_socket_drops{component="source:sflow"} 0.0' in metrics
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(60) == 0, why()
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+        log.close()
+    assert "Traceback" not in why(), why()
+    assert _query(dsn, "SELECT count(), uniqExact(psn) FROM {t}") == [[sent, sent]]
 
 
 def test_workers_bad_bind_is_one_line(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    env = ENV
     out = subprocess.run([sys.executable, "-m", "telemetry.cli", "sflow", "--workers", "2", "--bind",
                           "192.0.2.1:6343", "--once", "--output", "jsonl"],
                          capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
