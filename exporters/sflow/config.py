@@ -16,6 +16,12 @@ class SflowConfig(SourceConfig):
     )
     max_buffer_rows: int = Field(default=1_000_000, gt=0, description="rows kept between collects")
     rcvbuf_bytes: int = Field(default=8 << 20, gt=0, description="UDP socket receive buffer")
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="receiver processes sharing the UDP port (SO_REUSEPORT); see docs/sflow.md",
+    )
     pcap_port: int = Field(
         default=6343,
         ge=0,

@@ -29,6 +29,7 @@ _ETHCTR = struct.Struct(">13I")
 _ETH = struct.Struct(">6s6sH")
 _BTH = struct.Struct(">BBHII")  # opcode, flags, pkey, dest QP (low 24 bits), PSN (low 24 bits)
 _PORTS = struct.Struct(">HH")
+_U32 = struct.Struct(">I")
 
 GENERIC_FIELDS = (
     "ifindex", "iftype", "ifspeed", "ifdirection", "ifstatus",
@@ -139,21 +140,92 @@ def decode_ip(hdr: bytes, off: int, etype: int, out: dict[str, Any]) -> None:
             out["psn"] = psn & 0xFFFFFF
 
 
+def datagram_header(data: bytes | memoryview) -> tuple[bytes, int, int, int, int, int]:
+    """(agent address bytes, sub-agent, sequence, uptime ms, samples, offset of the first
+    sample) of a datagram, checked (version 5, an IPv4/IPv6 agent, a bounded sample count)."""
+    n = len(data)
+    if n < 8:
+        raise DecodeError("truncated_header", f"{n} bytes")
+    version, atype = _2U32.unpack_from(data, 0)
+    if version != 5:
+        raise DecodeError("bad_version", f"version {version}")
+    if atype == 1:
+        if n < 12 + 16:
+            raise DecodeError("truncated_header", f"{n} bytes")
+        agent, off = bytes(data[8:12]), 12
+    elif atype == 2:
+        if n < 24 + 16:
+            raise DecodeError("truncated_header", f"{n} bytes")
+        agent, off = bytes(data[8:24]), 24
+    else:
+        raise DecodeError("bad_agent_address", f"address type {atype}")
+    sub_agent, seq, uptime, nsamples = _HDR_TAIL.unpack_from(data, off)
+    if nsamples > MAX_SAMPLES:
+        raise DecodeError("too_many_samples", str(nsamples))
+    return agent, sub_agent, seq, uptime, nsamples, off + 16
+
+
+def sample_at(data: bytes | memoryview, off: int, n: int) -> tuple[int, int, int]:
+    """(format, length, end) of the sample whose header is at `off`; its data follows at off+8."""
+    if off + 8 > n:
+        raise DecodeError("truncated_sample", f"sample header at {off}")
+    stype, slen = _2U32.unpack_from(data, off)
+    end = off + 8 + slen
+    if end > n:
+        raise DecodeError("truncated_sample", f"sample format {stype} length {slen}")
+    return stype, slen, end
+
+
+def record_at(data: bytes | memoryview, off: int, end: int, what: str) -> tuple[int, int, int]:
+    """(format, length, end) of the `what` (flow/counter) record whose header is at `off`."""
+    if off + 8 > end:
+        raise DecodeError("truncated_record", f"{what} record header at {off}")
+    fmt, length = _2U32.unpack_from(data, off)
+    rend = off + 8 + length
+    if rend > end:
+        raise DecodeError("truncated_record", f"{what} record {fmt} length {length}")
+    return fmt, length, rend
+
+
+def sampled_header_length(data: bytes | memoryview, off: int, length: int, rend: int) -> int:
+    """The header length of the sampled-header record whose data is at `off`, checked."""
+    if length < 16:
+        raise DecodeError("bad_record", "sampled header shorter than 16 bytes")
+    hlen: int = _U32.unpack_from(data, off + 12)[0]
+    if off + 16 + hlen > rend:
+        raise DecodeError("bad_record", f"sampled header length {hlen} > record")
+    return hlen
+
+
+def extended_switch(data: bytes | memoryview, off: int, length: int) -> tuple[int, ...]:
+    """(src vlan, src priority, dst vlan, dst priority) of an extended-switch record, checked."""
+    if length < 16:
+        raise DecodeError("bad_record", "extended switch shorter than 16 bytes")
+    sv, sp, dv, dp = _XSW.unpack_from(data, off)
+    if sv > 4095 or dv > 4095 or sp > 7 or dp > 7:
+        raise DecodeError("bad_record", f"extended switch vlan {sv}/{dv} priority {sp}/{dp}")
+    return sv, sp, dv, dp
+
+
+def check_counter_record(fmt: int, length: int) -> None:
+    if fmt == 1 and length < _GENERIC.size:
+        raise DecodeError("bad_record", f"generic interface counters length {length}")
+    if fmt == 2 and length < _ETHCTR.size:
+        raise DecodeError("bad_record", f"ethernet counters length {length}")
+
+
+def records_end(off: int, end: int) -> None:
+    if off != end:
+        raise DecodeError("bad_sample_length", f"records end at {off}, sample at {end}")
+
+
 def _flow_records(data: bytes, off: int, end: int, count: int, s: dict[str, Any]) -> None:
     for _ in range(count):
-        if off + 8 > end:
-            raise DecodeError("truncated_record", f"flow record header at {off}")
-        fmt, length = _2U32.unpack_from(data, off)
+        fmt, length, rend = record_at(data, off, end, "flow")
         off += 8
-        rend = off + length
-        if rend > end:
-            raise DecodeError("truncated_record", f"flow record {fmt} length {length}")
         if fmt == 1:  # sampled header
-            if length < 16:
-                raise DecodeError("bad_record", "sampled header shorter than 16 bytes")
-            proto, frame_len, stripped, hlen = _RAW.unpack_from(data, off)
-            if off + 16 + hlen > rend:
-                raise DecodeError("bad_record", f"sampled header length {hlen} > record")
+            hlen = sampled_header_length(data, off, length, rend)
+            proto, frame_len, stripped, _ = _RAW.unpack_from(data, off)
             s["header_protocol"] = proto
             s["frame_bytes"] = frame_len
             s["stripped"] = stripped
@@ -166,39 +238,23 @@ def _flow_records(data: bytes, off: int, end: int, count: int, s: dict[str, Any]
             elif proto == 12:
                 decode_ip(hdr, 0, 0x86DD, s)
         elif fmt == 1001:  # extended switch
-            if length < 16:
-                raise DecodeError("bad_record", "extended switch shorter than 16 bytes")
-            sv, sp, dv, dp = _XSW.unpack_from(data, off)
-            if sv > 4095 or dv > 4095 or sp > 7 or dp > 7:
-                raise DecodeError(
-                    "bad_record", f"extended switch vlan {sv}/{dv} priority {sp}/{dp}"
-                )
+            sv, sp, dv, dp = extended_switch(data, off, length)
             s["src_vlan"], s["src_priority"], s["dst_vlan"], s["dst_priority"] = sv, sp, dv, dp
         off = rend
-    if off != end:
-        raise DecodeError("bad_sample_length", f"records end at {off}, sample at {end}")
+    records_end(off, end)
 
 
 def _counter_records(data: bytes, off: int, end: int, count: int, s: dict[str, Any]) -> None:
     for _ in range(count):
-        if off + 8 > end:
-            raise DecodeError("truncated_record", f"counter record header at {off}")
-        fmt, length = _2U32.unpack_from(data, off)
+        fmt, length, rend = record_at(data, off, end, "counter")
         off += 8
-        rend = off + length
-        if rend > end:
-            raise DecodeError("truncated_record", f"counter record {fmt} length {length}")
+        check_counter_record(fmt, length)
         if fmt == 1:
-            if length < _GENERIC.size:
-                raise DecodeError("bad_record", f"generic interface counters length {length}")
             s["generic"] = dict(zip(GENERIC_FIELDS, _GENERIC.unpack_from(data, off), strict=True))
         elif fmt == 2:
-            if length < _ETHCTR.size:
-                raise DecodeError("bad_record", f"ethernet counters length {length}")
             s["ethernet"] = dict(zip(ETHERNET_FIELDS, _ETHCTR.unpack_from(data, off), strict=True))
         off = rend
-    if off != end:
-        raise DecodeError("bad_sample_length", f"records end at {off}, sample at {end}")
+    records_end(off, end)
 
 
 def decode(data: bytes) -> dict[str, Any]:
@@ -218,37 +274,13 @@ def decode(data: bytes) -> dict[str, Any]:
 
 def _decode(data: bytes) -> dict[str, Any]:
     n = len(data)
-    if n < 8:
-        raise DecodeError("truncated_header", f"{n} bytes")
-    version, atype = _2U32.unpack_from(data, 0)
-    if version != 5:
-        raise DecodeError("bad_version", f"version {version}")
-    if atype == 1:
-        if n < 12 + 16:
-            raise DecodeError("truncated_header", f"{n} bytes")
-        agent = socket.inet_ntop(socket.AF_INET, data[8:12])
-        off = 12
-    elif atype == 2:
-        if n < 24 + 16:
-            raise DecodeError("truncated_header", f"{n} bytes")
-        agent = socket.inet_ntop(socket.AF_INET6, data[8:24])
-        off = 24
-    else:
-        raise DecodeError("bad_agent_address", f"address type {atype}")
-    sub_agent, seq, uptime, nsamples = _HDR_TAIL.unpack_from(data, off)
-    off += 16
-    if nsamples > MAX_SAMPLES:
-        raise DecodeError("too_many_samples", str(nsamples))
+    raw, sub_agent, seq, uptime, nsamples, off = datagram_header(data)
+    agent = socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
     flows: list[dict[str, Any]] = []
     counters: list[dict[str, Any]] = []
     for _ in range(nsamples):
-        if off + 8 > n:
-            raise DecodeError("truncated_sample", f"sample header at {off}")
-        stype, slen = _2U32.unpack_from(data, off)
+        stype, slen, end = sample_at(data, off, n)
         off += 8
-        end = off + slen
-        if end > n:
-            raise DecodeError("truncated_sample", f"sample format {stype} length {slen}")
         if stype == 1 or stype == 3:
             if stype == 1:
                 if slen < _FLOW.size:

@@ -12,12 +12,15 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporters.sflow.config import SflowConfig
 from exporters.sflow.ingest import REASONS, SflowIngest
 from telemetry.errors import UserError
 from telemetry.pipeline import BaseSource, Batch
+
+if TYPE_CHECKING:
+    from exporters.sflow.workers import WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -60,17 +63,27 @@ class SflowSource(BaseSource):
         self._transport: asyncio.DatagramTransport | None = None
         self._thread: threading.Thread | None = None
         self.bound: tuple[str, int] | None = None
+        self._pool: WorkerPool | None = None
 
     @classmethod
     def add_arguments(cls, p: Any) -> None:
         p.add_argument(
             "--bind", metavar="HOST:PORT", help="UDP listen address (default 0.0.0.0:6343)"
         )
+        p.add_argument(
+            "--workers",
+            type=int,
+            metavar="N",
+            help="N receiver processes on the one UDP port (SO_REUSEPORT; default 1)",
+        )
 
     @classmethod
     def fold_args(cls, args: Any, section: dict[str, Any]) -> dict[str, Any]:
         """The `sources.sflow` section with this command line's flags on top."""
-        return {**section, "bind": args.bind} if getattr(args, "bind", None) else section
+        out = {**section, "bind": args.bind} if getattr(args, "bind", None) else section
+        if getattr(args, "workers", None) is not None:
+            out = {**out, "workers": args.workers}
+        return out
 
     @classmethod
     def build(cls, c: SflowConfig, cfg: Any, *, from_path: str | None, once: bool) -> SflowSource:
@@ -80,9 +93,11 @@ class SflowSource(BaseSource):
     # -- live -----------------------------------------------------------------------------
     def start(self) -> tuple[str, int]:
         """Start the UDP listener in a background thread; returns the bound address."""
-        if self._thread is not None:
+        if self._thread is not None or self._pool is not None:
             assert self.bound is not None
             return self.bound
+        if self.cfg.workers > 1:
+            return self._start_workers()
         host, _, port = self.cfg.bind.rpartition(":")
         try:
             port_n = int(port)
@@ -126,6 +141,17 @@ class SflowSource(BaseSource):
         log.info("sflow: listening on %s:%d/udp", *self.bound)
         return self.bound
 
+    def _start_workers(self) -> tuple[str, int]:
+        from exporters.sflow.workers import WorkerPool
+
+        c = self.cfg
+        self._pool = WorkerPool(c.workers, c.bind, stats=self.stats, problems=self.problems,
+                                agents=c.agents, ifnames=c.ifnames, rcvbuf=c.rcvbuf_bytes,
+                                max_rows=c.max_buffer_rows)  # fmt: skip
+        self.bound = self._pool.start()
+        log.info("sflow: %d workers listening on %s:%d/udp", c.workers, *self.bound)
+        return self.bound
+
     def _on_datagram(self, data: bytes, source: str) -> None:
         with self._lock:
             if self.ingest.pending_rows >= self.cfg.max_buffer_rows:
@@ -135,6 +161,8 @@ class SflowSource(BaseSource):
             self.ingest.ingest(data, source, int(time.time() * 1000))
 
     def stop(self) -> None:
+        if self._pool is not None:
+            self._pool.stop()
         loop, t = self._loop, self._thread
         if loop is not None and t is not None:
             if self._transport is not None:
@@ -149,19 +177,26 @@ class SflowSource(BaseSource):
     def _collect(self) -> list[Batch]:
         if self.pcap_path:
             return self._from_pcap(self.pcap_path)
-        if self._thread is None:
+        if self._thread is None and self._pool is None:
             self.start()
             if self.once:  # one live cycle = one interval of datagrams
                 time.sleep(self.interval)
+                if self._pool is not None:
+                    self._pool.stop()  # the workers hand over what they hold
+        if self._pool is not None:
+            return self._pool.take()
         with self._lock:
             return self.ingest.drain()
 
     def _from_pcap(self, path: str) -> list[Batch]:
-        from exporters.sflow.pcap import PcapStats, read_udp
+        from exporters.sflow.pcap import PcapStats, iter_udp
 
         st = PcapStats()
-        for u in read_udp(path, port=self.cfg.pcap_port or None, stats=st):
-            self.ingest.ingest(u.payload, u.src, int(u.ts * 1000))
+        ingest = self.ingest.ingest
+        for ts, src, _sport, _dport, payload in iter_udp(
+            path, port=self.cfg.pcap_port or None, stats=st
+        ):
+            ingest(payload, src, int(ts * 1000))
         for why, n in st.skipped.items():
             if why != "other_port":
                 self.stats.extra[f"pcap_skipped_{why}"] = float(n)
