@@ -25,6 +25,7 @@ from exporters.sflow.source import SflowSource
 from exporters.sflow.workers import WorkerPool, socket_drops
 from telemetry.pipeline import ComponentStats
 from telemetry.problems import Problems
+from tests.integration.sflow.sfprobe import replay, roce_pcap
 
 ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}  # this worktree's code
 SENDERS = 12  # source ports: the kernel hashes each to one worker
@@ -56,27 +57,10 @@ def _sfprobe(tmp_path: Path, port: int) -> str:
     """pmacctd's sfprobe plugin (sampling 1) replays a RoCEv2 pcap to 127.0.0.1:port."""
     pcap = tmp_path / "roce.pcap"
     if not pcap.exists():
-        scapy = pytest.importorskip("scapy.all")
-        from scapy.contrib.roce import BTH
-
-        pkts = []
-        t0 = time.time() - 10
-        for i in range(40):
-            p = (scapy.Ether() / scapy.IP(src=f"10.7.{i % 4}.1", dst="10.8.0.9")
-                 / scapy.UDP(sport=49152 + i % 4, dport=4791) / BTH(opcode=10, dqpn=0x7700 + i % 4, psn=i)
-                 / scapy.Raw(b"\0" * 256))  # fmt: skip
-            p.time = t0 + i * 0.001
-            pkts.append(p)
-        scapy.wrpcap(str(pcap), pkts)
-    conf = tmp_path / "pmacctd.conf"
-    conf.write_text(
-        f"daemonize: false\npcap_savefile: {pcap}\npcap_savefile_wait: false\n"
-        f"plugins: sfprobe[sf]\nsfprobe_receiver[sf]: 127.0.0.1:{port}\n"
-        "sfprobe_agentip[sf]: 127.0.0.9\nsampling_rate[sf]: 1\n"
-    )
-    proc = subprocess.run(["pmacctd", "-f", str(conf)], capture_output=True, text=True, timeout=60)
-    assert "Exporting flows" in proc.stderr, proc.stderr
-    return proc.stderr
+        roce_pcap(
+            pcap, srcs=[f"10.7.{k}.1" for k in range(4)], dst="10.8.0.9", n=40, qp_base=0x7700
+        )
+    return replay(pcap, port, tmp_path, agent="127.0.0.9")
 
 
 def _collect(workers: int, tmp_path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
