@@ -124,6 +124,18 @@ class SinkConfig(_Model):
     )
     retry_initial_seconds: float = Field(0.5, gt=0)
     retry_max_seconds: float = Field(30.0, gt=0)
+    replay_batches_per_cycle: int = Field(
+        16,
+        gt=0,
+        description="Spooled batches replayed per cycle: a backlog never stalls collection.",
+    )
+    shutdown_grace_seconds: float = Field(
+        20.0,
+        gt=0,
+        le=300,
+        description="On SIGTERM/SIGINT: time to flush to the store or the spool before exiting "
+        "(keep it below the pod's terminationGracePeriodSeconds, 30 s by default).",
+    )
 
     @field_validator("spool_max_bytes", mode="before")
     @classmethod

@@ -59,6 +59,7 @@ class SflowSource(BaseSource):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._transport: asyncio.DatagramTransport | None = None
         self._thread: threading.Thread | None = None
+        self._intake_stopped = False  # after stop_intake(): no listener is started again
         self.bound: tuple[str, int] | None = None
 
     @classmethod
@@ -113,8 +114,13 @@ class SflowSource(BaseSource):
                 ready.set()
                 return
             ready.set()
-            loop.run_forever()
-            loop.close()
+            try:
+                loop.run_forever()
+            finally:  # free the port even when the loop died, so a restart can bind it again
+                if self._transport is not None and not self._transport.is_closing():
+                    self._transport.close()
+                    loop.run_until_complete(asyncio.sleep(0))
+                loop.close()
 
         self._thread = threading.Thread(target=run, name="railscope-sflow", daemon=True)
         self._thread.start()
@@ -146,10 +152,27 @@ class SflowSource(BaseSource):
     def close(self) -> None:
         self.stop()
 
+    def stop_intake(self) -> None:
+        """Graceful shutdown: close the socket; what was received stays for the last collect."""
+        self._intake_stopped = True
+        self.stop()
+
+    def health(self) -> str | None:
+        if self._thread is not None and not self._thread.is_alive():
+            return "the UDP listener thread died (restarted at the next collection)"
+        return None
+
     def _collect(self) -> list[Batch]:
         if self.pcap_path:
             return self._from_pcap(self.pcap_path)
-        if self._thread is None:
+        if self._thread is not None and not self._thread.is_alive():
+            # the listener died (its loop stopped or crashed): start it again, counted; the
+            # collection interval is its backoff
+            log.error("sflow: the UDP listener thread died; starting it again")
+            self._thread = None
+            with self.stats.lock:
+                self.stats.extra["restarts"] = self.stats.extra.get("restarts", 0.0) + 1
+        if self._thread is None and not self._intake_stopped:
             self.start()
             if self.once:  # one live cycle = one interval of datagrams
                 time.sleep(self.interval)

@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -110,7 +111,7 @@ class Service:
         if self.metrics and self.cfg.prometheus.enabled:
             from telemetry.sinks.prometheus import PrometheusSink
 
-            self._prom = PrometheusSink(components=self.all_components)
+            self._prom = PrometheusSink(components=self.all_components, health=self.health)
         host = socket.gethostname()
         for name, source in self.sources.items():
             sinks: list[Any] = [self._sink(clickhouse_sink, name)]
@@ -190,10 +191,27 @@ class Service:
     def _run_source(self, c: _Component) -> None:
         try:
             source = c.pipeline.sources[0]
-            c.pipeline.run(getattr(source, "interval_seconds", None) or self.cfg.interval_seconds)
-        except Exception as e:  # a source that dies stops alone; the others keep running
+            # a run that dies is restarted with backoff and counted (the `restarts` gauge)
+            c.pipeline.run_supervised(
+                getattr(source, "interval_seconds", None) or self.cfg.interval_seconds
+            )
+        except BaseException as e:  # not restartable: this source stops alone, /healthz says so
             c.failed.append(f"{type(e).__name__}: {e}")
             log.error("source %s stopped: %s", c.name, e)
+
+    def health(self) -> list[str]:
+        """What /healthz reports: a component thread that died, a pipeline waiting to restart,
+        a source whose own thread died. Empty when healthy (and while stopping)."""
+        if self._stop.is_set():
+            return []
+        out: list[str] = []
+        for c in self.components:
+            if c.thread is not None and not c.thread.is_alive():
+                out.append(f"source {c.name}: thread died: {'; '.join(c.failed) or 'unknown'}")
+            out += [f"source {c.name}: {p}" for p in c.pipeline.health()]
+        if self._corr_thread is not None and not self._corr_thread.is_alive():
+            out.append("correlate: thread died")
+        return out
 
     def _follow(self) -> None:
         """Correlate each window once it is complete plus the lag (as `correlate --follow`)."""
@@ -227,21 +245,33 @@ class Service:
 
     # -- stop --------------------------------------------------------------------------------
     def stop(self) -> None:
-        """Stop intake, store what was collected, then close the endpoint and /metrics."""
+        """Stop intake, store what was collected, then close the endpoint and /metrics; the
+        flushing is bounded by `sink.shutdown_grace_seconds` (below the pod's termination grace)."""
         self._stop.set()
+        grace = self.cfg.sink.shutdown_grace_seconds
+        deadline = time.monotonic() + grace
         for c in self.components:
             c.pipeline.stop()
         for c in self.components:
             if c.thread is not None:
-                c.thread.join()
-        for c in self.components:
-            try:
-                c.pipeline.run_once()  # what arrived since the last cycle (sflow's buffer)
-            except Exception as e:
-                log.error("source %s: last collection failed: %s", c.name, e)
-            c.pipeline.close()  # flush every batch to the store (or the spool) and release
+                c.thread.join(max(0.0, deadline - time.monotonic()))
+        # every pipeline at once: stop intake, publish what arrived since the last cycle (sflow's
+        # buffer), flush every batch to the store or the spool
+        closers = [
+            threading.Thread(
+                target=c.pipeline.shutdown,
+                args=(max(0.0, deadline - time.monotonic()),),
+                name=f"railscope-stop-{c.name}",
+                daemon=True,
+            )
+            for c in self.components
+        ]
+        for t in closers:
+            t.start()
+        for t in closers:
+            t.join(max(0.0, deadline - time.monotonic()) + 1)
         if self._corr_thread is not None:
-            self._corr_thread.join(60)
+            self._corr_thread.join(max(1.0, deadline - time.monotonic()))
         if self.query_server is not None:
             self.query_server.stop()
             self.query_server.engine.close()

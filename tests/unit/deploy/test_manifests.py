@@ -265,3 +265,27 @@ def test_docs_name_every_secret_the_manifests_need(all_docs: list[dict[str, Any]
     text = (ROOT / "docs" / "deploying.md").read_text()
     for name, key in secrets:
         assert name in text and key in text, (name, key)
+
+
+def test_termination_grace_exceeds_the_shutdown_grace(all_docs: list[dict[str, Any]]) -> None:
+    """SIGTERM flushes within sink.shutdown_grace_seconds; the kubelet must wait longer before
+    SIGKILL, or the last batch is cut off mid-flush."""
+    from telemetry.config import Config
+
+    graces = {}
+    for d in all_docs:
+        if d["kind"] == "ConfigMap" and "railscope.yaml" in d.get("data", {}):
+            raw = yaml.safe_load(d["data"]["railscope.yaml"]).get("sink", {})
+            graces[d["metadata"]["name"]] = Config.model_validate(
+                {"sink": raw}
+            ).sink.shutdown_grace_seconds
+    assert graces and all(g < 30 for g in graces.values())
+    railscope_pods = [
+        (name, spec)
+        for name, spec in _pod_specs(all_docs)
+        if any("railscope" in (c.get("image") or "") for c in spec["containers"])
+        and not name.startswith("Job/")
+    ]
+    assert railscope_pods
+    for name, spec in railscope_pods:
+        assert spec.get("terminationGracePeriodSeconds", 30) >= max(graces.values()) + 5, name
