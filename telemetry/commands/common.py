@@ -66,6 +66,7 @@ def clickhouse_sink(cfg: Config, store: Store) -> Any:
         spool_max_bytes=s.spool_max_bytes,
         retry_initial_seconds=s.retry_initial_seconds,
         retry_max_seconds=s.retry_max_seconds,
+        replay_batches_per_cycle=s.replay_batches_per_cycle,
     )
 
 

@@ -107,9 +107,25 @@ def test_daemonset_mounts_host_paths_read_only_and_drops_capabilities(
         assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add")
         assert sc.get("privileged") is False and sc["allowPrivilegeEscalation"] is False
         for m in c["volumeMounts"]:
-            if m["name"] in host:
+            if m["name"] in host - {"spool"}:  # the spool is the one host path it writes
                 assert m.get("readOnly") is True, m
+    (spool,) = [v for v in spec["volumes"] if v["name"] == "spool"]
+    assert spool["hostPath"]["path"] == "/var/spool/railscope-node"  # survives a pod restart
     assert spec["automountServiceAccountToken"] is False
+
+
+def test_deployment_spools_are_persistent(all_docs: list[dict[str, Any]]) -> None:
+    claims = {d["metadata"]["name"] for d in all_docs if d["kind"] == "PersistentVolumeClaim"}
+    for d in all_docs:
+        if d["kind"] != "Deployment" or not d["metadata"]["name"].startswith("railscope-"):
+            continue
+        spec = d["spec"]["template"]["spec"]
+        spool = [v for v in spec.get("volumes", []) if v["name"] == "spool"]
+        if not spool:
+            continue
+        # one owner of the spool at a time: the volume is RWO and rollouts are Recreate
+        assert spool[0]["persistentVolumeClaim"]["claimName"] in claims, d["metadata"]["name"]
+        assert d["spec"]["strategy"]["type"] == "Recreate"
 
 
 def test_pods_run_without_privileges_or_tokens(all_docs: list[dict[str, Any]]) -> None:
