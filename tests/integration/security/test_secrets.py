@@ -65,7 +65,9 @@ def test_no_cli_output_or_log_line_carries_a_secret(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "telemetry.cli", "config", "show"],
                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
                          env={**env, "RAILSCOPE_DSN_FILE": str(tmp_path / "dsn")})  # fmt: skip
-    seen.append((["config", "show", "(RAILSCOPE_DSN_FILE)"], out.returncode, out.stdout + out.stderr))
+    seen.append(
+        (["config", "show", "(RAILSCOPE_DSN_FILE)"], out.returncode, out.stdout + out.stderr)
+    )
     for argv, _, text in seen:
         for secret in SECRETS:
             assert secret not in text, f"{secret!r} printed by railscope {' '.join(argv)}:\n{text}"
@@ -96,7 +98,9 @@ def test_secret_files_feed_the_effective_config(tmp_path: Path) -> None:
     cfg.write_text(f"store: {{password_file: '{tmp_path / 'missing'}'}}\n")
     with pytest.raises(ConfigError, match=r"store.password_file: cannot read .*missing"):
         load_config(cfg, env={})
-    cfg.write_text(f"sources: {{switch: {{switches: [{{name: s, password: x, password_file: '{tmp_path / 'pw'}'}}]}}}}\n")
+    cfg.write_text(
+        f"sources: {{switch: {{switches: [{{name: s, password: x, password_file: '{tmp_path / 'pw'}'}}]}}}}\n"
+    )
     with pytest.raises(ConfigError, match="give password or password_file, not both"):
         load_config(cfg, env={})
 

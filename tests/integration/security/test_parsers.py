@@ -1,0 +1,64 @@
+"""Parsers never let one bad input empty a whole collection: a counter file >= 2^64 on the 8-NIC
+sysfs fixture is malformed (named, counted) and the node's other NICs and fields are still
+collected; a summed NIC field whose term was read before and is missing now is null, not smaller
+(a smaller sum would read as a counter reset and a false spike downstream)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from exporters.node.ethtool import TextEthtool
+from exporters.node.rdma import RdmaCollector
+from tests.sysfs_fixture import node8
+
+
+class Problems:
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+
+    def __call__(self, reason: str, message: str) -> None:
+        self.items.append((reason, message))
+
+
+def _copy(tmp_path: Path) -> Path:
+    dst = tmp_path / "node8"
+    shutil.copytree(node8(), dst, symlinks=True)
+    return dst
+
+
+def test_counter_at_2_pow_64_is_malformed_not_fatal(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    bad = root / "sys/class/infiniband/mlx5_2/ports/1/counters/port_xmit_data"
+    bad.write_text(f"{1 << 64}\n")
+    problems = Problems()
+    nic, _ = RdmaCollector(root, "n1", ethtool=TextEthtool(root / "ethtool")).collect(1, problems)
+    assert len(nic) == 8  # every NIC still collected
+    (row,) = [r for r in nic if r["device"] == "mlx5_2"]
+    assert "tx_bytes_total" not in row and row["rx_bytes_total"] is not None  # null
+    reasons = [(r, m) for r, m in problems.items if r == "malformed_sysfs"]
+    assert len(reasons) == 1 and str(bad) in reasons[0][1] and "64 bits" in reasons[0][1]
+    from telemetry.records import NIC_SAMPLE
+
+    assert NIC_SAMPLE.to_arrow(nic).num_rows == 8  # and the batch builds (no C overflow)
+
+
+def test_summed_field_is_null_when_a_term_goes_missing(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    eth = root / "ethtool"
+    c = RdmaCollector(root, "n1", ethtool=TextEthtool(eth))
+    problems = Problems()
+    first, _ = c.collect(1, problems)
+    (netdev,) = {r["netdev"] for r in first if r["device"] == "mlx5_2"}
+    before = next(r for r in first if r["device"] == "mlx5_2")
+    assert (
+        before["pci_stalled_total"] is not None and before["pause_storm_events_total"] is not None
+    )
+    f = eth / f"{netdev}.txt"
+    f.write_text("".join(line for line in f.read_text().splitlines(keepends=True)
+                         if "outbound_pci_stalled_wr" not in line))  # fmt: skip
+    second, _ = c.collect(2, problems)
+    after = next(r for r in second if r["device"] == "mlx5_2")
+    assert "pci_stalled_total" not in after  # null: one of its two terms is missing
+    assert after["pause_storm_events_total"] == before["pause_storm_events_total"]
+    assert after["resets_total"] == before["resets_total"]
