@@ -60,6 +60,7 @@ class SflowSource(BaseSource):
         self._transport: asyncio.DatagramTransport | None = None
         self._thread: threading.Thread | None = None
         self._intake_stopped = False  # after stop_intake(): no listener is started again
+        self._truncated = ""  # --from: why the capture was not read to its end
         self.bound: tuple[str, int] | None = None
 
     @classmethod
@@ -152,6 +153,14 @@ class SflowSource(BaseSource):
     def close(self) -> None:
         self.stop()
 
+    def collect(self) -> list[Batch]:
+        self._truncated = ""
+        batches = super().collect()
+        if self._truncated:
+            self.stats.last_success = False
+            self.stats.last_error = self._truncated
+        return batches
+
     def stop_intake(self) -> None:
         """Graceful shutdown: close the socket; what was received stays for the last collect."""
         self._intake_stopped = True
@@ -188,6 +197,12 @@ class SflowSource(BaseSource):
         for why, n in st.skipped.items():
             if why != "other_port":
                 self.stats.extra[f"pcap_skipped_{why}"] = float(n)
+        if st.skipped.get("truncated_file"):
+            # what was read is kept, but the run says so: `--from` exits 1
+            self._truncated = (
+                f"{path}: truncated pcap: the last record is cut short after {st.packets} packets"
+            )
+            log.warning("sflow: %s", self._truncated)
         if st.packets and not st.udp:
             log.warning(
                 "sflow: %s holds no UDP datagrams to port %s", path, self.cfg.pcap_port or "any"

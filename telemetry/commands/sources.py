@@ -151,6 +151,9 @@ def run_source(name: str, args: argparse.Namespace) -> int:
                 closer()
         batches = [Pipeline([], [], stamp).apply_transforms(b) for b in collected]
         write_output(batches, args.output, components=[source.stats])
+        if not source.stats.last_success:  # e.g. a truncated capture: printed, but it says so
+            print(f"railscope {name}: {source.stats.last_error}", file=sys.stderr)
+            return 1
         return 0
     store = open_store(cfg)
     bind = getattr(source, "bind_store", None)

@@ -62,3 +62,72 @@ def test_summed_field_is_null_when_a_term_goes_missing(tmp_path: Path) -> None:
     assert "pci_stalled_total" not in after  # null: one of its two terms is missing
     assert after["pause_storm_events_total"] == before["pause_storm_events_total"]
     assert after["resets_total"] == before["resets_total"]
+
+
+def test_truncated_pcap_warns_and_from_exits_1(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    fixture = Path(__file__).parents[2] / "fixtures" / "sflow" / "tcpdump_sflow-print-v6.pcap"
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(fixture.read_bytes()[:-10])
+    root = Path(__file__).parents[3]
+    env = {**os.environ, "PYTHONPATH": str(root), "RAILSCOPE_DSN": "chdb:///nonexistent-unused"}
+
+    def run(pcap: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "telemetry.cli", "sflow", "--from", str(pcap),
+                               "--output", "jsonl"], capture_output=True, text=True, env=env,
+                              timeout=60)  # fmt: skip
+
+    whole, part = run(fixture), run(cut)
+    assert whole.returncode == 0, whole.stderr
+    assert part.returncode == 1
+    assert f"{cut}: truncated pcap" in part.stderr and "Traceback" not in part.stderr
+    # what was read before the cut is still printed
+    assert 0 < len(part.stdout.splitlines()) <= len(whole.stdout.splitlines())
+
+
+def test_malformed_livenodes_entry_is_one_datanodes_error() -> None:
+    import json
+
+    from exporters.hdfs import jmx
+
+    live = {
+        "dn1:9866": {"infoAddr": "dn1:9864", "infoSecureAddr": "dn1:9865", "xferaddr": "dn1:9866"},
+        "dn2:9866": "garbage",
+        "dn3:9866": {"infoAddr": "0.0.0.0:9864", "xferaddr": "dn3:9866"},
+    }
+    doc = {"beans": [{"name": "Hadoop:service=NameNode,name=NameNodeInfo",
+                      "LiveNodes": json.dumps(live)}]}  # fmt: skip
+    errors: list[tuple[str, str]] = []
+    nodes = jmx.live_nodes(doc, lambda name, why: errors.append((name, why)))
+    assert [n.info_addr for n in nodes] == ["dn1:9864", "dn3:9864"]
+    assert errors == [("dn2:9866", "LiveNodes entry is not an object: 'garbage'")]
+
+
+async def test_jmx_body_is_capped() -> None:
+    from aiohttp import web
+
+    from exporters.hdfs import jmx
+
+    big = b'{"beans": [' + b'{"name": "x"},' * 2000 + b'{"name": "y"}]}'
+
+    async def handler(_: web.Request) -> web.Response:
+        return web.Response(body=big, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/jmx", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        url = f"http://127.0.0.1:{port}"
+        (small,) = await jmx.scrape([url], timeout=5, max_body_bytes=1000)
+        (whole,) = await jmx.scrape([url], timeout=5)
+    finally:
+        await runner.cleanup()
+    assert small.doc is None and small.error == "HTTP body over 1000 bytes"
+    assert whole.error == "" and whole.doc is not None and len(whole.doc["beans"]) == 2001
