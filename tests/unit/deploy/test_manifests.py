@@ -305,3 +305,19 @@ def test_termination_grace_exceeds_the_shutdown_grace(all_docs: list[dict[str, A
     assert railscope_pods
     for name, spec in railscope_pods:
         assert spec.get("terminationGracePeriodSeconds", 30) >= max(graces.values()) + 5, name
+
+
+def test_sflow_load_balancer_admits_only_the_agents_networks(
+    all_docs: list[dict[str, Any]],
+) -> None:
+    import ipaddress
+
+    (svc,) = [
+        d for d in all_docs if d["kind"] == "Service" and d["spec"].get("type") == "LoadBalancer"
+    ]
+    ranges = [ipaddress.ip_network(r) for r in svc["spec"]["loadBalancerSourceRanges"]]
+    assert ranges and all(not n.is_global or n.prefixlen >= 16 for n in ranges)
+    (cm,) = _docs(DEPLOY / "railscope" / "config.yaml")
+    agents = yaml.safe_load(cm["data"]["railscope.yaml"])["sources"]["sflow"]["agents"]
+    # every configured agent can reach the collector through the load balancer
+    assert all(any(ipaddress.ip_address(a) in n for n in ranges) for a in agents)
