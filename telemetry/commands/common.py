@@ -70,6 +70,15 @@ def clickhouse_sink(cfg: Config, store: Store) -> Any:
     )
 
 
+def extra_sinks(cfg: Config) -> list[Any]:
+    """Sinks besides ClickHouse and /metrics that the config turns on (`otlp.enabled`)."""
+    if not cfg.otlp.enabled:
+        return []
+    from telemetry.sinks.otlp import OtlpSink
+
+    return [OtlpSink(endpoint=cfg.otlp.endpoint, interval_seconds=cfg.otlp.interval_seconds)]
+
+
 def _jsonable(v: Any) -> Any:
     if isinstance(v, datetime):
         return v.isoformat().replace("+00:00", "Z")

@@ -27,6 +27,7 @@ from telemetry.commands.common import (
     add_store_args,
     clickhouse_sink,
     config_from_args,
+    extra_sinks,
     open_store,
     write_output,
 )
@@ -159,7 +160,7 @@ def run_source(name: str, args: argparse.Namespace) -> int:
     bind = getattr(source, "bind_store", None)
     if bind is not None:  # e.g. inventory seeds its open facts from the store
         bind(store)
-    sinks: list[Any] = [clickhouse_sink(cfg, store)]
+    sinks: list[Any] = [clickhouse_sink(cfg, store), *extra_sinks(cfg)]
     prom = None
     if not one_shot and not args.no_metrics and cfg.prometheus.enabled:
         from telemetry.sinks.prometheus import PrometheusSink

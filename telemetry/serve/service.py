@@ -99,13 +99,14 @@ class Service:
         self.metrics_bound: tuple[str, int] | None = None
         self._prom: Any = None
         self._corr: Any = None
+        self._extra: list[Any] = []  # sinks from extra_sinks (otlp), shared by every source
         self._corr_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._url_file: Path | None = None
 
     # -- start -------------------------------------------------------------------------------
     def start(self) -> None:
-        from telemetry.commands.common import clickhouse_sink
+        from telemetry.commands.common import clickhouse_sink, extra_sinks
         from telemetry.transforms import build_transforms
 
         if self.metrics and self.cfg.prometheus.enabled:
@@ -113,8 +114,10 @@ class Service:
 
             self._prom = PrometheusSink(components=self.all_components, health=self.health)
         host = socket.gethostname()
+        shared = [_Locked(s) for s in extra_sinks(self.cfg)]  # otlp: one for all sources
+        self._extra = [s.sink for s in shared]
         for name, source in self.sources.items():
-            sinks: list[Any] = [self._sink(clickhouse_sink, name)]
+            sinks: list[Any] = [self._sink(clickhouse_sink, name), *shared]
             if self._prom is not None:
                 sinks.append(_Locked(self._prom))
             pipe = Pipeline([source], sinks, build_transforms(self.cfg), report_host=host)
@@ -277,6 +280,8 @@ class Service:
             self.query_server.engine.close()
         if self._url_file is not None:
             self._url_file.unlink(missing_ok=True)
+        for sink in self._extra:
+            sink.close()
         if self._prom is not None:
             self._prom.close()
         log.info("serve: stopped; every collected batch is in the store or the spool")

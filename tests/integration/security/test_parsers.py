@@ -131,3 +131,29 @@ async def test_jmx_body_is_capped() -> None:
         await runner.cleanup()
     assert small.doc is None and small.error == "HTTP body over 1000 bytes"
     assert whole.error == "" and whole.doc is not None and len(whole.doc["beans"]) == 2001
+
+
+def test_otlp_enabled_is_wired_into_source_commands(tmp_path: Path) -> None:
+    """`otlp.enabled: true` builds the OTLP sink (here it names the missing exporter package in
+    one line) instead of being accepted and ignored."""
+    import os
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"store: {{dsn: 'chdb://{tmp_path / 'db'}'}}\nsink: {{spool_dir: '{tmp_path / 's'}'}}\n"
+        "otlp: {enabled: true, endpoint: 'http://127.0.0.1:4317'}\n"
+    )
+    pcap = Path(__file__).parents[2] / "fixtures" / "sflow" / "tcpdump_sflow-print-v6.pcap"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    out = subprocess.run([sys.executable, "-m", "telemetry.cli", "--config", str(cfg), "sflow",
+                          "--from", str(pcap)], capture_output=True, text=True, env=env,
+                         timeout=120)  # fmt: skip
+    try:
+        import opentelemetry.exporter.otlp  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.strip().splitlines()[-1].startswith("railscope: error: sink otlp:")
+    else:
+        assert out.returncode == 0, out.stderr
