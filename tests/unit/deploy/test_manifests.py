@@ -321,3 +321,19 @@ def test_sflow_load_balancer_admits_only_the_agents_networks(
     agents = yaml.safe_load(cm["data"]["railscope.yaml"])["sources"]["sflow"]["agents"]
     # every configured agent can reach the collector through the load balancer
     assert all(any(ipaddress.ip_address(a) in n for n in ranges) for a in agents)
+
+
+def test_metrics_listen_on_the_pod_address_not_everywhere(all_docs: list[dict[str, Any]]) -> None:
+    from telemetry.config import load_config
+
+    pods = [(n, s) for n, s in _pod_specs(all_docs) if not n.startswith("Job/")
+            and any("railscope/railscope" in (c.get("image") or "") for c in s["containers"])]  # fmt: skip
+    assert pods
+    for name, spec in pods:
+        env = {e["name"]: e for e in spec["containers"][0].get("env", [])}
+        assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP", name
+        listen = env["RAILSCOPE__PROMETHEUS__LISTEN"]["value"]
+        assert listen == "$(POD_IP):9580", name
+        # what the kubelet expands it to is a valid prometheus.listen
+        cfg = load_config(None, env={"RAILSCOPE__PROMETHEUS__LISTEN": "10.1.2.3:9580"})
+        assert cfg.prometheus.listen == "10.1.2.3:9580"
