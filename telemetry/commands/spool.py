@@ -22,22 +22,23 @@ def register(sub: Any) -> list[str]:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ssub = p.add_subparsers(dest="spool_command", metavar="SUBCOMMAND", required=True)
-    st = ssub.add_parser("status", help="batches waiting and rejected, per spool directory")
-    rr = ssub.add_parser(
-        "replay-rejected", help="put rejected batches back in line (after fixing the cause)"
-    )
-    for q in (st, rr):
+    verbs = {
+        "status": ("batches waiting and rejected, per spool directory", status),
+        "replay-rejected": ("put rejected batches back in line (after the fix)", replay_rejected),
+    }
+    for verb, (text, func) in verbs.items():
+        q = ssub.add_parser(verb, help=text)
         q.add_argument(
             "--spool-dir", metavar="DIR", help="spool directory (default sink.spool_dir)"
         )
-    add_store_args(rr)  # type: ignore[arg-type]
-    rr.add_argument(
-        "--now",
-        action="store_true",
-        help="insert them from this process (no exporter may be running on this spool)",
-    )
-    st.set_defaults(func=status)
-    rr.set_defaults(func=replay_rejected)
+        q.set_defaults(func=func)
+        if verb == "replay-rejected":
+            add_store_args(q)
+            q.add_argument(
+                "--now",
+                action="store_true",
+                help="insert them from this process (no exporter may be running on this spool)",
+            )
     return ["spool"]
 
 

@@ -7,52 +7,36 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from aiohttp import web
 
 from exporters.inventory import InventorySource
 from tests.integration.inventory.fake_kube import FakeKube
-from tests.integration.inventory.test_watch import kubeconfig, pod, until
+from tests.integration.inventory.test_watch import api, kubeconfig, pod, until  # noqa: F401
 
 
-class FailingKube(FakeKube):
-    """The next `fail[kind]` watch requests of a kind get `ERROR 500` and end."""
+def fail_watches(k: FakeKube, fail: dict[str, int]) -> None:
+    """The next `fail[kind]` watch requests of a kind get `ERROR 500` and end (the instance's
+    `_watch` is looked up per request)."""
+    real = k._watch
 
-    fail: dict[str, int]
+    async def watch(kind: str, request: web.Request, q: dict[str, str]) -> web.StreamResponse:
+        if not fail.get(kind):
+            return await real(kind, request, q)
+        fail[kind] -= 1
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        status = {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                  "message": "etcdserver: request timed out", "reason": "InternalError",
+                  "code": 500}  # fmt: skip
+        await resp.write((json.dumps({"type": "ERROR", "object": status}) + "\n").encode())
+        await resp.write_eof()
+        return resp
 
-    async def _watch(
-        self, kind: str, request: web.Request, q: dict[str, str]
-    ) -> web.StreamResponse:
-        if self.fail.get(kind):
-            self.fail[kind] -= 1
-            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-            resp.enable_chunked_encoding()
-            await resp.prepare(request)
-            status = {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                      "message": "etcdserver: request timed out", "reason": "InternalError",
-                      "code": 500}  # fmt: skip
-            await resp.write((json.dumps({"type": "ERROR", "object": status}) + "\n").encode())
-            await resp.write_eof()
-            return resp
-        return await super()._watch(kind, request, q)
-
-
-@pytest.fixture
-async def kube() -> AsyncIterator[tuple[FailingKube, str]]:
-    k = FailingKube()
-    k.fail = {}
-    runner = web.AppRunner(k.app())
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield k, f"http://127.0.0.1:{port}"
-    k.drop_watches()
-    await runner.cleanup()
+    k._watch = watch  # type: ignore[method-assign]
 
 
 def node(name: str) -> dict[str, Any]:
@@ -60,12 +44,14 @@ def node(name: str) -> dict[str, Any]:
 
 
 async def test_watch_error_500_backs_off_relists_and_converges(
-    kube: tuple[FailingKube, str], tmp_path: Path
+    api: tuple[FakeKube, str],  # noqa: F811 (the fixture)
+    tmp_path: Path,
 ) -> None:
-    k, url = kube
+    k, url = api
     await k.put(node("gpu-1"))
     await k.put(pod("a", "10.0.0.1"))
-    k.fail["Pod"] = 2  # the first two Pod watches fail
+    fail = {"Pod": 2}  # the first two Pod watches fail
+    fail_watches(k, fail)
     cfg = InventorySource.Config(
         kubeconfig=kubeconfig(tmp_path, url, k.token), resources=["Node", "Pod"]
     )
@@ -89,7 +75,7 @@ async def test_watch_error_500_backs_off_relists_and_converges(
         await k.put(pod("b", "10.0.0.2"))
         await until(lambda: w.resource_versions.get("Node") == str(node_rv), "Node event")
         # Pod: re-listed after each ERROR with backoff, then watching again
-        await until(lambda: "Pod" not in w.down and k.fail["Pod"] == 0, "Pod recovers", 20)
+        await until(lambda: "Pod" not in w.down and fail["Pod"] == 0, "Pod recovers", 20)
         await until(lambda: w.resource_versions.get("Pod") == str(k.rv), "Pod in step")
         await k.put(pod("c", "10.0.0.3"))
         await until(lambda: w.resource_versions.get("Pod") == str(k.rv), "Pod event after")

@@ -47,9 +47,12 @@ class FailsWith:
         return getattr(self.real, name)
 
 
-def _sink(store: Store, tmp_path: Path, **kw: Any) -> tuple[ClickHouseSink, list[float]]:
+def make_sink(
+    store: Store, tmp_path: Path, batch_rows: int = 10, **kw: Any
+) -> tuple[ClickHouseSink, list[float]]:
+    """A sink spooling to tmp_path/spool on a clock the test moves (retries after 1 s)."""
     clock = [0.0]
-    sink = ClickHouseSink(store, spool_dir=str(tmp_path / "spool"), batch_rows=10,
+    sink = ClickHouseSink(store, spool_dir=str(tmp_path / "spool"), batch_rows=batch_rows,
                           retry_initial_seconds=1, clock=lambda: clock[0], **kw)  # fmt: skip
     return sink, clock
 
@@ -60,7 +63,7 @@ def test_too_many_parts_from_the_engine_is_retried_then_stored(
     table = store.table(GPU_SAMPLE)
     store.client.command(f"SYSTEM STOP MERGES {table}")
     store.client.command(f"ALTER TABLE {table} MODIFY SETTING parts_to_throw_insert = 1")
-    sink, clock = _sink(store, tmp_path)
+    sink, clock = make_sink(store, tmp_path)
     ts0 = now_ms() - 60_000
     sink.export(gpu_batch(0, 10, ts0))  # the first part
     sink.export(gpu_batch(10, 10, ts0))  # a second part: over the limit
@@ -74,14 +77,21 @@ def test_too_many_parts_from_the_engine_is_retried_then_stored(
     assert_exact(store, 20)
 
 
-@pytest.mark.parametrize("code", [242, 241, 159, 252, 209])
-def test_each_retryable_code_retries(store: Store, tmp_path: Path, code: int) -> None:
+@pytest.mark.parametrize("code", [242, 241, 159, 252, 209, 62, 53])
+def test_each_code_retries_or_rejects_once(store: Store, tmp_path: Path, code: int) -> None:
+    """A retryable code keeps the batch in the spool and retries it; a permanent one rejects it
+    at the first attempt (the reason names the code)."""
     flaky = FailsWith(store.client)
-    sink, clock = _sink(Store(store.dsn, database=store.database, client=flaky), tmp_path)
+    sink, clock = make_sink(Store(store.dsn, database=store.database, client=flaky), tmp_path)
     flaky.code = code
     sink.export(gpu_batch(0, 10, now_ms()))
     clock[0] += 10
     sink.flush()
+    if code in PERMANENT:
+        assert flaky.attempts == 1 and sink.stats.errors == {"rejected": 1}
+        (rej,) = sink.spool.rejected_entries()
+        assert PERMANENT[code] in rej.path.with_suffix(".reason.txt").read_text()
+        return
     assert flaky.attempts == 2 and len(sink.spool.entries()) == 1
     assert sink.stats.errors == {RETRYABLE[code].lower(): 2}
     flaky.code = 0
@@ -91,24 +101,11 @@ def test_each_retryable_code_retries(store: Store, tmp_path: Path, code: int) ->
     assert_exact(store, 10)
 
 
-@pytest.mark.parametrize("code", [62, 53])
-def test_injected_permanent_code_rejects_once(store: Store, tmp_path: Path, code: int) -> None:
-    flaky = FailsWith(store.client)
-    sink, clock = _sink(Store(store.dsn, database=store.database, client=flaky), tmp_path)
-    flaky.code = code
-    sink.export(gpu_batch(0, 10, now_ms()))
-    clock[0] += 10
-    sink.flush()
-    assert flaky.attempts == 1 and sink.stats.errors == {"rejected": 1}
-    (rej,) = sink.spool.rejected_entries()
-    assert PERMANENT[code] in rej.path.with_suffix(".reason.txt").read_text()
-
-
 def test_engine_permanent_errors_reject_and_replay_after_the_fix(
     store: Store, tmp_path: Path
 ) -> None:
     table = store.table(GPU_SAMPLE)
-    sink, clock = _sink(store, tmp_path)
+    sink, clock = make_sink(store, tmp_path)
     ts0 = now_ms() - 60_000
     store.client.command(f"ALTER TABLE {table} DROP COLUMN power_watts")
     sink.export(gpu_batch(0, 10, ts0))
@@ -136,7 +133,7 @@ def test_engine_permanent_errors_reject_and_replay_after_the_fix(
 
 def test_rejected_batches_are_bounded_by_the_spool_limit(store: Store, tmp_path: Path) -> None:
     store.client.command(f"DROP TABLE {store.table(GPU_SAMPLE)}")
-    sink, _ = _sink(store, tmp_path)
+    sink, _ = make_sink(store, tmp_path)
     sink.export(gpu_batch(0, 10, now_ms()))
     one = sink.spool.bytes()
     sink.spool.max_bytes = int(one * 2.5)  # room for two
@@ -154,7 +151,7 @@ def test_backlog_replays_a_bounded_number_of_batches_per_cycle(
     for k in range(40):
         spool.append("gpu_sample", gpu_batch(k * 10, 10, ts0).table)
     spool.close()
-    sink, _ = _sink(store, tmp_path, replay_batches_per_cycle=16)
+    sink, _ = make_sink(store, tmp_path, replay_batches_per_cycle=16)
     sink.flush()
     assert len(sink.spool.entries()) == 24 and sink.stats.sent == 160
     sink.flush()

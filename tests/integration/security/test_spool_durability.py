@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from telemetry.pipeline import Pipeline
-from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store
 from telemetry.store.spool import Spool
 from tests.conftest import now_ms
 from tests.integration.core.test_exactly_once import FlakyClient, ListSource, gpu_batch
+from tests.integration.security.test_retry_codes import make_sink
 
 ROOT = Path(__file__).parents[3]
 
@@ -65,14 +65,11 @@ def test_full_spool_disk_keeps_the_pipeline_running_and_counts_the_loss(
 ) -> None:
     flaky = FlakyClient(store.client)
     flaky.down = True  # ClickHouse away: everything goes to the spool until the disk is full
-    clock = [0.0]
-    sink = ClickHouseSink(
+    sink, clock = make_sink(
         Store(store.dsn, database=store.database, client=flaky),
-        spool_dir=str(tiny_fs / "spool"),
+        tiny_fs,
         batch_rows=2_000,
         memory_max_rows=6_000,
-        retry_initial_seconds=1,
-        clock=lambda: clock[0],
     )
     ts0 = now_ms() - 60_000
     source = ListSource([])
