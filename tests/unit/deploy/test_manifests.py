@@ -249,10 +249,16 @@ def test_clickhouse_is_two_shards_of_two_replicas_with_a_keeper_quorum() -> None
     )
     assert [s.findtext("hostname") for s in raft] == keepers and len(keepers) == 3
     users = ET.fromstring(chcfg["data"]["railscope-users.xml"])
-    # the passwordless default user is local-only; grafana reads with readonly=2
+    # the passwordless default user is local-only; grafana reads with readonly=1 (only
+    # max_execution_time, capped, changeable: the plugin sets it) under a quota
     assert [ip.text for ip in users.findall("users/default/networks/ip")] == ["::1", "127.0.0.1"]
-    assert users.findtext("profiles/grafana/readonly") == "2"
+    assert users.findtext("profiles/grafana/readonly") == "1"
+    (limit,) = users.findall("profiles/grafana/constraints/*")
+    assert limit.tag == "max_execution_time" and limit.findtext("max") == "60"
+    assert limit.find("changeable_in_readonly") is not None
     assert users.findtext("users/grafana/profile") == "grafana"
+    assert users.findtext("users/grafana/quota") == "grafana"
+    assert users.find("quotas/grafana/interval/queries") is not None
 
 
 def test_generated_copies_are_current() -> None:
