@@ -343,3 +343,34 @@ def test_metrics_listen_on_the_pod_address_not_everywhere(all_docs: list[dict[st
         # what the kubelet expands it to is a valid prometheus.listen
         cfg = load_config(None, env={"RAILSCOPE__PROMETHEUS__LISTEN": "10.1.2.3:9580"})
         assert cfg.prometheus.listen == "10.1.2.3:9580"
+
+
+def test_network_policies_deny_by_default_and_admit_every_component(
+    all_docs: list[dict[str, Any]],
+) -> None:
+    pols = [d for d in all_docs if d["kind"] == "NetworkPolicy"]
+    deny = [p for p in pols if p["spec"]["podSelector"] == {} and not p["spec"].get("ingress")]
+    assert deny, "no default-deny ingress policy"
+
+    def selected(policy: dict[str, Any], labels: dict[str, str]) -> bool:
+        sel = policy["spec"]["podSelector"]
+        if any(labels.get(k) != v for k, v in sel.get("matchLabels", {}).items()):
+            return False
+        return all(labels.get(e["key"]) in e["values"] for e in sel.get("matchExpressions", []))
+
+    for d in all_docs:
+        if d["kind"] not in ("Deployment", "StatefulSet"):
+            continue
+        spec = d["spec"]["template"]
+        if spec["spec"].get("hostNetwork"):
+            continue
+        labels = spec["metadata"]["labels"]
+        ports = {p["containerPort"] for c in spec["spec"]["containers"] for p in c.get("ports", [])}
+        allowed = {
+            port["port"]
+            for p in pols
+            if p["spec"].get("ingress") and selected(p, labels)
+            for rule in p["spec"]["ingress"]
+            for port in rule.get("ports", [])
+        }
+        assert ports <= allowed, (d["metadata"]["name"], ports - allowed)
