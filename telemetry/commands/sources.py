@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from functools import partial
 from typing import Any
 
@@ -214,7 +215,9 @@ def _run_until_signalled(
         log.info("%s: %s: stopping intake and flushing", name, signal.Signals(signum).name)
         pipeline.stop()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # embedded callers keep theirs
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     log.info(
         "%s: collecting every %.1fs into %s", name, source.interval_seconds, store.dsn.redacted()
     )
