@@ -92,6 +92,7 @@ _FUNC = re.compile(
     r"\$__(timeFilter_ms|timeFilter|timeInterval_ms|timeInterval)\(\s*([^()]+?)\s*\)"
 )
 _VAR = re.compile(r"\$\{(\w+)(?::(\w+))?\}|\$(\w+)")
+_QUOTED_VAR = re.compile(r"'\$(?:\{\w+(?::\w+)?\}|\w+)'")
 
 
 def expand(
@@ -136,14 +137,28 @@ def expand(
     if "$__" in out:
         raise ValueError(f"unknown macro in: {out[out.index('$__') :][:40]!r}")
     values = variables or {}
+    quoted = _QUOTED_VAR.search(out)
+    if quoted:  # raw interpolation inside quotes: a viewer's value could close the string
+        raise ValueError(f"quote variables with ${{var:sqlstring}}, not {quoted.group(0)!r}")
 
     def var(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(3)
+        name, fmt = m.group(1) or m.group(3), m.group(2)
         if name not in values:
             raise ValueError(f"variable ${name} has no value")
-        return values[name].replace("'", "\\'")
+        if fmt == "sqlstring":
+            return sql_string(values[name])
+        if fmt is not None:
+            raise ValueError(f"variable ${{{name}:{fmt}}}: only :sqlstring is supported")
+        return values[name].replace("\\", "\\\\").replace("'", "\\'")
 
     return _VAR.sub(var, out)
+
+
+def sql_string(value: str) -> str:
+    """A ClickHouse string literal holding `value`: Grafana's `:sqlstring` quoting, with the
+    backslash escaped too (ClickHouse reads `\\'` as an escaped quote, so quote-doubling alone
+    would let `\\' OR 1=1 --` out of the string)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def variables_in(sql: str) -> set[str]:

@@ -176,7 +176,7 @@ def overview() -> g.Dashboard:
 
 # --- job end to end ------------------------------------------------------------------------------
 def job() -> g.Dashboard:
-    one = "concat({ns}, '/', {job}) = '${{job}}'"
+    one = "concat({ns}, '/', {job}) = ${{job:sqlstring}}"
     hops = f"""
 WITH hops AS (
   SELECT switch, out_port AS port, sum(bytes) AS job_bytes, max(lca_tier) AS tier
@@ -279,7 +279,7 @@ LIMIT 100"""
                 "Findings on the job, its pods and its nodes",
                 f"SELECT severity, kind, subject, summary, first_seen, last_seen "
                 f"FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} AND ("
-                "subject = '${job}' OR position(subject, concat('${job}', '-')) > 0 "
+                "subject = ${job:sqlstring} OR position(subject, concat(${job:sqlstring}, '-')) > 0 "
                 f"OR splitByChar('/', subject)[1] IN ({job_nodes()})) "
                 "ORDER BY last_seen DESC LIMIT 200",
             ),
@@ -438,7 +438,7 @@ def gpus() -> g.Dashboard:
     gsel = (
         f"{CLUSTER} AND $__timeFilter(ts) AND {any_of('node', 'node')} "
         f"AND {any_of('tenant', 'namespace')} "
-        f"AND ('${{job}}' = '{ALL}' OR (namespace, pod) IN ({job_pods()}))"
+        f"AND (${{job:sqlstring}} = '{ALL}' OR (namespace, pod) IN ({job_pods()}))"
     )
     return _dashboard(
         "railscope-gpus",
@@ -500,7 +500,7 @@ def gpus() -> g.Dashboard:
                 "GPU findings",
                 f"SELECT severity, kind, subject, summary, first_seen, last_seen "
                 f"FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} AND category = 'node' "
-                f"AND ('${{node}}' = '{ALL}' OR startsWith(subject, concat('${{node}}', '/'))) "
+                f"AND (${{node:sqlstring}} = '{ALL}' OR startsWith(subject, concat(${{node:sqlstring}}, '/'))) "
                 "ORDER BY last_seen DESC LIMIT 200",
             ),
             prom(
@@ -628,7 +628,7 @@ def placement() -> g.Dashboard:
                 "Placement findings",
                 f"SELECT severity, kind, subject, summary, first_seen, last_seen "
                 f"FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} AND category = 'placement' "
-                f"AND ('${{tenant}}' = '{ALL}' OR startsWith(subject, concat('${{tenant}}', '/'))) "
+                f"AND (${{tenant:sqlstring}} = '{ALL}' OR startsWith(subject, concat(${{tenant:sqlstring}}, '/'))) "
                 "ORDER BY severity = 'critical' DESC, last_seen DESC LIMIT 200",
             ),
             table(

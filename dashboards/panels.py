@@ -32,12 +32,12 @@ def tbl(kind: str, *, final: bool = False, alias: str = "") -> str:
 
 
 # SQL filters on the template variables (All = ALL, see dashboards.clickhouse)
-CLUSTER = "cluster = '${cluster}'"
+CLUSTER = "cluster = ${cluster:sqlstring}"
 
 
 def any_of(var: str, expr: str) -> str:
     """`expr` equals the variable, or the variable is All."""
-    return f"('${{{var}}}' = '{ALL}' OR {expr} = '${{{var}}}')"
+    return f"(${{{var}:sqlstring}} = '{ALL}' OR {expr} = ${{{var}:sqlstring}})"
 
 
 def job_of(ns_col: str, job_col: str) -> str:

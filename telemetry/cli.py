@@ -66,6 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s railscope %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from telemetry.config import RedactSecrets, redact_text
+
+    for handler in logging.getLogger().handlers:  # no secret in any log line
+        handler.addFilter(RedactSecrets())
     if args.log_level != "debug":
         # client libraries log their own retries; railscope reports the outcome once, by name
         for handler in logging.getLogger().handlers:
@@ -76,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UserError as e:
-        print(f"railscope: error: {e}", file=sys.stderr)
+        print(f"railscope: error: {redact_text(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -4,7 +4,8 @@ Everything is validated up front; an error names the key (`store.batch_rows: ...
 section `sources.<name>` is validated by the model `telemetry.registry` names for it (a subclass of
 `SourceConfig`), so adding a source never edits this file and no exporter must be imported first.
 
-Environment: RAILSCOPE_CONFIG (file), RAILSCOPE_DSN (store.dsn), RAILSCOPE_CLUSTER (cluster), and
+Environment: RAILSCOPE_CONFIG (file), RAILSCOPE_DSN (store.dsn; or RAILSCOPE_DSN_FILE, a file holding
+it), RAILSCOPE_CLUSTER (cluster), and
 RAILSCOPE__<SECTION>__<KEY>=value for any key (value parsed as YAML), e.g. RAILSCOPE__SINK__BATCH_ROWS=5000.
 """
 
@@ -124,6 +125,18 @@ class SinkConfig(_Model):
     )
     retry_initial_seconds: float = Field(0.5, gt=0)
     retry_max_seconds: float = Field(30.0, gt=0)
+    replay_batches_per_cycle: int = Field(
+        16,
+        gt=0,
+        description="Spooled batches replayed per cycle: a backlog never stalls collection.",
+    )
+    shutdown_grace_seconds: float = Field(
+        20.0,
+        gt=0,
+        le=300,
+        description="On SIGTERM/SIGINT: time to flush to the store or the spool before exiting "
+        "(keep it below the pod's terminationGracePeriodSeconds, 30 s by default).",
+    )
 
     @field_validator("spool_max_bytes", mode="before")
     @classmethod
@@ -231,6 +244,10 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if env.get("RAILSCOPE_DSN"):
         _deep_set(out, ["store", "dsn"], env["RAILSCOPE_DSN"])
+    elif env.get("RAILSCOPE_DSN_FILE"):  # a DSN mounted from a Kubernetes Secret
+        _deep_set(
+            out, ["store", "dsn"], _read_secret(env["RAILSCOPE_DSN_FILE"], "RAILSCOPE_DSN_FILE")
+        )
     if env.get("RAILSCOPE_CLUSTER"):
         out["cluster"] = env["RAILSCOPE_CLUSTER"]
     for k, v in env.items():
@@ -284,10 +301,19 @@ def load_config(
         data = loaded
     data = _merge(data, _env_overrides(env))
     data = _merge(data, {k: v for k, v in (overrides or {}).items() if v is not None})
+    _resolve_secret_files(data)
+    store = data.get("store")
+    if isinstance(store, dict) and store.get("password") is not None:
+        from telemetry.store.dsn import default_dsn, with_password
+
+        pw = str(store.pop("password"))
+        store["dsn"] = with_password(str(store.get("dsn") or default_dsn()), pw)
+    _remember_secrets(data)
     try:
         cfg = Config.model_validate(data)
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, source=source)) from None
+    _remember_secrets(cfg.model_dump(mode="json"))  # serve users' passwords read from files
     # validate the sections of known sources now, not when the source starts
     from telemetry import registry
 
@@ -303,6 +329,120 @@ def load_config(
                 format_validation_error(e, prefix=f"sources.{name}", source=source)
             ) from None
     return cfg
+
+
+# --- secrets ---------------------------------------------------------------------------------
+# Keys whose values are secrets, in any section: `config show` prints them as ***, every log line
+# and error message has their values masked, and each can be given as `<key>_file:` instead — a
+# file mounted from a Kubernetes Secret (whitespace at its ends is dropped). A DSN's password is a
+# secret too (`store.dsn_file`, `store.password_file`, $RAILSCOPE_DSN_FILE).
+SECRET_KEYS = frozenset(
+    {
+        "password",  # Redis (SONiC), serve users, gNMI, Alertmanager basic auth
+        "token",
+        "bearer_token",
+        "community",  # SNMP v1/v2c
+        "auth_key",  # SNMP v3
+        "priv_key",
+        "auth_password",
+        "priv_password",
+        "secret",
+        "api_key",
+    }
+)
+_MASK = "***"
+_SECRET_VALUES: set[str] = set()  # every secret value loaded in this process, for the log filter
+
+
+def _read_secret(path: Any, key: str) -> str:
+    try:
+        return Path(str(path)).expanduser().read_text().strip()
+    except OSError as e:
+        raise ConfigError(f"{key}: cannot read {path}: {e.strerror}") from None
+
+
+def _resolve_secret_files(data: dict[str, Any], where: str = "") -> None:
+    """Replace every `<secret>_file: PATH` by `<secret>: <the file's content>`, in place."""
+    for key in list(data):
+        v = data[key]
+        if isinstance(v, dict):
+            if not (where == "" and key == "serve"):  # serve users read their own password_file
+                _resolve_secret_files(v, f"{where}{key}.")
+        elif isinstance(v, list):
+            for i, item in enumerate(v):
+                if isinstance(item, dict):
+                    _resolve_secret_files(item, f"{where}{key}[{i}].")
+        elif key.endswith("_file") and key[:-5] in SECRET_KEYS | {"dsn"} and v is not None:
+            target = key[:-5]
+            if data.get(target) is not None:
+                raise ConfigError(f"{where}{key}: give {target} or {key}, not both")
+            data[target] = _read_secret(v, f"{where}{key}")
+            del data[key]
+
+
+def _remember_secrets(obj: Any, key: str = "") -> None:
+    from telemetry.store.dsn import _URL_PASSWORD
+
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _remember_secrets(v, str(k))
+    elif isinstance(obj, list):
+        for item in obj:
+            _remember_secrets(item, key)
+    elif isinstance(obj, str) and obj:
+        if key in SECRET_KEYS and len(obj) >= 3:  # a 1-2 character mask would shred every line
+            _SECRET_VALUES.add(obj)
+        for m in _URL_PASSWORD.finditer(obj):
+            if len(m[2]) >= 3:
+                _SECRET_VALUES.add(m[2])
+                from urllib.parse import unquote
+
+                _SECRET_VALUES.add(unquote(m[2]))
+
+
+def redact(obj: Any, key: str = "") -> Any:
+    """A copy of a config tree (dicts, lists, scalars) with secrets masked, for printing."""
+    from telemetry.store.dsn import redact_dsn
+
+    if isinstance(obj, dict):
+        return {k: redact(v, str(k)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact(v, key) for v in obj]
+    if isinstance(obj, str):
+        if key in SECRET_KEYS and obj:
+            return _MASK
+        return redact_text(redact_dsn(obj))
+    return obj
+
+
+def redact_text(text: str) -> str:
+    """`text` with every secret this process loaded, and any URL password, masked."""
+    from telemetry.store.dsn import redact_dsn
+
+    for value in sorted(_SECRET_VALUES, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, _MASK)
+    return redact_dsn(text)
+
+
+class RedactSecrets:
+    """A logging filter: the formatted message of every record, secrets masked."""
+
+    def filter(self, record: Any) -> bool:
+        try:
+            msg = record.getMessage()
+        except Exception:  # a broken format string: let logging report it
+            return True
+        clean = redact_text(msg)
+        if clean != msg:
+            record.msg, record.args = clean, None
+        if record.exc_info and record.exc_info[1] is not None:
+            text = redact_text(str(record.exc_info[1]))
+            if text != str(record.exc_info[1]):
+                record.exc_text = None
+                record.exc_info = None
+                record.msg = f"{record.msg} ({text})"
+        return True
 
 
 def set_in(overrides: dict[str, Any], dotted: str, value: Any) -> None:

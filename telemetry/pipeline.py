@@ -186,6 +186,8 @@ class Pipeline:
             t.name: ComponentStats(f"transform:{t.name}") for t in self.transforms
         }
         self._stop = threading.Event()
+        self.restarts = 0  # times run_supervised restarted a crashed run()
+        self._crashed: str | None = None  # why the last run() died, while waiting to restart
 
     def apply_transforms(self, batch: Batch) -> Batch:
         for t in self.transforms:
@@ -268,8 +270,77 @@ class Pipeline:
             next_at += interval
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 
+    def run_supervised(
+        self, interval: float, *, backoff_initial: float = 1.0, backoff_max: float = 60.0
+    ) -> None:
+        """`run()` until `stop()`; a run that dies (a sink raising, a bug) is logged, counted in
+        `restarts` (the `restarts` gauge of each source) and started again after a backoff that
+        doubles up to `backoff_max` and resets once a run has lasted longer than that."""
+        backoff = backoff_initial
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.run(interval)
+                return
+            except Exception as e:
+                self.restarts += 1
+                self._crashed = f"{type(e).__name__}: {e}"
+                for src in self.sources:
+                    with src.stats.lock:
+                        src.stats.extra["restarts"] = float(self.restarts)
+                if time.monotonic() - started > backoff_max:
+                    backoff = backoff_initial
+                log.exception("pipeline died (restart %d in %.0fs)", self.restarts, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff_max, backoff * 2)
+                self._crashed = None
+
+    def health(self) -> list[str]:
+        """What is wrong right now, one line each: a crashed run waiting for its restart, or a
+        source whose own thread died (its `health()`). Empty when healthy."""
+        out = [f"pipeline restarting after: {self._crashed}"] if self._crashed else []
+        for src in self.sources:
+            check = getattr(src, "health", None)
+            problem = check() if check is not None else None
+            if problem:
+                out.append(f"{src.name}: {problem}")
+        return out
+
     def stop(self) -> None:
         self._stop.set()
+
+    def shutdown(self, grace_seconds: float) -> bool:
+        """Graceful stop (SIGTERM): stop intake, publish what the sources still hold, then flush
+        every sink to the store or its spool — all within `grace_seconds`. Returns False when the
+        grace ran out first (the spool keeps what was sealed; it replays on the next start)."""
+        deadline = time.monotonic() + grace_seconds
+        self.stop()
+        for src in self.sources:
+            stopper = getattr(src, "stop_intake", None)
+            if stopper is not None:
+                stopper()
+        done = threading.Event()
+
+        def finish() -> None:
+            try:
+                for src in self.sources:  # what arrived since the last cycle (sflow's buffer)
+                    try:
+                        self.publish(src.collect())
+                    except Exception as e:
+                        log.error("source %s: last collection failed: %s", src.name, e)
+                self.close()
+            finally:
+                done.set()
+
+        threading.Thread(target=finish, name="railscope-shutdown", daemon=True).start()
+        if not done.wait(max(0.0, deadline - time.monotonic())):
+            log.error(
+                "shutdown: grace of %.0fs ran out before every sink was flushed; "
+                "what was spooled replays on the next start",
+                grace_seconds,
+            )
+            return False
+        return True
 
     def close(self) -> None:
         for sink in self.sinks:

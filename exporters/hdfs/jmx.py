@@ -97,8 +97,11 @@ class LiveNode:
     xfer_addr: str
 
 
-def live_nodes(doc: dict[str, Any]) -> list[LiveNode]:
-    """DataNodes from NameNodeInfo.LiveNodes (a JSON string inside the JSON)."""
+def live_nodes(
+    doc: dict[str, Any], on_error: Callable[[str, str], None] | None = None
+) -> list[LiveNode]:
+    """DataNodes from NameNodeInfo.LiveNodes (a JSON string inside the JSON). A malformed entry
+    is one DataNode's error (`on_error(name, why)`), skipped; the others are still returned."""
     for b in doc.get("beans", []):
         if isinstance(b, dict) and str(b.get("name", "")).endswith("name=NameNodeInfo"):
             raw = b.get("LiveNodes")
@@ -106,10 +109,16 @@ def live_nodes(doc: dict[str, Any]) -> list[LiveNode]:
                 nodes = json.loads(raw) if isinstance(raw, str) else (raw or {})
             except json.JSONDecodeError as e:
                 raise UserError(f"NameNodeInfo.LiveNodes is not valid JSON: {e}") from None
-            if not isinstance(nodes, dict) or not all(isinstance(n, dict) for n in nodes.values()):
-                raise UserError("NameNodeInfo.LiveNodes is not a JSON object of DataNode objects")
+            if not isinstance(nodes, dict):
+                raise UserError(
+                    f"NameNodeInfo.LiveNodes is a {type(nodes).__name__}, not an object"
+                )
             out = []
             for name, n in sorted(nodes.items(), key=lambda kv: str(kv[0])):
+                if not isinstance(n, dict) or not isinstance(n.get("infoAddr", ""), str):
+                    if on_error is not None:
+                        on_error(str(name), f"LiveNodes entry is not an object: {str(n)[:80]!r}")
+                    continue
                 info = str(n.get("infoAddr", ""))
                 # Some versions report the wildcard bind address: use the node's own name instead.
                 if info.startswith("0.0.0.0:"):
@@ -124,6 +133,11 @@ def live_nodes(doc: dict[str, Any]) -> list[LiveNode]:
 
 
 # --- scraping -----------------------------------------------------------------------------------
+# A NameNode's /jmx with LiveNodes of a few thousand DataNodes is a few MiB: 64 MiB is generous,
+# and a misbehaving or hostile endpoint cannot make the exporter buffer more than that.
+MAX_BODY_BYTES = 64 << 20
+
+
 @dataclass
 class ScrapeResult:
     endpoint: str  # base URL
@@ -185,9 +199,10 @@ async def scrape(
     ssl_ctx: ssl.SSLContext | None = None,
     auth: AuthHeader | None = None,
     query: str = "",
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> list[ScrapeResult]:
     """GET BASE/jmx for every endpoint at once (at most `concurrency` in flight), each bounded by
-    `timeout` seconds. Results come back in the order of `endpoints`."""
+    `timeout` seconds and `max_body_bytes`. Results come back in the order of `endpoints`."""
     import aiohttp
 
     sem = asyncio.Semaphore(concurrency)
@@ -206,7 +221,15 @@ async def scrape(
                             return ScrapeResult(
                                 base, None, f"HTTP {r.status}", time.perf_counter() - t
                             )
-                        body = await r.read()
+                        # never more than the cap in memory, whatever the server sends
+                        body = await r.content.read(max_body_bytes + 1)
+                        if len(body) > max_body_bytes:
+                            return ScrapeResult(
+                                base,
+                                None,
+                                f"HTTP body over {max_body_bytes} bytes",
+                                time.perf_counter() - t,
+                            )
                 doc = json.loads(body)
                 if not isinstance(doc, dict) or not isinstance(doc.get("beans"), list):
                     return ScrapeResult(

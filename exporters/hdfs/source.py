@@ -13,6 +13,7 @@ import json
 import logging
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -381,7 +382,7 @@ class HdfsSource(BaseSource):
                 out.append(("namenode", _endpoint(r.endpoint), r.doc or {}, r.error))
                 if r.doc is not None and c.discover_datanodes and not c.datanodes:
                     try:
-                        nodes = jmx.live_nodes(r.doc)
+                        nodes = jmx.live_nodes(r.doc, partial(self._bad_live_node, r.endpoint))
                     except UserError as e:
                         self.problems.add("livenodes", f"NameNode {r.endpoint}", str(e))
                         continue
@@ -393,6 +394,10 @@ class HdfsSource(BaseSource):
             for r in asyncio.run(jmx.scrape(dns, **kw)):
                 out.append(("datanode", _endpoint(r.endpoint), r.doc or {}, r.error))
         return out
+
+    def _bad_live_node(self, namenode: str, name: str, why: str) -> None:
+        """One malformed LiveNodes entry: that DataNode's error; the others are scraped."""
+        self.problems.add("livenodes", f"DataNode {name} (LiveNodes of {namenode})", why)
 
     def _jmx_batches(self, samples: list[tuple[str, str, dict[str, Any], str]]) -> list[Batch]:
         ts = int(self.clock() * 1000)

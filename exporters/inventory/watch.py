@@ -2,7 +2,10 @@
 
 Reads the Kubernetes API (kubeconfig or in-cluster service account) and feeds `InventoryState`.
 Watch semantics: resume from the last resourceVersion (bookmarks included) after a dropped
-connection; re-list only on 410 Gone. It never writes to the API.
+connection; re-list on 410 Gone, and after a backoff on any other ERROR event or failure, per
+resource: one resource failing never stops the others. While a resource's watch is down its
+collector (`railscope_collector_success{collector="watch_<Kind>"}`) reads 0. It never writes to
+the API.
 """
 
 from __future__ import annotations
@@ -43,6 +46,14 @@ RESOURCES: tuple[Resource, ...] = (
 
 class Gone(Exception):
     """410 Gone: the resourceVersion is too old; re-list."""
+
+
+class WatchError(Exception):
+    """An ERROR event other than 410 in a watch stream (the apiserver's Status object)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"watch ERROR {code}: {message}")
+        self.code = code
 
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -109,6 +120,22 @@ class Watcher:
     resource_versions: dict[str, str] = field(default_factory=dict)
     relists: dict[str, int] = field(default_factory=dict)
     missing: set[str] = field(default_factory=set)  # resources the API does not serve (no CRD)
+    down: dict[str, str] = field(default_factory=dict)  # kind -> why its watch is down now
+
+    def _set_down(self, kind: str, why: str | None) -> None:
+        """Record a resource's watch as up (None) or down: its collector success gauge."""
+        if why is None:
+            self.down.pop(kind, None)
+        else:
+            self.down[kind] = why
+        with self.stats.lock:
+            self.stats.collectors[f"watch_{kind}"] = (0.0, why is None)
+
+    def health(self) -> str | None:
+        """One line naming the resources whose watch is down, None when all are up."""
+        if not self.down:
+            return None
+        return "watch down: " + "; ".join(f"{k} ({why})" for k, why in sorted(self.down.items()))
 
     async def _get(
         self, path: str, query: list[tuple[str, Any]], timeout: float | None = None
@@ -167,6 +194,7 @@ class Watcher:
             self.state.sync(r.kind, items, backdate=backdate)
             self.stats.received += len(items)
         self.relists[r.kind] = self.relists.get(r.kind, 0) + 1
+        self._set_down(r.kind, None)
         self.on_change()
         return rv
 
@@ -179,6 +207,7 @@ class Watcher:
             ("timeoutSeconds", self.watch_timeout_s),
         ]
         resp = await self._get(r.path, q, timeout=self.watch_timeout_s + 30)
+        self._set_down(r.kind, None)  # the watch is open again
         try:
             async for line in resp.content:
                 if not line.strip():
@@ -188,7 +217,10 @@ class Watcher:
                 if etype == "ERROR":
                     if obj.get("code") == 410:
                         raise Gone(r.path)
-                    raise RuntimeError(f"watch {r.path}: {obj.get('message') or obj}")
+                    code = obj.get("code")
+                    raise WatchError(
+                        code if isinstance(code, int) else 0, str(obj.get("message") or obj)[:300]
+                    )
                 new_rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                 if etype != "BOOKMARK":
                     obj.setdefault("kind", r.kind)
@@ -223,6 +255,13 @@ class Watcher:
                 log.info("inventory: %s: resourceVersion %s is gone (410); re-listing", r.kind, rv)
                 rv = ""
                 continue
+            except WatchError as e:
+                # an ERROR event (apiserver overloaded, etcd trouble ...): back off, then re-list
+                # this resource only; the others keep watching
+                reason = f"api_{e.code}" if f"api_{e.code}" in API_REASONS else "api_error"
+                self.problems.add(reason, r.kind, f"{e}; re-listing after {delay:.0f}s")
+                self._set_down(r.kind, f"{reason}: {e}")
+                rv = ""
             except ApiException as e:
                 if e.status == 404:
                     if r.kind not in self.missing:
@@ -237,11 +276,20 @@ class Watcher:
                 else:
                     reason = f"api_{e.status}" if f"api_{e.status}" in API_REASONS else "api_error"
                     self.problems.add(reason, r.kind, f"API error {e.status}: {e.reason}")
+                    self._set_down(r.kind, f"{reason}: API error {e.status}")
             except (TimeoutError, aiohttp.ClientError, ConnectionError, json.JSONDecodeError) as e:
                 # dropped connection: resume the watch from the last RV seen, no re-list
                 rv = self.resource_versions.get(r.kind) or rv
                 detail = f"watch interrupted ({type(e).__name__}); resuming from {rv}"
                 self.problems.add("connection", r.kind, detail)
+                self._set_down(r.kind, f"connection: {type(e).__name__}")
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # anything else: this resource backs off and re-lists alone
+                log.exception("inventory: %s: watch failed; re-listing after %.0fs", r.kind, delay)
+                self.problems.add("api_error", r.kind, f"{type(e).__name__}: {e}")
+                self._set_down(r.kind, f"{type(e).__name__}: {e}"[:200])
+                rv = ""
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=delay)
             delay = min(delay * 2, self.backoff_max_s)

@@ -59,6 +59,10 @@ class CounterTracker:
         st.last_raw = raw
         return st.total
 
+    def seen(self, key: str, name: str) -> bool:
+        """Whether this counter of this series has been read before."""
+        return (key, name) in self._state
+
     def reset_count(self, key: str) -> int:
         return self.resets.get(key, 0)
 

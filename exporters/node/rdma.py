@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import math
 import os
 import re
 import time
@@ -97,6 +98,8 @@ def parse_counter(raw: bytes, path: str | Path = "") -> int | None:
             raise Malformed(f"{path}: not an integer: {text[:40]!r}") from None
     if v < 0:
         raise Malformed(f"{path}: negative counter {v}")
+    if v >> 64:  # no 64-bit counter holds it: malformed, never fatal to the whole node
+        raise Malformed(f"{path}: counter {v} does not fit in 64 bits")
     return v
 
 
@@ -317,7 +320,7 @@ class RdmaCollector:
         t = time.perf_counter()
         prios = self._ethtool(p, ts, sums, eth_problem)
         self.ethtool_seconds += time.perf_counter() - t
-        row.update(sums)
+        row.update({f: v for f, v in sums.items() if not math.isnan(v)})  # unknown: absent
         # One NIC reset zeroes both its RDMA and ethtool counters: count it once.
         row["resets_total"] = max(
             self.tracker.reset_count(key), self.tracker.reset_count(f"eth:{p.netdev}")
@@ -331,11 +334,13 @@ class RdmaCollector:
             raw = read_int(path, fd)
         except Malformed as e:
             problem("malformed_sysfs", str(e))
+            sums[c.field] = math.nan  # a sum missing a term is unknown (null), not smaller
             return
         except OSError as e:
             # ENODEV/EIO: the device went away or the driver cannot read the counter right now.
             problem("sysfs_read_error", f"{path}: {e.strerror or e}")
             self._rediscover = True
+            sums[c.field] = math.nan
             return
         if raw is None:
             return
@@ -359,10 +364,13 @@ class RdmaCollector:
         key = f"eth:{p.netdev}"
         for c in self.by_source.get("ethtool", ()):
             raw = stats.get(c.name)
-            if raw is not None:
-                sums[c.field] = sums.get(c.field, 0) + _scaled(
-                    self.tracker.update(key, c.name, raw), c.scale
-                )
+            if raw is None:  # a term seen before and missing now: the sum is unknown (null),
+                if self.tracker.seen(key, c.name):  # not smaller (that would read as a reset)
+                    sums[c.field] = math.nan
+                continue
+            sums[c.field] = sums.get(c.field, 0) + _scaled(
+                self.tracker.update(key, c.name, raw), c.scale
+            )
         rows = []
         for prio in PRIORITIES:
             r: dict[str, Any] = {}

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from exporters.sflow.config import SflowConfig
 from exporters.sflow.ingest import REASONS, SflowIngest
+from exporters.sflow.trust import REASONS as TRUST_REASONS
+from exporters.sflow.trust import Trust
 from telemetry.errors import UserError
 from telemetry.pipeline import BaseSource, Batch
 
@@ -41,7 +43,8 @@ class SflowSource(BaseSource):
 
     name = "sflow"
     unit = "datagrams"
-    reasons = REASONS
+    # REASONS of the decoder, plus the trust checks at the socket (exporters/sflow/trust.py)
+    reasons = (*REASONS, *TRUST_REASONS)
     Config = SflowConfig
 
     def __init__(
@@ -62,6 +65,9 @@ class SflowSource(BaseSource):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._transport: asyncio.DatagramTransport | None = None
         self._thread: threading.Thread | None = None
+        self._trust = Trust(self.cfg)
+        self._intake_stopped = False  # after stop_intake(): no listener is started again
+        self._truncated = ""  # --from: why the capture was not read to its end
         self.bound: tuple[str, int] | None = None
         self._pool: WorkerPool | None = None
 
@@ -128,8 +134,13 @@ class SflowSource(BaseSource):
                 ready.set()
                 return
             ready.set()
-            loop.run_forever()
-            loop.close()
+            try:
+                loop.run_forever()
+            finally:  # free the port even when the loop died, so a restart can bind it again
+                if self._transport is not None and not self._transport.is_closing():
+                    self._transport.close()
+                    loop.run_until_complete(asyncio.sleep(0))
+                loop.close()
 
         self._thread = threading.Thread(target=run, name="railscope-sflow", daemon=True)
         self._thread.start()
@@ -147,12 +158,23 @@ class SflowSource(BaseSource):
         c = self.cfg
         self._pool = WorkerPool(c.workers, c.bind, stats=self.stats, problems=self.problems,
                                 agents=c.agents, ifnames=c.ifnames, rcvbuf=c.rcvbuf_bytes,
-                                max_rows=c.max_buffer_rows)  # fmt: skip
+                                max_rows=c.max_buffer_rows,
+                                trust={"agents": dict(c.agents),
+                                       "allowed_sources": list(c.allowed_sources),
+                                       "require_agent_is_source": c.require_agent_is_source,
+                                       "max_agents": c.max_agents})  # fmt: skip
         self.bound = self._pool.start()
         log.info("sflow: %d workers listening on %s:%d/udp", c.workers, *self.bound)
         return self.bound
 
     def _on_datagram(self, data: bytes, source: str) -> None:
+        why = self._trust.refuse(data, source)
+        if why is not None:
+            with self._lock:
+                self.stats.received += 1
+                self.stats.dropped += 1
+            self.problems.add(why, f"datagram from {source}", why.replace("_", " "))
+            return
         with self._lock:
             if self.ingest.pending_rows >= self.cfg.max_buffer_rows:
                 self.stats.dropped += 1
@@ -174,10 +196,35 @@ class SflowSource(BaseSource):
     def close(self) -> None:
         self.stop()
 
+    def collect(self) -> list[Batch]:
+        self._truncated = ""
+        batches = super().collect()
+        if self._truncated:
+            self.stats.last_success = False
+            self.stats.last_error = self._truncated
+        return batches
+
+    def stop_intake(self) -> None:
+        """Graceful shutdown: close the socket; what was received stays for the last collect."""
+        self._intake_stopped = True
+        self.stop()
+
+    def health(self) -> str | None:
+        if self._thread is not None and not self._thread.is_alive():
+            return "the UDP listener thread died (restarted at the next collection)"
+        return None
+
     def _collect(self) -> list[Batch]:
         if self.pcap_path:
             return self._from_pcap(self.pcap_path)
-        if self._thread is None and self._pool is None:
+        if self._thread is not None and not self._thread.is_alive():
+            # the listener died (its loop stopped or crashed): start it again, counted; the
+            # collection interval is its backoff
+            log.error("sflow: the UDP listener thread died; starting it again")
+            self._thread = None
+            with self.stats.lock:
+                self.stats.extra["restarts"] = self.stats.extra.get("restarts", 0.0) + 1
+        if self._thread is None and self._pool is None and not self._intake_stopped:
             self.start()
             if self.once:  # one live cycle = one interval of datagrams
                 time.sleep(self.interval)
@@ -200,6 +247,12 @@ class SflowSource(BaseSource):
         for why, n in st.skipped.items():
             if why != "other_port":
                 self.stats.extra[f"pcap_skipped_{why}"] = float(n)
+        if st.skipped.get("truncated_file"):
+            # what was read is kept, but the run says so: `--from` exits 1
+            self._truncated = (
+                f"{path}: truncated pcap: the last record is cut short after {st.packets} packets"
+            )
+            log.warning("sflow: %s", self._truncated)
         if st.packets and not st.udp:
             log.warning(
                 "sflow: %s holds no UDP datagrams to port %s", path, self.cfg.pcap_port or "any"

@@ -112,13 +112,26 @@ def _recv(inp: IO[bytes]) -> tuple[Any, ...]:
     return pickle.loads(blob)  # type: ignore[no-any-return]  # our own child's messages
 
 
+# the trust keys a worker's spec may leave out (an older parent, a test): the config's defaults
+_TRUST_DEFAULTS: dict[str, Any] = {
+    "agents": {},
+    "allowed_sources": [],
+    "require_agent_is_source": True,
+    "max_agents": 4096,
+}
+
+
 def worker_main(
     spec: dict[str, Any], out: IO[bytes], stop: threading.Event, flush_now: threading.Event
 ) -> None:
     """One receiver process: bind, then receive, decode and hand batches over on `out` until
     `stop`. `flush_now`: hand over everything received so far (with what the socket holds),
     answered "flushed"; with `stop` set too, the last hand-over ("done")."""
+    from types import SimpleNamespace
+
     from exporters.sflow.ingest import REASONS, SflowIngest
+    from exporters.sflow.trust import REASONS as TRUST_REASONS
+    from exporters.sflow.trust import Trust
 
     index, flush_seconds = spec["index"], spec["flush_seconds"]
     try:
@@ -128,13 +141,24 @@ def worker_main(
         return
     _send(out, ("ready", sock.getsockname()[:2]))
     stats = ComponentStats(f"source:sflow:worker{index}", unit="datagrams")
-    problems = Problems(stats, f"sflow worker {index}", REASONS, logger=log)
+    problems = Problems(stats, f"sflow worker {index}", (*REASONS, *TRUST_REASONS), logger=log)
     ifnames = {sw: {int(k): v for k, v in m.items()} for sw, m in spec["ifnames"].items()}
     ing = SflowIngest(stats, problems, spec["agents"], ifnames)
     inode = os.fstat(sock.fileno()).st_ino
     base = socket_drops(inode) or 0
     sock.settimeout(min(flush_seconds, 0.2))
-    recv, ingest, clock, batch_rows = sock.recvfrom, ing.ingest, time.monotonic, spec["batch_rows"]
+    recv, clock, batch_rows = sock.recvfrom, time.monotonic, spec["batch_rows"]
+    trust = Trust(SimpleNamespace(**{**_TRUST_DEFAULTS, **spec.get("trust", {})}))
+
+    def ingest(data: bytes, source: str, now_ms: int) -> None:
+        why = trust.refuse(data, source)  # the same check as the single-process listener's
+        if why is None:
+            ing.ingest(data, source, now_ms)
+            return
+        with stats.lock:
+            stats.received += 1
+            stats.dropped += 1
+        problems.add(why, f"datagram from {source}", why.replace("_", " "))
 
     def hand_over(kind: str) -> None:
         parts = [(b.kind.name, _ipc(b.table)) for b in ing.drain()]
@@ -220,9 +244,13 @@ class WorkerPool:
         ifnames: Mapping[str, Mapping[int, str]],
         rcvbuf: int,
         max_rows: int,
+        trust: Mapping[str, Any] | None = None,
         flush_seconds: float = 0.25,
         batch_rows: int = 65536,
     ) -> None:
+        """`trust`: the sflow section's agents / allowed_sources / require_agent_is_source /
+        max_agents, checked by every worker on every datagram (exporters/sflow/trust.py)."""
+        self.trust = dict(trust or {"agents": dict(agents)})
         host, _, port = bind.rpartition(":")
         try:
             self.port = int(port)
@@ -249,7 +277,7 @@ class WorkerPool:
 
     def _spawn(self, index: int, port: int) -> _Worker:
         spec = {"index": index, "host": self.host, "port": port, "rcvbuf": self.rcvbuf,
-                "agents": self.agents, "ifnames": self.ifnames,
+                "agents": self.agents, "ifnames": self.ifnames, "trust": self.trust,
                 "flush_seconds": self.flush_seconds, "batch_rows": self.batch_rows}  # fmt: skip
         root = str(Path(__file__).resolve().parents[2])  # this checkout's exporters/ + telemetry/
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(

@@ -66,7 +66,17 @@ def clickhouse_sink(cfg: Config, store: Store) -> Any:
         spool_max_bytes=s.spool_max_bytes,
         retry_initial_seconds=s.retry_initial_seconds,
         retry_max_seconds=s.retry_max_seconds,
+        replay_batches_per_cycle=s.replay_batches_per_cycle,
     )
+
+
+def extra_sinks(cfg: Config) -> list[Any]:
+    """Sinks besides ClickHouse and /metrics that the config turns on (`otlp.enabled`)."""
+    if not cfg.otlp.enabled:
+        return []
+    from telemetry.sinks.otlp import OtlpSink
+
+    return [OtlpSink(endpoint=cfg.otlp.endpoint, interval_seconds=cfg.otlp.interval_seconds)]
 
 
 def _jsonable(v: Any) -> Any:

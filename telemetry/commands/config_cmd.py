@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from telemetry.config import load_config
+from telemetry.config import load_config, redact
 
 
 def register(sub: Any) -> list[str]:
@@ -16,7 +16,9 @@ def register(sub: Any) -> list[str]:
     c = csub.add_parser("check", help="validate a config file; errors name the key")
     c.add_argument("file")
     c.set_defaults(func=check)
-    s = csub.add_parser("show", help="print the effective config (file + env + defaults)")
+    s = csub.add_parser(
+        "show", help="print the effective config (file + env + defaults), secrets masked"
+    )
     s.add_argument("file", nargs="?")
     s.set_defaults(func=show)
     return ["config"]
@@ -30,5 +32,6 @@ def check(args: argparse.Namespace) -> int:
 
 def show(args: argparse.Namespace) -> int:
     cfg = load_config(args.file or args.config)
-    print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip())
+    # secrets (DSN password, Redis/serve/SNMP/gNMI/Alertmanager credentials) print as ***
+    print(yaml.safe_dump(redact(cfg.model_dump(mode="json")), sort_keys=False).rstrip())
     return 0

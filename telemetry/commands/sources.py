@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import socket
 import sys
+import threading
 from functools import partial
 from typing import Any
 
@@ -25,6 +28,7 @@ from telemetry.commands.common import (
     add_store_args,
     clickhouse_sink,
     config_from_args,
+    extra_sinks,
     open_store,
     write_output,
 )
@@ -149,19 +153,23 @@ def run_source(name: str, args: argparse.Namespace) -> int:
                 closer()
         batches = [Pipeline([], [], stamp).apply_transforms(b) for b in collected]
         write_output(batches, args.output, components=[source.stats])
+        if not source.stats.last_success:  # e.g. a truncated capture: printed, but it says so
+            print(f"railscope {name}: {source.stats.last_error}", file=sys.stderr)
+            return 1
         return 0
     store = open_store(cfg)
     bind = getattr(source, "bind_store", None)
     if bind is not None:  # e.g. inventory seeds its open facts from the store
         bind(store)
-    sinks: list[Any] = [clickhouse_sink(cfg, store)]
+    sinks: list[Any] = [clickhouse_sink(cfg, store), *extra_sinks(cfg)]
     prom = None
     if not one_shot and not args.no_metrics and cfg.prometheus.enabled:
         from telemetry.sinks.prometheus import PrometheusSink
 
         pipeline_ref: list[Pipeline] = []
         prom = PrometheusSink(
-            components=lambda: pipeline_ref[0].components() if pipeline_ref else []
+            components=lambda: pipeline_ref[0].components() if pipeline_ref else [],
+            health=lambda: pipeline_ref[0].health() if pipeline_ref else [],
         )
         sinks.append(prom)
     pipeline = Pipeline(
@@ -172,24 +180,53 @@ def run_source(name: str, args: argparse.Namespace) -> int:
         host, _, port = cfg.prometheus.listen.rpartition(":")
         bound = prom.serve(host, int(port))
         log.info("serving /metrics on %s:%s", *bound)
+    if not one_shot:
+        try:
+            return _run_until_signalled(name, pipeline, source, cfg, store)
+        finally:
+            if prom is not None:
+                prom.close()
     try:
-        if one_shot:
-            n = pipeline.run_once()
-            if not source.stats.last_success:  # the pipeline goes on; a one-shot run says so
-                print(
-                    f"railscope {name}: collection failed: {source.stats.last_error}",
-                    file=sys.stderr,
-                )
-                return 1
-            log.info("%s: stored %d records in %s", name, n, store.dsn.redacted())
-        else:
-            log.info(
-                "%s: collecting every %.1fs into %s",
-                name,
-                source.interval_seconds,
-                store.dsn.redacted(),
+        n = pipeline.run_once()
+        if not source.stats.last_success:  # the pipeline goes on; a one-shot run says so
+            print(
+                f"railscope {name}: collection failed: {source.stats.last_error}",
+                file=sys.stderr,
             )
-            pipeline.run(source.interval_seconds)
+            return 1
+        log.info("%s: stored %d records in %s", name, n, store.dsn.redacted())
     finally:
         pipeline.close()
+    return 0
+
+
+def _run_until_signalled(
+    name: str, pipeline: Pipeline, source: Any, cfg: Config, store: Any
+) -> int:
+    """Collect on the interval until SIGTERM/SIGINT, then stop intake and flush to the store or
+    the spool within `sink.shutdown_grace_seconds` and exit 0. A second signal exits at once
+    (the spool keeps what was sealed)."""
+    signals = {"n": 0}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        signals["n"] += 1
+        if signals["n"] > 1:
+            os._exit(128 + signum)
+        log.info("%s: %s: stopping intake and flushing", name, signal.Signals(signum).name)
+        pipeline.stop()
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # embedded callers keep theirs
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    log.info(
+        "%s: collecting every %.1fs into %s", name, source.interval_seconds, store.dsn.redacted()
+    )
+    try:
+        pipeline.run_supervised(source.interval_seconds)
+    finally:
+        grace = cfg.sink.shutdown_grace_seconds
+        if pipeline.shutdown(grace):
+            log.info("%s: stopped; every collected batch is in the store or the spool", name)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0

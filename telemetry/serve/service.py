@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,22 +98,25 @@ class Service:
         self.metrics_bound: tuple[str, int] | None = None
         self._prom: Any = None
         self._corr: Any = None
+        self._extra: list[Any] = []  # sinks from extra_sinks (otlp), shared by every source
         self._corr_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._url_file: Path | None = None
 
     # -- start -------------------------------------------------------------------------------
     def start(self) -> None:
-        from telemetry.commands.common import clickhouse_sink
+        from telemetry.commands.common import clickhouse_sink, extra_sinks
         from telemetry.transforms import build_transforms
 
         if self.metrics and self.cfg.prometheus.enabled:
             from telemetry.sinks.prometheus import PrometheusSink
 
-            self._prom = PrometheusSink(components=self.all_components)
+            self._prom = PrometheusSink(components=self.all_components, health=self.health)
         host = socket.gethostname()
+        shared = [_Locked(s) for s in extra_sinks(self.cfg)]  # otlp: one for all sources
+        self._extra = [s.sink for s in shared]
         for name, source in self.sources.items():
-            sinks: list[Any] = [self._sink(clickhouse_sink, name)]
+            sinks: list[Any] = [self._sink(clickhouse_sink, name), *shared]
             if self._prom is not None:
                 sinks.append(_Locked(self._prom))
             pipe = Pipeline([source], sinks, build_transforms(self.cfg), report_host=host)
@@ -187,10 +191,27 @@ class Service:
     def _run_source(self, c: _Component) -> None:
         try:
             source = c.pipeline.sources[0]
-            c.pipeline.run(getattr(source, "interval_seconds", None) or self.cfg.interval_seconds)
-        except Exception as e:  # a source that dies stops alone; the others keep running
+            # a run that dies is restarted with backoff and counted (the `restarts` gauge)
+            c.pipeline.run_supervised(
+                getattr(source, "interval_seconds", None) or self.cfg.interval_seconds
+            )
+        except BaseException as e:  # not restartable: this source stops alone, /healthz says so
             c.failed.append(f"{type(e).__name__}: {e}")
             log.error("source %s stopped: %s", c.name, e)
+
+    def health(self) -> list[str]:
+        """What /healthz reports: a component thread that died, a pipeline waiting to restart,
+        a source whose own thread died. Empty when healthy (and while stopping)."""
+        if self._stop.is_set():
+            return []
+        out: list[str] = []
+        for c in self.components:
+            if c.thread is not None and not c.thread.is_alive():
+                out.append(f"source {c.name}: thread died: {'; '.join(c.failed) or 'unknown'}")
+            out += [f"source {c.name}: {p}" for p in c.pipeline.health()]
+        if self._corr_thread is not None and not self._corr_thread.is_alive():
+            out.append("correlate: thread died")
+        return out
 
     def _follow(self) -> None:
         """`correlate --follow` in this thread: every tick once the clock passes it plus the lag;
@@ -216,26 +237,40 @@ class Service:
 
     # -- stop --------------------------------------------------------------------------------
     def stop(self) -> None:
-        """Stop intake, store what was collected, then close the endpoint and /metrics."""
+        """Stop intake, store what was collected, then close the endpoint and /metrics; the
+        flushing is bounded by `sink.shutdown_grace_seconds` (below the pod's termination grace)."""
         self._stop.set()
+        grace = self.cfg.sink.shutdown_grace_seconds
+        deadline = time.monotonic() + grace
         for c in self.components:
             c.pipeline.stop()
         for c in self.components:
             if c.thread is not None:
-                c.thread.join()
-        for c in self.components:
-            try:
-                c.pipeline.run_once()  # what arrived since the last cycle (sflow's buffer)
-            except Exception as e:
-                log.error("source %s: last collection failed: %s", c.name, e)
-            c.pipeline.close()  # flush every batch to the store (or the spool) and release
+                c.thread.join(max(0.0, deadline - time.monotonic()))
+        # every pipeline at once: stop intake, publish what arrived since the last cycle (sflow's
+        # buffer), flush every batch to the store or the spool
+        closers = [
+            threading.Thread(
+                target=c.pipeline.shutdown,
+                args=(max(0.0, deadline - time.monotonic()),),
+                name=f"railscope-stop-{c.name}",
+                daemon=True,
+            )
+            for c in self.components
+        ]
+        for t in closers:
+            t.start()
+        for t in closers:
+            t.join(max(0.0, deadline - time.monotonic()) + 1)
         if self._corr_thread is not None:
-            self._corr_thread.join(60)
+            self._corr_thread.join(max(1.0, deadline - time.monotonic()))
         if self.query_server is not None:
             self.query_server.stop()
             self.query_server.engine.close()
         if self._url_file is not None:
             self._url_file.unlink(missing_ok=True)
+        for sink in self._extra:
+            sink.close()
         if self._prom is not None:
             self._prom.close()
         log.info("serve: stopped; every collected batch is in the store or the spool")

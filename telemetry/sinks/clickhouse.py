@@ -19,6 +19,7 @@ import pyarrow as pa
 from telemetry.errors import StoreUnavailable
 from telemetry.pipeline import Batch, ComponentStats, ExportResult
 from telemetry.records import KINDS, SchemaError
+from telemetry.sinks.clickhouse_codes import RETRYABLE, code_name, error_code
 from telemetry.store.client import Store
 from telemetry.store.spool import Spool, SpoolEntry
 
@@ -26,14 +27,28 @@ log = logging.getLogger(__name__)
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Connection-level trouble: retry later. Anything else the server said is about the batch."""
+    """Retry later, or reject the batch? By the server's error code when there is one (the table
+    in `clickhouse_codes`), else connection-level trouble is transient and anything else the
+    server said is about the batch."""
     from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
+    if isinstance(exc, SchemaError):
+        return False
+    code = error_code(exc)
+    if code is not None and not isinstance(exc, OperationalError):
+        return code in RETRYABLE
     if isinstance(exc, OperationalError | StoreUnavailable | ConnectionError | TimeoutError):
         return True
-    if isinstance(exc, SchemaError | DatabaseError):
+    if isinstance(exc, DatabaseError):
         return False
     return isinstance(exc, OSError)
+
+
+def _retry_reason(exc: BaseException) -> str:
+    """The `reason` label of a retry: the code's name from the table (a bounded set), else
+    `unreachable` (connection-level trouble)."""
+    code = error_code(exc)
+    return RETRYABLE[code].lower() if code in RETRYABLE else "unreachable"
 
 
 @dataclass
@@ -56,17 +71,27 @@ class ClickHouseSink:
         spool_max_bytes: int = 1 << 30,
         retry_initial_seconds: float = 0.5,
         retry_max_seconds: float = 30.0,
+        replay_batches_per_cycle: int = 16,
+        memory_max_rows: int = 1_000_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`replay_batches_per_cycle`: at most this many spooled batches are inserted per
+        `flush()`, so a large backlog replays over several cycles and never stalls collection
+        (`close()` drains everything it can)."""
         self.store = store
-        self.spool = Spool(spool_dir, spool_max_bytes)
+        self.spool = Spool(spool_dir, spool_max_bytes)  # takes the directory's lock
         self.batch_rows = batch_rows
         self.batch_seconds = batch_seconds
         self.retry_initial = retry_initial_seconds
         self.retry_max = retry_max_seconds
+        self.replay_batches_per_cycle = replay_batches_per_cycle
         self.clock = clock
         self.stats = ComponentStats("sink:clickhouse")
         self._buffers: dict[str, _Buffer] = {}
+        # sealed batches the spool could not write (disk full): kept in memory up to
+        # `memory_max_rows`, written at the next flush; past that the oldest are dropped, counted
+        self._held: list[tuple[str, pa.Table]] = []
+        self.memory_max_rows = memory_max_rows
         self._next_attempt = 0.0
         self._backoff = retry_initial_seconds
         self.down = False
@@ -101,6 +126,7 @@ class ClickHouseSink:
     def flush(self, force: bool = False) -> None:
         """Seal buffers that are due (all of them with `force`), then try to drain the spool."""
         now = self.clock()
+        self._write_held()
         for name, buf in list(self._buffers.items()):
             if force or buf.rows >= self.batch_rows or now - buf.since >= self.batch_seconds:
                 self._seal(name)
@@ -116,6 +142,14 @@ class ClickHouseSink:
                 sum(e.rows for e in left),
                 self.spool.dir,
             )
+        if self._held:
+            n = sum(t.num_rows for _, t in self._held)
+            self._held.clear()
+            with self.stats.lock:
+                self.stats.dropped += n
+            self.stats.error("spool_write_failed")
+            log.error("clickhouse sink closing: DROPPED %d rows the spool could not write", n)
+        self.spool.close()
 
     # -- internals ---------------------------------------------------------------------------
     def _seal(self, kind: str) -> None:
@@ -123,19 +157,58 @@ class ClickHouseSink:
         if not buf or not buf.rows:
             return
         table = pa.concat_tables(buf.tables) if len(buf.tables) > 1 else buf.tables[0]
-        dropped_before = self.spool.dropped_rows
-        self.spool.append(kind, table)
-        if self.spool.dropped_rows != dropped_before:
-            with self.stats.lock:
-                self.stats.dropped += self.spool.dropped_rows - dropped_before
+        self._held.append((kind, table))
+        self._write_held()
         self._update_gauges()
 
+    def _write_held(self) -> None:
+        """Write held batches to the spool in order. A failed write (ENOSPC, EIO) keeps them in
+        memory up to `memory_max_rows` — past it the oldest are dropped and counted — and the
+        pipeline goes on; the next flush tries again."""
+        while self._held:
+            kind, table = self._held[0]
+            dropped_before = self.spool.dropped_rows
+            try:
+                self.spool.append(kind, table)
+            except OSError as e:
+                self.stats.error("spool_write_failed")
+                log.error(
+                    "spool %s: cannot write a %s batch of %d rows (%s); holding it in memory",
+                    self.spool.dir,
+                    kind,
+                    table.num_rows,
+                    e,
+                )
+                held = sum(t.num_rows for _, t in self._held)
+                while self._held and held > self.memory_max_rows:
+                    k, t = self._held.pop(0)
+                    held -= t.num_rows
+                    with self.stats.lock:
+                        self.stats.dropped += t.num_rows
+                    log.error(
+                        "spool %s unwritable and %d rows held: DROPPED a %s batch of %d rows",
+                        self.spool.dir,
+                        held + t.num_rows,
+                        k,
+                        t.num_rows,
+                    )
+                return
+            self._held.pop(0)
+            if self.spool.dropped_rows != dropped_before:
+                with self.stats.lock:
+                    self.stats.dropped += self.spool.dropped_rows - dropped_before
+
     def drain(self, force: bool = False) -> int:
-        """Insert spooled batches in order. Stops at the first transient failure (backoff)."""
+        """Insert spooled batches in order, at most `replay_batches_per_cycle` of them unless
+        `force`. Stops at the first retryable failure (backoff); a permanent one rejects the batch
+        once (to `spool/rejected/`) and goes on."""
         if not force and self.clock() < self._next_attempt:
             return 0
         sent = 0
-        for entry in self.spool.entries():
+        entries = self.spool.entries()
+        if not force:
+            entries = entries[: self.replay_batches_per_cycle]
+        for entry in entries:
             t = time.perf_counter()
             try:
                 self._insert(entry)
@@ -143,13 +216,16 @@ class ClickHouseSink:
                 if is_transient(e):
                     self._failed(entry, e)
                     break
-                dest = self.spool.reject(entry, f"{type(e).__name__}: {e}")
+                code = error_code(e)
+                dest = self.spool.reject(entry, f"{code_name(code)}: {type(e).__name__}: {e}")
                 self.stats.error("rejected")
                 log.error(
-                    "clickhouse refused batch %s (%d %s rows): %s — kept in %s",
+                    "clickhouse refused batch %s (%d %s rows) for good (%s): %s — kept in %s; "
+                    "after a fix: railscope spool replay-rejected",
                     entry.path.name,
                     entry.rows,
                     entry.kind,
+                    code_name(code),
                     _short(e),
                     dest,
                 )
@@ -173,11 +249,13 @@ class ClickHouseSink:
             self.store.insert_arrow_stream(KINDS[entry.kind], f, token=entry.token)
 
     def _failed(self, entry: SpoolEntry, exc: BaseException) -> None:
-        self.stats.error("unreachable")
+        reason = _retry_reason(exc)
+        self.stats.error(reason)
         self.stats.last_success = False
         if not self.down:
             log.error(
-                "clickhouse unreachable (%s); spooling to %s and retrying with backoff",
+                "clickhouse %s (%s); spooling to %s and retrying with backoff",
+                reason.replace("_", " "),
                 _short(exc),
                 self.spool.dir,
             )
@@ -187,11 +265,15 @@ class ClickHouseSink:
 
     def _update_gauges(self) -> None:
         entries = self.spool.entries()
+        rejected = self.spool.rejected_entries()
         with self.stats.lock:
-            self.stats.extra["spool_bytes"] = float(sum(e.size for e in entries))
+            self.stats.extra["spool_bytes"] = float(sum(e.size for e in entries + rejected))
             self.stats.extra["spool_batches"] = float(len(entries))
+            self.stats.extra["spool_rejected_batches"] = float(len(rejected))
             self.stats.extra["spool_dropped_rows"] = float(self.spool.dropped_rows)
-            self.stats.extra["buffered_rows"] = float(sum(b.rows for b in self._buffers.values()))
+            self.stats.extra["buffered_rows"] = float(
+                sum(b.rows for b in self._buffers.values()) + sum(t.num_rows for _, t in self._held)
+            )
 
 
 def _short(e: BaseException) -> str:

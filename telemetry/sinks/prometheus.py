@@ -134,8 +134,15 @@ def component_metrics(components: Iterable[ComponentStats]) -> Iterator[Metric]:
 class PrometheusSink:
     name = "prometheus"
 
-    def __init__(self, components: Callable[[], Iterable[ComponentStats]] | None = None) -> None:
+    def __init__(
+        self,
+        components: Callable[[], Iterable[ComponentStats]] | None = None,
+        health: Callable[[], list[str]] | None = None,
+    ) -> None:
+        """`health`: what is wrong right now (a dead component thread ...), one line each;
+        /healthz answers 503 with those lines while it is not empty."""
         self.stats = ComponentStats("sink:prometheus")
+        self.health = health or (lambda: [])
         self.latest = LatestValues()
         self._components = components
         self.registry = CollectorRegistry(auto_describe=False)
@@ -199,6 +206,12 @@ class _Server:
             )
 
         async def health(_: web.Request) -> web.Response:
+            try:
+                problems = self.sink.health()
+            except Exception as e:  # a broken check is itself unhealthy
+                problems = [f"health check failed: {e}"]
+            if problems:
+                return web.Response(status=503, text="".join(p + "\n" for p in problems))
             return web.Response(text="ok\n")
 
         async def main() -> None:

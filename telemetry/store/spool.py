@@ -13,6 +13,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -41,8 +42,16 @@ class SpoolEntry:
 
 
 class Spool:
+    """One process owns a spool directory (an exclusive `flock` on `.lock`): two writers would
+    replay and delete each other's files. `Spool.view()` looks without owning."""
+
     def __init__(
-        self, directory: str | os.PathLike[str], max_bytes: int = 1 << 30, *, fsync: bool = False
+        self,
+        directory: str | os.PathLike[str],
+        max_bytes: int = 1 << 30,
+        *,
+        fsync: bool = True,
+        owner: bool = True,
     ) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -50,18 +59,61 @@ class Spool:
         self.max_bytes = max_bytes
         self.fsync = fsync
         self._lock = threading.Lock()
-        for stale in self.dir.glob(
-            "*.tmp"
-        ):  # a crash mid-write leaves only a .tmp: never acknowledged
-            stale.unlink(missing_ok=True)
+        self._lock_file: IO[str] | None = None
+        if owner:
+            self._take_lock()
+            for stale in self.dir.glob("*.tmp"):  # a crash mid-write: never acknowledged
+                stale.unlink(missing_ok=True)
         entries = self.entries()
         self._seq = entries[-1].seq + 1 if entries else 1
         self.dropped_rows = 0
         self.dropped_files = 0
 
+    @classmethod
+    def view(cls, directory: str | os.PathLike[str]) -> Spool:
+        """A look at a spool another process may own: no lock, no cleanup, no fsync."""
+        return cls(directory, fsync=False, owner=False)
+
+    def _take_lock(self) -> None:
+        import fcntl
+
+        from telemetry.errors import UserError
+
+        # a file object: an abandoned Spool releases the lock when it is collected
+        f = open(self.dir / ".lock", "a+")  # noqa: SIM115 — held for the Spool's lifetime
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read(32).strip() or "?"
+            f.close()
+            raise UserError(
+                f"spool {self.dir} is in use by another railscope process (pid {holder}): "
+                "give each process its own sink.spool_dir"
+            ) from None
+        f.truncate(0)
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        self._lock_file = f
+
+    def close(self) -> None:
+        """Release the directory (the lock goes with the process anyway)."""
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
     def entries(self) -> list[SpoolEntry]:
+        """The batches waiting for the store, oldest first."""
+        return self._scan(self.dir)
+
+    def rejected_entries(self) -> list[SpoolEntry]:
+        """Batches the store refused for good, oldest first (`railscope spool replay-rejected`)."""
+        return self._scan(self.rejected_dir) if self.rejected_dir.is_dir() else []
+
+    @staticmethod
+    def _scan(directory: Path) -> list[SpoolEntry]:
         out = []
-        for p in self.dir.iterdir():
+        for p in directory.iterdir():
             m = _NAME.match(p.name)
             if m:
                 out.append(SpoolEntry(int(m["seq"]), m["kind"], int(m["rows"]), m["token"], p))
@@ -75,15 +127,20 @@ class Spool:
         token = uuid.uuid4().hex
         final = self.dir / f"{seq:016d}.{kind}.{table.num_rows}.{token}.arrow"
         tmp = final.with_suffix(".tmp")
-        with pa.OSFile(str(tmp), "wb") as f, ipc.new_stream(f, table.schema) as w:
-            w.write_table(table)
-        if self.fsync:
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        os.replace(tmp, final)
+        try:
+            with pa.OSFile(str(tmp), "wb") as f, ipc.new_stream(f, table.schema) as w:
+                w.write_table(table)
+            if self.fsync:  # the data, then the rename: a crash leaves the old or the new file
+                fd = os.open(tmp, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            os.replace(tmp, final)
+            self._sync_dir(self.dir)
+        except OSError:  # ENOSPC and friends: no half file left behind; the caller decides
+            tmp.unlink(missing_ok=True)
+            raise
         entry = SpoolEntry(seq, kind, table.num_rows, token, final)
         self._enforce_limit(keep=entry)
         return entry
@@ -103,13 +160,30 @@ class Spool:
         dest = self.rejected_dir / entry.path.name
         os.replace(entry.path, dest)
         dest.with_suffix(".reason.txt").write_text(reason + "\n")
+        self._sync_dir(self.rejected_dir)
+        self._sync_dir(self.dir)
         return dest
 
+    def replay_rejected(self) -> list[SpoolEntry]:
+        """Put every rejected batch back in line (after the fix): it replays with its own token,
+        so a batch that did land before is not stored twice."""
+        back = []
+        for e in self.rejected_entries():
+            dest = self.dir / e.path.name
+            os.replace(e.path, dest)
+            e.path.with_suffix(".reason.txt").unlink(missing_ok=True)
+            back.append(SpoolEntry(e.seq, e.kind, e.rows, e.token, dest))
+        self._sync_dir(self.rejected_dir)
+        self._sync_dir(self.dir)
+        return back
+
     def bytes(self) -> int:
-        return sum(e.size for e in self.entries())
+        """Disk used: waiting and rejected batches (both count against `max_bytes`)."""
+        return sum(e.size for e in self.entries() + self.rejected_entries())
 
     def _enforce_limit(self, keep: SpoolEntry) -> None:
-        entries = self.entries()
+        # rejected batches go first (they wait for a person), then the oldest waiting ones
+        entries = self.rejected_entries() + self.entries()
         total = sum(e.size for e in entries)
         for e in entries:
             if total <= self.max_bytes:
@@ -118,13 +192,25 @@ class Spool:
                 continue
             total -= e.size
             self.remove(e)
+            e.path.with_suffix(".reason.txt").unlink(missing_ok=True)
             self.dropped_rows += e.rows
             self.dropped_files += 1
             log.error(
-                "spool %s is over its limit (%d bytes): DROPPED the oldest batch %s (%d %s rows)",
+                "spool %s is over its limit (%d bytes): DROPPED the oldest %sbatch %s (%d %s rows)",
                 self.dir,
                 self.max_bytes,
+                "rejected " if e.path.parent == self.rejected_dir else "",
                 e.path.name,
                 e.rows,
                 e.kind,
             )
+
+    def _sync_dir(self, directory: Path) -> None:
+        """Make renames and unlinks in `directory` durable (a crash must not resurrect them)."""
+        if not self.fsync or not directory.is_dir():
+            return
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -38,6 +38,7 @@ def test_spool_round_trip_in_order(tmp_path: Path) -> None:
     assert a.token != b.token and len(a.token) == 32
     assert Spool.read(a).equals(_gpu(3).table)
     # a restarted spool continues the sequence and keeps tokens
+    sp.close()  # one owner at a time (the lock)
     sp2 = Spool(tmp_path)
     c = sp2.append("gpu_sample", _gpu(1).table)
     assert c.seq == b.seq + 1

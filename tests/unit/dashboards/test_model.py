@@ -172,7 +172,7 @@ def test_macro_expansion() -> None:
     s = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
     e = datetime(2026, 11, 21, 11, 0, tzinfo=UTC)
     sql = (
-        "SELECT $__timeInterval(ts) AS time FROM t WHERE $__timeFilter(ts) AND x = '${cluster}' "
+        "SELECT $__timeInterval(ts) AS time FROM t WHERE $__timeFilter(ts) AND x = ${cluster:sqlstring} "
         "AND y > $__fromTime AND z < $__toTime_ms AND w = $__interval_s AND $node = 'a'"
     )
     out = expand(sql, s, e, {"cluster": "c1", "node": "n'1"}, 30)
@@ -182,7 +182,7 @@ def test_macro_expansion() -> None:
     assert f"y > toDateTime({f})" in out and f"fromUnixTimestamp64Milli({t * 1000})" in out
     assert "x = 'c1'" in out and "w = 30" in out and "n\\'1 = 'a'" in out
     with pytest.raises(ValueError, match=r"\$tenant has no value"):
-        expand("SELECT '${tenant}'", s, e, {})
+        expand("SELECT ${tenant:sqlstring}", s, e, {})
     with pytest.raises(ValueError, match="unknown macro"):
         expand("SELECT $__unixEpochFilter(ts)", s, e, {})
     assert variables_in(sql) == {"cluster", "node"}

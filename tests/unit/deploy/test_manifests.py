@@ -107,9 +107,25 @@ def test_daemonset_mounts_host_paths_read_only_and_drops_capabilities(
         assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add")
         assert sc.get("privileged") is False and sc["allowPrivilegeEscalation"] is False
         for m in c["volumeMounts"]:
-            if m["name"] in host:
+            if m["name"] in host - {"spool"}:  # the spool is the one host path it writes
                 assert m.get("readOnly") is True, m
+    (spool,) = [v for v in spec["volumes"] if v["name"] == "spool"]
+    assert spool["hostPath"]["path"] == "/var/spool/railscope-node"  # survives a pod restart
     assert spec["automountServiceAccountToken"] is False
+
+
+def test_deployment_spools_are_persistent(all_docs: list[dict[str, Any]]) -> None:
+    claims = {d["metadata"]["name"] for d in all_docs if d["kind"] == "PersistentVolumeClaim"}
+    for d in all_docs:
+        if d["kind"] != "Deployment" or not d["metadata"]["name"].startswith("railscope-"):
+            continue
+        spec = d["spec"]["template"]["spec"]
+        spool = [v for v in spec.get("volumes", []) if v["name"] == "spool"]
+        if not spool:
+            continue
+        # one owner of the spool at a time: the volume is RWO and rollouts are Recreate
+        assert spool[0]["persistentVolumeClaim"]["claimName"] in claims, d["metadata"]["name"]
+        assert d["spec"]["strategy"]["type"] == "Recreate"
 
 
 def test_pods_run_without_privileges_or_tokens(all_docs: list[dict[str, Any]]) -> None:
@@ -233,10 +249,16 @@ def test_clickhouse_is_two_shards_of_two_replicas_with_a_keeper_quorum() -> None
     )
     assert [s.findtext("hostname") for s in raft] == keepers and len(keepers) == 3
     users = ET.fromstring(chcfg["data"]["railscope-users.xml"])
-    # the passwordless default user is local-only; grafana reads with readonly=2
+    # the passwordless default user is local-only; grafana reads with readonly=1 (only
+    # max_execution_time, capped, changeable: the plugin sets it) under a quota
     assert [ip.text for ip in users.findall("users/default/networks/ip")] == ["::1", "127.0.0.1"]
-    assert users.findtext("profiles/grafana/readonly") == "2"
+    assert users.findtext("profiles/grafana/readonly") == "1"
+    (limit,) = users.findall("profiles/grafana/constraints/*")
+    assert limit.tag == "max_execution_time" and limit.findtext("max") == "60"
+    assert limit.find("changeable_in_readonly") is not None
     assert users.findtext("users/grafana/profile") == "grafana"
+    assert users.findtext("users/grafana/quota") == "grafana"
+    assert users.find("quotas/grafana/interval/queries") is not None
 
 
 def test_generated_copies_are_current() -> None:
@@ -265,3 +287,90 @@ def test_docs_name_every_secret_the_manifests_need(all_docs: list[dict[str, Any]
     text = (ROOT / "docs" / "deploying.md").read_text()
     for name, key in secrets:
         assert name in text and key in text, (name, key)
+
+
+def test_termination_grace_exceeds_the_shutdown_grace(all_docs: list[dict[str, Any]]) -> None:
+    """SIGTERM flushes within sink.shutdown_grace_seconds; the kubelet must wait longer before
+    SIGKILL, or the last batch is cut off mid-flush."""
+    from telemetry.config import Config
+
+    graces = {}
+    for d in all_docs:
+        if d["kind"] == "ConfigMap" and "railscope.yaml" in d.get("data", {}):
+            raw = yaml.safe_load(d["data"]["railscope.yaml"]).get("sink", {})
+            graces[d["metadata"]["name"]] = Config.model_validate(
+                {"sink": raw}
+            ).sink.shutdown_grace_seconds
+    assert graces and all(g < 30 for g in graces.values())
+    railscope_pods = [
+        (name, spec)
+        for name, spec in _pod_specs(all_docs)
+        if any("railscope" in (c.get("image") or "") for c in spec["containers"])
+        and not name.startswith("Job/")
+    ]
+    assert railscope_pods
+    for name, spec in railscope_pods:
+        assert spec.get("terminationGracePeriodSeconds", 30) >= max(graces.values()) + 5, name
+
+
+def test_sflow_load_balancer_admits_only_the_agents_networks(
+    all_docs: list[dict[str, Any]],
+) -> None:
+    import ipaddress
+
+    (svc,) = [
+        d for d in all_docs if d["kind"] == "Service" and d["spec"].get("type") == "LoadBalancer"
+    ]
+    ranges = [ipaddress.ip_network(r) for r in svc["spec"]["loadBalancerSourceRanges"]]
+    assert ranges and all(not n.is_global or n.prefixlen >= 16 for n in ranges)
+    (cm,) = _docs(DEPLOY / "railscope" / "config.yaml")
+    agents = yaml.safe_load(cm["data"]["railscope.yaml"])["sources"]["sflow"]["agents"]
+    # every configured agent can reach the collector through the load balancer
+    assert all(any(ipaddress.ip_address(a) in n for n in ranges) for a in agents)
+
+
+def test_metrics_listen_on_the_pod_address_not_everywhere(all_docs: list[dict[str, Any]]) -> None:
+    from telemetry.config import load_config
+
+    pods = [(n, s) for n, s in _pod_specs(all_docs) if not n.startswith("Job/")
+            and any("railscope/railscope" in (c.get("image") or "") for c in s["containers"])]  # fmt: skip
+    assert pods
+    for name, spec in pods:
+        env = {e["name"]: e for e in spec["containers"][0].get("env", [])}
+        assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP", name
+        listen = env["RAILSCOPE__PROMETHEUS__LISTEN"]["value"]
+        assert listen == "$(POD_IP):9580", name
+        # what the kubelet expands it to is a valid prometheus.listen
+        cfg = load_config(None, env={"RAILSCOPE__PROMETHEUS__LISTEN": "10.1.2.3:9580"})
+        assert cfg.prometheus.listen == "10.1.2.3:9580"
+
+
+def test_network_policies_deny_by_default_and_admit_every_component(
+    all_docs: list[dict[str, Any]],
+) -> None:
+    pols = [d for d in all_docs if d["kind"] == "NetworkPolicy"]
+    deny = [p for p in pols if p["spec"]["podSelector"] == {} and not p["spec"].get("ingress")]
+    assert deny, "no default-deny ingress policy"
+
+    def selected(policy: dict[str, Any], labels: dict[str, str]) -> bool:
+        sel = policy["spec"]["podSelector"]
+        if any(labels.get(k) != v for k, v in sel.get("matchLabels", {}).items()):
+            return False
+        return all(labels.get(e["key"]) in e["values"] for e in sel.get("matchExpressions", []))
+
+    for d in all_docs:
+        if d["kind"] not in ("Deployment", "StatefulSet"):
+            continue
+        spec = d["spec"]["template"]
+        if spec["spec"].get("hostNetwork"):
+            continue
+        labels = spec["metadata"]["labels"]
+        ports = {p["containerPort"] for c in spec["spec"]["containers"] for p in c.get("ports", [])}
+        allowed = {
+            port["port"]
+            for p in pols
+            if p["spec"].get("ingress") and selected(p, labels)
+            for rule in p["spec"]["ingress"]
+            for port in rule.get("ports", [])
+        }
+        assert ports <= allowed, (d["metadata"]["name"], ports - allowed)
