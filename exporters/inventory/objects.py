@@ -117,23 +117,17 @@ def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
     )
     default = next((e for e in entries if e.get("default")), {})
     seen: set[str] = set()
-    for ip in primary_ips:
+
+    def lease(ip: str, interface: str, network: str, mac: str, pci: str, primary: bool) -> None:
         seen.add(ip)
         facts.append(
-            _fact(
-                "pod_ip_lease",
-                ip_start,
-                ip=ip,
-                namespace=ns,
-                pod=name,
-                node=node,
-                interface=default.get("interface") or "eth0",
-                network="",
-                mac=default.get("mac") or "",
-                pci_address="",
-                primary=True,
-            )
-        )
+            _fact("pod_ip_lease", ip_start, ip=ip, namespace=ns, pod=name, node=node,
+                  interface=interface, network=network, mac=mac, pci_address=pci,
+                  primary=primary)
+        )  # fmt: skip
+
+    for ip in primary_ips:
+        lease(ip, default.get("interface") or "eth0", "", default.get("mac") or "", "", True)
     for ent in entries:
         if ent.get("default"):
             continue
@@ -141,24 +135,9 @@ def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
         pci = (dev.get("pci") or {}).get("pci-address", "") if isinstance(dev, Mapping) else ""
         for ip in ent.get("ips") or []:
             ip = str(ip).split("/")[0]  # device-info-spec examples carry CIDR notation
-            if ip in seen:
-                continue
-            seen.add(ip)
-            facts.append(
-                _fact(
-                    "pod_ip_lease",
-                    ip_start,
-                    ip=ip,
-                    namespace=ns,
-                    pod=name,
-                    node=node,
-                    interface=ent.get("interface") or "",
-                    network=ent.get("name") or "",
-                    mac=ent.get("mac") or "",
-                    pci_address=pci or "",
-                    primary=False,
-                )
-            )
+            if ip not in seen:
+                lease(ip, ent.get("interface") or "", ent.get("name") or "", ent.get("mac") or "",
+                      pci or "", False)  # fmt: skip
     return facts
 
 
