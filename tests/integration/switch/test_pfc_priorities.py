@@ -24,10 +24,11 @@ def _start() -> datetime:
 
 
 def _poll_twice(store: Store, start: datetime, bump: dict[tuple[str, str], int]) -> None:
-    """Two polls of the dump 240 s apart; between them the counters in `bump` ((port, SAI
+    """Two polls of the dump one 10 s interval apart (the engine judges counter rates over its
+    trailing `sliding.rate_seconds`); between them the counters in `bump` ((port, SAI
     counter) -> frames) rise, everything else stays put."""
     db: dict[str, Any] = json.loads((FIX / "counters_db.json").read_text())
-    clock = iter([start.timestamp() + 30, start.timestamp() + 270])
+    clock = iter([start.timestamp() + 30, start.timestamp() + 40])
     src = SwitchSource([Target("leaf1", "", "", DumpSonicDb({"COUNTERS_DB": db}))],
                        clock=lambda: next(clock))  # fmt: skip
     for i in range(2):
@@ -100,7 +101,7 @@ def test_nic_priorities_are_judged_alike(store: Store) -> None:
     s = _start()
     kind = KINDS["nic_priority_sample"]
     rows = [
-        {"ts": int((s + timedelta(seconds=30 + 60 * i)).timestamp() * 1000), "cluster": "c",
+        {"ts": int((s + timedelta(seconds=30 + 10 * i)).timestamp() * 1000), "cluster": "c",
          "node": "n1", "netdev": "eth2", "device": "mlx5_2", "priority": p,
          "rx_pause_total": 0, "tx_pause_total": (1000 * i if p == 5 else 7 if p == 3 else 0)}
         for i in range(4) for p in range(8)

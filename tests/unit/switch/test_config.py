@@ -11,11 +11,12 @@ from telemetry.config import ConfigError, load_config
 
 
 def test_gnmi_and_snmp_sections(tmp_path: Path) -> None:
-    f = tmp_path / "c.yaml"
+    f, pw = tmp_path / "c.yaml", tmp_path / "pw"
+    pw.write_text("s3cret\n")  # a secret file is read when the config loads
     f.write_text(
         "sources:\n  switch:\n    switches:\n"
         "      - {name: leaf01, gnmi: {address: '10.0.0.1:8080', dialect: openconfig,\n"
-        "         username: u, password_file: /run/pw, tls: {ca: /etc/ca.pem}}}\n"
+        f"         username: u, password_file: {pw}, tls: {{ca: /etc/ca.pem}}}}}}\n"
         "      - {name: oob1, snmp: {address: '10.0.9.1', version: '3', user: r,\n"
         "         auth_key: a, priv_key: p, priv_protocol: aes256}}\n"
     )
