@@ -88,7 +88,7 @@ def netns_fabric() -> Iterator[dict[str, str]]:
             procs.append(p)
         for key in names:
             sock = str(sock_dir / f"{key}.sock")
-            for _ in range(50):
+            for _ in range(300):  # lldpd may take a while to open its socket on a busy machine
                 if (
                     _run(
                         "lldpcli", "-u", sock, "configure", "system", "hostname", hostnames[key]
@@ -118,7 +118,7 @@ def netns_fabric() -> Iterator[dict[str, str]]:
 def test_lldpcli_neighbours_build_the_fabric(netns_fabric: dict[str, str]) -> None:
     tag = netns_fabric["tag"]
     rows: dict[str, list[dict]] = {}
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60  # lldpd re-announces its new hostname on its next tx
     while time.monotonic() < deadline:
         for host in ("h1", "h2"):
             out = _run(
@@ -163,7 +163,7 @@ def test_topology_lldp_stores_neighbours_and_hypernodes_come_from_saved_json(
 
     monkeypatch.setenv("RAILSCOPE_DSN", chdb_dsn)
     monkeypatch.setenv("RAILSCOPE__STORE__DATABASE", store.database)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60  # lldpd re-announces its new hostname on its next tx
     while time.monotonic() < deadline:  # both hosts must have heard the leaf before we store
         seen = [
             "leaf-su0-r0"
