@@ -19,6 +19,7 @@ class Sent:
 
     packets: Counter[int] = field(default_factory=Counter)
     bytes: Counter[int] = field(default_factory=Counter)
+    frames: dict[int, tuple[int, int]] = field(default_factory=dict)  # psn -> (dest QP, bytes)
 
     @property
     def total(self) -> int:
@@ -53,6 +54,7 @@ def roce_pcap(
         pkts.append(p)
         sent.packets[qp] += 1
         sent.bytes[qp] += len(bytes(p))
+        sent.frames[i] = (qp, len(bytes(p)))
     scapy.wrpcap(str(path), pkts)
     return sent
 
