@@ -70,9 +70,10 @@ ENV = {
 }
 
 
-def railscope(*args: str) -> subprocess.CompletedProcess[str]:
-    """`railscope ARGS` as a separate process running this worktree's code."""
-    return rs(*args, env={"RAILSCOPE__PROMETHEUS__ENABLED": "false"})
+def railscope(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`railscope ARGS` as a separate process running this checkout's code (`env`: more
+    variables)."""
+    return rs(*args, env={"RAILSCOPE__PROMETHEUS__ENABLED": "false", **(env or {})})
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:

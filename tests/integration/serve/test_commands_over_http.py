@@ -14,6 +14,8 @@ import pytest
 
 from tests.integration.serve.conftest import ENV, free_port, railscope, wait_ping
 
+K8S_DUMP = Path(__file__).parents[2] / "fixtures" / "k8s" / "dump"
+
 
 @pytest.mark.slow
 def test_commands_run_through_the_endpoint(tmp_path: Path) -> None:
@@ -52,6 +54,18 @@ def test_commands_run_through_the_endpoint(tmp_path: Path) -> None:
         html = tmp_path / "report.html"
         r = railscope("report", "--dsn", url, "--html", str(html))
         assert r.returncode == 0 and html.stat().st_size > 10_000, r.stderr
+        # a capture bundle replayed through the endpoint: the inventory dump's pods land in serve's
+        # store (the sink writes over HTTP with its dedup tokens)
+        bundle = tmp_path / "bundle"
+        bundle.mkdir()
+        (bundle / "inventory").symlink_to(K8S_DUMP)
+        spool = tmp_path / "replay-spool"
+        r = railscope(
+            "replay", str(bundle), "--dsn", url, env={"RAILSCOPE__SINK__SPOOL_DIR": str(spool)}
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = railscope("inventory", "who", "2.2.2.49", "--at", "now", "--dsn", url)
+        assert r.returncode == 0 and "test-pod-sriov" in r.stdout, r.stdout + r.stderr
         serve.send_signal(signal.SIGTERM)
         assert serve.wait(60) == 0
     finally:
