@@ -58,7 +58,7 @@ SOURCES: dict[str, SourceEntry] = {
             "switch",
             "exporters.switch.source:SwitchSource",
             "exporters.switch.config:SwitchSourceConfig",
-            "SONiC switches: port/queue/PG counters, PFC, ECN, watermarks, ECMP spread, LLDP",
+            "switches over SONiC Redis, gNMI or SNMP: port/queue counters, PFC per priority, ECN, watermarks, ECMP, LLDP",
             (
                 "switch_port_sample",
                 "switch_priority_sample",
