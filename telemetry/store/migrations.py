@@ -20,6 +20,7 @@ from telemetry.store.schema import (
     alter_sql,
     create_table_sql,
     database_sql,
+    distributed_sql,
     rename_sql,
     ttl_sql,
 )
@@ -68,9 +69,51 @@ def rename_tables(renames: Mapping[str, str]) -> Step:
     ]
 
 
+def reshard(keys: Mapping[str, tuple[str, ...]]) -> Step:
+    """Cluster mode: recreate each Distributed table sharded by its frozen key columns (nothing
+    on a single server)."""
+    return lambda ctx: [
+        distributed_sql(t, ctx.database, ctx.cluster, cols, replace=True)
+        for t, cols in keys.items()
+        if ctx.cluster
+    ]
+
+
 def steps(*parts: Step) -> Step:
     return lambda ctx: [s for p in parts for s in p(ctx)]
 
+
+# Migration 7: Distributed tables sharded by the entity (schema.entity_columns as released), so a
+# retried batch lands on the same shards (frozen: a later kind brings its key in its TableDef).
+MIGRATION_7_SHARD_KEYS: dict[str, tuple[str, ...]] = {
+    "attributed_flows": ("cluster", "src_namespace", "src_job"),
+    "component_stats": ("cluster", "component"),
+    "dci_usages": ("cluster", "src_idc", "dest_idc"),
+    "ecmp_group_samples": ("cluster", "switch", "group"),
+    "findings": ("cluster", "kind", "subject", "finding_id"),
+    "flow_samples": ("cluster", "src_ip", "dst_ip"),
+    "gpu_events": ("cluster", "node"),
+    "gpu_nic_affinities": ("cluster", "node", "gpu"),
+    "gpu_samples": ("cluster", "node", "gpu"),
+    "hdfs_block_placements": ("cluster", "violation", "path", "block_id"),
+    "hdfs_datanode_samples": ("cluster", "datanode"),
+    "hdfs_namenode_samples": ("cluster", "namenode"),
+    "hdfs_placement_totals": ("cluster", "prefix"),
+    "hdfs_transfers": ("cluster", "src_idc", "dest_idc"),
+    "hypernodes": ("cluster", "hypernode", "member"),
+    "jobs": ("cluster", "namespace", "job"),
+    "lldp_links": ("cluster", "local_device", "local_port"),
+    "namespaces": ("cluster", "namespace"),
+    "nic_priority_samples": ("cluster", "node", "netdev", "priority"),
+    "nic_samples": ("cluster", "node", "device", "port"),
+    "nodes": ("cluster", "node"),
+    "pod_ip_leases": ("cluster", "ip"),
+    "pods": ("cluster", "namespace", "pod"),
+    "switch_port_samples": ("cluster", "switch", "port"),
+    "switch_priority_samples": ("cluster", "switch", "port", "priority"),
+    "switch_queue_samples": ("cluster", "switch", "port", "queue"),
+    "switch_statuses": ("cluster", "switch", "asic"),
+}
 
 # Migration 4: tables named by the one rule (`RecordKind.table`, the kind's plural).
 MIGRATION_4_RENAMES = {
@@ -125,6 +168,12 @@ MIGRATIONS: list[Migration] = [
         "nic_samples: every InfiniBand port counter, mlx4 extended and mlx5 hw_counters, port state ids; gpu_samples: dcgm-exporter default-counter parity fields",
         alter_columns(lambda: MIGRATION_6_COLUMNS),
     ),
+    Migration(
+        7,
+        "cluster mode: Distributed tables sharded by cityHash64 of the entity columns instead "
+        "of rand(), so a retried batch lands on the same shards",
+        reshard(MIGRATION_7_SHARD_KEYS),
+    ),
 ]
 
 
@@ -138,7 +187,7 @@ def bookkeeping_sql(ctx: Context) -> list[str]:
             f"CREATE TABLE IF NOT EXISTS {db}.`schema_migrations{LOCAL_SUFFIX}` ON CLUSTER {cl} {cols} "
             f"ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{{shard}}/{ctx.database}/schema_migrations', '{{replica}}') ORDER BY version",
             f"CREATE TABLE IF NOT EXISTS {db}.`schema_migrations` ON CLUSTER {cl} AS {db}.`schema_migrations{LOCAL_SUFFIX}` "
-            f"ENGINE = Distributed({cl}, {db}, `schema_migrations{LOCAL_SUFFIX}`)",
+            f"ENGINE = Distributed({cl}, {db}, `schema_migrations{LOCAL_SUFFIX}`, version)",
         ]
     return [
         database_sql(ctx.database),

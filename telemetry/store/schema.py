@@ -1,6 +1,11 @@
 """Render ClickHouse DDL: single-server MergeTree tables, or, with a cluster name,
 ReplicatedMergeTree `*_local` tables plus `Distributed` tables with ON CLUSTER.
 
+Distributed tables shard by a stable key, `cityHash64` of the entity columns (the non-time
+columns of the sorting key): a retried batch splits across the shards exactly as the first try
+did, so each shard's insert deduplication sees the same block again, and rows that a
+ReplacingMergeTree collapses always meet on one shard.
+
 Pure string rendering: nothing here talks to ClickHouse, so the DDL can be reviewed and parsed.
 Migrations render frozen `TableDef`s (the table as that migration created it); `TableDef.of(kind)`
 renders today's definition of a record kind (what a new migration copies when it adds a kind).
@@ -44,6 +49,7 @@ class TableDef:
     ttl: tuple[str, int] | None = None  # (time column, days)
     partition_by: str | None = "toYYYYMMDD(ts)"
     version: str | None = None  # ReplacingMergeTree version column
+    shard_by: tuple[str, ...] = ()  # Distributed sharding key columns (() = rand(), before 7)
 
     @classmethod
     def of(cls, kind: RecordKind) -> TableDef:
@@ -55,7 +61,19 @@ class TableDef:
             (kind.time_field, kind.ttl_days) if kind.ttl_days else None,
             kind.partition_by,
             kind.version_field,
+            entity_columns(kind),
         )
+
+
+def entity_columns(kind: RecordKind) -> tuple[str, ...]:
+    """The columns naming the entity a row is about: the sorting key less its time columns."""
+    times = {f.name for f in kind.fields if f.clickhouse_type.startswith("DateTime")}
+    return tuple(c for c in kind.order_by if c not in times)
+
+
+def shard_key(columns: tuple[str, ...]) -> str:
+    """The Distributed sharding expression: stable across processes, versions and retries."""
+    return f"cityHash64({', '.join(quote(c) for c in columns)})" if columns else "rand()"
 
 
 def _on(cluster: str | None) -> str:
@@ -78,12 +96,22 @@ def _engine(t: TableDef, database: str, cluster: str | None, name: str) -> str:
     return f"{base}({', '.join(args)})"
 
 
-def distributed_sql(table: str, database: str, cluster: str) -> str:
-    """The Distributed table over `table`'s `*_local` replicas."""
+def distributed_sql(
+    table: str,
+    database: str,
+    cluster: str,
+    shard_by: tuple[str, ...] = (),
+    *,
+    replace: bool = False,
+) -> str:
+    """The Distributed table over `table`'s `*_local` replicas, sharded by `shard_by` (rand()
+    when empty: what migrations before 7 created); `replace` swaps an existing one (a
+    Distributed table holds no data of its own)."""
     db, local = quote(database), quote(table + LOCAL_SUFFIX)
+    create = "CREATE OR REPLACE TABLE" if replace else "CREATE TABLE IF NOT EXISTS"
     return (
-        f"CREATE TABLE IF NOT EXISTS {db}.{quote(table)}{_on(cluster)} AS {db}.{local}\n"
-        f"ENGINE = Distributed({quote(cluster)}, {db}, {local}, rand())"
+        f"{create} {db}.{quote(table)}{_on(cluster)} AS {db}.{local}\n"
+        f"ENGINE = Distributed({quote(cluster)}, {db}, {local}, {shard_key(shard_by)})"
     )
 
 
@@ -106,7 +134,7 @@ def create_table_sql(t: TableDef, database: str, cluster: str | None = None) -> 
     parts.append("COMMENT " + literal(t.comment))
     stmts = ["\n".join(parts)]
     if cluster:
-        stmts.append(distributed_sql(t.name, database, cluster))
+        stmts.append(distributed_sql(t.name, database, cluster, t.shard_by))
     return stmts
 
 

@@ -63,6 +63,11 @@ def test_db_ddl_renders_cluster_schema() -> None:
         in r.stdout
     )
     assert "ENGINE = Distributed(`prod`, `railscope`, `gpu_samples_local`, rand())" in r.stdout
+    # ...which migration 7 replaces by the stable entity key
+    assert (
+        "ENGINE = Distributed(`prod`, `railscope`, `gpu_samples_local`, "
+        "cityHash64(`cluster`, `node`, `gpu`))" in r.stdout
+    )
 
 
 @pytest.mark.parametrize(

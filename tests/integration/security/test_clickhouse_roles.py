@@ -150,12 +150,16 @@ def test_writer_inserts_into_collected_tables_and_reads_only_what_it_must(
         "truncate": "TRUNCATE TABLE railscope.flow_samples",
         "alter": "ALTER TABLE railscope.gpu_samples DELETE WHERE 1",
         "create": "CREATE TABLE railscope.x (a UInt8) ENGINE = Memory",
+        "sync": "SELECT getSetting('distributed_foreground_insert')",
     }
     out = run_as("railscope_writer", store_path, [*ins.values(), *probes.values()])
     assert {t: out[q] for t, q in ins.items()} == {t: [] for t in ins}
     got = {name: out[q] for name, q in probes.items()}
     assert isinstance(got["migrations"], list) and got["migrations"][0][0] >= 1
-    assert got["resume"] == [[3]]  # two from the set-up, one just inserted
+    assert got["resume"] == [[3]]
+    assert got["sync"] == [[True]] or got["sync"] == [
+        [1]
+    ]  # Distributed inserts wait for shards  # two from the set-up, one just inserted
     for name in ("read_gpu", "write_findings", "drop", "truncate", "alter", "create"):
         assert got[name] == ACCESS_DENIED, (name, got[name])
 
