@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from telemetry.errors import ConfigError
 from telemetry.records import KINDS
@@ -92,6 +93,44 @@ class StoreConfig(_Model):
     ttl_days: dict[str, int | None] = Field(
         default_factory=dict, description="TTL per table in days (null = none)."
     )
+    ca_cert: str | None = Field(
+        None, description="https DSN: trust this CA file (PEM) instead of the system's."
+    )
+    client_cert: str | None = Field(None, description="https DSN: client certificate (PEM).")
+    client_key: str | None = Field(None, description="https DSN: its private key (PEM).")
+    verify: bool = Field(
+        True, description="https DSN: check the server's certificate (false: tests only)."
+    )
+
+    @field_validator("database")
+    @classmethod
+    def _database(cls, v: str | None) -> str | None:
+        from telemetry.store.dsn import check_database
+
+        try:
+            return None if v is None else check_database(v)
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
+
+    @model_validator(mode="after")
+    def _tls(self) -> StoreConfig:
+        """TLS options join the DSN's query (one place the store reads them), checked now:
+        https only, files readable, a key with its certificate."""
+        from telemetry.store.dsn import parse_dsn, with_tls
+
+        tls: dict[str, str | bool | None] = {
+            "ca_cert": self.ca_cert,
+            "client_cert": self.client_cert,
+            "client_key": self.client_key,
+            "verify": None if self.verify else False,
+        }
+        if any(v is not None for v in tls.values()):
+            self.dsn = with_tls(self.dsn, tls)
+            try:
+                parse_dsn(self.dsn)
+            except ConfigError as e:
+                raise ValueError(str(e)) from None
+        return self
 
     @field_validator("dsn")
     @classmethod
@@ -150,6 +189,31 @@ class SinkConfig(_Model):
 class PrometheusConfig(_Model):
     enabled: bool = True
     listen: str = Field("0.0.0.0:9580", description="host:port for /metrics.")
+    tls_cert_file: str | None = Field(
+        None, description="Serve /metrics and /healthz over HTTPS with this certificate (PEM)."
+    )
+    tls_key_file: str | None = Field(None, description="...and this private key (PEM).")
+
+    @model_validator(mode="after")
+    def _tls_files(self) -> PrometheusConfig:
+        self.ssl_context()  # unreadable or mismatched files: one line now, not at start
+        return self
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The server TLS context for /metrics (None: plain HTTP)."""
+        if not (self.tls_cert_file or self.tls_key_file):
+            return None
+        if not (self.tls_cert_file and self.tls_key_file):
+            raise ValueError("tls_cert_file and tls_key_file go together")
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            ctx.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError(
+                f"cannot load {self.tls_cert_file} / {self.tls_key_file}: "
+                f"{getattr(e, 'strerror', None) or e}"
+            ) from None
+        return ctx
 
     @field_validator("listen")
     @classmethod

@@ -129,7 +129,9 @@ class Service:
             log.info("query endpoint: off (the store is a ClickHouse server: query it directly)")
         if self._prom is not None:
             mhost, _, mport = self.cfg.prometheus.listen.rpartition(":")
-            self.metrics_bound = self._prom.serve(mhost, int(mport))
+            self.metrics_bound = self._prom.serve(
+                mhost, int(mport), self.cfg.prometheus.ssl_context()
+            )
             log.info("serving /metrics on %s:%s", *self.metrics_bound)
         for c in self.components:
             c.thread = threading.Thread(

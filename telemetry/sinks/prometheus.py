@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -166,9 +167,12 @@ class PrometheusSink:
     def render(self) -> str:
         return latest_text(self.latest) + generate_latest(self.registry).decode()
 
-    def serve(self, host: str = "0.0.0.0", port: int = 9580) -> tuple[str, int]:
-        """Serve /metrics from a background thread. Returns the bound (host, port)."""
-        self._server = _Server(self, host, port)
+    def serve(
+        self, host: str = "0.0.0.0", port: int = 9580, tls: ssl.SSLContext | None = None
+    ) -> tuple[str, int]:
+        """Serve /metrics from a background thread (HTTPS with `tls`). Returns the bound
+        (host, port)."""
+        self._server = _Server(self, host, port, tls)
         return self._server.start()
 
     def close(self) -> None:
@@ -178,8 +182,10 @@ class PrometheusSink:
 
 
 class _Server:
-    def __init__(self, sink: PrometheusSink, host: str, port: int) -> None:
-        self.sink, self.host, self.port = sink, host, port
+    def __init__(
+        self, sink: PrometheusSink, host: str, port: int, tls: ssl.SSLContext | None = None
+    ) -> None:
+        self.sink, self.host, self.port, self.tls = sink, host, port, tls
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._bound: tuple[str, int] = (host, port)
@@ -220,7 +226,7 @@ class _Server:
             app.router.add_get("/healthz", health)
             self._runner = web.AppRunner(app, access_log=None)
             await self._runner.setup()
-            site = web.TCPSite(self._runner, self.host, self.port)
+            site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls)
             await site.start()
             sock = site._server.sockets[0]  # type: ignore[union-attr]
             self._bound = sock.getsockname()[:2]

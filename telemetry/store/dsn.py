@@ -1,5 +1,9 @@
 """Parse and validate store DSNs: `chdb://PATH` (embedded engine) or `http(s)://user:pass@host:port/db`.
 
+TLS options of an https DSN ride in its query string: `?ca_cert=FILE` (trust this CA instead of
+the system's), `client_cert=FILE` and `client_key=FILE` (a client certificate), `verify=false`
+(do not check the server's certificate: tests only). `store.ca_cert` etc. in the config add them.
+
 Never connects; `telemetry.store.connect` does that. Keeps every check a user can trip on here so
 the message is one line naming what is wrong.
 """
@@ -27,6 +31,10 @@ class Dsn:
     username: str = "default"
     password: str = ""
     database: str = DEFAULT_DATABASE
+    ca_cert: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+    verify: bool = True
 
     @property
     def embedded(self) -> bool:
@@ -59,6 +67,47 @@ def with_password(text: str, password: str) -> str:
     return urlunsplit((u.scheme, f"{user}:{quote(password, safe='')}@{host}", u.path, u.query, ""))
 
 
+TLS_OPTIONS = ("ca_cert", "client_cert", "client_key", "verify")
+
+
+def with_tls(text: str, options: dict[str, str | bool | None]) -> str:
+    """The DSN `text` with TLS `options` (TLS_OPTIONS; None = leave out) in its query string."""
+    u = urlsplit(text.strip())
+    query = parse_qs(u.query)
+    for k, v in options.items():
+        if v is not None:
+            query[k] = [str(v).lower() if isinstance(v, bool) else str(v)]
+    q = "&".join(f"{k}={quote(v[-1], safe='/')}" for k, v in query.items())
+    return urlunsplit((u.scheme, u.netloc, u.path, q, ""))
+
+
+def _tls(text: str, scheme: str, query: dict[str, list[str]]) -> dict[str, str | bool | None]:
+    """The TLS options of a DSN's query, checked: https only, files readable, a key with a cert."""
+    opts = {k: query[k][-1] for k in TLS_OPTIONS if k in query}
+    if not opts:
+        return {}
+    where = f"store DSN {redact_dsn(text)!r}"
+    if scheme != "https":
+        raise ConfigError(f"{where}: {', '.join(opts)}: only with an https:// DSN")
+    out: dict[str, str | bool | None] = {}
+    for k in ("ca_cert", "client_cert", "client_key"):
+        if k in opts:
+            f = Path(opts[k]).expanduser()
+            try:
+                f.read_bytes()
+            except OSError as e:
+                raise ConfigError(f"{where}: {k} {str(f)!r}: {e.strerror or e}") from None
+            out[k] = str(f.resolve())
+    if ("client_key" in out) != ("client_cert" in out):
+        raise ConfigError(f"{where}: client_cert and client_key go together")
+    if "verify" in opts:
+        v = opts["verify"].lower()
+        if v not in ("true", "false", "1", "0"):
+            raise ConfigError(f"{where}: verify must be true or false, not {opts['verify']!r}")
+        out["verify"] = v in ("true", "1")
+    return out
+
+
 def default_dsn() -> str:
     return os.environ.get("RAILSCOPE_DSN") or DEFAULT_DSN
 
@@ -79,7 +128,9 @@ def parse_dsn(text: str | None) -> Dsn:
             )
         db = parse_qs(query).get("database", [DEFAULT_DATABASE])[0]
         return Dsn(
-            "chdb", path=str(Path(unquote(path_part)).expanduser().resolve()), database=_db(db)
+            "chdb",
+            path=str(Path(unquote(path_part)).expanduser().resolve()),
+            database=check_database(db),
         )
     if scheme in ("http", "https"):
         u = urlsplit(text)
@@ -89,21 +140,24 @@ def parse_dsn(text: str | None) -> Dsn:
             port = u.port or (8443 if scheme == "https" else 8123)
         except ValueError:
             raise ConfigError(f"store DSN {redact_dsn(text)!r}: port is not a number") from None
-        db = u.path.strip("/") or parse_qs(u.query).get("database", [DEFAULT_DATABASE])[0]
+        params = parse_qs(u.query)
+        db = u.path.strip("/") or params.get("database", [DEFAULT_DATABASE])[0]
         return Dsn(
             scheme,
             host=u.hostname,
             port=port,
             username=unquote(u.username or "default"),
             password=unquote(u.password or ""),
-            database=_db(db),
+            database=check_database(db),
+            **_tls(text, scheme, params),  # type: ignore[arg-type]
         )
     raise ConfigError(
         f"store DSN {redact_dsn(text)!r}: unknown scheme {scheme!r} (use chdb, http or https)"
     )
 
 
-def _db(name: str) -> str:
+def check_database(name: str) -> str:
+    """`name` if it is a database name railscope accepts (letters, digits, _), else one line."""
     if not name.replace("_", "").isalnum():
         raise ConfigError(f"store database {name!r}: use letters, digits and _ only")
     return name
