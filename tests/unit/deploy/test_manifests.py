@@ -74,7 +74,9 @@ def test_kustomization_renders_and_validates(rendered: list[dict[str, Any]]) -> 
     for d in rendered:
         kubernetes_validate.validate(d, K8S, strict=True)
         if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
-            assert d["metadata"]["namespace"] == "monitoring", d["metadata"]["name"]
+            node = d["metadata"]["name"] == "railscope-node"  # its DaemonSet, ConfigMap, Service
+            ns = "railscope-node" if node else "monitoring"
+            assert d["metadata"]["namespace"] == ns, (d["kind"], d["metadata"]["name"])
     names = {(d["kind"], d["metadata"]["name"]) for d in rendered}
     for n in ("switch", "sflow", "hdfs", "inventory", "correlate", "grafana"):
         assert ("Deployment", f"railscope-{n}") in names
@@ -374,3 +376,103 @@ def test_network_policies_deny_by_default_and_admit_every_component(
             for port in rule.get("ports", [])
         }
         assert ports <= allowed, (d["metadata"]["name"], ports - allowed)
+
+
+# Pod Security Standards, restricted profile (kubernetes.io/docs/concepts/security/pod-security-standards)
+RESTRICTED_VOLUMES = {
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+    "projected", "secret",
+}  # fmt: skip
+
+
+def _namespace_of(path: Path) -> str:
+    """The namespace a manifest file lands in: its directory's kustomization sets it."""
+    k = yaml.safe_load((path.parent / "kustomization.yaml").read_text())
+    return str(k["namespace"])
+
+
+def restricted_violations(spec: dict[str, Any]) -> list[str]:
+    """What in a pod spec the `restricted` level (plus a read-only root filesystem) forbids."""
+    out = []
+    psc = spec.get("securityContext", {})
+    if (psc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
+        out.append("seccompProfile is not RuntimeDefault")
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(key):
+            out.append(key)
+    for v in spec.get("volumes", []):
+        kind = next(k for k in v if k != "name")
+        if kind not in RESTRICTED_VOLUMES:
+            out.append(f"volume {v['name']}: {kind}")
+    for c in spec["containers"] + spec.get("initContainers", []):
+        sc, n = c.get("securityContext", {}), c["name"]
+        if sc.get("runAsNonRoot", psc.get("runAsNonRoot")) is not True:
+            out.append(f"{n}: runAsNonRoot")
+        if sc.get("runAsUser", psc.get("runAsUser")) == 0:
+            out.append(f"{n}: runAsUser 0")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            out.append(f"{n}: allowPrivilegeEscalation")
+        if sc.get("privileged"):
+            out.append(f"{n}: privileged")
+        caps = sc.get("capabilities") or {}
+        if caps.get("drop") != ["ALL"] or set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+            out.append(f"{n}: capabilities")
+        if sc.get("readOnlyRootFilesystem") is not True:
+            out.append(f"{n}: readOnlyRootFilesystem")
+        if any(p.get("hostPort") for p in c.get("ports", [])):
+            out.append(f"{n}: hostPort")
+    return out
+
+
+def test_pod_security_restricted_everywhere_but_the_node_exporter() -> None:
+    namespaces = {}
+    pods = []
+    for path in manifest_files():
+        for d in _docs(path):
+            if d["kind"] == "Namespace":
+                namespaces[d["metadata"]["name"]] = d["metadata"]["labels"]
+            elif d["kind"] in ("Deployment", "DaemonSet", "StatefulSet", "Job"):
+                ns = _namespace_of(path)
+                assert d["metadata"].get("namespace", ns) == ns, path
+                pods.append(
+                    (ns, f"{d['kind']}/{d['metadata']['name']}", d["spec"]["template"]["spec"])
+                )
+    enforce = {n: labels["pod-security.kubernetes.io/enforce"] for n, labels in namespaces.items()}
+    assert enforce == {"monitoring": "restricted", "railscope-node": "privileged"}
+    assert namespaces["monitoring"]["pod-security.kubernetes.io/warn"] == "restricted"
+    assert len(pods) >= 10
+    privileged = []
+    for ns, name, spec in pods:
+        if ns == "monitoring":
+            assert restricted_violations(spec) == [], name
+        else:
+            privileged.append((ns, name))
+            # what it needs the privileged level for, and nothing more (namespace.yaml says why)
+            got = restricted_violations(spec)
+            assert sorted(got) == sorted(
+                ["hostNetwork", "volume sys: hostPath", "volume pod-resources: hostPath",
+                 "volume spool: hostPath", "node-exporter: runAsNonRoot",
+                 "node-exporter: runAsUser 0"]
+            ), got  # fmt: skip
+    assert privileged == [("railscope-node", "DaemonSet/railscope-node")]
+    why = (DEPLOY / "node-exporter" / "namespace.yaml").read_text()
+    for reason in ("hostNetwork", "hostPath", "runAsUser 0"):
+        assert reason in why
+
+
+def test_restricted_check_catches_each_violation(all_docs: list[dict[str, Any]]) -> None:
+    spec = next(s for n, s in _pod_specs(all_docs) if n == "Deployment/railscope-sflow")
+    assert restricted_violations(spec) == []
+    for mutate, expect in [
+        (lambda s: s["securityContext"].pop("runAsNonRoot"), "sflow: runAsNonRoot"),
+        (lambda s: s["securityContext"].update(seccompProfile={"type": "Unconfined"}), "seccomp"),
+        (lambda s: s["containers"][0]["securityContext"].update(capabilities={"drop": ["NET_RAW"]}),
+         "sflow: capabilities"),
+        (lambda s: s["containers"][0]["securityContext"].pop("readOnlyRootFilesystem"),
+         "sflow: readOnlyRootFilesystem"),
+        (lambda s: s.update(hostNetwork=True), "hostNetwork"),
+        (lambda s: s["volumes"].append({"name": "h", "hostPath": {"path": "/"}}), "volume h"),
+    ]:  # fmt: skip
+        bad = copy.deepcopy(spec)
+        mutate(bad)
+        assert any(expect in v for v in restricted_violations(bad)), expect
