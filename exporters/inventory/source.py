@@ -231,9 +231,20 @@ class InventorySource(BaseSource):
         finally:
             await w.api.close()
 
+    def health(self) -> str | None:
+        """For /healthz: the watch thread died, or a resource's watch is down now (the API
+        unreachable or answering errors); None while every watch is up."""
+        if self._thread is not None and not self._thread.is_alive():
+            return "the watch thread died (restarted at the next collection)"
+        return self.watcher.health() if self.watcher is not None else None
+
     def _ensure_watching(self) -> None:
-        if self._thread is not None:
+        if self._thread is not None and self._thread.is_alive():
             return
+        if self._thread is not None:  # it died: start it again, counted; the interval backs off
+            log.error("inventory: the watch thread died; starting it again")
+            with self.stats.lock:
+                self.stats.extra["restarts"] = self.stats.extra.get("restarts", 0.0) + 1
         ready = threading.Event()
 
         def main() -> None:

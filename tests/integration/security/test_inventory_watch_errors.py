@@ -89,3 +89,74 @@ async def test_watch_error_500_backs_off_relists_and_converges(
     assert leases >= {"a", "b", "c"}
     assert {r["node"] for r in rows.get("node", [])} >= {"gpu-1", "gpu-2"}
     await asyncio.sleep(0)
+
+
+async def test_healthz_fails_while_the_api_server_is_down_and_recovers(tmp_path: Path) -> None:
+    """/healthz of a pipeline running the inventory: 200 while watching, 503 naming the
+    resources once the API server is stopped, 200 again when it is back on the same port."""
+    import urllib.error
+    import urllib.request
+
+    from telemetry.pipeline import Pipeline
+    from telemetry.sinks.prometheus import PrometheusSink
+
+    k = FakeKube()
+    await k.put(node("gpu-1"))
+    await k.put(pod("a", "10.0.0.1"))
+
+    async def serve(port: int = 0) -> tuple[web.AppRunner, int]:
+        runner = web.AppRunner(k.app())
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", port)
+        await site.start()
+        return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    runner, port = await serve()
+    cfg = InventorySource.Config(
+        kubeconfig=kubeconfig(tmp_path, f"http://127.0.0.1:{port}", k.token),
+        resources=["Node", "Pod"],
+    )
+    src = InventorySource(config=cfg, store=None, cluster="default")
+    pipeline = Pipeline([src], [])
+    prom = PrometheusSink(health=pipeline.health)
+    host, mport = prom.serve("127.0.0.1", 0)
+
+    async def healthz() -> tuple[int, str]:
+        def get() -> tuple[int, str]:
+            try:
+                with urllib.request.urlopen(f"http://{host}:{mport}/healthz", timeout=5) as r:
+                    return r.status, r.read().decode()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read().decode()
+
+        return await asyncio.get_running_loop().run_in_executor(None, get)
+
+    async def until_health(status: int, what: str, timeout: float = 30) -> str:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            code, body = await healthz()
+            if code == status:
+                return body
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"timed out waiting for {what}: {code} {body}")
+            await asyncio.sleep(0.2)
+
+    try:
+        pipeline.run_once()
+        await until(lambda: src.watcher is not None, "the watcher")
+        w = src.watcher
+        assert w is not None
+        await until(lambda: set(w.resource_versions) == {"Node", "Pod"} and not w.down, "watching")
+        assert await healthz() == (200, "ok\n") and src.health() is None
+        k.drop_watches()
+        await runner.cleanup()  # the API server is gone
+        body = await until_health(503, "unhealthy")
+        assert body.startswith("inventory: watch down: ") and "connection" in body, body
+        assert "Node (" in body or "Pod (" in body
+        runner, _ = await serve(port)  # back, same address
+        await until_health(200, "healthy again")
+        assert src.health() is None
+    finally:
+        prom.close()
+        src.close()
+        await runner.cleanup()
