@@ -196,6 +196,31 @@ def test_services_select_pods_and_config_maps_exist(all_docs: list[dict[str, Any
                 assert v["configMap"]["name"] in made, (name, v)
 
 
+def pod_env(name: str) -> dict[str, str]:
+    """The plain `value:` environment of a pod's first container, as load_config sees it."""
+    spec = next(s for n, s in _pod_specs(_all()) if n == name)
+    env = {e["name"]: e["value"] for e in spec["containers"][0].get("env", []) if "value" in e}
+    return {"RAILSCOPE_DSN": "http://railscope:pw@clickhouse-client:8123/railscope", **env}
+
+
+def _all() -> list[dict[str, Any]]:
+    return [d for p in manifest_files() for d in _docs(p)]
+
+
+def test_only_the_switch_pod_gets_the_switch_list_and_its_redis_secret() -> None:
+    mounts = {}
+    for name, spec in _pod_specs(_all()):
+        secrets = {v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
+        mounts[name] = "railscope-switch" in secrets
+        env = pod_env(name)
+        if name == "Deployment/railscope-switch":
+            assert "RAILSCOPE__SOURCES__SWITCH__SWITCHES" not in env
+        elif any(v.get("configMap", {}).get("name") == "railscope-config" for v in spec["volumes"]):
+            assert env["RAILSCOPE__SOURCES__SWITCH__SWITCHES"] == "[]", name
+    assert [n for n, m in mounts.items() if m] == ["Deployment/railscope-switch"]
+    assert "railscope-switch" in (ROOT / "docs" / "deploying.md").read_text()
+
+
 def test_railscope_config_validates_with_railscope_models(tmp_path: Path) -> None:
     from telemetry.cli import build_parser
     from telemetry.config import load_config
@@ -203,10 +228,21 @@ def test_railscope_config_validates_with_railscope_models(tmp_path: Path) -> Non
     build_parser()  # registers the sources (exporters/ are imported at every CLI start)
     (cm,) = _docs(DEPLOY / "railscope" / "config.yaml")
     f = tmp_path / "railscope.yaml"
-    f.write_text(cm["data"]["railscope.yaml"])
+    secret = tmp_path / "redis-password"
+    secret.write_text("redis-pw\n")
+    # the switch pod reads the Redis password from its Secret mount (here a temporary file)
+    text = cm["data"]["railscope.yaml"]
+    assert text.count("/etc/railscope-secrets/redis-password") == 2
+    f.write_text(text.replace("/etc/railscope-secrets/redis-password", str(secret)))
     cfg = load_config(
         f, env={"RAILSCOPE_DSN": "http://railscope:pw@clickhouse-client:8123/railscope"}
     )
+    assert {s["password"] for s in cfg.sources["switch"]["switches"]} == {"redis-pw"}
+    # every other pod loads the same file with the switch list emptied by its environment, so
+    # it needs neither the Secret nor the switch list
+    f.write_text(text)
+    others = load_config(f, env=pod_env("Deployment/railscope-sflow"))
+    assert others.sources["switch"]["switches"] == []
     assert cfg.store.cluster == "railscope" and cfg.store.database == "railscope"
     for source in ("switch", "sflow", "hdfs", "inventory"):
         assert source in cfg.sources
