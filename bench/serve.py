@@ -56,7 +56,10 @@ def best(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
     return {k: min(v) for k, v in times.items()}
 
 
-def start_serve(path: Path, port: int) -> subprocess.Popen[bytes]:
+def start_serve(path: Path, port: int, log: Path | None = None) -> subprocess.Popen[bytes]:
+    """`railscope serve` on the embedded store `path` (no sources, no correlate), answering on
+    `port`; its output to `log` (appended) when given."""
+    out = open(log, "ab") if log else None  # noqa: SIM115 (the child keeps it)
     env = {
         **os.environ,
         "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
@@ -66,7 +69,7 @@ def start_serve(path: Path, port: int) -> subprocess.Popen[bytes]:
     p = subprocess.Popen(
         [sys.executable, "-m", "telemetry.cli", "--log-level", "warning", "serve",
          "--dsn", f"chdb://{path}", "--query-listen", f"127.0.0.1:{port}", "--no-correlate"],
-        env=env,
+        env=env, stdout=out, stderr=subprocess.STDOUT if out else None,
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
