@@ -193,6 +193,11 @@ class PrometheusConfig(_Model):
         None, description="Serve /metrics and /healthz over HTTPS with this certificate (PEM)."
     )
     tls_key_file: str | None = Field(None, description="...and this private key (PEM).")
+    bearer_token: str | None = Field(
+        None,
+        description="Require `Authorization: Bearer <token>` on /metrics (not /healthz, which "
+        "the kubelet probes); bearer_token_file: read it from a file.",
+    )
 
     @model_validator(mode="after")
     def _tls_files(self) -> PrometheusConfig:
@@ -214,6 +219,10 @@ class PrometheusConfig(_Model):
                 f"{getattr(e, 'strerror', None) or e}"
             ) from None
         return ctx
+
+    def server_options(self) -> dict[str, Any]:
+        """What PrometheusSink.serve takes besides the address: TLS and the bearer token."""
+        return {"tls": self.ssl_context(), "bearer_token": self.bearer_token}
 
     @field_validator("listen")
     @classmethod

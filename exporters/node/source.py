@@ -449,7 +449,7 @@ def _serve_metrics_only(args: Any, cfg: Any) -> int:
             sys.stdout.write(prom.render())
             return 0 if src.stats.last_success else 1
         host, _, port = cfg.prometheus.listen.rpartition(":")
-        bound = prom.serve(host, int(port), cfg.prometheus.ssl_context())
+        bound = prom.serve(host, int(port), **cfg.prometheus.server_options())
         log.info("node: serving /metrics on %s:%s, no store", *bound)
         pipeline.run(src.interval_seconds)
     finally:

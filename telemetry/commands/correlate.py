@@ -230,7 +230,7 @@ def follow(corr: Any, cfg: Any, args: argparse.Namespace, on_cycle: Any = None) 
     sink = PrometheusSink(components=lambda: [corr.attribution_stats, *corr.stats.values()])
     sink.registry.register(FindingsCollector(corr.store, corr.cluster, corr.hysteresis))  # type: ignore[arg-type]
     host, _, port = (args.listen or cfg.prometheus.listen).rpartition(":")
-    bound = sink.serve(host, int(port), cfg.prometheus.ssl_context())
+    bound = sink.serve(host, int(port), **cfg.prometheus.server_options())
     log.info(
         "evaluating every %.0fs (lag %.0fs); findings on http://%s:%s/metrics",
         corr.interval,

@@ -178,7 +178,7 @@ def run_source(name: str, args: argparse.Namespace) -> int:
     if prom is not None:
         pipeline_ref.append(pipeline)
         host, _, port = cfg.prometheus.listen.rpartition(":")
-        bound = prom.serve(host, int(port), cfg.prometheus.ssl_context())
+        bound = prom.serve(host, int(port), **cfg.prometheus.server_options())
         log.info("serving /metrics on %s:%s", *bound)
     if not one_shot:
         try:

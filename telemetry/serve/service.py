@@ -130,7 +130,7 @@ class Service:
         if self._prom is not None:
             mhost, _, mport = self.cfg.prometheus.listen.rpartition(":")
             self.metrics_bound = self._prom.serve(
-                mhost, int(mport), self.cfg.prometheus.ssl_context()
+                mhost, int(mport), **self.cfg.prometheus.server_options()
             )
             log.info("serving /metrics on %s:%s", *self.metrics_bound)
         for c in self.components:

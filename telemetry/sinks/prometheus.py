@@ -7,6 +7,7 @@ Component self-metrics (received/sent/dropped/failed, duration, success) are exp
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import ssl
 import threading
@@ -168,11 +169,15 @@ class PrometheusSink:
         return latest_text(self.latest) + generate_latest(self.registry).decode()
 
     def serve(
-        self, host: str = "0.0.0.0", port: int = 9580, tls: ssl.SSLContext | None = None
+        self,
+        host: str = "0.0.0.0",
+        port: int = 9580,
+        tls: ssl.SSLContext | None = None,
+        bearer_token: str | None = None,
     ) -> tuple[str, int]:
-        """Serve /metrics from a background thread (HTTPS with `tls`). Returns the bound
-        (host, port)."""
-        self._server = _Server(self, host, port, tls)
+        """Serve /metrics from a background thread (HTTPS with `tls`; with `bearer_token`,
+        /metrics answers 401 without it). Returns the bound (host, port)."""
+        self._server = _Server(self, host, port, tls, bearer_token)
         return self._server.start()
 
     def close(self) -> None:
@@ -183,9 +188,15 @@ class PrometheusSink:
 
 class _Server:
     def __init__(
-        self, sink: PrometheusSink, host: str, port: int, tls: ssl.SSLContext | None = None
+        self,
+        sink: PrometheusSink,
+        host: str,
+        port: int,
+        tls: ssl.SSLContext | None = None,
+        bearer_token: str | None = None,
     ) -> None:
         self.sink, self.host, self.port, self.tls = sink, host, port, tls
+        self.authorization = f"Bearer {bearer_token}".encode() if bearer_token else None
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._bound: tuple[str, int] = (host, port)
@@ -202,7 +213,15 @@ class _Server:
     def _run(self) -> None:
         from aiohttp import web
 
-        async def metrics(_: web.Request) -> web.Response:
+        async def metrics(request: web.Request) -> web.Response:
+            if self.authorization is not None and not hmac.compare_digest(
+                request.headers.get("Authorization", "").encode(), self.authorization
+            ):
+                return web.Response(
+                    status=401,
+                    text="bearer token required\n",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
             body = await asyncio.get_running_loop().run_in_executor(None, self.sink.render)
             return web.Response(
                 text=body,

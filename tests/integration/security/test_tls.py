@@ -73,6 +73,44 @@ def test_metrics_over_https_only_for_clients_that_trust_the_ca(
     )
 
 
+def test_metrics_bearer_token_from_a_file(cert: tuple[Path, Path], tmp_path: Path) -> None:
+    """`prometheus.bearer_token_file`: /metrics needs the token (over HTTPS here), /healthz
+    stays open for the kubelet's probes."""
+    crt, key = cert
+    (tmp_path / "token").write_text("s3cr3t-scrape-token\n")
+    cfg = load_config(
+        _config(
+            tmp_path,
+            f"prometheus:\n  tls_cert_file: {crt}\n  tls_key_file: {key}\n"
+            f"  bearer_token_file: {tmp_path / 'token'}\n",
+        ),
+        env={},
+    )
+    sink = PrometheusSink()
+    host, port = sink.serve("127.0.0.1", 0, **cfg.prometheus.server_options())
+    ctx = ssl.create_default_context(cafile=str(crt))
+    url = f"https://{host}:{port}/metrics"
+
+    def get(token: str | None) -> int:
+        req = urllib.request.Request(url)
+        if token is not None:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=10, context=ctx) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as e:
+            return int(e.code)
+
+    try:
+        assert get("s3cr3t-scrape-token") == 200
+        assert get(None) == 401 and get("wrong") == 401 and get("s3cr3t-scrape-toke") == 401
+        assert _get(f"https://{host}:{port}/healthz", ctx) == (200, "ok\n")
+    finally:
+        sink.close()
+    shown = rs("config", "show", str(tmp_path / "railscope.yaml"))
+    assert shown.returncode == 0 and "s3cr3t-scrape-token" not in shown.stdout + shown.stderr
+
+
 class TlsTerminator:
     """TLS in front of a plain TCP endpoint (as a ClickHouse server's https port is)."""
 
