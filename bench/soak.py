@@ -492,7 +492,7 @@ def run(children: list[subprocess.Popen[bytes]]) -> int:
         and (faults_seen["spool_disk_full"] > 0 or not disk_fault)
         and 0 < malformed <= sender.malformed
     )
-    if args.keep:
+    if args.keep or not result["ok"]:
         result["work"] = str(work)
     else:
         if disk_fault:

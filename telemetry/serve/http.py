@@ -421,11 +421,18 @@ class QueryServer:
         if request.content_length is not None and request.content_length > limit:
             raise too_big
         parts, size = [], 0
-        async for chunk in request.content.iter_any():
-            size += len(chunk)
-            if size > limit:
-                raise too_big
-            parts.append(chunk)
+        try:
+            async for chunk in request.content.iter_any():
+                size += len(chunk)
+                if size > limit:
+                    raise too_big
+                parts.append(chunk)
+        except ConnectionResetError:  # the client went away mid-body: nothing to run or answer
+            raise EngineError(
+                210,
+                "the client closed the connection before the end of the request",
+                "NETWORK_ERROR",
+            ) from None
         data = b"".join(parts)
         encoding = request.headers.get("Content-Encoding", "").strip().lower()
         if data and encoding and encoding != "identity":
