@@ -162,6 +162,47 @@ def test_writer_inserts_into_collected_tables_and_reads_only_what_it_must(
         assert got[name] == ACCESS_DENIED, (name, got[name])
 
 
+# the store code a collector runs, through clickhouse-connect on the engine loaded as the role
+SINK = textwrap.dedent("""
+    import io, json, sys
+    import clickhouse_connect, pyarrow as pa
+    from telemetry.records import GPU_SAMPLE
+    from telemetry.store.client import Store
+    from tests.conftest import now_ms
+    from tests.integration.core.test_exactly_once import gpu_batch
+    client = clickhouse_connect.get_client(
+        dsn="chdb://" + sys.argv[1], chdb_options={"config-file": sys.argv[2]})
+    store = Store("chdb://" + sys.argv[1], database="railscope", client=client)
+    out = {"pending": len(store.pending())}
+    t = GPU_SAMPLE.conform(gpu_batch(0, 100, now_ms()).table)
+    out["insert"] = [store.insert(GPU_SAMPLE, t, token="t1"), store.insert(GPU_SAMPLE, t, token="t1")]
+    buf = io.BytesIO()
+    with pa.ipc.new_stream(buf, t.schema) as w:
+        w.write_table(t)
+    store.insert_arrow_stream(GPU_SAMPLE, buf.getvalue(), token="t2")  # a spool replay
+    try:
+        store.query_rows("SELECT count() FROM railscope.gpu_samples")
+        out["read"] = "allowed"
+    except Exception as e:
+        out["read"] = str(e).split(".")[0]
+    print(json.dumps(out))
+""")
+
+
+def test_writer_runs_the_collectors_store_code(store_path: Path) -> None:
+    """Store.pending (the start-up check), Store.insert with a dedup token and the spool's
+    ArrowStream replay, as the writer; reading the data back is refused."""
+    run_as("railscope_writer", store_path, [])  # writes the role's config files
+    d = store_path.parent / "railscope_writer"
+    res = subprocess.run(
+        [sys.executable, "-c", SINK, str(store_path), str(d / "config.xml")],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out == {"pending": 0, "insert": [100, 100], "read": "Code: 497"}
+
+
 def probe_reading_all(role: str, store: Path, probes: dict[str, str]) -> dict[str, Any]:
     """Each probe's rows or error code, run as `role`, after checking that the role reads every
     record table."""
