@@ -33,6 +33,10 @@ def build_all(database: str | None = None) -> dict[str, dict[str, Any]]:
     return out
 
 
+GRAFANA_CA_FILE = "/etc/grafana/clickhouse-tls/ca.crt"
+"""Where deploy/grafana mounts the CA of the cluster's ClickHouse (Secret `clickhouse-tls`)."""
+
+
 @dataclass(frozen=True)
 class SingleMachine:
     """Where a single-machine Grafana finds railscope: `railscope serve`'s ClickHouse HTTP
@@ -52,12 +56,17 @@ def provisioning(
     and Prometheus addresses come from Grafana's environment (the cluster deployment); with
     `single_machine` they point at `railscope serve` and a local Prometheus. User and password
     always come from the environment (never written into a file)."""
-    host, port = "${RAILSCOPE_CLICKHOUSE_HOST}", 8123
+    host, port = "${RAILSCOPE_CLICKHOUSE_HOST}", 8443
     database, prom_url = "${RAILSCOPE_CLICKHOUSE_DATABASE}", "${RAILSCOPE_PROMETHEUS_URL}"
+    # the cluster's ClickHouse speaks HTTPS on 8443 with a private CA (deploy/clickhouse):
+    # Grafana reads the CA from the mounted Secret `clickhouse-tls` at provisioning time
+    tls: dict[str, Any] = {"secure": True, "tlsAuthWithCACert": True}
+    tls_secret: dict[str, str] = {"tlsCACert": "$__file{" + GRAFANA_CA_FILE + "}"}
     if single_machine is not None:
         h, _, p = single_machine.query_listen.rpartition(":")
         host, port = (h.strip("[]") or "127.0.0.1"), int(p)
         database, prom_url = single_machine.database, single_machine.prometheus_url
+        tls, tls_secret = {}, {}  # `railscope serve` listens on loopback, plain HTTP
     datasources = {
         "apiVersion": 1,
         "datasources": [
@@ -71,8 +80,9 @@ def provisioning(
                     "protocol": "http",
                     "defaultDatabase": database,
                     "username": "${RAILSCOPE_CLICKHOUSE_USER}",
+                    **tls,
                 },
-                "secureJsonData": {"password": "${RAILSCOPE_CLICKHOUSE_PASSWORD}"},
+                "secureJsonData": {"password": "${RAILSCOPE_CLICKHOUSE_PASSWORD}", **tls_secret},
                 "editable": False,
             },
             {

@@ -512,3 +512,48 @@ def test_restricted_check_catches_each_violation(all_docs: list[dict[str, Any]])
         bad = copy.deepcopy(spec)
         mutate(bad)
         assert any(expect in v for v in restricted_violations(bad)), expect
+
+
+def test_clickhouse_traffic_is_encrypted_and_authenticated(all_docs: list[dict[str, Any]]) -> None:
+    """Clients reach ClickHouse only over TLS with the mounted CA; replicas use native TLS and
+    interserver credentials; Keeper znodes are guarded by a digest identity."""
+    (chcfg, *_) = _docs(DEPLOY / "clickhouse" / "config.yaml")
+    root = ET.fromstring(chcfg["data"]["railscope-cluster.xml"])
+    assert root.findtext("https_port") == "8443" and root.findtext("tcp_port_secure") == "9440"
+    # the image's cleartext listeners are removed, not merely unadvertised
+    assert all(root.find(p).get("remove") == "1" for p in ("http_port", "tcp_port"))  # type: ignore[union-attr]
+    server = root.find("openSSL/server")
+    assert server is not None and "tlsv1_1" in (server.findtext("disableProtocols") or "")
+    tls_files = {server.findtext(k) for k in ("certificateFile", "privateKeyFile", "caConfig")}
+    assert root.find("interserver_http_credentials/password").get("from_env")  # type: ignore[union-attr]
+    assert root.find("zookeeper/identity").get("from_env")  # type: ignore[union-attr]
+    for replica in root.findall("remote_servers/railscope/shard/replica"):
+        assert (replica.findtext("port"), replica.findtext("secure")) == ("9440", "1")
+    for name, spec in _pod_specs(all_docs):
+        mounts = {
+            m["name"]: m["mountPath"] for c in spec["containers"] for m in c.get("volumeMounts", [])
+        }
+        secrets = {
+            v["name"]: v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v
+        }
+        if name.startswith("StatefulSet/clickhouse-shard"):
+            assert secrets["tls"] == "clickhouse-tls"
+            assert {f.rsplit("/", 1)[0] for f in tls_files} == {mounts["tls"]}, name
+            env = {e["name"] for e in spec["containers"][0]["env"]}
+            assert {"CLICKHOUSE_INTERSERVER_PASSWORD", "CLICKHOUSE_KEEPER_IDENTITY"} <= env
+        elif name == "Deployment/railscope-grafana":
+            assert secrets.get("clickhouse-ca") == "clickhouse-tls", name
+            assert mounts["clickhouse-ca"] == str(Path(dashboards.GRAFANA_CA_FILE).parent)
+        elif name.startswith(("Deployment/railscope", "DaemonSet/railscope", "Job/railscope")):
+            # every pod that holds a DSN can verify the server: the CA the DSN names is mounted
+            assert secrets.get("clickhouse-ca") == "clickhouse-tls", name
+            assert mounts["clickhouse-ca"] == "/etc/railscope-tls", name
+    ds = dashboards.provisioning()["datasources"]["datasources"][0]
+    assert ds["jsonData"]["port"] == 8443 and ds["jsonData"]["secure"] is True
+    # no NetworkPolicy admits the plain ports to other pods
+    for d in all_docs:
+        if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "railscope-clickhouse":
+            ports = {p["port"] for rule in d["spec"]["ingress"] for p in rule["ports"]}
+            assert ports == {8443, 9440, 9009}
+    text = (ROOT / "docs" / "deploying.md").read_text()
+    assert "clickhouse-tls" in text and "keeper-identity" in text and "interserver" in text
