@@ -10,7 +10,9 @@ unparseable counter leaves the field null and is reported through `problems.add(
 from __future__ import annotations
 
 import csv
+import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -204,6 +206,104 @@ def fields_from(
     return out
 
 
+def _counter_column(
+    term: str, raw: Sequence[Any], keys: Sequence[str], problems: Problems
+) -> list[int | None]:
+    """One counter of many hashes as ints (None where absent or not a counter; the latter
+    named). The common case, every value a decimal string within range, costs one int() each."""
+    types = set(map(type, raw))
+    if types <= _STR_OR_NONE:
+        try:
+            vals: list[int | None] = (
+                list(map(int, raw))
+                if type(None) not in types
+                else [None if v is None else int(v) for v in raw]
+            )
+            present = [v for v in vals if v is not None]
+            if not present or (min(present) >= 0 and max(present) < 1 << 64):
+                return vals
+        except ValueError:
+            pass
+    # something in this column is not a plain counter string: value by value, each one named
+    return [
+        None if v is None else _int(keys[i], term, v if type(v) is str else json.dumps(v), problems)
+        for i, v in enumerate(raw)
+    ]
+
+
+_STR_OR_NONE = frozenset((str, type(None)))
+Column = Sequence[Any]
+
+
+def field_columns(
+    kind: str,
+    keys: Sequence[str],
+    hashes: Sequence[Mapping[str, Any]],
+    problems: Problems,
+    priority: int | None = None,
+    table: Path = CSV_PATH,
+    cache: dict[str, tuple[Column, Column]] | None = None,
+) -> dict[str, Column]:
+    """`fields_from` for many hashes at once, column by column (the same mapping and rules:
+    first alternative whose terms are all present, sums only of present terms, unit scale).
+    `keys` name each hash in problems; `cache` shares parsed counters between calls on the same
+    hashes (the port kind's PFC sums and the priority rows read the same counters)."""
+    cols = cache if cache is not None else {}
+    n = len(hashes)
+    need = [t for t in _terms(kind, priority, table) if t not in cols]
+    if need and n:
+        # one pass over the hashes reads every counter this kind needs (C-level map per hash),
+        # then zip turns the rows into columns
+        rows = [tuple(map(h.get, need)) for h in hashes]
+        for t, raw in zip(need, zip(*rows, strict=True), strict=True):
+            cols[t] = (raw, _counter_column(t, raw, keys, problems))
+    elif need:
+        cols.update((t, ((), [])) for t in need)
+    out: dict[str, Column] = {}
+    for m in _for_kind(kind, priority, table):
+        if len(m.alternatives) == 1 and len(m.alternatives[0]) == 1:
+            vals = cols[m.alternatives[0][0]][1]
+        else:
+            vals = _alternatives([[cols[t] for t in terms] for terms in m.alternatives], n)
+        if m.scale is not None:
+            vals = [None if v is None else v * m.scale for v in vals]
+        out[m.field] = vals
+    return out
+
+
+@lru_cache(maxsize=64)
+def _terms(kind: str, priority: int | None, table: Path) -> tuple[str, ...]:
+    """Every counter name the mappings of `kind` read, once each."""
+    return tuple(
+        dict.fromkeys(
+            t for m in _for_kind(kind, priority, table) for a in m.alternatives for t in a
+        )
+    )
+
+
+def _alternatives(alts: list[list[tuple[Column, Column]]], n: int) -> Column:
+    """Per row: the sum of the first alternative whose terms are all present (None if one of
+    them is not a counter). Decided per column where a term is present everywhere or nowhere
+    (a switch model has a counter on every port or on none); row by row only otherwise."""
+    for k, alt in enumerate(alts):
+        if any(raw.count(None) == n for raw, _ in alt):
+            continue  # absent on every row: the next alternative
+        if all(None not in raw for raw, _ in alt):
+            vcols = [v for _, v in alt]
+            if all(None not in v for v in vcols):
+                return list(map(sum, zip(*vcols, strict=True)))
+            return [None if None in t else sum(t) for t in zip(*vcols, strict=True)]
+        out: list[Any] = [None] * n
+        for i in range(n):
+            for a in alts[k:]:
+                if all(raw[i] is not None for raw, _ in a):
+                    vs = [v[i] for _, v in a]
+                    out[i] = None if None in vs else sum(vs)
+                    break
+        return out
+    return [None] * n
+
+
 def priority_rows(
     key: str, h: Hash, problems: Problems, table: Path = CSV_PATH
 ) -> list[dict[str, Any]]:
@@ -339,6 +439,7 @@ __all__ = [
     "Problems",
     "WrongType",
     "as_hash",
+    "field_columns",
     "fields_from",
     "lldp_rows",
     "load_mappings",
