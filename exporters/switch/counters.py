@@ -10,6 +10,7 @@ unparseable counter leaves the field null and is reported through `problems.add(
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
+
+import numpy as np
 
 CSV_PATH = Path(__file__).with_name("sonic_counters.csv")
 
@@ -208,17 +211,19 @@ def fields_from(
 
 def _counter_column(
     term: str, raw: Sequence[Any], keys: Sequence[str], problems: Problems
-) -> list[int | None]:
-    """One counter of many hashes as ints (None where absent or not a counter; the latter
-    named). The common case, every value a decimal string within range, costs one int() each."""
+) -> Column:
+    """One counter of many hashes: a uint64 array when every hash has it as a decimal string
+    within range (the common case: one int() per value, no Python list on the way to Arrow),
+    else a list of ints and None (absent, or not a counter: named)."""
     types = set(map(type, raw))
-    if types <= _STR_OR_NONE:
+    if types == _STR:
         try:
-            vals: list[int | None] = (
-                list(map(int, raw))
-                if type(None) not in types
-                else [None if v is None else int(v) for v in raw]
-            )
+            return np.fromiter(map(int, raw), dtype=np.uint64, count=len(raw))
+        except (ValueError, OverflowError):  # not a number, negative, or past 64 bits
+            pass
+    elif types <= _STR_OR_NONE:
+        try:
+            vals = [None if v is None else int(v) for v in raw]
             present = [v for v in vals if v is not None]
             if not present or (min(present) >= 0 and max(present) < 1 << 64):
                 return vals
@@ -231,8 +236,14 @@ def _counter_column(
     ]
 
 
+def full(c: Column) -> bool:
+    """A column with a value on every row."""
+    return isinstance(c, np.ndarray) or None not in c
+
+
+_STR = frozenset((str,))
 _STR_OR_NONE = frozenset((str, type(None)))
-Column = Sequence[Any]
+Column = list[Any] | np.ndarray[Any, Any]  # a list (None where no value) or an array (none)
 
 
 def field_columns(
@@ -242,7 +253,7 @@ def field_columns(
     problems: Problems,
     priority: int | None = None,
     table: Path = CSV_PATH,
-    cache: dict[str, tuple[Column, Column]] | None = None,
+    cache: dict[str, tuple[Sequence[Any], Column]] | None = None,
 ) -> dict[str, Column]:
     """`fields_from` for many hashes at once, column by column (the same mapping and rules:
     first alternative whose terms are all present, sums only of present terms, unit scale).
@@ -266,7 +277,11 @@ def field_columns(
         else:
             vals = _alternatives([[cols[t] for t in terms] for terms in m.alternatives], n)
         if m.scale is not None:
-            vals = [None if v is None else v * m.scale for v in vals]
+            vals = (
+                vals * m.scale
+                if isinstance(vals, np.ndarray)
+                else [None if v is None else v * m.scale for v in vals]
+            )
         out[m.field] = vals
     return out
 
@@ -281,7 +296,7 @@ def _terms(kind: str, priority: int | None, table: Path) -> tuple[str, ...]:
     )
 
 
-def _alternatives(alts: list[list[tuple[Column, Column]]], n: int) -> Column:
+def _alternatives(alts: list[list[tuple[Sequence[Any], Column]]], n: int) -> Column:
     """Per row: the sum of the first alternative whose terms are all present (None if one of
     them is not a counter). Decided per column where a term is present everywhere or nowhere
     (a switch model has a counter on every port or on none); row by row only otherwise."""
@@ -290,15 +305,15 @@ def _alternatives(alts: list[list[tuple[Column, Column]]], n: int) -> Column:
             continue  # absent on every row: the next alternative
         if all(None not in raw for raw, _ in alt):
             vcols = [v for _, v in alt]
-            if all(None not in v for v in vcols):
-                return list(map(sum, zip(*vcols, strict=True)))
-            return [None if None in t else sum(t) for t in zip(*vcols, strict=True)]
+            if all(isinstance(v, np.ndarray) for v in vcols):
+                return functools.reduce(lambda x, y: x + y, vcols)
+            return [None if any(x is None for x in t) else sum(t) for t in zip(*vcols, strict=True)]
         out: list[Any] = [None] * n
         for i in range(n):
             for a in alts[k:]:
                 if all(raw[i] is not None for raw, _ in a):
                     vs = [v[i] for _, v in a]
-                    out[i] = None if None in vs else sum(vs)
+                    out[i] = None if any(x is None for x in vs) else sum(vs)
                     break
         return out
     return [None] * n
@@ -441,6 +456,7 @@ __all__ = [
     "as_hash",
     "field_columns",
     "fields_from",
+    "full",
     "lldp_rows",
     "load_mappings",
     "port_rows",

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from exporters.switch import counters as C
@@ -439,8 +440,11 @@ class SonicGnmi(_Stream):
         self.queue_h: dict[str, Any] = {}  # "Ethernet0:3" -> its COUNTERS hash as streamed
         self.port_ts: dict[str, int] = {}  # the switch's time of each hash's last update
         self.queue_ts: dict[str, int] = {}
-        self._ports: list[tuple[str, str]] = []  # (name, oid) in natural order
-        self._queues: list[tuple[str, str, str, int | None, str]] = []  # name, oid, port, idx, type
+        # what the name maps say, as columns: ports (name, key) in natural order, queues
+        # (name, port, index, type, key); queues whose index is not one (name, oid)
+        self._ports: tuple[list[str], list[str]] = ([], [])
+        self._queues: tuple[list[Any], ...] = ([], [], [], [], [])
+        self._bad_queues: list[tuple[str, str]] = []
         self._lldp: list[dict[str, Any]] | None = None  # lldp rows of `appl` (None: to be read)
 
     async def _prepare(self, md: list[tuple[str, str]]) -> None:
@@ -451,22 +455,34 @@ class SonicGnmi(_Stream):
                     maps[elems[0][0]] = {str(k): _str(x) for k, x in v.items()}
         pmap = maps.get(C.PORT_NAME_MAP, {})
         qtype, qindex = maps.get(C.QUEUE_TYPE_MAP, {}), maps.get(C.QUEUE_INDEX_MAP, {})
-        queues = []
+        queues: tuple[list[Any], ...] = ([], [], [], [], [])  # name, port, index, type, key
+        bad = []
         for qname, oid in maps.get(C.QUEUE_NAME_MAP, {}).items():
             port, _, tail = qname.rpartition(":")
             raw = qindex.get(oid, tail)
             try:
-                idx: int | None = int(raw)
+                idx = int(raw)
             except ValueError:
-                idx = None
-            if idx is not None and not 0 <= idx <= 255:
-                idx = None  # named by each poll that has the queue's counters (C._split)
+                idx = -1
+            if not 0 <= idx <= 255:
+                bad.append((qname, oid))  # named by each poll that has its counters (C._split)
+                continue
             t = qtype.get(oid, "")
-            queues.append((qname, oid, port, idx, C.QUEUE_TYPES.get(t, t.lower() or "unknown")))
+            row = (
+                qname,
+                port,
+                idx,
+                C.QUEUE_TYPES.get(t, t.lower() or "unknown"),
+                f"COUNTERS:{oid}",
+            )
+            for c, v in zip(queues, row, strict=True):
+                c.append(v)
+        ports = sorted(pmap.items(), key=lambda kv: C._natural(kv[0]))
         with self.lock:
             self.maps = maps
-            self._ports = sorted(pmap.items(), key=lambda kv: C._natural(kv[0]))
+            self._ports = ([n for n, _ in ports], [f"COUNTERS:{o}" for _, o in ports])
             self._queues = queues
+            self._bad_queues = bad
 
     def _apply(self, elems: list[tuple[str, dict[str, str]]], value: Any, ts_ms: int) -> bool:
         names = [e[0] for e in elems]
@@ -510,22 +526,18 @@ class SonicGnmi(_Stream):
             if lldp and self._lldp is None:
                 self._lldp = C.lldp_rows(appl)  # APPL_DB changes on change only: kept
             ll = [dict(r) for r in self._lldp or ()] if lldp else []
-        names, hashes, keys = [], [], []
-        for (name, oid), h in zip(ports, map(port_h.get, (n for n, _ in ports)), strict=True):
-            if not h:
-                problems.add("missing_counters", f"COUNTERS:{oid}")
-                continue
-            names.append(name)
-            hashes.append(h)
-            keys.append(f"COUNTERS:{oid}")
-        cache: dict[str, tuple[C.Column, C.Column]] = {}
-        pc: dict[str, list[Any]] = {
+        names, keys = ports
+        hashes: list[Any] = list(map(port_h.get, names))
+        if not all(hashes):  # some port has not streamed (yet): without it
+            have = [i for i, h in enumerate(hashes) if h]
+            for i in sorted(set(range(len(names))) - set(have)):
+                problems.add("missing_counters", keys[i])
+            names, keys, hashes = ([c[i] for i in have] for c in (names, keys, hashes))
+        cache: dict[str, tuple[Sequence[Any], C.Column]] = {}
+        pc: dict[str, C.Column] = {
             "port": names,
             "ts": list(map(port_ts.get, names)),
-            **{
-                k: list(v)
-                for k, v in C.field_columns("port", keys, hashes, problems, cache=cache).items()
-            },
+            **C.field_columns("port", keys, hashes, problems, cache=cache),
         }
         up, speed = [], []
         for n in names:
@@ -535,44 +547,38 @@ class SonicGnmi(_Stream):
             mbps = C._float(f"PORT_TABLE:{n}", "speed", pt.get("speed"), problems)
             speed.append(mbps * 1e6 if mbps else None)
         pc["up"], pc["speed_bps"] = up, speed
-        prio: dict[str, list[Any]] = {"port": [], "ts": [], "priority": []}
+        chunks: dict[str, list[C.Column]] = {}  # priority fields, one chunk per priority
         for p in C.PRIORITIES:
             f = C.field_columns("priority", keys, hashes, problems, p, cache=cache)
-            if any(None not in c for c in f.values()):  # a value on every port: every row
-                prio["port"] += names
-                prio["ts"] += pc["ts"]
-                prio["priority"] += [p] * len(names)
-                for k, c in f.items():
-                    prio.setdefault(k, []).extend(c)
-                continue
-            have = [i for i in range(len(names)) if any(c[i] is not None for c in f.values())]
-            prio["port"] += [names[i] for i in have]
-            prio["ts"] += [pc["ts"][i] for i in have]
-            prio["priority"] += [p] * len(have)
-            for k, c in f.items():
-                prio.setdefault(k, []).extend(c[i] for i in have)
-        qnames, qrows, qhashes, qkeys = [], [], [], []
-        for (qname, oid, port, idx, qtype), h in zip(
-            queues, map(queue_h.get, (q[0] for q in queues)), strict=True
-        ):
-            if not h:
-                continue
-            if idx is None:
-                C._split(
-                    qname, self.maps.get(C.QUEUE_INDEX_MAP, {}).get(oid), problems, C.QUEUE_NAME_MAP
-                )
-                continue
-            qnames.append(qname)
-            qrows.append((port, idx, qtype))
-            qhashes.append(h)
-            qkeys.append(f"COUNTERS:{oid}")
-        qport, qidx, qtype_ = (list(c) for c in zip(*qrows, strict=True)) if qrows else ([], [], [])
-        qc: dict[str, list[Any]] = {
+            if any(C.full(c) for c in f.values()):  # a value on every port: every row
+                part = {"port": names, "ts": pc["ts"], "priority": [p] * len(names), **f}
+            else:
+                have = [i for i in range(len(names)) if any(c[i] is not None for c in f.values())]
+                part = {
+                    k: [c[i] for i in have]
+                    for k, c in (("port", names), ("ts", pc["ts"]), *f.items())
+                }
+                part["priority"] = [p] * len(have)
+            for k, c in part.items():
+                chunks.setdefault(k, []).append(c)
+        prio = {k: _concat(c) for k, c in chunks.items()}
+        qnames, qport, qidx, qtype, qkeys = queues
+        qhashes: list[Any] = list(map(queue_h.get, qnames))
+        if not all(qhashes):  # only the queues that streamed
+            have = [i for i, h in enumerate(qhashes) if h]
+            qnames, qport, qidx, qtype, qkeys, qhashes = (
+                [c[i] for i in have] for c in (qnames, qport, qidx, qtype, qkeys, qhashes)
+            )
+        for qname, oid in self._bad_queues:
+            if queue_h.get(qname):
+                idx = self.maps.get(C.QUEUE_INDEX_MAP, {}).get(oid)
+                C._split(qname, idx, problems, C.QUEUE_NAME_MAP)
+        qc: dict[str, C.Column] = {
             "port": qport,
             "queue": qidx,
-            "queue_type": qtype_,
+            "queue_type": qtype,
             "ts": list(map(queue_ts.get, qnames)),
-            **{k: list(v) for k, v in C.field_columns("queue", qkeys, qhashes, problems).items()},
+            **C.field_columns("queue", qkeys, qhashes, problems),
         }
         wd = [h.get("PFC_WD_STATUS") for h in qhashes]
         if wd.count(None) != len(wd):
@@ -683,6 +689,13 @@ class OpenConfigGnmi(_Stream):
             for (port, _), h in sorted(neigh.items(), key=lambda kv: C._natural(kv[0][0]))
         ]
         return prow, qrow, lrow
+
+
+def _concat(chunks: list[C.Column]) -> C.Column:
+    """Columns end to end: one array when every chunk is one, else one list."""
+    if all(isinstance(c, np.ndarray) for c in chunks):
+        return np.concatenate(chunks)
+    return [x for c in chunks for x in c]
 
 
 def _flatten(v: Any, prefix: str = "") -> dict[str, str] | None:

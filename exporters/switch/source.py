@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from exporters.switch import counters as C
@@ -375,7 +376,7 @@ class SwitchSource(BaseSource):
 _KINDS = ("switch_port_sample", "switch_priority_sample", "switch_queue_sample", "lldp_link")
 
 
-def _table(kind: RecordKind, cols: dict[str, list[Any]], const: dict[str, Any]) -> pa.Table:
+def _table(kind: RecordKind, cols: dict[str, Any], const: dict[str, Any]) -> pa.Table:
     """A table of `kind` from columns (lists of equal length) and values the same on every row
     (`const`); absent fields are null, an absent label ''."""
     n = len(cols["ts"])
@@ -387,6 +388,8 @@ def _table(kind: RecordKind, cols: dict[str, list[Any]], const: dict[str, Any]) 
         v = cols.get(f.name)
         if f.name in const:
             arrays.append(pa.repeat(pa.scalar(const[f.name], f.arrow_type), n))
+        elif isinstance(v, np.ndarray):  # a counter on every row: no Python objects
+            arrays.append(pa.array(v, f.arrow_type))
         elif v is None or v.count(None) == n:
             arrays.append(
                 pa.nulls(n, f.arrow_type)
