@@ -332,6 +332,18 @@ def priority_rows(
     return rows
 
 
+def pfc_sums(prios: list[dict[str, Any]]) -> dict[str, int | None]:
+    """switch_port_sample's all-priority PFC frame counts from one port's priority rows, as
+    sonic_counters.csv sums them: only when all eight priorities have the counter."""
+    out: dict[str, int | None] = {}
+    for field, leaf in (("pfc_rx_pause_total", "rx_pause_total"),
+                        ("pfc_tx_pause_total", "tx_pause_total")):  # fmt: skip
+        vals = [r[leaf] for r in prios if r.get(leaf) is not None]
+        have = {r["priority"] for r in prios if r.get(leaf) is not None}
+        out[field] = sum(vals) if have == set(PRIORITIES) else None
+    return out
+
+
 def port_rows(
     maps: dict[str, Hash],
     hashes: dict[str, Hash],
@@ -459,6 +471,7 @@ __all__ = [
     "full",
     "lldp_rows",
     "load_mappings",
+    "pfc_sums",
     "port_rows",
     "priority_rows",
     "queue_rows",

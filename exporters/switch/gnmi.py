@@ -44,6 +44,10 @@ OC_SAMPLE = (
     "interfaces/interface[name=*]/state/counters",
     "qos/interfaces/interface[interface-id=*]/output/queues/queue[name=*]/state",
 )
+# PFC per 802.1p priority: not in the OpenConfig models; Enterprise SONiC's management framework
+# publishes it as openconfig-qos-ext (docs/switch-gnmi.md cites the model). Opt-in per switch
+# (gnmi.openconfig_pfc): a switch without the model may refuse a Subscribe that names it.
+OC_PFC = "qos/interfaces/interface[interface-id=*]/pfc/pfc-priorities/pfc-priority[dot1p=*]/state"
 OC_ON_CHANGE = (
     "interfaces/interface[name=*]/state/oper-status",
     "interfaces/interface[name=*]/ethernet/state/port-speed",
@@ -596,12 +600,15 @@ class OpenConfigGnmi(_Stream):
     """OpenConfig: interface counters and queues SAMPLEd, oper status, speed and LLDP
     neighbours ON_CHANGE; leaves mapped to record fields by `openconfig_counters.csv`."""
 
-    sample_paths = OC_SAMPLE
+    sample_paths: tuple[str, ...] = OC_SAMPLE
     change_paths = OC_ON_CHANGE
 
     def __init__(self, *a: Any, **kw: Any) -> None:
         super().__init__(*a, **kw)
+        if self.cfg.openconfig_pfc:
+            self.sample_paths = (*OC_SAMPLE, OC_PFC)
         self.ports: dict[str, dict[str, str]] = {}  # interface -> leaf -> value
+        self.pfc: dict[tuple[str, int], dict[str, str]] = {}  # (interface, dot1p) -> leaf -> value
         self.port_ts: dict[str, int] = {}
         self.queues: dict[tuple[str, str], dict[str, str]] = {}
         self.lldp: dict[tuple[str, str], dict[str, str]] = {}
@@ -621,6 +628,15 @@ class OpenConfigGnmi(_Stream):
                 h[f"{tail}/{leaf}".strip("/")] = v
             if "counters" in names:
                 self.port_ts[port] = ts_ms
+            return True
+        if names[:3] == ["qos", "interfaces", "interface"] and "pfc-priority" in names:
+            port = elems[2][1].get("interface-id", "")
+            dot1p = elems[names.index("pfc-priority")][1].get("dot1p", "")
+            if not port or not dot1p.isdigit() or int(dot1p) > 7:
+                return False
+            # .../state -> {"statistics": {...}} or .../state/statistics -> {...}: leaf names
+            h = self.pfc.setdefault((port, int(dot1p)), {})
+            h.update((k.rsplit("/", 1)[-1], v) for k, v in leaves.items())
             return True
         if names[:3] == ["qos", "interfaces", "interface"] and "queue" in names:
             port = elems[2][1].get("interface-id", "")
@@ -645,6 +661,7 @@ class OpenConfigGnmi(_Stream):
             queues = {k: dict(h) for k, h in self.queues.items()}
             neigh = {k: dict(h) for k, h in self.lldp.items()} if lldp else {}
             pts = dict(self.port_ts)
+            pfc = {k: dict(h) for k, h in self.pfc.items()}
         prow = []
         for port in sorted(ports, key=C._natural):
             h = ports[port]
@@ -656,7 +673,16 @@ class OpenConfigGnmi(_Stream):
                 "port": port,
                 **C.fields_from("port", key, counters, problems, table=OC_CSV),
             }
-            row["priorities"] = C.priority_rows(key, counters, problems, table=OC_CSV)
+            row["priorities"] = prios = []
+            for p in C.PRIORITIES:
+                ph = pfc.get((port, p))
+                if ph is None:
+                    continue
+                pkey = f"qos/interfaces/interface[interface-id={port}]/pfc/pfc-priorities/pfc-priority[dot1p={p}]"
+                f = C.fields_from("priority", pkey, ph, problems, p, table=OC_CSV)
+                if any(v is not None for v in f.values()):
+                    prios.append({"priority": p, **f})
+            row.update(C.pfc_sums(prios))
             status = h.get("state/oper-status")
             row["up"] = None if status is None else int(status == "UP")
             row["speed_bps"] = _oc_speed(h.get("ethernet/state/port-speed"))

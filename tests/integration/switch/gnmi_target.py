@@ -116,6 +116,18 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
                         out.append(pb.Update(
                             path=_path([*here, ("ethernet", {}), ("state", {}), ("port-speed", {})]),
                             val=pb.TypedValue(string_val=sp["port-speed"])))  # fmt: skip
+        elif names[:3] == ["qos", "interfaces", "interface"] and "pfc-priorities" in names:
+            # openconfig-qos-ext (Enterprise SONiC): per-priority PFC statistics
+            for i in self.oc["openconfig-qos:qos"]["interfaces"]["interface"]:
+                for pr in (
+                    i.get("openconfig-qos-ext:pfc", {})
+                    .get("pfc-priorities", {})
+                    .get("pfc-priority", [])
+                ):
+                    p = [("qos", {}), ("interfaces", {}), ("interface", {"interface-id": i["interface-id"]}),
+                         ("pfc", {}), ("pfc-priorities", {}), ("pfc-priority", {"dot1p": str(pr["dot1p"])}),
+                         ("state", {})]  # fmt: skip
+                    out.append(pb.Update(path=_path(p), val=_json(pr["state"])))
         elif names[:3] == ["qos", "interfaces", "interface"]:
             for i in self.oc["openconfig-qos:qos"]["interfaces"]["interface"]:
                 for q in i["output"]["queues"]["queue"]:

@@ -93,3 +93,9 @@ def test_bad_values_are_named() -> None:
 def test_no_hashes() -> None:
     cols = C.field_columns("queue", [], [], Seen())
     assert cols and all(list(c) == [] for c in cols.values())
+
+
+def test_pfc_sums_only_over_all_eight_priorities() -> None:
+    full = [{"priority": p, "rx_pause_total": p, "tx_pause_total": None} for p in range(8)]
+    assert C.pfc_sums(full) == {"pfc_rx_pause_total": 28, "pfc_tx_pause_total": None}
+    assert C.pfc_sums(full[:7]) == {"pfc_rx_pause_total": None, "pfc_tx_pause_total": None}
