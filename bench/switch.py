@@ -111,7 +111,7 @@ def timed(fn: Any, repeat: int) -> tuple[float, float, Any]:
 
 def serve_gnmi(a: argparse.Namespace) -> None:
     """Child process: one gNMI target per switch (the test fixture's target on synthetic data)."""
-    from tests.integration.switch.gnmi_target import Target, serve
+    from telemetry.sim.gnmi_target import Target, serve
 
     ports, servers = [], []  # servers kept referenced: a collected grpc server stops
     for i in range(a.switches):

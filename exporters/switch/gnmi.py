@@ -444,6 +444,7 @@ class SonicGnmi(_Stream):
         self.queue_h: dict[str, Any] = {}  # "Ethernet0:3" -> its COUNTERS hash as streamed
         self.port_ts: dict[str, int] = {}  # the switch's time of each hash's last update
         self.queue_ts: dict[str, int] = {}
+        self.appl_ts = 0  # ... and of the last APPL_DB update
         # what the name maps say, as columns: ports (name, key) in natural order, queues
         # (name, port, index, type, key); queues whose index is not one (name, oid)
         self._ports: tuple[list[str], list[str]] = ([], [])
@@ -501,6 +502,7 @@ class SonicGnmi(_Stream):
                     return False
                 self.appl[f"{table}:{key}"] = {str(k): _str(x) for k, x in h.items()}
             self._lldp = None
+            self.appl_ts = max(self.appl_ts, ts_ms)
             return True
         # COUNTERS/Ethernet0 -> {SAI...}; COUNTERS/Ethernet0/Queues -> {"Ethernet0:3": {...}};
         # a wildcard answered in one update -> {"Ethernet0": {...}, ...}
@@ -517,6 +519,17 @@ class SonicGnmi(_Stream):
         (self.queue_ts if queues else self.port_ts).update(dict.fromkeys(groups, ts_ms))
         self.values += len(groups)
         return True
+
+    def caught_up(self, ts_ms: int) -> bool:
+        """Every port's and queue's counters, and APPL_DB, streamed as of the switch's time
+        `ts_ms` or later (a replayed switch's step has arrived)."""
+        with self.lock:
+            return (
+                bool(self.port_ts)
+                and min(self.port_ts.values()) >= ts_ms
+                and min(self.queue_ts.values(), default=ts_ms) >= ts_ms
+                and self.appl_ts >= ts_ms
+            )
 
     def poll_columns(self, problems: C.Problems, *, lldp: bool = True) -> tuple[Any, ...]:
         """(port columns, priority columns, queue columns, lldp rows): record fields as lists of

@@ -396,9 +396,6 @@ def _table(kind: RecordKind, cols: dict[str, Any], const: dict[str, Any]) -> pa.
                 if f.nullable
                 else pa.repeat(pa.scalar("", f.arrow_type), n)
             )
-        elif pa.types.is_timestamp(f.arrow_type):
-            # ints straight to a timestamp type take ~8 us each in pyarrow; via int64, ~0.1 us
-            arrays.append(pa.array(v, pa.int64()).cast(f.arrow_type))
         else:
             arrays.append(pa.array(v, f.arrow_type))
     return pa.Table.from_arrays(arrays, schema=kind.arrow_schema)
