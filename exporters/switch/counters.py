@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import itemgetter, methodcaller
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -263,10 +264,7 @@ def field_columns(
     n = len(hashes)
     need = [t for t in _terms(kind, priority, table) if t not in cols]
     if need and n:
-        # one pass over the hashes reads every counter this kind needs (C-level map per hash),
-        # then zip turns the rows into columns
-        rows = [tuple(map(h.get, need)) for h in hashes]
-        for t, raw in zip(need, zip(*rows, strict=True), strict=True):
+        for t, raw in zip(need, _raw_columns(hashes, need), strict=True):
             cols[t] = (raw, _counter_column(t, raw, keys, problems))
     elif need:
         cols.update((t, ((), [])) for t in need)
@@ -284,6 +282,27 @@ def field_columns(
             )
         out[m.field] = vals
     return out
+
+
+def _raw_columns(hashes: Sequence[Mapping[str, Any]], need: list[str]) -> list[Sequence[Any]]:
+    """Each counter of `need` across the hashes (None where a hash lacks it). A switch model has
+    the same counters on every port: those of the first hash are read from all of them with one
+    C-level itemgetter call each, the rest one map each; a hash that lacks one of the first's
+    counters sends the whole read to the general path."""
+    first = hashes[0]
+    have = [t for t in need if t in first]
+    get = itemgetter(*have) if have else None
+    try:
+        if get is None:
+            got: dict[str, Sequence[Any]] = {}
+        elif len(have) == 1:  # itemgetter of one name gives the value, not a 1-tuple
+            got = {have[0]: tuple(map(get, hashes))}
+        else:
+            got = dict(zip(have, zip(*map(get, hashes), strict=True), strict=True))
+    except KeyError:
+        rows = [tuple(map(h.get, need)) for h in hashes]
+        return list(zip(*rows, strict=True))
+    return [got[t] if t in got else tuple(map(methodcaller("get", t), hashes)) for t in need]
 
 
 @lru_cache(maxsize=64)

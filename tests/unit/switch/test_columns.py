@@ -99,3 +99,23 @@ def test_pfc_sums_only_over_all_eight_priorities() -> None:
     full = [{"priority": p, "rx_pause_total": p, "tx_pause_total": None} for p in range(8)]
     assert C.pfc_sums(full) == {"pfc_rx_pause_total": 28, "pfc_tx_pause_total": None}
     assert C.pfc_sums(full[:7]) == {"pfc_rx_pause_total": None, "pfc_tx_pause_total": None}
+
+
+def test_uniform_hashes_read_by_the_fast_path_equal_rows() -> None:
+    """Hashes that all have the first one's counters (a switch model: every port alike) go
+    through the itemgetter read; a later hash with more counters still has them read."""
+    _, hs = _hashes()
+    base = {k: v for k, v in hs[0].items() if v.isdigit()}
+    uniform = [{k: str(int(v) + i) for k, v in base.items()} for i in range(5)]
+    uniform[3]["SAI_PORT_STAT_PFC_2_TX_PAUSE_DURATION_US"] = "77"  # only this one has it
+    uniform[4]["SAI_PORT_STAT_IF_OUT_ERRORS"] = "5"
+    ukeys = [f"COUNTERS:u{i}" for i in range(5)]
+    for kind, p in [("port", None), *(("priority", p) for p in range(8))]:
+        rows, _ = _row_wise(kind, ukeys, uniform, p)
+        cols = C.field_columns(kind, ukeys, uniform, Seen(), p)
+        for field, col in cols.items():
+            assert list(col) == [r[field] for r in rows], (kind, p, field)
+    # one counter of the kind on the first hash: itemgetter of one name
+    q = [{"SAI_QUEUE_STAT_PACKETS": str(i)} for i in range(3)]
+    cols = C.field_columns("queue", ["a", "b", "c"], q, Seen())
+    assert list(cols["tx_packets_total"]) == [0, 1, 2] and cols["tx_bytes_total"] == [None] * 3
