@@ -55,23 +55,36 @@ def load(path: Path | str = CONFIG) -> dict[str, Any]:
     return data
 
 
-def thresholds(cfg: dict[str, Any], source: str = "alerts config") -> dict[str, float]:
-    """Resolve every threshold to a number ({correlate: KEY} reads the engine's file)."""
+Threshold = float | tuple[int, ...]
+
+
+def thresholds(cfg: dict[str, Any], source: str = "alerts config") -> dict[str, Threshold]:
+    """Resolve every threshold to a number, or a list of integers (a set of label values such as
+    the lossless PFC priorities); {correlate: KEY} reads the engine's file."""
     corr: dict[str, Any] | None = None
-    out: dict[str, float] = {}
+    out: dict[str, Threshold] = {}
     for name, v in (cfg.get("thresholds") or {}).items():
         where = f"{source}: thresholds.{name}"
         if isinstance(v, dict) and set(v) == {"correlate"}:
             if corr is None:
                 corr = yaml.safe_load(CORRELATE_THRESHOLDS.read_text())
             v = _dig(corr or {}, str(v["correlate"]), where)
+        if isinstance(v, list) and all(type(x) is int for x in v):
+            out[name] = tuple(v)
+            continue
         if isinstance(v, bool) or not isinstance(v, int | float):
-            raise ConfigError(f"{where}: expected a number or {{correlate: KEY}}, got {v!r}")
+            raise ConfigError(
+                f"{where}: expected a number, a list of integers or {{correlate: KEY}}, got {v!r}"
+            )
         out[name] = float(v)
     return out
 
 
-def _fmt(v: float) -> str:
+def _fmt(v: Threshold) -> str:
+    """A number as PromQL writes it; a list as a label-regex alternation ("3|4"). An empty list
+    is "": `label!~""` then keeps every series that has the label."""
+    if isinstance(v, tuple):
+        return "|".join(str(x) for x in v)
     return str(int(v)) if v.is_integer() else repr(v)
 
 

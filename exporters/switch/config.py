@@ -44,6 +44,12 @@ class GnmiConfig(BaseModel):
         default="stream",
         description="stream (SAMPLE/ON_CHANGE); falls back to poll, then get, when refused",
     )
+    openconfig_pfc: bool = Field(
+        default=False,
+        description="openconfig dialect: also subscribe to per-priority PFC counters at "
+        "qos/interfaces/interface/pfc/pfc-priorities (openconfig-qos-ext, Enterprise SONiC's "
+        "management framework); off: a switch without that model may refuse the Subscribe",
+    )
     tls: GnmiTlsConfig | None = Field(default=None, description="absent: plaintext")
     username: str | None = None
     password: str | None = None
@@ -55,6 +61,12 @@ class SnmpConfig(BaseModel):
     address: str = Field(..., description="host[:port] of the switch's SNMP agent (161)")
     version: Literal["2c", "3"] = "2c"
     community: str = Field(default="public", description="v2c community")
+    sonic_pfc: bool = Field(
+        default=False,
+        description="also walk CISCO-PFC-EXT-MIB cpfcIfPriorityTable for PFC frames per "
+        "priority, read as SONiC's snmp agent fills it (requests = received, indications = "
+        "sent); off for other agents, whose meaning was not verified",
+    )
     user: str | None = Field(default=None, description="v3 user (authPriv)")
     auth_key: str | None = None
     priv_key: str | None = None

@@ -10,11 +10,17 @@ unparseable counter leaves the field null and is reported through `problems.add(
 from __future__ import annotations
 
 import csv
+import functools
+import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import itemgetter, methodcaller
 from pathlib import Path
 from typing import Any, Protocol
+
+import numpy as np
 
 CSV_PATH = Path(__file__).with_name("sonic_counters.csv")
 
@@ -204,6 +210,134 @@ def fields_from(
     return out
 
 
+def _counter_column(
+    term: str, raw: Sequence[Any], keys: Sequence[str], problems: Problems
+) -> Column:
+    """One counter of many hashes: a uint64 array when every hash has it as a decimal string
+    within range (the common case: one int() per value, no Python list on the way to Arrow),
+    else a list of ints and None (absent, or not a counter: named)."""
+    types = set(map(type, raw))
+    if types == _STR:
+        try:
+            return np.fromiter(map(int, raw), dtype=np.uint64, count=len(raw))
+        except (ValueError, OverflowError):  # not a number, negative, or past 64 bits
+            pass
+    elif types <= _STR_OR_NONE:
+        try:
+            vals = [None if v is None else int(v) for v in raw]
+            present = [v for v in vals if v is not None]
+            if not present or (min(present) >= 0 and max(present) < 1 << 64):
+                return vals
+        except ValueError:
+            pass
+    # something in this column is not a plain counter string: value by value, each one named
+    return [
+        None if v is None else _int(keys[i], term, v if type(v) is str else json.dumps(v), problems)
+        for i, v in enumerate(raw)
+    ]
+
+
+def full(c: Column) -> bool:
+    """A column with a value on every row."""
+    return isinstance(c, np.ndarray) or None not in c
+
+
+_STR = frozenset((str,))
+_STR_OR_NONE = frozenset((str, type(None)))
+Column = list[Any] | np.ndarray[Any, Any]  # a list (None where no value) or an array (none)
+
+
+def field_columns(
+    kind: str,
+    keys: Sequence[str],
+    hashes: Sequence[Mapping[str, Any]],
+    problems: Problems,
+    priority: int | None = None,
+    table: Path = CSV_PATH,
+    cache: dict[str, tuple[Sequence[Any], Column]] | None = None,
+) -> dict[str, Column]:
+    """`fields_from` for many hashes at once, column by column (the same mapping and rules:
+    first alternative whose terms are all present, sums only of present terms, unit scale).
+    `keys` name each hash in problems; `cache` shares parsed counters between calls on the same
+    hashes (the port kind's PFC sums and the priority rows read the same counters)."""
+    cols = cache if cache is not None else {}
+    n = len(hashes)
+    need = [t for t in _terms(kind, priority, table) if t not in cols]
+    if need and n:
+        for t, raw in zip(need, _raw_columns(hashes, need), strict=True):
+            cols[t] = (raw, _counter_column(t, raw, keys, problems))
+    elif need:
+        cols.update((t, ((), [])) for t in need)
+    out: dict[str, Column] = {}
+    for m in _for_kind(kind, priority, table):
+        if len(m.alternatives) == 1 and len(m.alternatives[0]) == 1:
+            vals = cols[m.alternatives[0][0]][1]
+        else:
+            vals = _alternatives([[cols[t] for t in terms] for terms in m.alternatives], n)
+        if m.scale is not None:
+            vals = (
+                vals * m.scale
+                if isinstance(vals, np.ndarray)
+                else [None if v is None else v * m.scale for v in vals]
+            )
+        out[m.field] = vals
+    return out
+
+
+def _raw_columns(hashes: Sequence[Mapping[str, Any]], need: list[str]) -> list[Sequence[Any]]:
+    """Each counter of `need` across the hashes (None where a hash lacks it). A switch model has
+    the same counters on every port: those of the first hash are read from all of them with one
+    C-level itemgetter call each, the rest one map each; a hash that lacks one of the first's
+    counters sends the whole read to the general path."""
+    first = hashes[0]
+    have = [t for t in need if t in first]
+    get = itemgetter(*have) if have else None
+    try:
+        if get is None:
+            got: dict[str, Sequence[Any]] = {}
+        elif len(have) == 1:  # itemgetter of one name gives the value, not a 1-tuple
+            got = {have[0]: tuple(map(get, hashes))}
+        else:
+            got = dict(zip(have, zip(*map(get, hashes), strict=True), strict=True))
+    except KeyError:
+        rows = [tuple(map(h.get, need)) for h in hashes]
+        return list(zip(*rows, strict=True))
+    return [got[t] if t in got else tuple(map(methodcaller("get", t), hashes)) for t in need]
+
+
+@lru_cache(maxsize=64)
+def _terms(kind: str, priority: int | None, table: Path) -> tuple[str, ...]:
+    """Every counter name the mappings of `kind` read, once each."""
+    return tuple(
+        dict.fromkeys(
+            t for m in _for_kind(kind, priority, table) for a in m.alternatives for t in a
+        )
+    )
+
+
+def _alternatives(alts: list[list[tuple[Sequence[Any], Column]]], n: int) -> Column:
+    """Per row: the sum of the first alternative whose terms are all present (None if one of
+    them is not a counter). Decided per column where a term is present everywhere or nowhere
+    (a switch model has a counter on every port or on none); row by row only otherwise."""
+    for k, alt in enumerate(alts):
+        if any(raw.count(None) == n for raw, _ in alt):
+            continue  # absent on every row: the next alternative
+        if all(None not in raw for raw, _ in alt):
+            vcols = [v for _, v in alt]
+            if all(isinstance(v, np.ndarray) for v in vcols):
+                return functools.reduce(lambda x, y: x + y, vcols)
+            return [None if any(x is None for x in t) else sum(t) for t in zip(*vcols, strict=True)]
+        out: list[Any] = [None] * n
+        for i in range(n):
+            for a in alts[k:]:
+                if all(raw[i] is not None for raw, _ in a):
+                    vs = [v[i] for _, v in a]
+                    out[i] = None if any(x is None for x in vs) else sum(vs)
+                    break
+        return out
+    return [None] * n
+
+
 def priority_rows(
     key: str, h: Hash, problems: Problems, table: Path = CSV_PATH
 ) -> list[dict[str, Any]]:
@@ -215,6 +349,18 @@ def priority_rows(
         if any(v is not None for v in f.values()):
             rows.append({"priority": p, **f})
     return rows
+
+
+def pfc_sums(prios: list[dict[str, Any]]) -> dict[str, int | None]:
+    """switch_port_sample's all-priority PFC frame counts from one port's priority rows, as
+    sonic_counters.csv sums them: only when all eight priorities have the counter."""
+    out: dict[str, int | None] = {}
+    for field, leaf in (("pfc_rx_pause_total", "rx_pause_total"),
+                        ("pfc_tx_pause_total", "tx_pause_total")):  # fmt: skip
+        vals = [r[leaf] for r in prios if r.get(leaf) is not None]
+        have = {r["priority"] for r in prios if r.get(leaf) is not None}
+        out[field] = sum(vals) if have == set(PRIORITIES) else None
+    return out
 
 
 def port_rows(
@@ -339,9 +485,12 @@ __all__ = [
     "Problems",
     "WrongType",
     "as_hash",
+    "field_columns",
     "fields_from",
+    "full",
     "lldp_rows",
     "load_mappings",
+    "pfc_sums",
     "port_rows",
     "priority_rows",
     "queue_rows",

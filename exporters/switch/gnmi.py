@@ -23,6 +23,9 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import orjson
+
 from exporters.switch import counters as C
 from exporters.switch.config import GnmiConfig
 from exporters.switch.sonic import SwitchDown
@@ -41,6 +44,10 @@ OC_SAMPLE = (
     "interfaces/interface[name=*]/state/counters",
     "qos/interfaces/interface[interface-id=*]/output/queues/queue[name=*]/state",
 )
+# PFC per 802.1p priority: not in the OpenConfig models; Enterprise SONiC's management framework
+# publishes it as openconfig-qos-ext (docs/switch-gnmi.md cites the model). Opt-in per switch
+# (gnmi.openconfig_pfc): a switch without the model may refuse a Subscribe that names it.
+OC_PFC = "qos/interfaces/interface[interface-id=*]/pfc/pfc-priorities/pfc-priority[dot1p=*]/state"
 OC_ON_CHANGE = (
     "interfaces/interface[name=*]/state/oper-status",
     "interfaces/interface[name=*]/ethernet/state/port-speed",
@@ -101,6 +108,10 @@ def decode(value: Any) -> Any:
     if kind in ("json_ietf_val", "json_val"):
         raw = getattr(value, kind)
         try:
+            return orjson.loads(raw)  # a sample is ~0.5 MB of JSON per switch: 2x json's speed
+        except orjson.JSONDecodeError:
+            pass
+        try:  # what orjson refuses but JSON allows (integers past 64 bits) is still JSON
             return json.loads(raw.decode() if isinstance(raw, bytes) else raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ValueError(f"{kind} is not JSON: {e}") from None
@@ -415,7 +426,10 @@ def _fmt(elems: list[tuple[str, dict[str, str]]]) -> str:
 class SonicGnmi(_Stream):
     """SONiC's telemetry service: COUNTERS_DB name maps read once (Get), `COUNTERS/Ethernet*`
     and `COUNTERS/Ethernet*/Queues` SAMPLEd, APPL_DB `PORT_TABLE` / `LLDP_ENTRY_TABLE` ON_CHANGE.
-    The cache answers the `SonicDb` protocol, so the Redis poll's parser reads it unchanged."""
+
+    An update's decoded JSON is kept as it came (port or queue name -> SAI counter hash): no
+    per-value work when it arrives. A poll reads the cache column by column through
+    `sonic_counters.csv` (`counters.field_columns`, the Redis path's mapping and rules)."""
 
     sample_target = "COUNTERS_DB"
     change_target = "APPL_DB"
@@ -424,39 +438,71 @@ class SonicGnmi(_Stream):
 
     def __init__(self, *a: Any, **kw: Any) -> None:
         super().__init__(*a, **kw)
-        self.dbs: dict[str, dict[str, dict[str, str]]] = {"COUNTERS_DB": {}, "APPL_DB": {}}
-        self.port_ts: dict[str, int] = {}
-        self.queue_ts: dict[str, int] = {}  # port -> time of its last Queues update
-        self._oid_of: dict[str, str] = {}
+        self.maps: dict[str, dict[str, str]] = {}
+        self.appl: dict[str, dict[str, str]] = {}  # PORT_TABLE:<port>, LLDP_ENTRY_TABLE:<port>
+        self.port_h: dict[str, Any] = {}  # port name -> its COUNTERS hash as streamed
+        self.queue_h: dict[str, Any] = {}  # "Ethernet0:3" -> its COUNTERS hash as streamed
+        self.port_ts: dict[str, int] = {}  # the switch's time of each hash's last update
+        self.queue_ts: dict[str, int] = {}
+        self.appl_ts = 0  # ... and of the last APPL_DB update
+        # what the name maps say, as columns: ports (name, key) in natural order, queues
+        # (name, port, index, type, key); queues whose index is not one (name, oid)
+        self._ports: tuple[list[str], list[str]] = ([], [])
+        self._queues: tuple[list[Any], ...] = ([], [], [], [], [])
+        self._bad_queues: list[tuple[str, str]] = []
+        self._lldp: list[dict[str, Any]] | None = None  # lldp rows of `appl` (None: to be read)
 
     async def _prepare(self, md: list[tuple[str, str]]) -> None:
+        maps: dict[str, dict[str, str]] = {}
         for n in await self._get(md, "COUNTERS_DB", SONIC_MAPS):
             for elems, v in self._decoded(n):
                 if len(elems) == 1 and isinstance(v, dict):
-                    with self.lock:
-                        self.dbs["COUNTERS_DB"][elems[0][0]] = {
-                            str(k): _str(x) for k, x in v.items()
-                        }
+                    maps[elems[0][0]] = {str(k): _str(x) for k, x in v.items()}
+        pmap = maps.get(C.PORT_NAME_MAP, {})
+        qtype, qindex = maps.get(C.QUEUE_TYPE_MAP, {}), maps.get(C.QUEUE_INDEX_MAP, {})
+        queues: tuple[list[Any], ...] = ([], [], [], [], [])  # name, port, index, type, key
+        bad = []
+        for qname, oid in maps.get(C.QUEUE_NAME_MAP, {}).items():
+            port, _, tail = qname.rpartition(":")
+            raw = qindex.get(oid, tail)
+            try:
+                idx = int(raw)
+            except ValueError:
+                idx = -1
+            if not 0 <= idx <= 255:
+                bad.append((qname, oid))  # named by each poll that has its counters (C._split)
+                continue
+            t = qtype.get(oid, "")
+            row = (
+                qname,
+                port,
+                idx,
+                C.QUEUE_TYPES.get(t, t.lower() or "unknown"),
+                f"COUNTERS:{oid}",
+            )
+            for c, v in zip(queues, row, strict=True):
+                c.append(v)
+        ports = sorted(pmap.items(), key=lambda kv: C._natural(kv[0]))
         with self.lock:
-            cdb = self.dbs["COUNTERS_DB"]
-            self._oid_of = {
-                **cdb.get(C.PORT_NAME_MAP, {}),
-                **cdb.get(C.QUEUE_NAME_MAP, {}),
-            }
+            self.maps = maps
+            self._ports = ([n for n, _ in ports], [f"COUNTERS:{o}" for _, o in ports])
+            self._queues = queues
+            self._bad_queues = bad
 
     def _apply(self, elems: list[tuple[str, dict[str, str]]], value: Any, ts_ms: int) -> bool:
         names = [e[0] for e in elems]
         if not isinstance(value, dict):
             return False
-        db = "APPL_DB" if names and names[0] in SONIC_ON_CHANGE else "COUNTERS_DB"
-        if db == "APPL_DB":
+        if names and names[0] in SONIC_ON_CHANGE:
             # PORT_TABLE[/Ethernet0] or LLDP_ENTRY_TABLE[/Ethernet0]: a table or one key
             table = names[0]
             rows = {names[1]: value} if len(names) > 1 else value
             for key, h in rows.items():
                 if not isinstance(h, dict):
                     return False
-                self.dbs["APPL_DB"][f"{table}:{key}"] = {str(k): _str(x) for k, x in h.items()}
+                self.appl[f"{table}:{key}"] = {str(k): _str(x) for k, x in h.items()}
+            self._lldp = None
+            self.appl_ts = max(self.appl_ts, ts_ms)
             return True
         # COUNTERS/Ethernet0 -> {SAI...}; COUNTERS/Ethernet0/Queues -> {"Ethernet0:3": {...}};
         # a wildcard answered in one update -> {"Ethernet0": {...}, ...}
@@ -465,50 +511,101 @@ class SonicGnmi(_Stream):
         queues = names[-1] == "Queues"
         port = names[1] if len(names) > 1 and "*" not in names[1] else None
         groups = {port: value} if port is not None and not queues else value
-        for key, h in groups.items():
-            if not isinstance(h, dict):
-                return False
-            if not queues and any(isinstance(x, dict) for x in h.values()):
-                return False
-            oid = self._oid_of.get(key)
-            if oid is None:
-                continue  # a port/queue the name maps do not know: nothing to join it to
-            # SONiC sends counters as JSON strings already: keep the dict (no per-value copy)
-            ok = all(type(x) is str for x in h.values())
-            self.dbs["COUNTERS_DB"][f"COUNTERS:{oid}"] = (
-                h if ok else {str(k): _str(x) for k, x in h.items()}
-            )
-            if queues:
-                self.queue_ts[key.rpartition(":")[0]] = ts_ms
-            else:
-                self.port_ts[key] = ts_ms
-            self.values += 1
+        if not all(type(h) is dict for h in groups.values()):
+            return False
+        # the hashes are kept whole, never edited: a poll reads them without a copy; their
+        # values are checked when a poll reads them (a bad one is named there, per counter)
+        (self.queue_h if queues else self.port_h).update(groups)
+        (self.queue_ts if queues else self.port_ts).update(dict.fromkeys(groups, ts_ms))
+        self.values += len(groups)
         return True
 
-    # -- SonicDb
-    def hgetall_many(self, db: str, keys: Sequence[str]) -> list[C.Hash | C.WrongType]:
+    def caught_up(self, ts_ms: int) -> bool:
+        """Every port's and queue's counters, and APPL_DB, streamed as of the switch's time
+        `ts_ms` or later (a replayed switch's step has arrived)."""
+        with self.lock:
+            return (
+                bool(self.port_ts)
+                and min(self.port_ts.values()) >= ts_ms
+                and min(self.queue_ts.values(), default=ts_ms) >= ts_ms
+                and self.appl_ts >= ts_ms
+            )
+
+    def poll_columns(self, problems: C.Problems, *, lldp: bool = True) -> tuple[Any, ...]:
+        """(port columns, priority columns, queue columns, lldp rows): record fields as lists of
+        equal length, `ts` the switch's time of each row's last update."""
         self.check_up()
         with self.lock:
-            d = self.dbs.get(db, {})
-            # the cache replaces a hash whole on update, never edits one: no copy needed
-            return [d.get(k, {}) for k in keys]
-
-    def keys(self, db: str, prefix: str) -> list[str]:
-        with self.lock:
-            return sorted(k for k in self.dbs.get(db, {}) if k.startswith(prefix))
-
-    def poll(self, problems: C.Problems, *, lldp: bool = True) -> tuple[list[Any], ...]:
-        from exporters.switch.sonic import poll
-
-        ports, queues, ll = poll(self, problems, lldp=lldp)
-        with self.lock:
-            for r in ports:
-                if r["port"] in self.port_ts:
-                    r["ts"] = self.port_ts[r["port"]]
-            for r in queues:
-                if r["port"] in self.queue_ts:
-                    r["ts"] = self.queue_ts[r["port"]]
-        return ports, queues, ll
+            port_h, queue_h = dict(self.port_h), dict(self.queue_h)
+            port_ts, queue_ts = dict(self.port_ts), dict(self.queue_ts)
+            appl = self.appl
+            ports, queues = self._ports, self._queues
+            if lldp and self._lldp is None:
+                self._lldp = C.lldp_rows(appl)  # APPL_DB changes on change only: kept
+            ll = [dict(r) for r in self._lldp or ()] if lldp else []
+        names, keys = ports
+        hashes: list[Any] = list(map(port_h.get, names))
+        if not all(hashes):  # some port has not streamed (yet): without it
+            have = [i for i, h in enumerate(hashes) if h]
+            for i in sorted(set(range(len(names))) - set(have)):
+                problems.add("missing_counters", keys[i])
+            names, keys, hashes = ([c[i] for i in have] for c in (names, keys, hashes))
+        cache: dict[str, tuple[Sequence[Any], C.Column]] = {}
+        pc: dict[str, C.Column] = {
+            "port": names,
+            "ts": list(map(port_ts.get, names)),
+            **C.field_columns("port", keys, hashes, problems, cache=cache),
+        }
+        up, speed = [], []
+        for n in names:
+            pt = appl.get(f"PORT_TABLE:{n}") or {}
+            status = pt.get("oper_status")
+            up.append(None if status is None else int(status == "up"))
+            mbps = C._float(f"PORT_TABLE:{n}", "speed", pt.get("speed"), problems)
+            speed.append(mbps * 1e6 if mbps else None)
+        pc["up"], pc["speed_bps"] = up, speed
+        chunks: dict[str, list[C.Column]] = {}  # priority fields, one chunk per priority
+        for p in C.PRIORITIES:
+            f = C.field_columns("priority", keys, hashes, problems, p, cache=cache)
+            if any(C.full(c) for c in f.values()):  # a value on every port: every row
+                part = {"port": names, "ts": pc["ts"], "priority": [p] * len(names), **f}
+            else:
+                have = [i for i in range(len(names)) if any(c[i] is not None for c in f.values())]
+                part = {
+                    k: [c[i] for i in have]
+                    for k, c in (("port", names), ("ts", pc["ts"]), *f.items())
+                }
+                part["priority"] = [p] * len(have)
+            for k, c in part.items():
+                chunks.setdefault(k, []).append(c)
+        prio = {k: _concat(c) for k, c in chunks.items()}
+        qnames, qport, qidx, qtype, qkeys = queues
+        qhashes: list[Any] = list(map(queue_h.get, qnames))
+        if not all(qhashes):  # only the queues that streamed
+            have = [i for i, h in enumerate(qhashes) if h]
+            qnames, qport, qidx, qtype, qkeys, qhashes = (
+                [c[i] for i in have] for c in (qnames, qport, qidx, qtype, qkeys, qhashes)
+            )
+        for qname, oid in self._bad_queues:
+            if queue_h.get(qname):
+                idx = self.maps.get(C.QUEUE_INDEX_MAP, {}).get(oid)
+                C._split(qname, idx, problems, C.QUEUE_NAME_MAP)
+        qc: dict[str, C.Column] = {
+            "port": qport,
+            "queue": qidx,
+            "queue_type": qtype,
+            "ts": list(map(queue_ts.get, qnames)),
+            **C.field_columns("queue", qkeys, qhashes, problems),
+        }
+        wd = [h.get("PFC_WD_STATUS") for h in qhashes]
+        if wd.count(None) != len(wd):
+            qc["pfc_wd_storm_detected"] = [
+                None if v is None else C.PFC_WD_STATUS.get(v) for v in wd
+            ]
+            for k, v in zip(qkeys, wd, strict=True):
+                if v is not None and v not in C.PFC_WD_STATUS:
+                    problems.add("bad_value", f"{k} PFC_WD_STATUS={v!r}")
+        return pc, prio, qc, ll
 
 
 # -- OpenConfig ------------------------------------------------------------------------------
@@ -516,12 +613,15 @@ class OpenConfigGnmi(_Stream):
     """OpenConfig: interface counters and queues SAMPLEd, oper status, speed and LLDP
     neighbours ON_CHANGE; leaves mapped to record fields by `openconfig_counters.csv`."""
 
-    sample_paths = OC_SAMPLE
+    sample_paths: tuple[str, ...] = OC_SAMPLE
     change_paths = OC_ON_CHANGE
 
     def __init__(self, *a: Any, **kw: Any) -> None:
         super().__init__(*a, **kw)
+        if self.cfg.openconfig_pfc:
+            self.sample_paths = (*OC_SAMPLE, OC_PFC)
         self.ports: dict[str, dict[str, str]] = {}  # interface -> leaf -> value
+        self.pfc: dict[tuple[str, int], dict[str, str]] = {}  # (interface, dot1p) -> leaf -> value
         self.port_ts: dict[str, int] = {}
         self.queues: dict[tuple[str, str], dict[str, str]] = {}
         self.lldp: dict[tuple[str, str], dict[str, str]] = {}
@@ -541,6 +641,15 @@ class OpenConfigGnmi(_Stream):
                 h[f"{tail}/{leaf}".strip("/")] = v
             if "counters" in names:
                 self.port_ts[port] = ts_ms
+            return True
+        if names[:3] == ["qos", "interfaces", "interface"] and "pfc-priority" in names:
+            port = elems[2][1].get("interface-id", "")
+            dot1p = elems[names.index("pfc-priority")][1].get("dot1p", "")
+            if not port or not dot1p.isdigit() or int(dot1p) > 7:
+                return False
+            # .../state -> {"statistics": {...}} or .../state/statistics -> {...}: leaf names
+            h = self.pfc.setdefault((port, int(dot1p)), {})
+            h.update((k.rsplit("/", 1)[-1], v) for k, v in leaves.items())
             return True
         if names[:3] == ["qos", "interfaces", "interface"] and "queue" in names:
             port = elems[2][1].get("interface-id", "")
@@ -565,6 +674,7 @@ class OpenConfigGnmi(_Stream):
             queues = {k: dict(h) for k, h in self.queues.items()}
             neigh = {k: dict(h) for k, h in self.lldp.items()} if lldp else {}
             pts = dict(self.port_ts)
+            pfc = {k: dict(h) for k, h in self.pfc.items()}
         prow = []
         for port in sorted(ports, key=C._natural):
             h = ports[port]
@@ -576,7 +686,16 @@ class OpenConfigGnmi(_Stream):
                 "port": port,
                 **C.fields_from("port", key, counters, problems, table=OC_CSV),
             }
-            row["priorities"] = C.priority_rows(key, counters, problems, table=OC_CSV)
+            row["priorities"] = prios = []
+            for p in C.PRIORITIES:
+                ph = pfc.get((port, p))
+                if ph is None:
+                    continue
+                pkey = f"qos/interfaces/interface[interface-id={port}]/pfc/pfc-priorities/pfc-priority[dot1p={p}]"
+                f = C.fields_from("priority", pkey, ph, problems, p, table=OC_CSV)
+                if any(v is not None for v in f.values()):
+                    prios.append({"priority": p, **f})
+            row.update(C.pfc_sums(prios))
             status = h.get("state/oper-status")
             row["up"] = None if status is None else int(status == "UP")
             row["speed_bps"] = _oc_speed(h.get("ethernet/state/port-speed"))
@@ -609,6 +728,13 @@ class OpenConfigGnmi(_Stream):
             for (port, _), h in sorted(neigh.items(), key=lambda kv: C._natural(kv[0][0]))
         ]
         return prow, qrow, lrow
+
+
+def _concat(chunks: list[C.Column]) -> C.Column:
+    """Columns end to end: one array when every chunk is one, else one list."""
+    if all(isinstance(c, np.ndarray) for c in chunks):
+        return np.concatenate(chunks)
+    return [x for c in chunks for x in c]
 
 
 def _flatten(v: Any, prefix: str = "") -> dict[str, str] | None:

@@ -60,6 +60,14 @@ LLDP_COLUMNS = {
     "lldpLocPortId": LLDP_LOC_PORT + "3",
     "lldpLocPortDesc": LLDP_LOC_PORT + "4",
 }
+# CISCO-PFC-EXT-MIB cpfcIfPriorityEntry (index ifIndex.priority), as SONiC's snmp agent serves
+# it (sonic-snmpagent mibs/vendor/cisco/ciscoPfcExtMIB.py): cpfcIfPriorityRequests (.2) is
+# SAI_PORT_STAT_PFC_<p>_RX_PKTS and cpfcIfPriorityIndications (.3) SAI_PORT_STAT_PFC_<p>_TX_PKTS
+PFC_PRIORITY = "1.3.6.1.4.1.9.9.813.1.2.1."
+PFC_COLUMNS = {
+    "cpfcIfPriorityRequests": PFC_PRIORITY + "2",
+    "cpfcIfPriorityIndications": PFC_PRIORITY + "3",
+}
 _ENGINES: dict[int, Any] = {}  # id(loop) -> the SnmpEngine its switches share
 OPER = {1: 1, 2: 0}  # up(1) -> 1, down(2) -> 0; testing/unknown/dormant/... -> null
 
@@ -177,6 +185,8 @@ class SnmpSwitch:
         cols = [oid for oid, _ in COLUMNS.values()]
         if lldp:
             cols += list(LLDP_COLUMNS.values())
+        if self.cfg.sonic_pfc:
+            cols += list(PFC_COLUMNS.values())
         uptime, ifnum = await self._get(SYS_UPTIME, IF_NUMBER)
         # as many rows per request as there are interfaces (+1 to see the column end): a small
         # switch is not sent 25 rows of the next column for each of its ~30
@@ -215,11 +225,35 @@ class SnmpSwitch:
                 "port": name,
                 **C.fields_from("port", key, h, problems, table=SNMP_CSV),
             }
+            if self.cfg.sonic_pfc:
+                row["priorities"] = self._priorities(idx, key, data, problems)
+                row.update(C.pfc_sums(row["priorities"]))
             row["up"] = OPER.get(_int(by_col["ifOperStatus"].get(idx)) or 0)
             mbps = _int(by_col["ifHighSpeed"].get(idx))
             row["speed_bps"] = mbps * 1e6 if mbps else None
             ports.append(row)
         return ports, [], self._lldp(data) if lldp else []
+
+    def _priorities(
+        self, idx: str, key: str, data: dict[str, dict[str, Any]], problems: C.Problems
+    ) -> list[dict[str, Any]]:
+        """switch_priority_sample fields of one interface from cpfcIfPriorityTable."""
+        rows = []
+        for p in C.PRIORITIES:
+            h: dict[str, str] = {}
+            for col, oid in PFC_COLUMNS.items():
+                raw = data.get(oid, {}).get(f"{idx}.{p}")
+                if raw is None:
+                    continue
+                v = _int(raw)
+                if v is None:
+                    problems.add("bad_value", f"{self.name} {col}.{idx}.{p}={raw!r}")
+                    continue
+                h[col] = str(v)
+            f = C.fields_from("priority", f"{key} priority {p}", h, problems, p, table=SNMP_CSV)
+            if any(v is not None for v in f.values()):
+                rows.append({"priority": p, **f})
+        return rows
 
     def _extend(self, idx: str, col: str, v: int, reset: bool) -> int:
         """A 32-bit counter as a 64-bit one: each step forward is (v - last) mod 2^32."""

@@ -17,12 +17,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from exporters.switch import counters as C
 from exporters.switch import ecmp
 from exporters.switch.config import SwitchConfig, SwitchSourceConfig
 from exporters.switch.sonic import SwitchDown, Target, poll, targets_from_config, targets_from_dump
 from telemetry.errors import UserError
 from telemetry.pipeline import BaseSource, Batch
+from telemetry.records import KINDS, RecordKind
 
 log = logging.getLogger(__name__)
 
@@ -167,60 +171,113 @@ class SwitchSource(BaseSource):
         for st in self._streams:
             st.synced.wait(max(0.0, deadline - time.monotonic()))
         ts = int(self.clock() * 1000)
-        workers = max(1, min(self.cfg.workers, len(self.targets)))
+        # a cache that polls itself into columns (gNMI SONiC) costs CPU only: read it here;
+        # the rest wait on the network and go through the thread pool
+        cached = [t for t in self.targets if hasattr(t.db, "poll_columns")]
+        remote = [t for t in self.targets if not hasattr(t.db, "poll_columns")]
+        workers = max(1, min(self.cfg.workers, len(remote)))
         with ThreadPoolExecutor(workers, thread_name_prefix="railscope-switch") as pool:
-            results = list(pool.map(self._poll_one, self.targets))
-        ports: list[dict[str, Any]] = []
-        prios: list[dict[str, Any]] = []
-        queues: list[dict[str, Any]] = []
+            results = dict(zip(map(id, remote), pool.map(self._poll_one, remote), strict=True))
+        results.update((id(t), self._poll_one(t)) for t in cached)
+        rows: dict[str, list[dict[str, Any]]] = {k: [] for k in _KINDS}
+        tables: dict[str, list[pa.Table]] = {k: [] for k in _KINDS}
         status: list[dict[str, Any]] = []
-        lldp: list[dict[str, Any]] = []
-        for t, (st, p, q, ll) in zip(self.targets, results, strict=True):
+        for t in self.targets:
+            st, p, q, ll = results[id(t)]
             st.update(ts=ts, switch=t.switch, asic=t.asic)
             status.append(st)
-            for r in p:
-                r.setdefault("ts", ts)  # gNMI rows carry the switch's own update time
-                r.update(switch=t.switch, asic=t.asic, role=t.role)
-                r.pop("oid", None)
-                for pr in r.pop("priorities", ()):
-                    pr.update(ts=r["ts"], switch=t.switch, asic=t.asic, port=r["port"])
-                    prios.append(pr)
-                self._rates(r, r["ts"])
-                ports.append(r)
-            for r in q:
-                r.setdefault("ts", ts)
-                r.update(switch=t.switch, asic=t.asic)
-                r.pop("oid", None)
-                queues.append(r)
+            if isinstance(p, tuple):  # columns: (ports, priorities, queues)
+                self._merge_columns(t, p, ts, tables)
+            else:
+                self._merge_rows(t, p, q, ts, rows)
             for r in ll:
                 r.update(ts=ts, local_device=t.switch)
-                lldp.append(r)
-        self.stats.received += len(ports) + len(queues) + len(lldp)
+                rows["lldp_link"].append(r)
+        n = {k: len(rows[k]) + sum(x.num_rows for x in tables[k]) for k in _KINDS}
+        self.stats.received += n["switch_port_sample"] + n["switch_queue_sample"] + n["lldp_link"]
         up = sum(1 for s in status if s["up"])
         self.stats.extra["switches_up"] = float(up)
         self.stats.extra["switches_down"] = float(len(status) - up)
-        groups = self._ecmp_rows(ports, lldp, ts)
         out = [Batch.from_rows("switch_status", status)]
-        for kind, rows in (
-            ("switch_port_sample", ports),
-            ("switch_priority_sample", prios),
-            ("switch_queue_sample", queues),
-            ("lldp_link", lldp),
-            ("ecmp_group_sample", groups),
-        ):
-            if rows:
-                out.append(Batch.from_rows(kind, rows))
+        for kind in _KINDS:
+            if n[kind]:
+                k = KINDS[kind]
+                parts = ([k.to_arrow(rows[kind])] if rows[kind] else []) + tables[kind]
+                out.append(Batch(k, parts[0] if len(parts) == 1 else pa.concat_tables(parts)))
+        groups = self._ecmp_rows(out, rows["lldp_link"], ts)
+        if groups:
+            out.append(Batch.from_rows("ecmp_group_sample", groups))
         return out
 
-    def _poll_one(self, t: Target) -> tuple[dict[str, Any], list[Any], list[Any], list[Any]]:
+    def _merge_rows(
+        self, t: Target, p: list[Any], q: list[Any], ts: int, rows: dict[str, list[Any]]
+    ) -> None:
+        for r in p:
+            r.setdefault("ts", ts)  # gNMI rows carry the switch's own update time
+            r.update(switch=t.switch, asic=t.asic, role=t.role)
+            r.pop("oid", None)
+            for pr in r.pop("priorities", ()):
+                pr.update(ts=r["ts"], switch=t.switch, asic=t.asic, port=r["port"])
+                rows["switch_priority_sample"].append(pr)
+            r["rx_bytes_per_second"], r["tx_bytes_per_second"], r["tx_utilization_ratio"] = (
+                self._rates(
+                    (t.switch, t.asic, r["port"]), r["ts"], r.get("rx_bytes_total"),
+                    r.get("tx_bytes_total"), r.get("rx_bytes_per_second"),
+                    r.get("tx_bytes_per_second"), r.get("speed_bps"),
+                )
+            )  # fmt: skip
+            rows["switch_port_sample"].append(r)
+        for r in q:
+            r.setdefault("ts", ts)
+            r.update(switch=t.switch, asic=t.asic)
+            r.pop("oid", None)
+            rows["switch_queue_sample"].append(r)
+
+    def _merge_columns(
+        self, t: Target, cols: tuple[dict[str, list[Any]], ...], ts: int,
+        tables: dict[str, list[pa.Table]],
+    ) -> None:  # fmt: skip
+        pc, prio, qc = cols
+        for kind, c in zip(_KINDS[:3], (pc, prio, qc), strict=True):
+            n = len(c["ts"])
+            if not n:
+                continue
+            if None in c["ts"]:
+                c["ts"] = [ts if x is None else x for x in c["ts"]]
+            const = {"switch": t.switch, "asic": t.asic}
+            if kind == "switch_port_sample":
+                const["role"] = t.role
+                rx = c.get("rx_bytes_per_second") or [None] * n
+                tx = c.get("tx_bytes_per_second") or [None] * n
+                rates = [
+                    self._rates((t.switch, t.asic, port), *row)
+                    for port, *row in zip(
+                        c["port"], c["ts"], c["rx_bytes_total"], c["tx_bytes_total"], rx, tx,
+                        c["speed_bps"], strict=True,
+                    )
+                ]  # fmt: skip
+                for i, f in enumerate(
+                    ("rx_bytes_per_second", "tx_bytes_per_second", "tx_utilization_ratio")
+                ):
+                    c[f] = [r[i] for r in rates]
+            tables[kind].append(_table(KINDS[kind], c, const))
+
+    def _poll_one(self, t: Target) -> tuple[dict[str, Any], Any, Any, list[Any]]:
         who = t.switch + (f"/{t.asic}" if t.asic else "")
         t0 = time.perf_counter()
         try:
-            own = getattr(t.db, "poll", None)  # gNMI dialects poll their own caches
+            own = getattr(t.db, "poll_columns", None)  # gNMI SONiC: columns from its cache
             if own is not None:
-                p, q, ll = own(self.problems.about(who), lldp=self.cfg.lldp)
+                pc, prio, qc, ll = own(self.problems.about(who), lldp=self.cfg.lldp)
+                p: Any = (pc, prio, qc)
+                nports, nqueues = len(pc["port"]), len(qc["port"])
             else:
-                p, q, ll = poll(t.db, self.problems.about(who), lldp=self.cfg.lldp)
+                own = getattr(t.db, "poll", None)  # other dialects poll their own caches
+                if own is not None:
+                    p, q, ll = own(self.problems.about(who), lldp=self.cfg.lldp)
+                else:
+                    p, q, ll = poll(t.db, self.problems.about(who), lldp=self.cfg.lldp)
+                nports, nqueues = len(p), len(q)
         except SwitchDown as e:
             # one line when it goes down and one when it answers again, not every poll
             self.problems.add("switch_down", who, str(e), log=False)
@@ -244,35 +301,44 @@ class SwitchSource(BaseSource):
         st = {
             "up": 1,
             "poll_duration_seconds": time.perf_counter() - t0,
-            "ports": len(p),
-            "queues": len(q),
+            "ports": nports,
+            "queues": nqueues,
             "error": "",
         }
-        return st, p, q, ll
+        return st, p, [] if isinstance(p, tuple) else q, ll
 
-    def _rates(self, r: dict[str, Any], ts: int) -> None:
-        """Derive rates from the previous poll when RATES:* is absent; a counter that went
-        backwards (reset/wrap) gives no rate for this interval, never a negative one."""
-        key = (r["switch"], r["asic"], r["port"])
-        rx, tx = r.get("rx_bytes_total"), r.get("tx_bytes_total")
+    def _rates(
+        self,
+        key: tuple[str, str, str],
+        ts: int,
+        rx: int | None,
+        tx: int | None,
+        rxr: float | None,
+        txr: float | None,
+        speed: float | None,
+    ) -> tuple[float | None, float | None, float | None]:
+        """(rx, tx bytes/s, tx utilization): the switch's RATES where it has them, else derived
+        from the previous poll; a counter that went backwards (reset/wrap) gives no rate for
+        this interval, never a negative one."""
         prev = self._prev.get(key)
         self._prev[key] = (ts / 1000, rx, tx)
-        for fld, cur, i in (("rx_bytes_per_second", rx, 1), ("tx_bytes_per_second", tx, 2)):
-            if r.get(fld) is not None or prev is None or cur is None:
+        out = [rxr, txr]
+        for i, cur in enumerate((rx, tx)):
+            if out[i] is not None or prev is None or cur is None:
                 continue
-            old, dt = prev[i], ts / 1000 - prev[0]
+            old, dt = prev[i + 1], ts / 1000 - prev[0]
             if old is None or dt <= 0:
                 continue
             if cur < old:
                 self.resets += 1
                 self.stats.extra["counter_resets"] = float(self.resets)
                 continue
-            r[fld] = (cur - old) / dt
-        speed, txr = r.get("speed_bps"), r.get("tx_bytes_per_second")
-        r["tx_utilization_ratio"] = txr * 8 / speed if speed and txr is not None else None
+            out[i] = (cur - old) / dt
+        util = out[1] * 8 / speed if speed and out[1] is not None else None
+        return out[0], out[1], util
 
     def _ecmp_rows(
-        self, ports: list[dict[str, Any]], lldp: list[dict[str, Any]], ts: int
+        self, batches: list[Batch], lldp: list[dict[str, Any]], ts: int
     ) -> list[dict[str, Any]]:
         groups = dict(self.cfg.ecmp_groups)
         if self.cfg.uplink_neighbor:
@@ -283,9 +349,15 @@ class SwitchSource(BaseSource):
             return []
         rates: dict[str, dict[str, float | None]] = {}
         speeds: dict[str, dict[str, float | None]] = {}
-        for r in ports:
-            rates.setdefault(r["switch"], {})[r["port"]] = r.get("tx_bytes_per_second")
-            speeds.setdefault(r["switch"], {})[r["port"]] = r.get("speed_bps")
+        cols = ("switch", "port", "tx_bytes_per_second", "speed_bps")
+        for b in batches:
+            if b.kind.name != "switch_port_sample":
+                continue
+            for sw, port, txr, speed in zip(
+                *(b.table.column(c).to_pylist() for c in cols), strict=True
+            ):
+                rates.setdefault(sw, {})[port] = txr
+                speeds.setdefault(sw, {})[port] = speed
         out = []
         for sw, gs in groups.items():
             for g, members in gs.items():
@@ -299,6 +371,34 @@ class SwitchSource(BaseSource):
             t.db.close()
         if self._gnmi_loop is not None:
             self._gnmi_loop.close()
+
+
+_KINDS = ("switch_port_sample", "switch_priority_sample", "switch_queue_sample", "lldp_link")
+
+
+def _table(kind: RecordKind, cols: dict[str, Any], const: dict[str, Any]) -> pa.Table:
+    """A table of `kind` from columns (lists of equal length) and values the same on every row
+    (`const`); absent fields are null, an absent label ''."""
+    n = len(cols["ts"])
+    unknown = (set(cols) | set(const)) - set(kind.by_name)
+    if unknown:
+        raise ValueError(f"{kind.name}: unknown field(s) {sorted(unknown)}")
+    arrays = []
+    for f in kind.fields:
+        v = cols.get(f.name)
+        if f.name in const:
+            arrays.append(pa.repeat(pa.scalar(const[f.name], f.arrow_type), n))
+        elif isinstance(v, np.ndarray):  # a counter on every row: no Python objects
+            arrays.append(pa.array(v, f.arrow_type))
+        elif v is None or v.count(None) == n:
+            arrays.append(
+                pa.nulls(n, f.arrow_type)
+                if f.nullable
+                else pa.repeat(pa.scalar("", f.arrow_type), n)
+            )
+        else:
+            arrays.append(pa.array(v, f.arrow_type))
+    return pa.Table.from_arrays(arrays, schema=kind.arrow_schema)
 
 
 __all__ = ["SwitchSource"]

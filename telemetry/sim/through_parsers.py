@@ -11,7 +11,9 @@ work directory; never writes to the store itself (the pipeline's sinks do).
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
+import time
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -73,8 +75,20 @@ class ThroughParsersSource(SimSource):
 
     name = "sim-through-parsers"
 
-    def __init__(self, sim: Simulation, cfg: Any, workdir: Path | None = None) -> None:
+    def __init__(
+        self,
+        sim: Simulation,
+        cfg: Any,
+        workdir: Path | None = None,
+        switch_transport: str = "dump",
+    ) -> None:
         super().__init__(sim)
+        if switch_transport not in ("dump", "gnmi"):
+            raise UserError(f"switch transport {switch_transport!r}: expected dump or gnmi")
+        # dump: each switch's COUNTERS_DB/APPL_DB files read as `railscope switch --from`;
+        # gnmi: the same state served by a gNMI target per switch and streamed to one switch
+        # source (SONiC telemetry paths), as a collector reads a live fabric
+        self._gnmi = GnmiSwitches(sim) if switch_transport == "gnmi" else None
         self._it = self._per_step(iter_steps(sim))
         # thousands of small files per step: in memory (tmpfs) where the machine has one
         shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
@@ -120,7 +134,11 @@ class ThroughParsersSource(SimSource):
         out: list[Batch] = []
         for d in sorted((self.dir / "nodes").iterdir()):
             out += self._read("node", d, at, "--node-name", d.name)
-        out += self._read("switch", self.dir / "switches", at)
+        if self._gnmi is not None:
+            out += [_at(b, at) for b in self._gnmi.step(self.dir / "switches", at)]
+            self._note("switch", self._gnmi.source)
+        else:
+            out += self._read("switch", self.dir / "switches", at)
         out += self._read("sflow", self.dir / "sflow" / "sflow.pcap", at)
         if any((self.dir / "hdfs").iterdir()):
             out += self._read("hdfs", self.dir / "hdfs", at, *self._hdfs_flags)
@@ -157,10 +175,73 @@ class ThroughParsersSource(SimSource):
         src.stats.errors.clear()
 
     def close(self) -> None:
+        if self._gnmi is not None:
+            self._gnmi.close()
         if self._inventory is not None:
             self._inventory.close()
         if self._tmp is not None:
             self._tmp.cleanup()
+
+
+class GnmiSwitches:
+    """The simulated switches as gNMI targets (gnmi_target.py, SONiC telemetry paths), one per
+    switch on loopback, and one switch source streaming from all of them across the run (its
+    streams, caches and derived rates persist from step to step, as a live collector's do)."""
+
+    INTERVAL = 1.0  # SAMPLE interval asked of the targets; a replaced state is sent at once
+
+    def __init__(self, sim: Simulation) -> None:
+        self.roles = {s: role for s, role, _ in sim.fabric.switches}
+        self.targets: dict[str, Any] = {}
+        self.servers: list[Any] = []
+        self.source: Any = None
+
+    def step(self, switches: Path, at: int) -> list[Batch]:
+        """Serve this step's rendered COUNTERS_DB/APPL_DB of every switch, stamped with the
+        step's time, and collect once every stream has it."""
+        from telemetry.sim.gnmi_target import Target, serve
+
+        for d in sorted(x for x in switches.iterdir() if x.is_dir()):
+            counters = _hashes(d / "counters_db.json")
+            appl = _hashes(d / "appl_db.json")
+            t = self.targets.get(d.name)
+            if t is None:
+                t = self.targets[d.name] = Target(counters, appl, {})
+                server, port = serve(t, workers=4)
+                self.servers.append((server, port, d.name))
+            t.set_state(counters, appl, at * 1_000_000)
+        if self.source is None:
+            self.source = self._source()
+        deadline = time.monotonic() + 60
+        for st in self.source._streams:
+            st.synced.wait(max(0.0, deadline - time.monotonic()))
+            while not st.caught_up(at) and time.monotonic() < deadline:
+                time.sleep(0.005)
+        return self.source.collect()
+
+    def _source(self) -> Any:
+        from exporters.switch.config import GnmiConfig, SwitchConfig, SwitchSourceConfig
+        from exporters.switch.source import SwitchSource
+
+        sws = [SwitchConfig(name=name, role=self.roles.get(name, ""),
+                            gnmi=GnmiConfig(address=f"127.0.0.1:{port}"))
+               for _, port, name in self.servers]  # fmt: skip
+        cfg = SwitchSourceConfig(switches=sws, timeout_seconds=30)
+        return SwitchSource([], cfg, gnmi=sws, interval=self.INTERVAL)
+
+    def close(self) -> None:
+        if self.source is not None:
+            self.source.close()
+        for server, _, _ in self.servers:
+            server.stop(0)
+
+
+def _hashes(p: Path) -> dict[str, Any]:
+    """A sonic-db-dump file as {key: hash} (the {type, value} wrapping removed)."""
+    if not p.exists():
+        return {}
+    raw = json.loads(p.read_text())
+    return {k: v["value"] if isinstance(v, dict) and "value" in v else v for k, v in raw.items()}
 
 
 def _ms(v: Any) -> int:
@@ -198,4 +279,10 @@ def sources_config(sim: Simulation, cfg: Any) -> Any:
     return cfg.model_copy(update={"sources": sources})
 
 
-__all__ = ["ThroughParsersSource", "check_size", "source_from_capture", "sources_config"]
+__all__ = [
+    "GnmiSwitches",
+    "ThroughParsersSource",
+    "check_size",
+    "source_from_capture",
+    "sources_config",
+]

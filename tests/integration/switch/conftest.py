@@ -112,6 +112,24 @@ def if_mib_overrides() -> str:
     return "\n".join(out) + "\n"
 
 
+def pfc_mib_overrides() -> str:
+    """CISCO-PFC-EXT-MIB cpfcIfPriorityTable rows for the dump's ports (ifIndex 1001...), as
+    SONiC's snmp agent fills them: Requests (.2) = SAI_PORT_STAT_PFC_<p>_RX_PKTS, Indications
+    (.3) = ..._TX_PKTS (Counter32 here: net-snmp's `override` has no Counter64)."""
+    counters = json.loads((FIX / "counters_db.json").read_text())
+    out = []
+    for i, (_, oid) in enumerate(sorted(counters["COUNTERS_PORT_NAME_MAP"].items())):
+        h, idx = counters[f"COUNTERS:{oid}"], 1001 + i
+        for p in range(8):
+            for col, d in (("2", "RX"), ("3", "TX")):
+                sai = f"SAI_PORT_STAT_PFC_{p}_{d}_PKTS"
+                if sai in h:
+                    out.append(
+                        f"override 1.3.6.1.4.1.9.9.813.1.2.1.{col}.{idx}.{p} counter {h[sai]}"
+                    )
+    return "\n".join(out) + "\n"
+
+
 def lldp_mib_overrides() -> str:
     """LLDP-MIB rows (net-snmp has no LLDP-MIB of its own) holding the neighbours of the SONiC
     APPL_DB fixture, as an agent serves them: lldpLocPortDesc per local port number, lldpRem*
@@ -151,7 +169,7 @@ def snmpd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         f"agentAddress udp:127.0.0.1:{port}\n"
         "rocommunity public 127.0.0.1\n"
         f"createUser {user} SHA {auth} AES {priv}\n"
-        f"rouser {user} priv\n" + lldp_mib_overrides() + if_mib_overrides()
+        f"rouser {user} priv\n" + lldp_mib_overrides() + if_mib_overrides() + pfc_mib_overrides()
     )
     proc = subprocess.Popen(
         [exe, "-f", "-Lf", str(d / "log"), "-C", "-c", str(conf), "-p", str(d / "pid"), "-M", str(d), "-m", ""],

@@ -185,7 +185,29 @@ def test_openconfig_dialect(target: tuple[Target, int]) -> None:
     lldp = {r["local_port"]: r for r in rows["lldp_link"]}
     assert lldp["Ethernet0"]["remote_device"] == "spine01"
     assert lldp["Ethernet8"]["remote_port"] == "ens1f0np0"  # MAC port id -> description
-    assert "switch_priority_sample" not in rows
+    assert "switch_priority_sample" not in rows  # openconfig_pfc off: the path is not asked
+
+
+def test_openconfig_pfc_per_priority(target: tuple[Target, int]) -> None:
+    """openconfig_pfc: Enterprise SONiC's openconfig-qos-ext PFC statistics give every
+    priority's pause frames, equal to the dump's SAI_PORT_STAT_PFC_n counters (what the Redis
+    and SONiC-telemetry paths read), and the all-priority sums."""
+    t, port = target
+    src = _source(port, dialect="openconfig", openconfig_pfc=True)
+    try:
+        rows = _rows(src)
+    finally:
+        src.close()
+    prios = {(r["port"], r["priority"]): r for r in rows["switch_priority_sample"]}
+    exp = expected_priorities(t.counters)
+    assert set(prios) == set(exp) and len(exp) == 24
+    for key, e in exp.items():
+        assert prios[key]["rx_pause_total"] == e["rx_pause_total"], key
+        assert prios[key]["tx_pause_total"] == e["tx_pause_total"], key
+    ports = {r["port"]: r for r in rows["switch_port_sample"]}
+    for name, e in expected_ports(t.counters).items():
+        assert ports[name]["pfc_rx_pause_total"] == e["pfc_rx_pause_total"], name
+        assert ports[name]["pfc_tx_pause_total"] == e["pfc_tx_pause_total"], name
 
 
 @pytest.mark.parametrize(

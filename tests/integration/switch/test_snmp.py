@@ -5,7 +5,9 @@ same neighbours; 32-bit wrap; an agent that does not answer."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +16,8 @@ from exporters.switch.config import SnmpConfig, SwitchConfig, SwitchSourceConfig
 from exporters.switch.gnmi import GnmiLoop
 from exporters.switch.snmp import SnmpSwitch
 from exporters.switch.source import SwitchSource
+
+FIX = Path(__file__).parents[2] / "fixtures" / "sonic"
 
 
 def _walk(port: int, oid: str, *auth: str) -> dict[str, int]:
@@ -170,3 +174,32 @@ def test_snmp_port_records_equal_the_redis_paths(
     for port in redis:
         for f in fields:
             assert snmp[port][f] == redis[port][f], (port, f, snmp[port][f], redis[port][f])
+
+
+def test_sonic_pfc_per_priority_equals_the_dump(snmpd: dict[str, Any]) -> None:
+    """snmp.sonic_pfc: SONiC's CISCO-PFC-EXT-MIB rows give every priority's PFC frames, equal to
+    the dump's SAI_PORT_STAT_PFC_n counters (what Redis and gNMI read), and the sums; without
+    it, no priority rows."""
+    from tests.unit.switch.expected import expected_ports, expected_priorities
+
+    counters = json.loads((FIX / "counters_db.json").read_text())
+    src = _source(snmpd["port"], sonic_pfc=True)
+    try:
+        rows = {b.kind.name: b.table.to_pylist() for b in src.collect()}
+    finally:
+        src.close()
+    prios = {(r["port"], r["priority"]): r for r in rows["switch_priority_sample"]}
+    exp = expected_priorities(counters)
+    assert set(prios) == set(exp) and len(exp) == 24
+    for key, e in exp.items():
+        assert prios[key]["rx_pause_total"] == e["rx_pause_total"], key
+        assert prios[key]["tx_pause_total"] == e["tx_pause_total"], key
+    ports = {r["port"]: r for r in rows["switch_port_sample"]}
+    for name, e in expected_ports(counters).items():
+        assert ports[name]["pfc_rx_pause_total"] == e["pfc_rx_pause_total"], name
+        assert ports[name]["pfc_tx_pause_total"] == e["pfc_tx_pause_total"], name
+    src = _source(snmpd["port"])
+    try:
+        assert "switch_priority_sample" not in {b.kind.name for b in src.collect()}
+    finally:
+        src.close()

@@ -36,7 +36,7 @@ def test_checked_in_files_are_rendered_from_the_config() -> None:
 def test_promtool_check_and_test_pass_on_the_checked_in_rules() -> None:
     res = alerts.promtool("check", "rules", alerts.RULES.name, cwd=alerts.RULES.parent)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "SUCCESS: 13 rules found" in res.stdout
+    assert "SUCCESS: 15 rules found" in res.stdout
     res = alerts.promtool("test", "rules", alerts.TESTS.name, cwd=alerts.TESTS.parent)
     assert res.returncode == 0, res.stdout + res.stderr
 
@@ -63,6 +63,8 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
         "RailscopeCollectorFailing",
         "RailscopeTargetDown",
         "RailscopeSpoolGrowing",
+        "RailscopeSwitchPfcUnexpectedPriority",
+        "RailscopeNicPfcUnexpectedPriority",
     ):
         assert needed in names
 
@@ -93,6 +95,39 @@ def test_the_unit_tests_catch_a_wrong_threshold(tmp_path: Path) -> None:
     assert "RailscopePfcStorm" in res.stdout + res.stderr
 
 
+def test_lossless_priorities_come_from_the_correlation_thresholds() -> None:
+    """The unexpected-priority rules name the engine's lossless priorities, never a literal: a
+    list threshold becomes a label regex."""
+    corr = yaml.safe_load(alerts.CORRELATE_THRESHOLDS.read_text())
+    want = "|".join(str(p) for p in corr["pfc"]["lossless_priorities"])
+    rules = {r["alert"]: r for g in alerts.render(alerts.load())["groups"] for r in g["rules"]}
+    for name in ("RailscopeSwitchPfcUnexpectedPriority", "RailscopeNicPfcUnexpectedPriority"):
+        expr = rules[name]["expr"]
+        assert expr.count(f'priority!~"{want}"') == 2, expr
+        assert expr.endswith(f">= {corr['pfc']['unexpected_pauses']}")
+    cfg = copy.deepcopy(alerts.load())
+    cfg["thresholds"]["pfc_lossless_priorities"] = [3, 4]
+    rules = {r["alert"]: r for g in alerts.render(cfg)["groups"] for r in g["rules"]}
+    for name in ("RailscopeSwitchPfcUnexpectedPriority", "RailscopeNicPfcUnexpectedPriority"):
+        assert rules[name]["expr"].count('priority!~"3|4"') == 2
+    cfg["thresholds"]["pfc_lossless_priorities"] = [3, "x"]
+    with pytest.raises(ConfigError, match="pfc_lossless_priorities: expected a number, a list"):
+        alerts.render(cfg)
+
+
+@needs_promtool
+def test_unexpected_priority_cases_fail_with_other_lossless_priorities(tmp_path: Path) -> None:
+    """With priority 6 declared lossless, the firing case (pauses on 6) must fail; with priority 3
+    not lossless, the quiet case (pauses on 3) must."""
+    for lossless in ([3, 6], [0]):
+        cfg = copy.deepcopy(alerts.load())
+        cfg["thresholds"]["pfc_lossless_priorities"] = lossless
+        _, tests = _rules(tmp_path, cfg)
+        res = alerts.promtool("test", "rules", tests.name, cwd=tmp_path)
+        assert res.returncode != 0, lossless
+        assert "RailscopeSwitchPfcUnexpectedPriority" in res.stdout + res.stderr
+
+
 def test_config_errors_name_the_problem() -> None:
     cfg = alerts.load()
     bad = copy.deepcopy(cfg)
@@ -120,7 +155,7 @@ def test_cli_build_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["alerts", "check"]) == 0
     out = capsys.readouterr().out
     assert "promtool check rules: ok" in out and "promtool test rules: ok" in out
-    assert "13 rules: all checked" in out
+    assert "15 rules: all checked" in out
     bad = tmp_path / "bad.yaml"
     bad.write_text("rules: [")
     assert main(["alerts", "build", "--out", str(tmp_path / "x"), "--from", str(bad)]) == 2

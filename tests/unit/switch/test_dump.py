@@ -150,7 +150,7 @@ def test_database_config_ids() -> None:
 
 def test_mapping_file_covers_record_fields() -> None:
     from exporters.switch.gnmi import OC_CSV
-    from exporters.switch.snmp import COLUMNS, SNMP_CSV
+    from exporters.switch.snmp import COLUMNS, PFC_COLUMNS, SNMP_CSV
     from telemetry.records import KINDS
 
     for table in (C.CSV_PATH, OC_CSV, SNMP_CSV):  # one shape, one reader, three transports
@@ -159,7 +159,7 @@ def test_mapping_file_covers_record_fields() -> None:
     # every SNMP object the mapping names is one the walk reads
     assert {t for m in C.load_mappings(SNMP_CSV) for alt in m.alternatives for t in alt} <= set(
         COLUMNS
-    )
+    ) | set(PFC_COLUMNS)
     # every per-priority field is read for every priority
     prio = {m.field for m in C.load_mappings() if m.kind == "priority"}
     assert prio == {f.name for f in KINDS["switch_priority_sample"].values()}

@@ -1,0 +1,273 @@
+"""A gNMI target: grpcio with pygnmi's gNMIServicer (the published gnmi.proto) serving SONiC
+telemetry paths (COUNTERS_DB/APPL_DB virtual paths) from COUNTERS_DB/APPL_DB hashes and
+OpenConfig paths from OpenConfig JSON. The simulator serves its switches through it
+(through_parsers.py, `switch_transport="gnmi"`); the switch tests and bench/switch.py serve the
+SONiC dump and synthetic switches.
+
+The state can be replaced while it serves (`set_state`): the next SAMPLE carries it, ON_CHANGE
+subscribers get the APPL_DB tables again, and notifications carry the given switch time.
+Behaviours a test can ask for: `users` (username/password metadata checked), `behaviour`
+"ok" | "hang" (takes the call, never answers) | "garbage" (counters that are not JSON / not
+numbers) | "no_stream" (STREAM refused: UNIMPLEMENTED) | "no_subscribe" (Subscribe refused),
+`stop_after` (samples sent in all before the target goes silent), and TLS credentials.
+Without `set_state` times, every notification carries `base_ns` + 1 s per sample sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent import futures
+from typing import Any
+
+import grpc
+from pygnmi.spec.v080 import gnmi_pb2 as pb
+from pygnmi.spec.v080 import gnmi_pb2_grpc
+
+
+def _elems(path: Any) -> list[tuple[str, dict[str, str]]]:
+    return [(e.name, dict(e.key)) for e in path.elem]
+
+
+def _path(elems: list[tuple[str, dict[str, str]]]) -> Any:
+    return pb.Path(elem=[pb.PathElem(name=n, key=k) for n, k in elems])
+
+
+def _json(v: Any) -> Any:
+    return pb.TypedValue(json_ietf_val=json.dumps(v).encode())
+
+
+class Target(gnmi_pb2_grpc.gNMIServicer):
+    def __init__(
+        self,
+        counters: dict[str, Any],
+        appl: dict[str, Any],
+        oc: dict[str, Any],
+        *,
+        users: dict[str, str] | None = None,
+        behaviour: str = "ok",
+        stop_after: int | None = None,
+        base_ns: int | None = None,
+    ) -> None:
+        self.counters, self.appl, self.oc = counters, appl, oc
+        self.users = users
+        self.behaviour = behaviour
+        self.stop_after = stop_after
+        # an hour behind the collector by default: a test can tell the switch's time from ours
+        self.base_ns = base_ns if base_ns is not None else time.time_ns() - 3600 * 10**9
+        self.samples = 0
+        self.requests: list[str] = []  # "Get", "STREAM", "POLL", "poll" as they arrive
+        self.lock = threading.Lock()
+        self.now_ns: int | None = None  # the switch's time, where set_state gave one
+        self.version = 0  # set_state calls so far
+
+    # -- what the switch holds -----------------------------------------------------------
+    def set_state(self, counters: dict[str, Any], appl: dict[str, Any], now_ns: int) -> None:
+        """Replace what the switch holds (COUNTERS_DB and APPL_DB hashes) and its clock: the
+        next SAMPLE and an ON_CHANGE update of APPL_DB carry them, stamped `now_ns`."""
+        with self.lock:
+            self.counters, self.appl, self.now_ns = counters, appl, now_ns
+            self.version += 1
+
+    def _ts(self) -> int:
+        if self.now_ns is not None:
+            return self.now_ns
+        return self.base_ns + self.samples * 1_000_000_000
+
+    def _changed(self, seen: int, within: float, context: Any) -> bool:
+        """Wait up to `within` seconds for a set_state after version `seen`."""
+        end = time.monotonic() + within
+        while context.is_active() and time.monotonic() < end:
+            if self.version != seen:
+                return True
+            time.sleep(0.005)
+        return self.version != seen
+
+    def answer(self, target: str, path: Any, counters: Any = None, appl: Any = None) -> list[Any]:
+        """Updates for one requested path (wildcards expanded as the switch would), from the
+        given state (default: the current one)."""
+        counters = self.counters if counters is None else counters
+        appl = self.appl if appl is None else appl
+        e = _elems(path)
+        names = [n for n, _ in e]
+        if target == "COUNTERS_DB":
+            if names == ["COUNTERS", "Ethernet*"]:
+                v: Any = {
+                    p: counters[f"COUNTERS:{oid}"]
+                    for p, oid in counters["COUNTERS_PORT_NAME_MAP"].items()
+                }
+                if self.behaviour == "garbage":
+                    return [pb.Update(path=path, val=pb.TypedValue(json_ietf_val=b"{Ethernet0: "))]
+                return [pb.Update(path=path, val=_json(v))]
+            if names == ["COUNTERS", "Ethernet*", "Queues"]:
+                v = {
+                    q: counters[f"COUNTERS:{oid}"]
+                    for q, oid in counters["COUNTERS_QUEUE_NAME_MAP"].items()
+                    if f"COUNTERS:{oid}" in counters
+                }
+                if self.behaviour == "garbage":  # numbers that are not numbers
+                    v = {q: {k: "lots" for k in h} for q, h in v.items()}
+                return [pb.Update(path=path, val=_json(v))]
+            if len(names) == 1 and names[0] in counters:
+                return [pb.Update(path=path, val=_json(counters[names[0]]))]
+            return []
+        if target == "APPL_DB":
+            if len(names) == 1:
+                pre = names[0] + ":"
+                v = {k[len(pre) :]: h for k, h in appl.items() if k.startswith(pre)}
+                return [pb.Update(path=path, val=_json(v))]
+            return []
+        return self._oc(e)
+
+    def _oc(self, e: list[tuple[str, dict[str, str]]]) -> list[Any]:
+        names = [n for n, _ in e]
+        out = []
+        ifs = self.oc["openconfig-interfaces:interfaces"]["interface"]
+        if names[:2] == ["interfaces", "interface"]:
+            for i in ifs:
+                here = [("interfaces", {}), ("interface", {"name": i["name"]})]
+                tail = names[2:]
+                if tail == ["state", "counters"]:
+                    out.append(pb.Update(path=_path([*here, ("state", {}), ("counters", {})]),
+                                         val=_json(i["state"]["counters"])))  # fmt: skip
+                elif tail == ["state", "oper-status"]:
+                    out.append(pb.Update(path=_path([*here, ("state", {}), ("oper-status", {})]),
+                                         val=pb.TypedValue(string_val=i["state"]["oper-status"])))  # fmt: skip
+                elif tail == ["ethernet", "state", "port-speed"]:
+                    sp = i.get("openconfig-if-ethernet:ethernet", {}).get("state", {})
+                    if "port-speed" in sp:
+                        out.append(pb.Update(
+                            path=_path([*here, ("ethernet", {}), ("state", {}), ("port-speed", {})]),
+                            val=pb.TypedValue(string_val=sp["port-speed"])))  # fmt: skip
+        elif names[:3] == ["qos", "interfaces", "interface"] and "pfc-priorities" in names:
+            # openconfig-qos-ext (Enterprise SONiC): per-priority PFC statistics
+            for i in self.oc["openconfig-qos:qos"]["interfaces"]["interface"]:
+                for pr in (
+                    i.get("openconfig-qos-ext:pfc", {})
+                    .get("pfc-priorities", {})
+                    .get("pfc-priority", [])
+                ):
+                    p = [("qos", {}), ("interfaces", {}), ("interface", {"interface-id": i["interface-id"]}),
+                         ("pfc", {}), ("pfc-priorities", {}), ("pfc-priority", {"dot1p": str(pr["dot1p"])}),
+                         ("state", {})]  # fmt: skip
+                    out.append(pb.Update(path=_path(p), val=_json(pr["state"])))
+        elif names[:3] == ["qos", "interfaces", "interface"]:
+            for i in self.oc["openconfig-qos:qos"]["interfaces"]["interface"]:
+                for q in i["output"]["queues"]["queue"]:
+                    p = [("qos", {}), ("interfaces", {}), ("interface", {"interface-id": i["interface-id"]}),
+                         ("output", {}), ("queues", {}), ("queue", {"name": q["name"]}), ("state", {})]  # fmt: skip
+                    out.append(pb.Update(path=_path(p), val=_json(q["state"])))
+        elif names[:3] == ["lldp", "interfaces", "interface"]:
+            for i in self.oc["openconfig-lldp:lldp"]["interfaces"]["interface"]:
+                for n in i["neighbors"]["neighbor"]:
+                    p = [("lldp", {}), ("interfaces", {}), ("interface", {"name": i["name"]}),
+                         ("neighbors", {}), ("neighbor", {"id": n["id"]}), ("state", {})]  # fmt: skip
+                    out.append(pb.Update(path=_path(p), val=_json(n["state"])))
+        return out
+
+    def _notification(self, target: str, paths: list[Any]) -> Any:
+        with self.lock:  # one state per notification, however set_state interleaves
+            counters, appl, ts = self.counters, self.appl, self._ts()
+        ups = [u for p in paths for u in self.answer(target, p, counters, appl)]
+        return pb.Notification(timestamp=ts, prefix=pb.Path(target=target), update=ups)
+
+    # -- gNMI ------------------------------------------------------------------------------
+    def _auth(self, context: Any) -> None:
+        if self.users is None:
+            return
+        md = dict(context.invocation_metadata())
+        if self.users.get(md.get("username", "")) != md.get("password"):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "bad username or password")
+
+    def _hang(self, context: Any) -> None:
+        while context.is_active():
+            time.sleep(0.05)
+
+    def Get(self, request: Any, context: Any) -> Any:
+        self._auth(context)
+        self.requests.append("Get")
+        if self.behaviour == "hang":
+            self._hang(context)
+            return pb.GetResponse()
+        return pb.GetResponse(
+            notification=[self._notification(request.prefix.target, list(request.path))]
+        )
+
+    def Capabilities(self, request: Any, context: Any) -> Any:
+        self._auth(context)
+        return pb.CapabilityResponse(
+            supported_encodings=[pb.Encoding.JSON_IETF], gNMI_version="0.8.0"
+        )
+
+    def _silent(self) -> bool:
+        with self.lock:
+            if self.stop_after is not None and self.samples >= self.stop_after:
+                return True
+            self.samples += 1
+            return False
+
+    def Subscribe(self, request_iterator: Any, context: Any) -> Any:
+        self._auth(context)
+        first = next(request_iterator)
+        sl = first.subscribe
+        mode = pb.SubscriptionList.Mode.Name(sl.mode)
+        self.requests.append(mode)
+        if self.behaviour == "hang":
+            self._hang(context)
+            return
+        if self.behaviour == "no_subscribe" or (self.behaviour == "no_stream" and mode == "STREAM"):
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{mode} not supported")
+        target = sl.prefix.target
+        sample = [s.path for s in sl.subscription if s.mode != pb.SubscriptionMode.ON_CHANGE]
+        change = [s.path for s in sl.subscription if s.mode == pb.SubscriptionMode.ON_CHANGE]
+        if mode == "POLL":
+            yield pb.SubscribeResponse(
+                update=self._notification(target, [s.path for s in sl.subscription])
+            )
+            yield pb.SubscribeResponse(sync_response=True)
+            for req in request_iterator:
+                if req.WhichOneof("request") != "poll":
+                    continue
+                self.requests.append("poll")
+                if self._silent():
+                    self._hang(context)
+                    return
+                yield pb.SubscribeResponse(update=self._notification(target, [s.path for s in sl.subscription]))  # fmt: skip
+                yield pb.SubscribeResponse(sync_response=True)
+            return
+        seen = self.version
+        if change:
+            yield pb.SubscribeResponse(update=self._notification(target, change))
+        if not sample:
+            yield pb.SubscribeResponse(sync_response=True)
+            while context.is_active():  # ON_CHANGE: the tables again after each set_state
+                if self._changed(seen, 1.0, context):
+                    seen = self.version
+                    yield pb.SubscribeResponse(update=self._notification(target, change))
+            return
+        interval = min(s.sample_interval for s in sl.subscription if s.path in sample) / 1e9
+        synced = False
+        while context.is_active():
+            if self._silent():
+                self._hang(context)
+                return
+            seen = self.version
+            yield pb.SubscribeResponse(update=self._notification(target, sample))
+            if not synced:
+                yield pb.SubscribeResponse(sync_response=True)
+                synced = True
+            # the next sample after the interval, or at once when the state is replaced
+            self._changed(seen, interval or 1.0, context)
+
+
+def serve(target: Target, creds: Any = None, workers: int = 16, port: int = 0) -> tuple[Any, int]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+    gnmi_pb2_grpc.add_gNMIServicer_to_server(target, server)
+    port = (
+        server.add_secure_port(f"127.0.0.1:{port}", creds)
+        if creds is not None
+        else server.add_insecure_port(f"127.0.0.1:{port}")
+    )
+    server.start()
+    return server, port
