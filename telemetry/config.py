@@ -313,7 +313,6 @@ def load_config(
         cfg = Config.model_validate(data)
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, source=source)) from None
-    _remember_secrets(cfg.model_dump(mode="json"))  # serve users' passwords read from files
     # validate the sections of known sources now, not when the source starts
     from telemetry import registry
 
@@ -366,8 +365,7 @@ def _resolve_secret_files(data: dict[str, Any], where: str = "") -> None:
     for key in list(data):
         v = data[key]
         if isinstance(v, dict):
-            if not (where == "" and key == "serve"):  # serve users read their own password_file
-                _resolve_secret_files(v, f"{where}{key}.")
+            _resolve_secret_files(v, f"{where}{key}.")
         elif isinstance(v, list):
             for i, item in enumerate(v):
                 if isinstance(item, dict):

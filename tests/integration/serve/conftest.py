@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from telemetry.serve import Engine, QueryServer, ServeConfig
+from telemetry.config import load_config
+from telemetry.serve import Engine, QueryServer
 from telemetry.store import Store
 from tests.integration.core.test_cli import ROOT, rs
 
@@ -32,16 +33,15 @@ class Endpoint:
 def endpoint(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
     secret = tmp_path_factory.mktemp("serve") / "reader.password"
     secret.write_text("read-only-pw\n")
-    cfg = ServeConfig.parse(
-        {
-            "max_request_bytes": LIMIT,
-            "users": [
-                {"name": "admin", "password": "s3cret"},
-                {"name": "reader", "password_file": str(secret), "readonly": True},
-                {"name": "grafana", "password": "g", "readonly": 2},
-            ],
-        }
-    )
+    serve = {
+        "max_request_bytes": LIMIT,
+        "users": [
+            {"name": "admin", "password": "s3cret"},
+            {"name": "reader", "password_file": str(secret), "readonly": True},
+            {"name": "grafana", "password": "g", "readonly": 2},
+        ],
+    }
+    cfg = load_config(env={}, overrides={"serve": serve}).serve  # password_file read there
     store = Store(chdb_dsn)
     assert store.client is not None
     server = QueryServer(Engine(str(store.dsn.path)), cfg, port=0)
