@@ -268,6 +268,21 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def read_yaml(p: Path, source: str) -> Any:
+    """The YAML document in file `p`. Every error is one ConfigError line starting with `source`
+    (`config FILE`, `scenario FILE`, ...), with the line number where YAML knows it."""
+    try:
+        return yaml.safe_load(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: no such file") from None
+    except OSError as e:
+        raise ConfigError(f"{source}: cannot read: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{source}:{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+
+
 def load_config(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -282,16 +297,7 @@ def load_config(
     if path:
         p = Path(path)
         source = f"config {p}"
-        try:
-            loaded = yaml.safe_load(p.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config {p}: no such file") from None
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" line {mark.line + 1}" if mark else ""
-            raise ConfigError(
-                f"config {p}:{where}: not valid YAML: {getattr(e, 'problem', e)}"
-            ) from None
+        loaded = read_yaml(p, source)
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):

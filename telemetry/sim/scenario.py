@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from telemetry.config import read_yaml
 from telemetry.errors import ConfigError
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
@@ -36,6 +37,11 @@ FaultKind = Literal[
     "hypernode_drift",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
+
+
+def _unique(what: str, names: list[str]) -> None:
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what} names must be unique")
 
 
 class _M(BaseModel):
@@ -73,9 +79,7 @@ class FabricSpec(_M):
 
     @model_validator(mode="after")
     def _names(self) -> FabricSpec:
-        names = [i.name for i in self.idcs]
-        if len(set(names)) != len(names):
-            raise ValueError("IDC names must be unique")
+        _unique("IDC", [i.name for i in self.idcs])
         if not any(i.sus for i in self.idcs):
             raise ValueError("at least one IDC needs sus >= 1")
         return self
@@ -172,9 +176,7 @@ class Scenario(_M):
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
-        names = [j.name for j in self.jobs]
-        if len(set(names)) != len(names):
-            raise ValueError("job names must be unique")
+        _unique("job", [j.name for j in self.jobs])
         for i, f in enumerate(self.faults):
             if f.start_minute >= self.duration_minutes:
                 raise ValueError(
@@ -259,16 +261,7 @@ def load_scenario(name_or_path: str) -> Scenario:
         raise ConfigError(
             f"scenario {name_or_path}: no such file or built-in scenario (built-ins: {', '.join(builtin_names())})"
         )
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(
-            f"scenario {p}:{where}: not valid YAML: {getattr(e, 'problem', e)}"
-        ) from None
-    except OSError as e:
-        raise ConfigError(f"scenario {p}: cannot read: {e.strerror}") from None
+    raw = read_yaml(p, f"scenario {p}")
     if not isinstance(raw, dict):
         raise ConfigError(f"scenario {p}: the top level must be a mapping")
     raw.setdefault("name", p.stem)
