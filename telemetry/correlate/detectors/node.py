@@ -22,7 +22,7 @@ def gpu_subject(node: str, gpu: int) -> str:
     return f"{node}/gpu{gpu}"
 
 
-@detector("gpu_xid", category="node", needs=("gpu_event",))
+@detector("gpu_xid", needs=("gpu_event",))
 def gpu_xid(ctx: Context) -> list[Finding]:
     critical = set(ctx.t("gpu.critical_xids"))
     out = []
@@ -36,9 +36,7 @@ def gpu_xid(ctx: Context) -> list[Finding]:
         xids = sorted(r["xids"])
         sev = "critical" if critical & set(xids) else "warning"
         out.append(
-            Finding(
-                "gpu_xid",
-                "node",
+            ctx.finding(
                 sev,
                 "gpu",
                 gpu_subject(r["node"], r["gpu"]),
@@ -55,7 +53,7 @@ def gpu_xid(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("gpu_lost", category="node", needs=("gpu_sample", "gpu_event"))
+@detector("gpu_lost", needs=("gpu_sample", "gpu_event"))
 def gpu_lost(ctx: Context) -> list[Finding]:
     out = []
     for r in ctx.rows(f"""
@@ -78,9 +76,7 @@ def gpu_lost(ctx: Context) -> list[Finding]:
         HAVING lost_samples > 0 OR events > 0
         ORDER BY node, gpu"""):
         out.append(
-            Finding(
-                "gpu_lost",
-                "node",
+            ctx.finding(
                 "critical",
                 "gpu",
                 gpu_subject(r["node"], r["gpu"]),
@@ -95,7 +91,7 @@ def gpu_lost(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("gpu_throttle", category="node", needs=("gpu_sample",))
+@detector("gpu_throttle", needs=("gpu_sample",))
 def gpu_throttle(ctx: Context) -> list[Finding]:
     ratio = float(ctx.t("gpu.throttle_ratio"))
     mask = int(ctx.t("gpu.throttle_reason_mask"))
@@ -146,9 +142,7 @@ def gpu_throttle(ctx: Context) -> list[Finding]:
             else "power"
         )
         out.append(
-            Finding(
-                "gpu_throttle",
-                "node",
+            ctx.finding(
                 "warning",
                 "gpu",
                 gpu_subject(r["node"], r["gpu"]),
@@ -167,7 +161,7 @@ def gpu_throttle(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("nic_pcie_stall", category="node", needs=("nic_sample",))
+@detector("nic_pcie_stall", needs=("nic_sample",))
 def nic_pcie_stall(ctx: Context) -> list[Finding]:
     limit = float(ctx.t("nic.pcie_stalls_per_second"))
     out = []
@@ -180,9 +174,7 @@ def nic_pcie_stall(ctx: Context) -> list[Finding]:
         if rate < limit:
             continue
         out.append(
-            Finding(
-                "nic_pcie_stall",
-                "node",
+            ctx.finding(
                 "warning",
                 "nic",
                 f"{r['node']}/{r['device']}",
