@@ -9,19 +9,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from telemetry.commands.common import add_command, add_out_arg, add_verbs
 from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "alerts",
-        help="render and check the Prometheus alert rules (promtool)",
-        description="Alert rules rendered from alerts/alerts.yaml (thresholds + templates); "
+        "render and check the Prometheus alert rules (promtool)",
+        "Alert rules rendered from alerts/alerts.yaml (thresholds + templates); "
         "promtool unit tests from alerts/tests/cases.yaml. See docs/alerts.md.",
     )
-    verbs = p.add_subparsers(dest="alerts_verb", metavar="VERB")
+    verbs = add_verbs(p, "alerts_verb")
     b = verbs.add_parser("build", help="write railscope.rules.yaml and railscope.test.yaml")
-    b.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    add_out_arg(b)
     b.add_argument(
         "--from",
         dest="rules_from",
@@ -35,13 +37,7 @@ def register(sub: Any) -> list[str]:
     )
     c.add_argument("--from", dest="rules_from", metavar="FILE", help="alerts config")
     c.set_defaults(func=run_check)
-    p.set_defaults(func=lambda args: _usage(p))
     return ["alerts"]
-
-
-def _usage(p: argparse.ArgumentParser) -> int:
-    p.print_help()
-    return 2
 
 
 def _write(out: Path, rules_from: str | None) -> tuple[Path, Path]:

@@ -7,11 +7,66 @@ import json
 import sys
 from collections.abc import Iterable
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from telemetry.config import Config, load_config, set_in
 from telemetry.pipeline import Batch, ComponentStats
 from telemetry.store import Store
+
+
+def add_command(
+    sub: Any, name: str, help: str, description: str | None = None
+) -> argparse.ArgumentParser:
+    """`railscope NAME`: `help` is its line in `railscope --help`, `description` heads its own
+    --help. A description with line breaks (the module's docstring) is printed as written; a
+    one-paragraph description is wrapped to the terminal."""
+    raw = description is not None and "\n" in description.strip()
+    fmt = argparse.RawDescriptionHelpFormatter if raw else argparse.HelpFormatter
+    return cast(
+        argparse.ArgumentParser,
+        sub.add_parser(name, help=help, description=description, formatter_class=fmt),
+    )
+
+
+def add_verbs(p: argparse.ArgumentParser, dest: str) -> Any:
+    """The sub-commands (VERB) of `p`; `p` without one prints its help and exits 2."""
+
+    def usage(args: argparse.Namespace) -> int:
+        p.print_help()
+        return 2
+
+    p.set_defaults(func=usage)
+    return p.add_subparsers(dest=dest, metavar="VERB")
+
+
+def add_range_args(p: argparse.ArgumentParser, *, since: str | None = None) -> None:
+    """--since/--until (telemetry.times: ISO time, 'now', epoch ms or a duration ago). Without
+    defaults they span the stored data."""
+    p.add_argument(
+        "--since",
+        default=since,
+        help=f"start: ISO time or duration ago (default: {since or 'start of the stored data'})",
+    )
+    p.add_argument(
+        "--until",
+        help=f"end: ISO time or duration ago (default: {'now' if since else 'end of the stored data'})",
+    )
+
+
+def add_out_arg(p: argparse.ArgumentParser, help: str = "output directory") -> None:
+    p.add_argument("--out", required=True, metavar="DIR", help=help)
+
+
+def add_lag_arg(p: argparse.ArgumentParser, when: str = "") -> None:
+    """--lag: how long after a tick the engine evaluates it (correlate --follow, serve)."""
+    p.add_argument(
+        "--lag",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help=f"{when}evaluate each tick this long after it passes, for data still in flight "
+        "(default 5)",
+    )
 
 
 def add_store_args(p: argparse.ArgumentParser) -> None:
@@ -52,6 +107,12 @@ def open_store(cfg: Config, *, migrate: bool | None = None) -> Store:
             f"store {store.dsn.redacted()} needs migrations: run `railscope db migrate`"
         )
     return store
+
+
+def store_from_args(args: argparse.Namespace, **dotted: Any) -> tuple[Config, Store]:
+    """The config (flags over file over environment) and its store, opened as `open_store` does."""
+    cfg = config_from_args(args, **dotted)
+    return cfg, open_store(cfg)
 
 
 def clickhouse_sink(cfg: Config, store: Store) -> Any:

@@ -11,15 +11,15 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import clickhouse_sink, config_from_args, open_store
+from telemetry.commands.common import add_command, clickhouse_sink, config_from_args, open_store
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "demo",
-        help="simulate a cluster with faults, ingest, correlate and score (embedded store)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "simulate a cluster with faults, ingest, correlate and score (embedded store)",
+        __doc__,
     )
     p.add_argument(
         "--data",

@@ -16,18 +16,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import add_store_args, clickhouse_sink, config_from_args, open_store
+from telemetry.commands.common import (
+    add_command,
+    add_out_arg,
+    add_store_args,
+    add_verbs,
+    clickhouse_sink,
+    store_from_args,
+)
 from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser(
-        "sim",
-        help="cluster simulator: run, score, scenarios, render",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    verbs = p.add_subparsers(dest="sim_verb", metavar="VERB")
+    p = add_command(sub, "sim", "cluster simulator: run, score, scenarios, render", __doc__)
+    verbs = add_verbs(p, "sim_verb")
 
     r = verbs.add_parser("run", help="simulate a scenario and ingest it through the pipeline")
     _scenario_args(r)
@@ -65,10 +67,9 @@ def register(sub: Any) -> list[str]:
         "pcap, kubectl JSON, HDFS logs/fsck/JMX) for a small scenario",
     )
     _scenario_args(rd)
-    rd.add_argument("--out", required=True, help="directory to write the device files into")
+    add_out_arg(rd, "directory to write the device files into")
     rd.add_argument("--step", type=int, help="which simulated step to render (default: the last)")
     rd.set_defaults(func=_render)
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
     return ["sim"]
 
 
@@ -126,8 +127,7 @@ def _run(args: argparse.Namespace) -> int:
         from telemetry.sim.through_parsers import check_size
 
         check_size(sim)
-    cfg = config_from_args(args, **over)
-    store = open_store(cfg)
+    cfg, store = store_from_args(args, **over)
 
     def progress(done: int, total: int, rows: int) -> None:
         unit = "step" if args.through_parsers else "chunk"
@@ -159,8 +159,7 @@ def _score(args: argparse.Namespace) -> int:
 
     over, truth_path = _paths(args)
     truth = GroundTruth.read(truth_path)
-    cfg = config_from_args(args, **over)
-    store = open_store(cfg)
+    cfg, store = store_from_args(args, **over)
     findings = read_findings(store, cfg.cluster, truth.start_ms, truth.end_ms)
     result = score(truth, findings, tolerance_s=args.tolerance)
     if args.json:

@@ -13,17 +13,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import add_store_args, config_from_args, open_store
+from telemetry.commands.common import (
+    add_command,
+    add_store_args,
+    add_verbs,
+    config_from_args,
+    open_store,
+)
 from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "topology",
-        help="HyperNode tree, LCA, generation from LLDP and drift",
-        description="HyperNode tree queries, HyperNode generation from the LLDP graph, and drift.",
+        "HyperNode tree, LCA, generation from LLDP and drift",
+        "HyperNode tree queries, HyperNode generation from the LLDP graph, and drift.",
     )
-    tsub = p.add_subparsers(dest="topology_command", metavar="VERB")
+    tsub = add_verbs(p, "topology_command")
 
     def common(q: argparse.ArgumentParser) -> None:
         add_store_args(q)
@@ -107,7 +114,6 @@ def register(sub: Any) -> list[str]:
     q.add_argument("--output", choices=["jsonl"], help="print the records instead of storing them")
     q.set_defaults(func=cmd_lldp)
 
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
     return ["topology"]
 
 
