@@ -16,7 +16,7 @@ import pytest
 from telemetry.config import load_config
 from telemetry.serve import Engine, QueryServer
 from telemetry.store import Store
-from tests.integration.core.test_cli import ROOT, rs
+from tests.cli import ROOT, rs
 
 LIMIT = 1 << 20  # serve.max_request_bytes in these tests
 
