@@ -57,6 +57,11 @@ def insert_series(
     store.insert(kind, kind.to_arrow(rows))
 
 
+def counting(key: dict[str, Any], **per_step: int) -> Series:
+    """A subject (`key`) whose counters grow by `per_step` each step, from 0."""
+    return lambda i: {**key, **{field: i * n for field, n in per_step.items()}}
+
+
 def test_counter_increase_handles_reset(store: Store) -> None:
     from telemetry.correlate.registry import Context, Window
     from telemetry.correlate.sql import increase_sql
@@ -193,20 +198,19 @@ def test_pfc_storm_localised_to_the_nic_with_propagation(store: Store) -> None:
     nic = {"device": "mlx5_3", "port": 1, "up": 1}
     insert_series(
         store, NIC_SAMPLE, s, 31, 10,
-        lambda i: {**nic, "node": "n7", "pfc_tx_pause_total": i * 200_000},
-        lambda i: {**nic, "node": "n8", "pfc_tx_pause_total": i * 10},
+        counting({**nic, "node": "n7"}, pfc_tx_pause_total=200_000),
+        counting({**nic, "node": "n8"}, pfc_tx_pause_total=10),
     )  # fmt: skip
-    rx_tx = ("pfc_rx_pause_total", "pfc_tx_pause_total")
+    ports = (  # switch, port, rx and tx pauses per step
+        ("leaf3", "Ethernet12", 200_000, 0),
+        ("leaf3", "Ethernet64", 0, 50_000),  # pausing the spine
+        ("spine1", "Ethernet3", 50_000, 0),
+        ("leaf4", "Ethernet0", 3, 3),  # background
+    )
     insert_series(
         store, SWITCH_PORT_SAMPLE, s, 31, 10,
-        *(lambda i, sw=sw, port=port, rx=rx, tx=tx: {
-            "switch": sw, "port": port, "up": 1, **dict(zip(rx_tx, (i * rx, i * tx), strict=True))}
-          for sw, port, rx, tx in (
-              ("leaf3", "Ethernet12", 200_000, 0),
-              ("leaf3", "Ethernet64", 0, 50_000),  # pausing the spine
-              ("spine1", "Ethernet3", 50_000, 0),
-              ("leaf4", "Ethernet0", 3, 3),  # background
-          )),
+        *(counting({"switch": sw, "port": port, "up": 1}, pfc_rx_pause_total=rx,
+                   pfc_tx_pause_total=tx) for sw, port, rx, tx in ports),
     )  # fmt: skip
     lldp = []
     lldp.append(
@@ -238,16 +242,16 @@ def test_ecn_hotspot_pairs_marks_with_cnps(store: Store) -> None:
     queue = {"switch": "spine2", "queue": 3, "queue_type": "unicast"}
     insert_series(
         store, SWITCH_QUEUE_SAMPLE, s, 31, 10,
-        lambda i: {**queue, "port": "Ethernet8", "tx_packets_total": i * 1_000_000,
-                   "ecn_marked_packets_total": i * 200_000},
-        lambda i: {**queue, "port": "Ethernet9", "tx_packets_total": i * 1_000_000,
-                   "ecn_marked_packets_total": i * 100},
+        counting({**queue, "port": "Ethernet8"}, tx_packets_total=10**6,
+                 ecn_marked_packets_total=200_000),
+        counting({**queue, "port": "Ethernet9"}, tx_packets_total=10**6,
+                 ecn_marked_packets_total=100),
     )  # fmt: skip
     nic = {"device": "mlx5_0", "port": 1, "up": 1}
     insert_series(
         store, NIC_SAMPLE, s, 31, 10,
-        lambda i: {**nic, "node": "rx1", "cnp_sent_total": i * 50_000},
-        lambda i: {**nic, "node": "tx1", "cnp_handled_total": i * 50_000},
+        counting({**nic, "node": "rx1"}, cnp_sent_total=50_000),  # notification point
+        counting({**nic, "node": "tx1"}, cnp_handled_total=50_000),  # reaction point
     )  # fmt: skip
     run(store, s, 5)
     assert found(store) == {("ecn_hotspot", "spine2:Ethernet8")}
