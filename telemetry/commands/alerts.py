@@ -1,6 +1,11 @@
-"""`railscope alerts build|check`: render the Prometheus alert rules and their promtool tests
-from alerts/alerts.yaml, and check them with promtool. Writes only under --out (build) or a
-temporary directory (check); never edits the checked-in files."""
+"""render and check the Prometheus alert rules (promtool)
+
+Alert rules rendered from alerts/alerts.yaml (thresholds + templates); promtool unit tests from
+alerts/tests/cases.yaml. See docs/alerts.md.
+
+`build` writes the rules and their tests under --out; `check` renders them into a temporary
+directory and runs promtool there. Neither edits the checked-in files.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +19,7 @@ from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = add_command(
-        sub,
-        "alerts",
-        "render and check the Prometheus alert rules (promtool)",
-        "Alert rules rendered from alerts/alerts.yaml (thresholds + templates); "
-        "promtool unit tests from alerts/tests/cases.yaml. See docs/alerts.md.",
-    )
+    p = add_command(sub, "alerts", __doc__)
     verbs = add_verbs(p, "alerts_verb")
     b = verbs.add_parser("build", help="write railscope.rules.yaml and railscope.test.yaml")
     add_out_arg(b)

@@ -14,17 +14,18 @@ from telemetry.pipeline import Batch, ComponentStats
 from telemetry.store import Store
 
 
-def add_command(
-    sub: Any, name: str, help: str, description: str | None = None
-) -> argparse.ArgumentParser:
-    """`railscope NAME`: `help` is its line in `railscope --help`, `description` heads its own
-    --help. A description with line breaks (the module's docstring) is printed as written; a
-    one-paragraph description is wrapped to the terminal."""
-    raw = description is not None and "\n" in description.strip()
-    fmt = argparse.RawDescriptionHelpFormatter if raw else argparse.HelpFormatter
+def add_command(sub: Any, name: str, doc: str | None) -> argparse.ArgumentParser:
+    """`railscope NAME`, described by its module's docstring (PEP 257 form): the summary line is
+    the command's line in `railscope --help`, the rest heads its own --help, printed as written."""
+    summary, _, rest = (doc or "").strip().partition("\n")
     return cast(
         argparse.ArgumentParser,
-        sub.add_parser(name, help=help, description=description, formatter_class=fmt),
+        sub.add_parser(
+            name,
+            help=summary,
+            description=rest.strip() or None,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        ),
     )
 
 

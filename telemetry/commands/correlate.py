@@ -1,4 +1,12 @@
-"""`railscope correlate` (run the engine over a time range) and `railscope findings` (list them)."""
+"""run the correlation engine over a time range
+
+Evaluate every detector every sliding.interval_seconds over its own trailing window (thresholds
+in telemetry/correlate/thresholds.yaml) and store findings: a finding opens when its condition
+first holds and closes after sliding.hysteresis_seconds without. Batch (--since/--until) and
+--follow evaluate the same ticks; re-running a range is idempotent.
+
+`railscope findings` (same module) lists the stored findings.
+"""
 
 from __future__ import annotations
 
@@ -36,15 +44,7 @@ def time_range(corr: Any, since: str | None, until: str | None) -> tuple[datetim
 
 
 def register(sub: Any) -> list[str]:
-    c = add_command(
-        sub,
-        "correlate",
-        "run the correlation engine over a time range",
-        "Evaluate every detector every sliding.interval_seconds over its own trailing window "
-        "(thresholds in telemetry/correlate/thresholds.yaml) and store findings: a finding opens when its "
-        "condition first holds and closes after sliding.hysteresis_seconds without. Batch (--since/--until) "
-        "and --follow evaluate the same ticks; re-running a range is idempotent.",
-    )
+    c = add_command(sub, "correlate", __doc__)
     add_range_args(c)
     c.add_argument(
         "--only", action="append", metavar="DETECTOR", help="run only these detectors (repeatable)"

@@ -1,6 +1,11 @@
-"""`railscope dashboards build|check`: write the Grafana dashboards (JSON) and provisioning files;
-run every dashboard query on a store with the datasource's macros expanded. `build` writes only
-under --out; `check` only reads the store."""
+"""build Grafana dashboards (JSON + provisioning); check their queries on a store
+
+Grafana dashboards as code (grafanalib; ClickHouse and Prometheus datasources). See
+docs/dashboards.md.
+
+`build` writes the dashboards and provisioning files under --out only; `check` runs every
+dashboard query on a store with the datasource's macros expanded, and only reads the store.
+"""
 
 from __future__ import annotations
 
@@ -20,13 +25,7 @@ from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = add_command(
-        sub,
-        "dashboards",
-        "build Grafana dashboards (JSON + provisioning); check their queries on a store",
-        "Grafana dashboards as code (grafanalib; ClickHouse and Prometheus datasources). "
-        "See docs/dashboards.md.",
-    )
+    p = add_command(sub, "dashboards", __doc__)
     verbs = add_verbs(p, "dashboards_verb")
     b = verbs.add_parser("build", help="write dashboards/*.json and provisioning/*/railscope.yaml")
     add_out_arg(b)

@@ -1,7 +1,9 @@
-"""`railscope demo`: the README's main job. Simulates a cluster (two scalable units, a data-center
-pair, ten minutes, one fault of every kind by default), sends it through the real pipeline into an
-embedded store, runs the correlation engine when it is built, and scores its findings against the
-ground truth written next to the data (DATA/ground_truth.json).
+"""simulate a cluster with faults, ingest, correlate and score (embedded store)
+
+The README's main job. Simulates a cluster (two scalable units, a data-center pair, ten minutes,
+one fault of every kind by default), sends it through the real pipeline into an embedded store,
+runs the correlation engine, and scores its findings against the ground truth written next to
+the data (DATA/ground_truth.json).
 """
 
 from __future__ import annotations
@@ -15,12 +17,7 @@ from telemetry.commands.common import add_command, clickhouse_sink, config_from_
 
 
 def register(sub: Any) -> list[str]:
-    p = add_command(
-        sub,
-        "demo",
-        "simulate a cluster with faults, ingest, correlate and score (embedded store)",
-        __doc__,
-    )
+    p = add_command(sub, "demo", __doc__)
     p.add_argument(
         "--data",
         default="./demo-data",

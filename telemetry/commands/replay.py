@@ -1,9 +1,9 @@
-"""`railscope replay DIR`: load a capture bundle into the store through the real parsers.
+"""load a capture bundle directory into the store
 
-A bundle is a directory with one subdirectory (or file) per source, named after the source's
-command: DIR/node/, DIR/switch/, DIR/sflow/, DIR/hdfs/, DIR/inventory/ ... Each is handed to that
-source exactly as `railscope SOURCE --from DIR/SOURCE` would. A source that fails is reported and
-the others still load.
+Through the real parsers. A bundle is a directory with one subdirectory (or file) per source,
+named after the source's command: DIR/node/, DIR/switch/, DIR/sflow/, DIR/hdfs/, DIR/inventory/
+... Each is handed to that source exactly as `railscope SOURCE --from DIR/SOURCE` would. A source
+that fails is reported and the others still load.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: Any) -> list[str]:
-    p = add_command(sub, "replay", "load a capture bundle directory into the store", __doc__)
+    p = add_command(sub, "replay", __doc__)
     p.add_argument("dir", metavar="DIR", help="capture bundle: DIR/<source>/ per source")
     p.add_argument(
         "--only", metavar="SOURCE", action="append", help="replay only these sources (repeatable)"

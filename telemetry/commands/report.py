@@ -1,4 +1,9 @@
-"""`railscope report`: a job's end-to-end path with the bottleneck ranked, or an HTML report."""
+"""per-job end-to-end report (text/json) or a self-contained HTML report
+
+Per hop of a job's traffic path (GPU -> NIC -> leaf port -> uplinks -> spine ...), the evidence
+for and against it being the bottleneck, ranked. Run `railscope correlate` first. Reads the store
+only.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +19,7 @@ from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = add_command(
-        sub,
-        "report",
-        "per-job end-to-end report (text/json) or a self-contained HTML report",
-        "Per hop of a job's traffic path (GPU -> NIC -> leaf port -> uplinks -> spine ...), the "
-        "evidence for and against it being the bottleneck, ranked. Run `railscope correlate` first.",
-    )
+    p = add_command(sub, "report", __doc__)
     p.add_argument(
         "--job", action="append", metavar="NAMESPACE/NAME", help="job to report on (repeatable)"
     )

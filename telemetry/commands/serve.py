@@ -1,6 +1,12 @@
-"""`railscope serve`: every enabled source, `correlate --follow`, /metrics and a ClickHouse HTTP
-endpoint in one process over the store (docs/serve.md). SIGTERM/SIGINT: stop intake, flush every
-batch, exit 0; a second signal exits at once (the spool keeps what was not written)."""
+"""run every enabled source, the correlation engine, /metrics and a ClickHouse HTTP endpoint in one process
+
+One process over one store: every source whose config section has `enabled: true`, correlate
+--follow, /metrics, and ClickHouse's HTTP interface on the embedded store (other commands and
+Grafana query it with --dsn http://HOST:PORT). See docs/serve.md.
+
+SIGTERM/SIGINT: stop intake, flush every batch, exit 0; a second signal exits at once (the spool
+keeps what was not written).
+"""
 
 from __future__ import annotations
 
@@ -26,14 +32,7 @@ log = logging.getLogger("railscope.serve")
 
 
 def register(sub: Any) -> list[str]:
-    p = add_command(
-        sub,
-        "serve",
-        "run every enabled source, the correlation engine, /metrics and a ClickHouse HTTP endpoint in one process",
-        "One process over one store: every source whose config section has "
-        "`enabled: true`, correlate --follow, /metrics, and ClickHouse's HTTP interface on the "
-        "embedded store (other commands and Grafana query it with --dsn http://HOST:PORT).",
-    )
+    p = add_command(sub, "serve", __doc__)
     p.add_argument(
         "--config",
         metavar="FILE",

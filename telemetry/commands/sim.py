@@ -1,5 +1,7 @@
-"""`railscope sim`: run the cluster simulator into a store, score findings against its ground
-truth, list and show scenarios, and render small scenarios as device files.
+"""cluster simulator: run, score, scenarios, render
+
+Run the cluster simulator into a store, score findings against its ground truth, list and show
+scenarios, and render small scenarios as device files.
 
   railscope sim run --scenario small --data DIR       simulate + ingest, write DIR/ground_truth.json
   railscope sim score --data DIR                      precision / recall / localization per fault kind
@@ -28,7 +30,7 @@ from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = add_command(sub, "sim", "cluster simulator: run, score, scenarios, render", __doc__)
+    p = add_command(sub, "sim", __doc__)
     verbs = add_verbs(p, "sim_verb")
 
     r = verbs.add_parser("run", help="simulate a scenario and ingest it through the pipeline")

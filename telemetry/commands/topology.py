@@ -1,5 +1,7 @@
-"""`railscope topology lca|hypernodes|units|diff|check`: HyperNode tree queries, HyperNode generation
-from the physical graph, and drift between declared HyperNodes and LLDP.
+"""HyperNode tree, LCA, generation from LLDP and drift
+
+HyperNode tree queries (lca, check), HyperNode generation from the LLDP graph (hypernodes,
+units) and drift between declared HyperNodes and LLDP (diff); paths and lldp.
 
 Reads the store (inventory, lldp_links, gpu_nic_affinity) or files given with --from; prints
 YAML/JSON/text. It never applies anything to a cluster.
@@ -24,12 +26,7 @@ from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = add_command(
-        sub,
-        "topology",
-        "HyperNode tree, LCA, generation from LLDP and drift",
-        "HyperNode tree queries, HyperNode generation from the LLDP graph, and drift.",
-    )
+    p = add_command(sub, "topology", __doc__)
     tsub = add_verbs(p, "topology_command")
 
     def common(q: argparse.ArgumentParser) -> None:
