@@ -14,13 +14,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import add_command, add_out_arg, add_verbs
+from telemetry.commands.common import add_out_arg, add_verb_command
 from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = add_command(sub, "alerts", __doc__)
-    verbs = add_verbs(p, "alerts_verb")
+    verbs = add_verb_command(sub, "alerts", __doc__)
     b = verbs.add_parser("build", help="write railscope.rules.yaml and railscope.test.yaml")
     add_out_arg(b)
     b.add_argument(

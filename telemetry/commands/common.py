@@ -29,15 +29,17 @@ def add_command(sub: Any, name: str, doc: str | None) -> argparse.ArgumentParser
     )
 
 
-def add_verbs(p: argparse.ArgumentParser, dest: str) -> Any:
-    """The sub-commands (VERB) of `p`; `p` without one prints its help and exits 2."""
+def add_verb_command(sub: Any, name: str, doc: str | None) -> Any:
+    """`railscope NAME VERB ...` (add_command's description) and its verbs' subparsers;
+    `railscope NAME` alone prints its help and exits 2."""
+    p = add_command(sub, name, doc)
 
     def usage(args: argparse.Namespace) -> int:
         p.print_help()
         return 2
 
     p.set_defaults(func=usage)
-    return p.add_subparsers(dest=dest, metavar="VERB")
+    return p.add_subparsers(dest=f"{name}_verb", metavar="VERB")
 
 
 def add_range_args(p: argparse.ArgumentParser, *, since: str | None = None) -> None:

@@ -14,19 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.commands.common import (
-    add_command,
     add_out_arg,
     add_range_args,
     add_store_args,
-    add_verbs,
+    add_verb_command,
     store_from_args,
 )
 from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = add_command(sub, "dashboards", __doc__)
-    verbs = add_verbs(p, "dashboards_verb")
+    verbs = add_verb_command(sub, "dashboards", __doc__)
     b = verbs.add_parser("build", help="write dashboards/*.json and provisioning/*/railscope.yaml")
     add_out_arg(b)
     b.add_argument(

@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.commands.common import (
-    add_command,
     add_out_arg,
     add_store_args,
-    add_verbs,
+    add_verb_command,
     clickhouse_sink,
     store_from_args,
 )
@@ -30,8 +29,7 @@ from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = add_command(sub, "sim", __doc__)
-    verbs = add_verbs(p, "sim_verb")
+    verbs = add_verb_command(sub, "sim", __doc__)
 
     r = verbs.add_parser("run", help="simulate a scenario and ingest it through the pipeline")
     _scenario_args(r)

@@ -15,19 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import (
-    add_command,
-    add_store_args,
-    add_verbs,
-    config_from_args,
-    open_store,
-)
+from telemetry.commands.common import add_store_args, add_verb_command, config_from_args, open_store
 from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = add_command(sub, "topology", __doc__)
-    tsub = add_verbs(p, "topology_command")
+    tsub = add_verb_command(sub, "topology", __doc__)
 
     def common(q: argparse.ArgumentParser) -> None:
         add_store_args(q)
