@@ -55,8 +55,7 @@ def gpu_xid(ctx: Context) -> list[Finding]:
 
 @detector("gpu_lost", needs=("gpu_sample", "gpu_event"))
 def gpu_lost(ctx: Context) -> list[Finding]:
-    out = []
-    for r in ctx.rows(f"""
+    rows = ctx.rows(f"""
         SELECT node, gpu, sum(lost_samples) AS lost_samples, sum(samples) AS samples, sum(events) AS events,
                min(first) AS first
         FROM (
@@ -74,21 +73,21 @@ def gpu_lost(ctx: Context) -> list[Finding]:
         )
         GROUP BY node, gpu
         HAVING lost_samples > 0 OR events > 0
-        ORDER BY node, gpu"""):
-        out.append(
-            ctx.finding(
-                "critical",
-                "gpu",
-                gpu_subject(r["node"], r["gpu"]),
-                f"GPU {r['gpu']} on {r['node']} is lost (fell off the bus / NVML GPU_IS_LOST)",
-                {
-                    "down_samples": r["lost_samples"],
-                    "samples": r["samples"],
-                    "lost_events": r["events"],
-                },
-            )
+        ORDER BY node, gpu""")
+    return [
+        ctx.finding(
+            "critical",
+            "gpu",
+            gpu_subject(r["node"], r["gpu"]),
+            f"GPU {r['gpu']} on {r['node']} is lost (fell off the bus / NVML GPU_IS_LOST)",
+            {
+                "down_samples": r["lost_samples"],
+                "samples": r["samples"],
+                "lost_events": r["events"],
+            },
         )
-    return out
+        for r in rows
+    ]
 
 
 @detector("gpu_throttle", needs=("gpu_sample",))

@@ -51,8 +51,7 @@ def cross_idc_read(ctx: Context) -> list[Finding]:
     "hdfs_replica_violation", needs=("hdfs_block_placement",), lookback=("sliding.flow_seconds",)
 )
 def replica_violation(ctx: Context) -> list[Finding]:
-    out = []
-    for r in ctx.rows(f"""
+    rows = ctx.rows(f"""
         SELECT path, count() AS blocks, groupUniqArray(10)(block_id) AS sample, groupUniqArray(5)(reason) AS reasons,
                groupUniqArray(5)(replicas_by_idc) AS layouts
         FROM (
@@ -63,22 +62,22 @@ def replica_violation(ctx: Context) -> list[Finding]:
             GROUP BY path, block_id
         )
         WHERE violation
-        GROUP BY path ORDER BY path"""):
-        out.append(
-            ctx.finding(
-                "warning",
-                "file",
-                r["path"],
-                f"{r['path']}: {r['blocks']} block(s) not placed per policy ({'; '.join(sorted(r['reasons']))})",
-                {
-                    "blocks": r["blocks"],
-                    "sample_blocks": sorted(r["sample"]),
-                    "reasons": sorted(r["reasons"]),
-                    "layouts": sorted(r["layouts"]),
-                },
-            )
+        GROUP BY path ORDER BY path""")
+    return [
+        ctx.finding(
+            "warning",
+            "file",
+            r["path"],
+            f"{r['path']}: {r['blocks']} block(s) not placed per policy ({'; '.join(sorted(r['reasons']))})",
+            {
+                "blocks": r["blocks"],
+                "sample_blocks": sorted(r["sample"]),
+                "reasons": sorted(r["reasons"]),
+                "layouts": sorted(r["layouts"]),
+            },
         )
-    return out
+        for r in rows
+    ]
 
 
 @detector(
