@@ -188,9 +188,7 @@ def test_vectorised_lca_matches_naive_on_random_pairs() -> None:
     pa, pb = rng.integers(0, n, 500), rng.integers(0, n, 500)
     hid, tier = tree.lca_many(pa, pb)
     for i in range(500):
-        want = naive_lca(
-            tree.specs, tree.parent, leaf_of, tree.node_names[pa[i]], tree.node_names[pb[i]]
-        )
+        want = naive_lca(tree, leaf_of, tree.node_names[pa[i]], tree.node_names[pb[i]])
         got = (tree.hn_names[hid[i]], int(tier[i])) if hid[i] >= 0 else None
         assert got == want
 
