@@ -12,48 +12,31 @@ RAILSCOPE__<SECTION>__<KEY>=value for any key (value parsed as YAML), e.g. RAILS
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from telemetry.errors import ConfigError
 from telemetry.records import KINDS
 from telemetry.serve.config import ServeConfig
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
-_MULT = {
-    "": 1,
-    "B": 1,
-    "K": 1000,
-    "KB": 1000,
-    "KIB": 1024,
-    "KI": 1024,
-    "M": 10**6,
-    "MB": 10**6,
-    "MIB": 1 << 20,
-    "MI": 1 << 20,
-    "G": 10**9,
-    "GB": 10**9,
-    "GIB": 1 << 30,
-    "GI": 1 << 30,
-    "T": 10**12,
-    "TB": 10**12,
-    "TIB": 1 << 40,
-    "TI": 1 << 40,
-}
+from telemetry.text import parse_size
 
 
-def parse_size(v: Any) -> int:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    m = _SIZE.match(str(v))
-    if not m:
-        raise ValueError(f"not a size: {v!r} (use bytes or e.g. 512MiB, 2GiB)")
-    return int(float(m[1]) * _MULT[(m[2] or "").upper()])
+def _spool_size(v: Any) -> int:
+    n = parse_size(v)
+    if n < 1 << 20:
+        raise ValueError("must be at least 1MiB")
+    return n
 
 
 class _Model(BaseModel):
@@ -120,7 +103,7 @@ class SinkConfig(_Model):
     batch_rows: int = Field(100_000, gt=0, description="Seal a batch at this many rows.")
     batch_seconds: float = Field(5.0, gt=0, description="...or when its oldest row is this old.")
     spool_dir: str = Field("./railscope-spool", description="Write-ahead spool directory.")
-    spool_max_bytes: int = Field(
+    spool_max_bytes: Annotated[int, BeforeValidator(_spool_size)] = Field(
         1 << 30, description="Spool size limit (e.g. 2GiB); oldest dropped past it."
     )
     retry_initial_seconds: float = Field(0.5, gt=0)
@@ -137,14 +120,6 @@ class SinkConfig(_Model):
         description="On SIGTERM/SIGINT: time to flush to the store or the spool before exiting "
         "(keep it below the pod's terminationGracePeriodSeconds, 30 s by default).",
     )
-
-    @field_validator("spool_max_bytes", mode="before")
-    @classmethod
-    def _size(cls, v: Any) -> int:
-        n = parse_size(v)
-        if n < 1 << 20:
-            raise ValueError("must be at least 1MiB")
-        return n
 
 
 class PrometheusConfig(_Model):

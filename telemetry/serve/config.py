@@ -7,11 +7,12 @@ ClickHouse server does), which is why it binds to loopback unless told otherwise
 from __future__ import annotations
 
 import hmac
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from telemetry.errors import ConfigError
+from telemetry.text import parse_size
 
 DEFAULT_LISTEN = "127.0.0.1:8123"
 
@@ -48,18 +49,11 @@ class ServeConfig(BaseModel):
     query_listen: str = Field(
         default=DEFAULT_LISTEN, description="HOST:PORT of the ClickHouse endpoint."
     )
-    max_request_bytes: int = Field(
+    max_request_bytes: Annotated[int, BeforeValidator(parse_size)] = Field(
         default=256 << 20, ge=1024, description="Largest request body (after decompression)."
     )
     threads: int = Field(default=8, ge=1, le=256, description="Engine calls running at once.")
     users: list[ServeUser] = Field(default_factory=list)
-
-    @field_validator("max_request_bytes", mode="before")
-    @classmethod
-    def _size(cls, v: Any) -> int:
-        from telemetry.config import parse_size
-
-        return parse_size(v)
 
     @field_validator("users")
     @classmethod

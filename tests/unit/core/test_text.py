@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from telemetry.text import split_top_level
+from telemetry.text import parse_size, split_top_level
 
 
 @pytest.mark.parametrize(
@@ -28,3 +28,17 @@ from telemetry.text import split_top_level
 )
 def test_split_top_level(text: str, sep: str, brackets: str, parts: list[str]) -> None:
     assert split_top_level(text, sep, brackets[0], brackets[1]) == parts
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [(7, 7), ("512MiB", 512 << 20), ("2gib", 2 << 30), ("1.5 GB", 1_500_000_000), ("64k", 64_000)],
+)
+def test_parse_size(value: object, size: int) -> None:
+    assert parse_size(value) == size
+
+
+@pytest.mark.parametrize("value", ["1x", "", "MiB", True, "-1MiB"])
+def test_parse_size_refuses(value: object) -> None:
+    with pytest.raises(ValueError, match="not a size"):
+        parse_size(value)
