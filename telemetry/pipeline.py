@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -145,6 +145,17 @@ class BaseSource:
 
     def _collect(self) -> list[Batch]:
         raise NotImplementedError
+
+    @staticmethod
+    def flags_onto(
+        section: Mapping[str, Any], args: Any, keys: Mapping[str, str] | Iterable[str]
+    ) -> dict[str, Any]:
+        """For `fold_args`: the config `section` with the flags given on this command line on
+        top. `keys` maps a flag's argparse dest to the section key it sets (or lists dests that
+        are their own key); a flag left unset (None, or an empty default) changes nothing."""
+        pairs = keys.items() if isinstance(keys, Mapping) else ((k, k) for k in keys)
+        given = {key: getattr(args, dest, None) for dest, key in pairs}
+        return {**section, **{k: v for k, v in given.items() if v is not None and v != ""}}
 
     def collect(self) -> list[Batch]:
         t = time.perf_counter()

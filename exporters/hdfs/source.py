@@ -169,17 +169,9 @@ class HdfsSource(BaseSource):
     @classmethod
     def fold_args(cls, args: argparse.Namespace, section: dict[str, Any]) -> dict[str, Any]:
         """The `sources.hdfs` section with this command line's flags on top."""
-        out = dict(section)
-        for flag, key in (
-            ("topology", "topology_file"),
-            ("topology_script", "topology_script"),
-            ("namenode", "namenodes"),
-            ("log_timezone", "log_timezone"),
-            ("datanode", "datanode"),
-            ("hdfs_path", "hdfs_path"),
-        ):
-            if getattr(args, flag, None):
-                out[key] = getattr(args, flag)
+        flags = {"topology": "topology_file", "namenode": "namenodes"}
+        flags |= {k: k for k in ("topology_script", "log_timezone", "datanode", "hdfs_path")}
+        out = cls.flags_onto(section, args, flags)
         pol = dict(out.get("policy") or {})
         if args.policy:
             pol["mode"] = args.policy

@@ -103,11 +103,7 @@ class InventorySource(BaseSource):
     @classmethod
     def fold_args(cls, args: argparse.Namespace, section: dict[str, Any]) -> dict[str, Any]:
         """The `sources.inventory` section with this command line's flags on top."""
-        out = dict(section)
-        for key in ("kubeconfig", "context", "in_cluster"):
-            if getattr(args, key, None) is not None:
-                out[key] = getattr(args, key)
-        return out
+        return cls.flags_onto(section, args, ("kubeconfig", "context", "in_cluster"))
 
     @classmethod
     def build(

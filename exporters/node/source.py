@@ -258,10 +258,8 @@ class NodeSource(BaseSource):
     @classmethod
     def fold_args(cls, args: Any, section: dict[str, Any]) -> dict[str, Any]:
         """The `sources.node` section with this command line's flags on top."""
-        out = dict(section)
-        for key in ("sysfs_root", "gpu_backend", "gpu_fake", "node_name", "podresources_socket"):
-            if getattr(args, key, None):
-                out[key] = getattr(args, key)
+        keys = ("sysfs_root", "gpu_backend", "gpu_fake", "node_name", "podresources_socket")
+        out = cls.flags_onto(section, args, keys)
         switched = {
             n: getattr(args, f"collector_{n}")
             for n in COLLECTORS
