@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import rs
+from tests.cli import ROOT, rs  # noqa: F401  (ROOT: for modules that imported it from here)
 
 
 def test_help_lists_every_command() -> None:
