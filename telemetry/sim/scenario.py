@@ -7,8 +7,9 @@ value for a misspelt key: unknown keys are errors that name the key (`faults.1.s
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -42,6 +43,24 @@ FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
 def _unique(what: str, names: list[str]) -> None:
     if len(set(names)) != len(names):
         raise ValueError(f"{what} names must be unique")
+
+
+_T = TypeVar("_T")
+
+
+class SpecField(Generic[_T]):
+    """A read-only attribute of a simulated object that is a field of the spec it was built from:
+    `steps = SpecField[int]("scenario.steps")` reads `self.scenario.steps`."""
+
+    def __init__(self, path: str) -> None:
+        self._get = attrgetter(path)
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> SpecField[_T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> _T: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> Any:
+        return self if obj is None else self._get(obj)
 
 
 class _M(BaseModel):
@@ -291,6 +310,7 @@ __all__ = [
     "FaultSpec",
     "JobSpec",
     "Scenario",
+    "SpecField",
     "builtin_names",
     "load_scenario",
     "parse_scenario",
