@@ -12,9 +12,10 @@ RAILSCOPE__<SECTION>__<KEY>=value for any key (value parsed as YAML), e.g. RAILS
 from __future__ import annotations
 
 import os
+import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -422,6 +423,37 @@ class RedactSecrets:
                 record.exc_info = None
                 record.msg = f"{record.msg} ({text})"
         return True
+
+
+def flag_options(model: type[BaseModel], key: str) -> dict[str, Any]:
+    """argparse keywords for a command-line flag that sets config key `key` (dotted for a nested
+    section: `policy.mode`) of `model`: choices from a Literal, `append` for a list, store_true
+    for a bool, else the field's type; the help is the field's description, then the key and
+    its default, so `--help` and the config reference say the same."""
+    *parents, leaf = key.split(".")
+    for name in parents:
+        model = model.model_fields[name].annotation  # type: ignore[assignment]
+    field = model.model_fields[leaf]
+    t = field.annotation
+    if get_origin(t) in (Union, types.UnionType):  # X | None: a flag left out is the None
+        t = next(a for a in get_args(t) if a is not type(None))
+    kw: dict[str, Any]
+    if get_origin(t) is Literal:
+        kw = {"choices": list(get_args(t))}
+    elif get_origin(t) is list:
+        kw = {"action": "append"}
+    elif t is bool:
+        kw = {"action": "store_true", "default": None}
+    else:
+        kw = {"type": t} if t in (int, float) else {}
+    note = [key]
+    if kw.get("action") == "append":
+        note.append("repeatable")
+    desc = (field.description or leaf).rstrip(".")
+    default = field.get_default(call_default_factory=True)
+    if default not in (None, "", [], {}) and "default" not in desc:
+        note.append(f"default {default}")
+    return kw | {"help": f"{desc} ({', '.join(note)})".replace("%", "%%")}
 
 
 def set_in(overrides: dict[str, Any], dotted: str, value: Any) -> None:
