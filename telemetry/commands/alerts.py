@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import add_out_arg, add_verb_command
+from telemetry.commands.common import add_from_arg, add_out_arg, add_verb_command
 from telemetry.errors import UserError
 
 
@@ -22,18 +22,13 @@ def register(sub: Any) -> list[str]:
     verbs = add_verb_command(sub, "alerts", __doc__)
     b = verbs.add_parser("build", help="write railscope.rules.yaml and railscope.test.yaml")
     add_out_arg(b)
-    b.add_argument(
-        "--from",
-        dest="rules_from",
-        metavar="FILE",
-        help="alerts config (default: the packaged alerts/alerts.yaml)",
-    )
+    add_from_arg(b, "alerts config (default: the packaged alerts/alerts.yaml)")
     b.set_defaults(func=run_build)
     c = verbs.add_parser(
         "check",
         help="promtool check + test the rules; verify the checked-in files are current",
     )
-    c.add_argument("--from", dest="rules_from", metavar="FILE", help="alerts config")
+    add_from_arg(c, "alerts config (default: the packaged alerts/alerts.yaml)")
     c.set_defaults(func=run_check)
     return ["alerts"]
 
@@ -55,7 +50,7 @@ def _write(out: Path, rules_from: str | None) -> tuple[Path, Path]:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    rules, tests = _write(Path(args.out), args.rules_from)
+    rules, tests = _write(Path(args.out), args.from_path)
     print(f"wrote {rules}\nwrote {tests}")
     return 0
 
@@ -67,8 +62,8 @@ def run_check(args: argparse.Namespace) -> int:
 
     ok = True
     with tempfile.TemporaryDirectory(prefix="railscope-alerts-") as d:
-        rules, tests = _write(Path(d), args.rules_from)
-        if not args.rules_from:
+        rules, tests = _write(Path(d), args.from_path)
+        if not args.from_path:
             for got, checked_in in ((rules, alerts.RULES), (tests, alerts.TESTS)):
                 if not checked_in.exists() or checked_in.read_text() != got.read_text():
                     print(f"STALE {checked_in}: run `railscope alerts build --out alerts`")

@@ -72,6 +72,28 @@ def add_lag_arg(p: argparse.ArgumentParser, when: str = "") -> None:
     )
 
 
+def add_from_arg(
+    p: Any, help: str, *, metavar: str = "FILE", dest: str = "from_path", many: bool = False
+) -> None:
+    """--from: read the input from a file (a capture, a saved command output, another config)
+    instead of the live or packaged one; `many`: repeatable, a list."""
+    kw: dict[str, Any] = {"action": "append"} if many else {}
+    p.add_argument("--from", dest=dest, metavar=metavar, help=help, **kw)
+
+
+def add_listen_arg(p: Any, when: str = "") -> None:
+    """--listen: where /metrics is served (a source, correlate --follow)."""
+    p.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help=f"{when}serve /metrics here (default prometheus.listen, 0.0.0.0:9580)",
+    )
+
+
+def add_json_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON")
+
+
 def add_store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dsn",

@@ -19,6 +19,7 @@ from typing import Any
 from telemetry.commands.common import (
     add_command,
     add_lag_arg,
+    add_listen_arg,
     add_range_args,
     add_store_args,
     store_from_args,
@@ -61,11 +62,7 @@ def register(sub: Any) -> list[str]:
         metavar="N",
         help="with --follow: stop after N ticks (default: run until stopped)",
     )
-    c.add_argument(
-        "--listen",
-        metavar="HOST:PORT",
-        help="with --follow: serve /metrics here (default prometheus.listen)",
-    )
+    add_listen_arg(c, "with --follow: ")
     add_store_args(c)
     c.set_defaults(func=run_correlate)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.commands.common import (
+    add_json_arg,
     add_out_arg,
     add_store_args,
     add_verb_command,
@@ -51,7 +52,7 @@ def register(sub: Any) -> list[str]:
         metavar="SECONDS",
         help="a finding may start/end this long outside the fault's window (default 60)",
     )
-    s.add_argument("--json", action="store_true", help="print the score as one JSON object")
+    add_json_arg(s, "the score (one object)")
     s.set_defaults(func=_score)
 
     ls = verbs.add_parser("scenarios", help="list the built-in scenarios")
