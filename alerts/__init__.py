@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from telemetry.config import read_yaml
 from telemetry.errors import ConfigError, UserError
 
 HERE = Path(__file__).parent
@@ -44,12 +45,7 @@ def _dig(data: dict[str, Any], dotted: str, where: str) -> Any:
 
 def load(path: Path | str = CONFIG) -> dict[str, Any]:
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"alerts config {p}: no such file") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"alerts config {p}: not valid YAML: {e}") from None
+    data = read_yaml(p, f"alerts config {p}")
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
         raise ConfigError(f"alerts config {p}: expected a mapping with `thresholds` and `rules`")
     return data

@@ -9,7 +9,6 @@ straightforward polars `join_asof` of the same data in the same run. Last line: 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -22,6 +21,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.results import report, timed
 from telemetry.correlate.attribution import Ancestry, attribute_window
 from telemetry.correlate.registry import Context, Window
 from telemetry.correlate.thresholds import default_thresholds
@@ -202,12 +202,8 @@ def main() -> None:
         store.insert(FLOW_SAMPLE, fl)
         start = datetime.fromtimestamp(t0 / 1000, UTC)
         ctx = Context(store, Window(start, start + timedelta(hours=1)), default_thresholds(), "b")
-        t = time.perf_counter()
-        counts = attribute_window(ctx, anc)
-        ch_s = time.perf_counter() - t
-        t = time.perf_counter()
-        df = polars_attribution(fl, ls, pods)
-        pl_s = time.perf_counter() - t
+        ch_s, counts = timed(attribute_window, ctx, anc, clock=time.perf_counter)
+        pl_s, df = timed(polars_attribution, fl, ls, pods, clock=time.perf_counter)
         # same answer: owned-by-nobody counts agree
         pl_unowned = int((df["src_pod"] == "").sum())
         assert counts["flows"] == n and pl_unowned == counts["src_unowned"], (counts, pl_unowned)
@@ -227,16 +223,14 @@ def main() -> None:
             f"ratio {pl_s / ch_s:.2f}"
         )
     growth = results[-1]["clickhouse_s"] / max(results[0]["clickhouse_s"], 1e-9)
-    print(
-        json.dumps(
-            {
-                "leases": args.leases,
-                "sizes": results,
-                "clickhouse_time_growth_first_to_last": round(growth, 2),
-                "rows_per_s": results[-1]["clickhouse_flows_per_s"],
-                "ratio_vs_polars": results[-1]["ratio_vs_polars"],
-            }
-        )
+    report(
+        {
+            "leases": args.leases,
+            "sizes": results,
+            "clickhouse_time_growth_first_to_last": round(growth, 2),
+            "rows_per_s": results[-1]["clickhouse_flows_per_s"],
+            "ratio_vs_polars": results[-1]["ratio_vs_polars"],
+        }
     )
 
 

@@ -15,8 +15,6 @@ Target: >= 200,000 clienttrace lines/s per core. The last line printed is one JS
 from __future__ import annotations
 
 import argparse
-import gc
-import json
 import os
 import random
 import re
@@ -30,6 +28,7 @@ from typing import Any
 os.environ["POLARS_MAX_THREADS"] = "1"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.results import report, timed
 from exporters.hdfs import clienttrace, fsck
 from exporters.hdfs.source import HdfsConfig, HdfsSource
 
@@ -152,14 +151,6 @@ def naive_fsck(lines: list[str]) -> int:
     return len(blocks)
 
 
-def timed(fn: Any, *a: Any) -> tuple[float, Any]:
-    """CPU seconds of this process: lines/s per core, and steady on a machine others share."""
-    gc.collect()  # start each contender from the same heap state
-    t = time.process_time()
-    r = fn(*a)
-    return time.process_time() - t, r
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -217,16 +208,15 @@ def main() -> None:
         "fsck_speedup_vs_naive": round(t_fnaive / t_ffast, 2),
         "fsck_blocks": nblocks,
     }
-    print(
+    report(
+        res,
         f"clienttrace: {res['clienttrace_lines_per_second']:,} lines/s (naive regex "
         f"{res['clienttrace_naive_regex_lines_per_second']:,}, polars 1 thread "
         f"{res['clienttrace_polars_1thread_lines_per_second']:,}); "
-        f"end to end {res['clienttrace_end_to_end_lines_per_second']:,}"
+        f"end to end {res['clienttrace_end_to_end_lines_per_second']:,}",
+        f"fsck: {res['fsck_lines_per_second']:,} lines/s (naive regex "
+        f"{res['fsck_naive_regex_lines_per_second']:,})",
     )
-    print(
-        f"fsck: {res['fsck_lines_per_second']:,} lines/s (naive regex {res['fsck_naive_regex_lines_per_second']:,})"
-    )
-    print(json.dumps(res))
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def main() -> None:
     names = tree.node_names
     t = time.perf_counter()
     naive = [
-        naive_lca(tree.specs, tree.parent, leaf_of, names[x], names[y])
+        naive_lca(tree, leaf_of, names[x], names[y])
         for x, y in zip(a.tolist(), b.tolist(), strict=True)
     ]
     naive_s = time.perf_counter() - t

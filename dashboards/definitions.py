@@ -88,6 +88,7 @@ def job_nodes() -> str:
 def _dashboard(
     uid: str, title: str, description: str, variables: list[dict[str, object]], panels: list
 ) -> g.Dashboard:
+    """A railscope dashboard: scoped to one cluster ($cluster first), narrowed by `variables`."""
     return g.Dashboard(
         title=title,
         uid=uid,
@@ -97,7 +98,7 @@ def _dashboard(
         refresh="1m",
         schemaVersion=39,
         time=g.Time("now-1h", "now"),
-        templating=g.Templating(list=variables),
+        templating=g.Templating(list=[v_cluster(), *variables]),
         panels=layout(panels),
         links=[
             g.DashboardLink(
@@ -118,7 +119,7 @@ def overview() -> g.Dashboard:
         "railscope-overview",
         "railscope / Cluster overview",
         "Findings, GPUs and fabric of one cluster at a glance.",
-        [v_cluster()],
+        [],
         [
             stat(
                 "Critical findings",
@@ -211,7 +212,7 @@ LIMIT 100"""
         "One job: its pods and where they sit, the fabric ports its traffic took with the "
         "evidence on each (utilization, PFC, ECN, discards), its GPUs and NICs, its findings. "
         "`railscope report --job NS/JOB` ranks the same hops.",
-        [v_cluster(), v_tenant(), v_job(include_all=False)],
+        [v_tenant(), v_job(include_all=False)],
         [
             table(
                 "Job and its networkTopology constraint",
@@ -312,7 +313,7 @@ ORDER BY max_over_mean DESC LIMIT 50"""
         "railscope / Fabric",
         "Switch ports and queues: utilization, PFC per priority, ECN marks and CNPs, ECMP "
         "member spread, buffer watermarks, errors and flaps.",
-        [v_cluster(), v_switch(), v_node()],
+        [v_switch(), v_node()],
         [
             ts(
                 "Port tx utilization (busiest port per switch)",
@@ -444,7 +445,7 @@ def gpus() -> g.Dashboard:
         "railscope-gpus",
         "railscope / GPUs",
         "GPU utilization, power, temperature, throttling and errors by node, job and tenant.",
-        [v_cluster(), v_tenant(), v_job(), v_node()],
+        [v_tenant(), v_job(), v_node()],
         [
             ts(
                 "GPU utilization by node",
@@ -532,7 +533,7 @@ def hdfs_dci() -> g.Dashboard:
         "railscope-hdfs-dci",
         "railscope / HDFS and DCI",
         "HDFS traffic per IDC pair, cross-IDC reads, the replica placement audit and DCI headroom.",
-        [v_cluster()],
+        [],
         [
             ts(
                 "HDFS traffic per IDC pair",
@@ -622,7 +623,7 @@ def placement() -> g.Dashboard:
         "railscope / Placement and topology",
         "Where jobs landed against their networkTopology constraints, the tiers their traffic "
         "crossed, GPUs without a direct NIC, and HyperNode drift against LLDP.",
-        [v_cluster(), v_tenant()],
+        [v_tenant()],
         [
             table(
                 "Placement findings",
@@ -707,7 +708,7 @@ def self_health() -> g.Dashboard:
         "railscope / Self health",
         "railscope's own pipeline: records in and out per component, failures, collector "
         "success and duration, spool, and how fresh each table is.",
-        [v_cluster()],
+        [],
         [
             prom(
                 "Records received per component",

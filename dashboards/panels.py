@@ -44,56 +44,51 @@ def job_of(ns_col: str, job_col: str) -> str:
     return any_of("job", f"concat({ns_col}, '/', {job_col})")
 
 
-def ts(title: str, sql: str, unit: str = "", w: int = 12, description: str = "") -> g.Panel:
-    return g.TimeSeries(
+def _panel(
+    kind: type[g.Panel],
+    title: str,
+    description: str,
+    targets: list[Any],
+    h: int,
+    w: int,
+    datasource: Any = None,
+    **options: Any,
+) -> g.Panel:
+    """A panel of `kind` (h x w; layout() places it) on ClickHouse unless `datasource` says."""
+    return kind(
         title=title,
         description=description or None,
-        dataSource=ClickHouseTarget.table("").to_json_data()["datasource"],
-        targets=[ClickHouseTarget.timeseries(sql)],
-        unit=unit,
-        gridPos=g.GridPos(h=8, w=w, x=0, y=0),
+        dataSource=datasource or ClickHouseTarget.table("").to_json_data()["datasource"],
+        targets=targets,
+        gridPos=g.GridPos(h=h, w=w, x=0, y=0),
+        **options,
     )
+
+
+def ts(title: str, sql: str, unit: str = "", w: int = 12, description: str = "") -> g.Panel:
+    return _panel(g.TimeSeries, title, description, [ClickHouseTarget.timeseries(sql)], 8, w,
+                  unit=unit)  # fmt: skip
 
 
 def table(title: str, sql: str, w: int = 24, description: str = "", h: int = 8) -> g.Panel:
-    return g.Table(
-        title=title,
-        description=description or None,
-        dataSource=ClickHouseTarget.table("").to_json_data()["datasource"],
-        targets=[ClickHouseTarget.table(sql)],
-        gridPos=g.GridPos(h=h, w=w, x=0, y=0),
-        filterable=True,
-    )
+    return _panel(g.Table, title, description, [ClickHouseTarget.table(sql)], h, w,
+                  filterable=True)  # fmt: skip
 
 
 def stat(title: str, sql: str, unit: str = "none", w: int = 6, description: str = "") -> g.Panel:
-    return g.Stat(
-        title=title,
-        description=description or None,
-        dataSource=ClickHouseTarget.table("").to_json_data()["datasource"],
-        targets=[ClickHouseTarget.table(sql)],
-        format=unit,
-        reduceCalc="lastNotNull",
-        graphMode="none",
-        gridPos=g.GridPos(h=4, w=w, x=0, y=0),
-    )
+    return _panel(g.Stat, title, description, [ClickHouseTarget.table(sql)], 4, w, format=unit,
+                  reduceCalc="lastNotNull", graphMode="none")  # fmt: skip
 
 
 def prom(
     title: str, exprs: list[tuple[str, str]], unit: str = "", w: int = 12, description: str = ""
 ) -> g.Panel:
     """Time series of PromQL expressions (expr, legend) against the Prometheus datasource."""
-    return g.TimeSeries(
-        title=title,
-        description=description or None,
-        dataSource=PROMETHEUS,
-        targets=[
-            g.Target(expr=e, legendFormat=legend, refId=chr(ord("A") + i), datasource=PROMETHEUS)
-            for i, (e, legend) in enumerate(exprs)
-        ],
-        unit=unit,
-        gridPos=g.GridPos(h=8, w=w, x=0, y=0),
-    )
+    targets = [
+        g.Target(expr=e, legendFormat=legend, refId=chr(ord("A") + i), datasource=PROMETHEUS)
+        for i, (e, legend) in enumerate(exprs)
+    ]
+    return _panel(g.TimeSeries, title, description, targets, 8, w, PROMETHEUS, unit=unit)
 
 
 def layout(panels: list[Any]) -> list[Any]:

@@ -12,49 +12,34 @@ RAILSCOPE__<SECTION>__<KEY>=value for any key (value parsed as YAML), e.g. RAILS
 from __future__ import annotations
 
 import os
-import re
 import ssl
+import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from telemetry.errors import ConfigError
 from telemetry.records import KINDS
 from telemetry.serve.config import ServeConfig
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
-_MULT = {
-    "": 1,
-    "B": 1,
-    "K": 1000,
-    "KB": 1000,
-    "KIB": 1024,
-    "KI": 1024,
-    "M": 10**6,
-    "MB": 10**6,
-    "MIB": 1 << 20,
-    "MI": 1 << 20,
-    "G": 10**9,
-    "GB": 10**9,
-    "GIB": 1 << 30,
-    "GI": 1 << 30,
-    "T": 10**12,
-    "TB": 10**12,
-    "TIB": 1 << 40,
-    "TI": 1 << 40,
-}
+from telemetry.text import parse_size
 
 
-def parse_size(v: Any) -> int:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    m = _SIZE.match(str(v))
-    if not m:
-        raise ValueError(f"not a size: {v!r} (use bytes or e.g. 512MiB, 2GiB)")
-    return int(float(m[1]) * _MULT[(m[2] or "").upper()])
+def _spool_size(v: Any) -> int:
+    n = parse_size(v)
+    if n < 1 << 20:
+        raise ValueError("must be at least 1MiB")
+    return n
 
 
 class _Model(BaseModel):
@@ -159,7 +144,7 @@ class SinkConfig(_Model):
     batch_rows: int = Field(100_000, gt=0, description="Seal a batch at this many rows.")
     batch_seconds: float = Field(5.0, gt=0, description="...or when its oldest row is this old.")
     spool_dir: str = Field("./railscope-spool", description="Write-ahead spool directory.")
-    spool_max_bytes: int = Field(
+    spool_max_bytes: Annotated[int, BeforeValidator(_spool_size)] = Field(
         1 << 30, description="Spool size limit (e.g. 2GiB); oldest dropped past it."
     )
     retry_initial_seconds: float = Field(0.5, gt=0)
@@ -176,14 +161,6 @@ class SinkConfig(_Model):
         description="On SIGTERM/SIGINT: time to flush to the store or the spool before exiting "
         "(keep it below the pod's terminationGracePeriodSeconds, 30 s by default).",
     )
-
-    @field_validator("spool_max_bytes", mode="before")
-    @classmethod
-    def _size(cls, v: Any) -> int:
-        n = parse_size(v)
-        if n < 1 << 20:
-            raise ValueError("must be at least 1MiB")
-        return n
 
 
 class PrometheusConfig(_Model):
@@ -341,6 +318,21 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def read_yaml(p: Path, source: str) -> Any:
+    """The YAML document in file `p`. Every error is one ConfigError line starting with `source`
+    (`config FILE`, `scenario FILE`, ...), with the line number where YAML knows it."""
+    try:
+        return yaml.safe_load(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: no such file") from None
+    except OSError as e:
+        raise ConfigError(f"{source}: cannot read: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{source}:{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+
+
 def load_config(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -355,16 +347,7 @@ def load_config(
     if path:
         p = Path(path)
         source = f"config {p}"
-        try:
-            loaded = yaml.safe_load(p.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config {p}: no such file") from None
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" line {mark.line + 1}" if mark else ""
-            raise ConfigError(
-                f"config {p}:{where}: not valid YAML: {getattr(e, 'problem', e)}"
-            ) from None
+        loaded = read_yaml(p, source)
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):
@@ -386,7 +369,6 @@ def load_config(
         cfg = Config.model_validate(data)
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, source=source)) from None
-    _remember_secrets(cfg.model_dump(mode="json"))  # serve users' passwords read from files
     # validate the sections of known sources now, not when the source starts
     from telemetry import registry
 
@@ -439,8 +421,7 @@ def _resolve_secret_files(data: dict[str, Any], where: str = "") -> None:
     for key in list(data):
         v = data[key]
         if isinstance(v, dict):
-            if not (where == "" and key == "serve"):  # serve users read their own password_file
-                _resolve_secret_files(v, f"{where}{key}.")
+            _resolve_secret_files(v, f"{where}{key}.")
         elif isinstance(v, list):
             for i, item in enumerate(v):
                 if isinstance(item, dict):
@@ -516,6 +497,37 @@ class RedactSecrets:
                 record.exc_info = None
                 record.msg = f"{record.msg} ({text})"
         return True
+
+
+def flag_options(model: type[BaseModel], key: str) -> dict[str, Any]:
+    """argparse keywords for a command-line flag that sets config key `key` (dotted for a nested
+    section: `policy.mode`) of `model`: choices from a Literal, `append` for a list, store_true
+    for a bool, else the field's type; the help is the field's description, then the key and
+    its default, so `--help` and the config reference say the same."""
+    *parents, leaf = key.split(".")
+    for name in parents:
+        model = model.model_fields[name].annotation  # type: ignore[assignment]
+    field = model.model_fields[leaf]
+    t = field.annotation
+    if get_origin(t) in (Union, types.UnionType):  # X | None: a flag left out is the None
+        t = next(a for a in get_args(t) if a is not type(None))
+    kw: dict[str, Any]
+    if get_origin(t) is Literal:
+        kw = {"choices": list(get_args(t))}
+    elif get_origin(t) is list:
+        kw = {"action": "append"}
+    elif t is bool:
+        kw = {"action": "store_true", "default": None}
+    else:
+        kw = {"type": t} if t in (int, float) else {}
+    note = [key]
+    if kw.get("action") == "append":
+        note.append("repeatable")
+    desc = (field.description or leaf).rstrip(".")
+    default = field.get_default(call_default_factory=True)
+    if default not in (None, "", [], {}) and "default" not in desc:
+        note.append(f"default {default}")
+    return kw | {"help": f"{desc} ({', '.join(note)})".replace("%", "%%")}
 
 
 def set_in(overrides: dict[str, Any], dotted: str, value: Any) -> None:

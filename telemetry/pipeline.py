@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -120,6 +120,10 @@ class Sink(Protocol):
         """Flush everything and release resources."""
 
 
+# A source's flags that set keys of its config section: {flag: (key, metavar)} (BaseSource).
+ConfigFlags = Mapping[str, tuple[str, str | None]]
+
+
 # --- sources ---------------------------------------------------------------------------------
 class BaseSource:
     """Convenience base: stats plus a timed `collect()` around `_collect()`.
@@ -145,6 +149,50 @@ class BaseSource:
 
     def _collect(self) -> list[Batch]:
         raise NotImplementedError
+
+    # Flags that set a key of the source's config section (`Config`, its pydantic model):
+    # {flag: (key, metavar)}, the key dotted for a nested section. add_config_flags declares them
+    # (type, choices and help from the model), fold_config_flags lays them over the section.
+    config_flags: ClassVar[ConfigFlags] = {}
+
+    @classmethod
+    def add_config_flags(cls, p: Any) -> Any:
+        """Declares `config_flags` in the group "NAME options" of the source's parser `p` and
+        returns the group, for the source's other flags."""
+        from telemetry.config import flag_options
+
+        group = p.add_argument_group(f"{cls.name} options")
+        for flag, (key, metavar) in cls.config_flags.items():
+            kw = flag_options(cls.Config, key)  # type: ignore[attr-defined]
+            group.add_argument(flag, **kw, **({"metavar": metavar} if metavar else {}))
+        return group
+
+    @classmethod
+    def fold_config_flags(cls, args: Any, section: Mapping[str, Any]) -> dict[str, Any]:
+        dests = {f.lstrip("-").replace("-", "_"): key for f, (key, _) in cls.config_flags.items()}
+        return cls.flags_onto(section, args, dests)
+
+    @staticmethod
+    def flags_onto(
+        section: Mapping[str, Any], args: Any, keys: Mapping[str, str] | Iterable[str]
+    ) -> dict[str, Any]:
+        """For `fold_args`: the config `section` with the flags given on this command line on
+        top. `keys` maps a flag's argparse dest to the section key it sets, dotted for a nested
+        section (or lists dests that are their own key); a flag left unset (None, or an empty
+        default) changes nothing. The section itself is not changed."""
+        pairs = keys.items() if isinstance(keys, Mapping) else ((k, k) for k in keys)
+        out = dict(section)
+        for dest, key in pairs:
+            value = getattr(args, dest, None)
+            if value is None or value == "":
+                continue
+            *parents, leaf = key.split(".")
+            at = out
+            for name in parents:  # copy each nested section on the way: the input stays as is
+                at[name] = dict(at.get(name) or {})
+                at = at[name]
+            at[leaf] = value
+        return out
 
     def collect(self) -> list[Batch]:
         t = time.perf_counter()

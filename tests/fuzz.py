@@ -8,10 +8,10 @@ call, `st.randoms()`) through hypothesis cost 1-100x the parsers' own time and m
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 # Field separators and characters that parsers split or match on, plus some that should not be
@@ -29,6 +29,24 @@ FUZZ = settings(
 
 
 SEED = st.integers(0, 2**63)
+PER_EXAMPLE = 250  # inputs one example feeds (one check() call)
+NEEDED = 100_000  # inputs one fuzz test must feed in all
+
+
+def fuzz(check: Callable[[random.Random], int], needed: int = NEEDED) -> None:
+    """Run `check(rnd)` for each of FUZZ's examples (`rnd` seeded by the drawn SEED, so a failure
+    prints the seed that reproduces it). `check` feeds the parser under test, asserts what must
+    hold, and returns how many inputs it fed; in all they must reach `needed`."""
+    fed = 0
+
+    @FUZZ
+    @given(SEED)
+    def run(seed: int) -> None:
+        nonlocal fed
+        fed += check(random.Random(seed))
+
+    run()
+    assert fed >= needed, f"fed {fed} inputs, want {needed}"
 
 
 def fragment(rnd: random.Random, n: int = 12) -> str:

@@ -15,7 +15,7 @@ import subprocess
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -23,7 +23,7 @@ from exporters.hdfs import clienttrace, dci, fsck, jmx, placement, webhdfs
 from exporters.hdfs.config import HdfsConfig
 from exporters.hdfs.topology import Topology, host_of
 from telemetry.errors import UserError
-from telemetry.pipeline import BaseSource, Batch
+from telemetry.pipeline import BaseSource, Batch, ConfigFlags
 from telemetry.records import DCI_USAGE, HDFS_TRANSFER
 
 log = logging.getLogger(__name__)
@@ -127,80 +127,42 @@ class HdfsSource(BaseSource):
         self.cross_idc_reads: list[dict[str, Any]] = []  # the latest cycle's, for reports and logs
 
     # --- CLI ------------------------------------------------------------------------------------
+    config_flags: ClassVar[ConfigFlags] = {
+        "--topology": ("topology_file", "FILE"),
+        "--topology-script": ("topology_script", "PATH"),
+        "--namenode": ("namenodes", "URL"),
+        "--policy": ("policy.mode", None),
+        "--replicas": ("policy.replicas", "N"),
+        "--per-idc": ("policy.per_idc", "N"),  # and the per_idc mode
+        "--dci-interval": ("dci.interval_seconds", "SECONDS"),
+        "--datanode": ("datanode", "HOST:PORT"),
+        "--hdfs-path": ("hdfs_path", "PATH"),
+        "--log-timezone": ("log_timezone", "TZ"),
+    }
+
     @classmethod
     def add_arguments(cls, p: argparse.ArgumentParser) -> None:
-        g = p.add_argument_group("hdfs options")
-        g.add_argument(
-            "--topology", metavar="FILE", help="host -> /IDC/rack table (overrides topology_file)"
-        )
-        g.add_argument(
-            "--topology-script",
-            metavar="PATH",
-            help="net.topology.script to run with the hosts seen",
-        )
-        g.add_argument(
-            "--namenode", action="append", metavar="URL", help="NameNode base URL (repeatable)"
-        )
-        g.add_argument("--policy", choices=["per_idc", "rack"], help="placement policy mode")
-        g.add_argument("--replicas", type=int, metavar="N", help="replicas every block must have")
-        g.add_argument("--per-idc", type=int, metavar="N", help="replicas per IDC (per_idc policy)")
-        g.add_argument(
+        cls.add_config_flags(p).add_argument(
             "--dci-capacity",
             action="append",
             metavar="PAIR=RATE",
-            help="budget, e.g. idc1-idc2=100Gbit (repeatable)",
-        )
-        g.add_argument("--dci-interval", type=float, metavar="SECONDS", help="DCI budget interval")
-        g.add_argument(
-            "--datanode",
-            metavar="HOST:PORT",
-            default="",
-            help="DataNode that wrote the --from log (for 'Received ... from' replication lines)",
-        )
-        g.add_argument(
-            "--hdfs-path",
-            metavar="PATH",
-            help="file path of a --from WebHDFS block-location document",
-        )
-        g.add_argument(
-            "--log-timezone", metavar="TZ", help="time zone of log timestamps (default UTC)"
+            help="budget, e.g. idc1-idc2=100Gbit (dci.capacity, repeatable)",
         )
 
     @classmethod
     def fold_args(cls, args: argparse.Namespace, section: dict[str, Any]) -> dict[str, Any]:
         """The `sources.hdfs` section with this command line's flags on top."""
-        out = dict(section)
-        for flag, key in (
-            ("topology", "topology_file"),
-            ("topology_script", "topology_script"),
-            ("namenode", "namenodes"),
-            ("log_timezone", "log_timezone"),
-            ("datanode", "datanode"),
-            ("hdfs_path", "hdfs_path"),
-        ):
-            if getattr(args, flag, None):
-                out[key] = getattr(args, flag)
-        pol = dict(out.get("policy") or {})
-        if args.policy:
-            pol["mode"] = args.policy
+        out = cls.fold_config_flags(args, section)
         if args.per_idc is not None:
-            pol["mode"], pol["per_idc"] = "per_idc", args.per_idc
-        if args.replicas is not None:
-            pol["replicas"] = args.replicas
-        if pol:
-            out["policy"] = pol
-        d = dict(out.get("dci") or {})
-        if args.dci_interval:
-            d["interval_seconds"] = args.dci_interval
+            out["policy"]["mode"] = "per_idc"
         for item in args.dci_capacity or []:
             k, eq, v = item.partition("=")
             if not eq:
                 raise UserError(
                     f"--dci-capacity {item!r}: expected PAIR=RATE, e.g. idc1-idc2=100Gbit"
                 )
+            d = out["dci"] = dict(out.get("dci") or {})
             d["capacity"] = {**(d.get("capacity") or {}), k: v}
-        if d:
-            out["dci"] = d
         return out
 
     @classmethod

@@ -41,16 +41,7 @@ def _from_location(b: dict[str, Any], path: str) -> BlockInfo:
         if i < len(topo) and topo[i].startswith("/"):
             rack = topo[i].rpartition("/")[0]  # "/idc/rack/host:port" -> "/idc/rack"
         reps.append((str(name), rack))
-    return BlockInfo(
-        path=path,
-        block_id=f"offset={int(b['offset'])}",
-        length=int(b["length"]),
-        live_replicas=len(reps),
-        replication=None,
-        replicas=tuple(reps),
-        missing=not reps,
-        source="webhdfs",
-    )
+    return _block(path, f"offset={int(b['offset'])}", int(b["length"]), reps)
 
 
 def _from_located(b: dict[str, Any], path: str) -> BlockInfo:
@@ -60,10 +51,16 @@ def _from_located(b: dict[str, Any], path: str) -> BlockInfo:
         host = f"{loc.get('ipAddr') or loc['hostName']}:{int(loc['xferPort'])}"
         rack = str(loc.get("networkLocation") or "")
         reps.append((host, rack))
+    block_id = f"{blk['blockPoolId']}:blk_{int(blk['blockId'])}_{int(blk['generationStamp'])}"
+    return _block(path, block_id, int(blk["numBytes"]), reps)
+
+
+def _block(path: str, block_id: str, length: int, reps: list[Replica]) -> BlockInfo:
+    """WebHDFS lists live replicas only: no target replication, missing when none is listed."""
     return BlockInfo(
         path=path,
-        block_id=f"{blk['blockPoolId']}:blk_{int(blk['blockId'])}_{int(blk['generationStamp'])}",
-        length=int(blk["numBytes"]),
+        block_id=block_id,
+        length=length,
         live_replicas=len(reps),
         replication=None,
         replicas=tuple(reps),

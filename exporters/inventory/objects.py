@@ -244,18 +244,7 @@ def job_facts(obj: Mapping[str, Any], allocated: str = "") -> list[Fact]:
             raise Malformed(
                 f"Job {meta.get('namespace')}/{name}: tasks[].replicas is not an integer"
             ) from None
-    return [
-        _fact(
-            "job",
-            iso_to_ms(meta.get("creationTimestamp")),
-            namespace=meta.get("namespace") or "default",
-            job=name,
-            queue=spec.get("queue") or "default",
-            replicas=replicas,
-            allocated_hypernode=allocated,
-            **topology_fields(spec.get("networkTopology"), describe(obj)),
-        )
-    ]
+    return [_job_fact(obj, replicas, allocated)]
 
 
 def podgroup_job(obj: Mapping[str, Any]) -> str:
@@ -272,18 +261,24 @@ def podgroup_facts(obj: Mapping[str, Any]) -> list[Fact]:
     name = meta.get("name")
     if not name:
         raise Malformed("PodGroup without metadata.name")
-    return [
-        _fact(
-            "job",
-            iso_to_ms(meta.get("creationTimestamp")),
-            namespace=meta.get("namespace") or "default",
-            job=name,
-            queue=spec.get("queue") or "default",
-            replicas=int(spec.get("minMember") or 0),
-            allocated_hypernode=(meta.get("annotations") or {}).get(ALLOCATED_HYPERNODE, ""),
-            **topology_fields(spec.get("networkTopology"), describe(obj)),
-        )
-    ]
+    allocated = (meta.get("annotations") or {}).get(ALLOCATED_HYPERNODE, "")
+    return [_job_fact(obj, int(spec.get("minMember") or 0), allocated)]
+
+
+def _job_fact(obj: Mapping[str, Any], replicas: int, allocated: str) -> Fact:
+    """The job row of a Volcano Job or a standalone PodGroup (they differ in where replicas and
+    the allocated HyperNode come from)."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return _fact(
+        "job",
+        iso_to_ms(meta.get("creationTimestamp")),
+        namespace=meta.get("namespace") or "default",
+        job=meta["name"],
+        queue=spec.get("queue") or "default",
+        replicas=replicas,
+        allocated_hypernode=allocated,
+        **topology_fields(spec.get("networkTopology"), describe(obj)),
+    )
 
 
 # --- dumps -------------------------------------------------------------------------------------

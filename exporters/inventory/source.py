@@ -14,12 +14,12 @@ import logging
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from exporters.inventory.config import InventoryConfig
 from exporters.inventory.watch import API_REASONS
 from telemetry.errors import UserError
-from telemetry.pipeline import BaseSource, Batch
+from telemetry.pipeline import BaseSource, Batch, ConfigFlags
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,11 @@ class InventorySource(BaseSource):
     unit = "objects"  # Kubernetes objects listed, watched or loaded from a dump
     reasons = ("malformed_object", "connection", *API_REASONS)
     Config = InventoryConfig
+    config_flags: ClassVar[ConfigFlags] = {
+        "--kubeconfig": ("kubeconfig", "FILE"),
+        "--context": ("context", None),
+        "--in-cluster": ("in_cluster", None),
+    }
 
     def __init__(
         self,
@@ -87,27 +92,12 @@ class InventorySource(BaseSource):
             metavar="TIME",
             help="for `who`: ISO-8601 time, ms since the epoch, or now (default)",
         )
-        p.add_argument(
-            "--kubeconfig",
-            metavar="FILE",
-            help="kubeconfig file (default $KUBECONFIG or ~/.kube/config)",
-        )
-        p.add_argument("--context", help="kubeconfig context")
-        p.add_argument(
-            "--in-cluster",
-            action="store_true",
-            default=None,
-            help="use the in-cluster service account",
-        )
+        cls.add_config_flags(p)
 
     @classmethod
     def fold_args(cls, args: argparse.Namespace, section: dict[str, Any]) -> dict[str, Any]:
         """The `sources.inventory` section with this command line's flags on top."""
-        out = dict(section)
-        for key in ("kubeconfig", "context", "in_cluster"):
-            if getattr(args, key, None) is not None:
-                out[key] = getattr(args, key)
-        return out
+        return cls.fold_config_flags(args, section)
 
     @classmethod
     def build(

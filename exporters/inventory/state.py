@@ -40,6 +40,12 @@ _OWNER_KIND = {
 }
 _META = ("cluster", "valid_from", "valid_to", "updated_at")
 _JOB_KINDS = {"Job", "PodGroup"}
+# parsers that note what they skip in a warnings list (reported once per object)
+_WARNING_PARSERS: dict[str, Callable[[Mapping[str, Any], list[str]], list[Fact]]] = {
+    "Pod": pod_facts,
+    "Node": node_facts,
+    "HyperNode": hypernode_facts,
+}
 
 
 @dataclass
@@ -219,24 +225,17 @@ class InventoryState:
         kind = obj.get("kind")
         if kind == "Namespace":
             return namespace_facts(obj)
-        if kind == "Pod":
-            facts = pod_facts(obj, self.warnings)
-            for w in self.warnings:
-                self.report(w)
-            self.warnings.clear()
-            return facts
-        if kind == "Node":
-            facts = node_facts(obj, self.warnings)
-            for w in self.warnings:
-                self.report(w)
-            self.warnings.clear()
-            return facts
-        if kind == "HyperNode":
-            return hypernode_facts(obj, self.warnings)
         if kind == "Job":
             ns, name = _ns_name(obj)
             return job_facts(obj, self.allocated.get((ns, name), ""))
-        return []
+        parse = _WARNING_PARSERS.get(str(kind))
+        if parse is None:
+            return []
+        facts = parse(obj, self.warnings)
+        for w in self.warnings:
+            self.report(w)
+        self.warnings.clear()
+        return facts
 
     def _podgroup(self, etype: str, obj: Mapping[str, Any], at: int, backdate: bool) -> None:
         ns, name = _ns_name(obj)

@@ -41,7 +41,9 @@ class NodeConfig(SourceConfig):
     sysfs_root: str = Field(
         default="/sys", description="sysfs mount (the DaemonSet mounts the host's /sys here)."
     )
-    gpu_backend: GpuBackendName = Field(default="auto", description="auto | nvml | fake | none")
+    gpu_backend: GpuBackendName = Field(
+        default="auto", description="GPU backend; auto picks one by what is available."
+    )
     gpu_fake: str | None = Field(
         default=None, description="JSON spec of the fake GPUs (gpu_backend: fake)."
     )

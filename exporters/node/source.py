@@ -21,11 +21,11 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from exporters.node.config import COLLECTORS, NodeConfig
 from telemetry.errors import ConfigError, UserError
-from telemetry.pipeline import BaseSource, Batch
+from telemetry.pipeline import BaseSource, Batch, ConfigFlags
 
 log = logging.getLogger(__name__)
 
@@ -201,24 +201,17 @@ class NodeSource(BaseSource):
         )
 
     # --- CLI ----------------------------------------------------------------------------------
+    config_flags: ClassVar[ConfigFlags] = {
+        "--sysfs-root": ("sysfs_root", "DIR"),
+        "--gpu-backend": ("gpu_backend", None),
+        "--gpu-fake": ("gpu_fake", "JSON"),
+        "--node-name": ("node_name", "NAME"),
+        "--podresources-socket": ("podresources_socket", "PATH"),
+    }
+
     @classmethod
     def add_arguments(cls, p: Any) -> None:
-        g = p.add_argument_group("node options")
-        g.add_argument(
-            "--sysfs-root", metavar="DIR", help="sysfs to read in a live run (default /sys)"
-        )
-        g.add_argument(
-            "--gpu-backend",
-            choices=["auto", "nvml", "fake", "none"],
-            help="GPU backend (default auto)",
-        )
-        g.add_argument("--gpu-fake", metavar="JSON", help="fake GPU spec for --gpu-backend fake")
-        g.add_argument(
-            "--node-name",
-            metavar="NAME",
-            help="node name on every record (default $NODE_NAME / hostname)",
-        )
-        g.add_argument("--podresources-socket", metavar="PATH", help="kubelet pod-resources socket")
+        g = cls.add_config_flags(p)
         g.add_argument(
             "--no-ethtool",
             dest="collector_ethtool",
@@ -258,10 +251,7 @@ class NodeSource(BaseSource):
     @classmethod
     def fold_args(cls, args: Any, section: dict[str, Any]) -> dict[str, Any]:
         """The `sources.node` section with this command line's flags on top."""
-        out = dict(section)
-        for key in ("sysfs_root", "gpu_backend", "gpu_fake", "node_name", "podresources_socket"):
-            if getattr(args, key, None):
-                out[key] = getattr(args, key)
+        out = cls.fold_config_flags(args, section)
         switched = {
             n: getattr(args, f"collector_{n}")
             for n in COLLECTORS

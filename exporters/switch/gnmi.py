@@ -30,6 +30,7 @@ from exporters.switch import counters as C
 from exporters.switch.config import GnmiConfig
 from exporters.switch.sonic import SwitchDown
 from telemetry.errors import UserError
+from telemetry.text import split_top_level
 
 log = logging.getLogger(__name__)
 
@@ -70,30 +71,13 @@ def parse_path(s: str, target: str = "") -> Any:
     """'interfaces/interface[name=*]/state' -> gnmi.Path (elem with keys)."""
     pb = gnmi_pb()
     elems = []
-    for part in _split_path(s.strip("/")):
+    for part in split_top_level(s.strip("/"), "/", "[", "]"):
         m = _ELEM.fullmatch(part)
         if not m:
             raise UserError(f"gNMI path {s!r}: cannot read {part!r}")
         keys = dict(re.findall(r"\[([^=\]]+)=([^\]]*)\]", m.group(2)))
         elems.append(pb.PathElem(name=m.group(1), key=keys))
     return pb.Path(elem=elems, target=target)
-
-
-def _split_path(s: str) -> list[str]:
-    out, cur, depth = [], "", 0
-    for ch in s:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == "/" and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if cur:
-        out.append(cur)
-    return out
 
 
 def path_str(prefix: Any, path: Any) -> list[tuple[str, dict[str, str]]]:

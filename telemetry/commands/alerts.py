@@ -1,6 +1,11 @@
-"""`railscope alerts build|check`: render the Prometheus alert rules and their promtool tests
-from alerts/alerts.yaml, and check them with promtool. Writes only under --out (build) or a
-temporary directory (check); never edits the checked-in files."""
+"""render and check the Prometheus alert rules (promtool)
+
+Alert rules rendered from alerts/alerts.yaml (thresholds + templates); promtool unit tests from
+alerts/tests/cases.yaml. See docs/alerts.md.
+
+`build` writes the rules and their tests under --out; `check` renders them into a temporary
+directory and runs promtool there. Neither edits the checked-in files.
+"""
 
 from __future__ import annotations
 
@@ -9,39 +14,23 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from telemetry.commands.common import add_from_arg, add_out_arg, add_verb_command
 from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser(
-        "alerts",
-        help="render and check the Prometheus alert rules (promtool)",
-        description="Alert rules rendered from alerts/alerts.yaml (thresholds + templates); "
-        "promtool unit tests from alerts/tests/cases.yaml. See docs/alerts.md.",
-    )
-    verbs = p.add_subparsers(dest="alerts_verb", metavar="VERB")
+    verbs = add_verb_command(sub, "alerts", __doc__)
     b = verbs.add_parser("build", help="write railscope.rules.yaml and railscope.test.yaml")
-    b.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    b.add_argument(
-        "--from",
-        dest="rules_from",
-        metavar="FILE",
-        help="alerts config (default: the packaged alerts/alerts.yaml)",
-    )
+    add_out_arg(b)
+    add_from_arg(b, "alerts config (default: the packaged alerts/alerts.yaml)")
     b.set_defaults(func=run_build)
     c = verbs.add_parser(
         "check",
         help="promtool check + test the rules; verify the checked-in files are current",
     )
-    c.add_argument("--from", dest="rules_from", metavar="FILE", help="alerts config")
+    add_from_arg(c, "alerts config (default: the packaged alerts/alerts.yaml)")
     c.set_defaults(func=run_check)
-    p.set_defaults(func=lambda args: _usage(p))
     return ["alerts"]
-
-
-def _usage(p: argparse.ArgumentParser) -> int:
-    p.print_help()
-    return 2
 
 
 def _write(out: Path, rules_from: str | None) -> tuple[Path, Path]:
@@ -61,7 +50,7 @@ def _write(out: Path, rules_from: str | None) -> tuple[Path, Path]:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    rules, tests = _write(Path(args.out), args.rules_from)
+    rules, tests = _write(Path(args.out), args.from_path)
     print(f"wrote {rules}\nwrote {tests}")
     return 0
 
@@ -73,8 +62,8 @@ def run_check(args: argparse.Namespace) -> int:
 
     ok = True
     with tempfile.TemporaryDirectory(prefix="railscope-alerts-") as d:
-        rules, tests = _write(Path(d), args.rules_from)
-        if not args.rules_from:
+        rules, tests = _write(Path(d), args.from_path)
+        if not args.from_path:
             for got, checked_in in ((rules, alerts.RULES), (tests, alerts.TESTS)):
                 if not checked_in.exists() or checked_in.read_text() != got.read_text():
                     print(f"STALE {checked_in}: run `railscope alerts build --out alerts`")

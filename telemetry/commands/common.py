@@ -7,11 +7,91 @@ import json
 import sys
 from collections.abc import Iterable
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from telemetry.config import Config, load_config, set_in
 from telemetry.pipeline import Batch, ComponentStats
 from telemetry.store import Store
+
+
+def add_command(sub: Any, name: str, doc: str | None) -> argparse.ArgumentParser:
+    """`railscope NAME`, described by its module's docstring (PEP 257 form): the summary line is
+    the command's line in `railscope --help`, the rest heads its own --help, printed as written."""
+    summary, _, rest = (doc or "").strip().partition("\n")
+    return cast(
+        argparse.ArgumentParser,
+        sub.add_parser(
+            name,
+            help=summary,
+            description=rest.strip() or None,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        ),
+    )
+
+
+def add_verb_command(sub: Any, name: str, doc: str | None) -> Any:
+    """`railscope NAME VERB ...` (add_command's description) and its verbs' subparsers;
+    `railscope NAME` alone prints its help and exits 2."""
+    p = add_command(sub, name, doc)
+
+    def usage(args: argparse.Namespace) -> int:
+        p.print_help()
+        return 2
+
+    p.set_defaults(func=usage)
+    return p.add_subparsers(dest=f"{name}_verb", metavar="VERB")
+
+
+def add_range_args(p: argparse.ArgumentParser, *, since: str | None = None) -> None:
+    """--since/--until (telemetry.times: ISO time, 'now', epoch ms or a duration ago). Without
+    defaults they span the stored data."""
+    p.add_argument(
+        "--since",
+        default=since,
+        help=f"start: ISO time or duration ago (default: {since or 'start of the stored data'})",
+    )
+    p.add_argument(
+        "--until",
+        help=f"end: ISO time or duration ago (default: {'now' if since else 'end of the stored data'})",
+    )
+
+
+def add_out_arg(p: argparse.ArgumentParser, help: str = "output directory") -> None:
+    p.add_argument("--out", required=True, metavar="DIR", help=help)
+
+
+def add_lag_arg(p: argparse.ArgumentParser, when: str = "") -> None:
+    """--lag: how long after a tick the engine evaluates it (correlate --follow, serve)."""
+    p.add_argument(
+        "--lag",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help=f"{when}evaluate each tick this long after it passes, for data still in flight "
+        "(default 5)",
+    )
+
+
+def add_from_arg(
+    p: Any, help: str, *, metavar: str = "FILE", dest: str = "from_path", many: bool = False
+) -> None:
+    """--from: read the input from a file (a capture, a saved command output, another config)
+    instead of the live or packaged one; `many`: repeatable, a list."""
+    kw: dict[str, Any] = {"action": "append"} if many else {}
+    p.add_argument("--from", dest=dest, metavar=metavar, help=help, **kw)
+
+
+def add_listen_arg(p: Any, when: str = "") -> None:
+    """--listen: where /metrics is served (a source, correlate --follow)."""
+    p.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help=f"{when}serve /metrics here (default prometheus.listen, 0.0.0.0:9580)",
+    )
+
+
+def add_json_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON")
 
 
 def add_store_args(p: argparse.ArgumentParser) -> None:
@@ -52,6 +132,12 @@ def open_store(cfg: Config, *, migrate: bool | None = None) -> Store:
             f"store {store.dsn.redacted()} needs migrations: run `railscope db migrate`"
         )
     return store
+
+
+def store_from_args(args: argparse.Namespace, **dotted: Any) -> tuple[Config, Store]:
+    """The config (flags over file over environment) and its store, opened as `open_store` does."""
+    cfg = config_from_args(args, **dotted)
+    return cfg, open_store(cfg)
 
 
 def clickhouse_sink(cfg: Config, store: Store) -> Any:

@@ -1,4 +1,12 @@
-"""`railscope correlate` (run the engine over a time range) and `railscope findings` (list them)."""
+"""run the correlation engine over a time range
+
+Evaluate every detector every sliding.interval_seconds over its own trailing window (thresholds
+in telemetry/correlate/thresholds.yaml) and store findings: a finding opens when its condition
+first holds and closes after sliding.hysteresis_seconds without. Batch (--since/--until) and
+--follow evaluate the same ticks; re-running a range is idempotent.
+
+`railscope findings` (same module) lists the stored findings.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,14 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from telemetry.commands.common import add_store_args, config_from_args, open_store
+from telemetry.commands.common import (
+    add_command,
+    add_lag_arg,
+    add_listen_arg,
+    add_range_args,
+    add_store_args,
+    store_from_args,
+)
 from telemetry.errors import UserError
 from telemetry.times import parse_time
 
@@ -29,25 +44,8 @@ def time_range(corr: Any, since: str | None, until: str | None) -> tuple[datetim
     return start, end
 
 
-def add_range_args(p: argparse.ArgumentParser) -> None:
-    """--since/--until over the stored data (see time_range)."""
-    p.add_argument(
-        "--since", help="start: ISO time or duration ago (default: start of the stored data)"
-    )
-    p.add_argument(
-        "--until", help="end: ISO time or duration ago (default: end of the stored data)"
-    )
-
-
 def register(sub: Any) -> list[str]:
-    c = sub.add_parser(
-        "correlate",
-        help="run the correlation engine over a time range",
-        description="Evaluate every detector every sliding.interval_seconds over its own trailing window "
-        "(thresholds in telemetry/correlate/thresholds.yaml) and store findings: a finding opens when its "
-        "condition first holds and closes after sliding.hysteresis_seconds without. Batch (--since/--until) "
-        "and --follow evaluate the same ticks; re-running a range is idempotent.",
-    )
+    c = add_command(sub, "correlate", __doc__)
     add_range_args(c)
     c.add_argument(
         "--only", action="append", metavar="DETECTOR", help="run only these detectors (repeatable)"
@@ -57,24 +55,14 @@ def register(sub: Any) -> list[str]:
         action="store_true",
         help="keep running: evaluate each tick as the clock passes it (plus --lag), serve findings on /metrics",
     )
-    c.add_argument(
-        "--lag",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="with --follow: evaluate a tick this long after it, for data still in flight (default 5)",
-    )
+    add_lag_arg(c, "with --follow: ")
     c.add_argument(
         "--cycles",
         type=int,
         metavar="N",
         help="with --follow: stop after N ticks (default: run until stopped)",
     )
-    c.add_argument(
-        "--listen",
-        metavar="HOST:PORT",
-        help="with --follow: serve /metrics here (default prometheus.listen)",
-    )
+    add_listen_arg(c, "with --follow: ")
     add_store_args(c)
     c.set_defaults(func=run_correlate)
 
@@ -97,8 +85,7 @@ def register(sub: Any) -> list[str]:
 def run_correlate(args: argparse.Namespace) -> int:
     from telemetry.correlate import Correlator
 
-    cfg = config_from_args(args)
-    store = open_store(cfg)
+    cfg, store = store_from_args(args)
     corr = Correlator(
         store,
         cluster=cfg.cluster,
@@ -130,8 +117,7 @@ def run_correlate(args: argparse.Namespace) -> int:
 def run_findings(args: argparse.Namespace) -> int:
     from telemetry.correlate import findings as fstore
 
-    cfg = config_from_args(args)
-    store = open_store(cfg)
+    _, store = store_from_args(args)
     rows = fstore.read(
         store,
         kinds=args.kind,

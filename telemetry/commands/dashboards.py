@@ -1,6 +1,11 @@
-"""`railscope dashboards build|check`: write the Grafana dashboards (JSON) and provisioning files;
-run every dashboard query on a store with the datasource's macros expanded. `build` writes only
-under --out; `check` only reads the store."""
+"""build Grafana dashboards (JSON + provisioning); check their queries on a store
+
+Grafana dashboards as code (grafanalib; ClickHouse and Prometheus datasources). See
+docs/dashboards.md.
+
+`build` writes the dashboards and provisioning files under --out only; `check` runs every
+dashboard query on a store with the datasource's macros expanded, and only reads the store.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +13,20 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import add_store_args, config_from_args, open_store
+from telemetry.commands.common import (
+    add_out_arg,
+    add_range_args,
+    add_store_args,
+    add_verb_command,
+    store_from_args,
+)
 from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser(
-        "dashboards",
-        help="build Grafana dashboards (JSON + provisioning); check their queries on a store",
-        description="Grafana dashboards as code (grafanalib; ClickHouse and Prometheus "
-        "datasources). See docs/dashboards.md.",
-    )
-    verbs = p.add_subparsers(dest="dashboards_verb", metavar="VERB")
+    verbs = add_verb_command(sub, "dashboards", __doc__)
     b = verbs.add_parser("build", help="write dashboards/*.json and provisioning/*/railscope.yaml")
-    b.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    add_out_arg(b)
     b.add_argument(
         "--dashboards-path",
         default="/var/lib/grafana/dashboards/railscope",
@@ -58,8 +63,7 @@ def register(sub: Any) -> list[str]:
         description="Runs each ClickHouse panel query and template-variable query on the store "
         "over --since..--until and prints the rows each returns; exit 1 if any fails.",
     )
-    c.add_argument("--since", default="1h", help="range start: ISO time or duration ago (1h)")
-    c.add_argument("--until", help="range end: ISO time or duration ago (default now)")
+    add_range_args(c, since="1h")
     c.add_argument(
         "--var",
         action="append",
@@ -71,13 +75,7 @@ def register(sub: Any) -> list[str]:
     c.add_argument("--interval", type=int, default=60, metavar="SECONDS", help="$__interval_s")
     add_store_args(c)
     c.set_defaults(func=run_check)
-    p.set_defaults(func=lambda args: _usage(p))
     return ["dashboards"]
-
-
-def _usage(p: argparse.ArgumentParser) -> int:
-    p.print_help()
-    return 2
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -106,8 +104,7 @@ def run_check(args: argparse.Namespace) -> int:
     from dashboards.clickhouse import ALL
     from telemetry.times import parse_time
 
-    cfg = config_from_args(args)
-    store = open_store(cfg)
+    cfg, store = store_from_args(args)
     start = parse_time(args.since)
     end = parse_time(args.until) if args.until else datetime.now(UTC)
     if end <= start:

@@ -1,7 +1,9 @@
-"""`railscope demo`: the README's main job. Simulates a cluster (two scalable units, a data-center
-pair, ten minutes, one fault of every kind by default), sends it through the real pipeline into an
-embedded store, runs the correlation engine when it is built, and scores its findings against the
-ground truth written next to the data (DATA/ground_truth.json).
+"""simulate a cluster with faults, ingest, correlate and score (embedded store)
+
+The README's main job. Simulates a cluster (two scalable units, a data-center pair, ten minutes,
+one fault of every kind by default), sends it through the real pipeline into an embedded store,
+runs the correlation engine, and scores its findings against the ground truth written next to
+the data (DATA/ground_truth.json).
 """
 
 from __future__ import annotations
@@ -11,16 +13,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import clickhouse_sink, config_from_args, open_store
+from telemetry.commands.common import add_command, clickhouse_sink, config_from_args, open_store
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser(
-        "demo",
-        help="simulate a cluster with faults, ingest, correlate and score (embedded store)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(sub, "demo", __doc__)
     p.add_argument(
         "--data",
         default="./demo-data",

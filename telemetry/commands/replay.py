@@ -1,9 +1,9 @@
-"""`railscope replay DIR`: load a capture bundle into the store through the real parsers.
+"""load a capture bundle directory into the store
 
-A bundle is a directory with one subdirectory (or file) per source, named after the source's
-command: DIR/node/, DIR/switch/, DIR/sflow/, DIR/hdfs/, DIR/inventory/ ... Each is handed to that
-source exactly as `railscope SOURCE --from DIR/SOURCE` would. A source that fails is reported and
-the others still load.
+Through the real parsers. A bundle is a directory with one subdirectory (or file) per source,
+named after the source's command: DIR/node/, DIR/switch/, DIR/sflow/, DIR/hdfs/, DIR/inventory/
+... Each is handed to that source exactly as `railscope SOURCE --from DIR/SOURCE` would. A source
+that fails is reported and the others still load.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import add_store_args
+from telemetry.commands.common import add_command, add_store_args
 from telemetry.errors import UserError
 from telemetry.registry import SOURCES
 
@@ -22,12 +22,7 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser(
-        "replay",
-        help="load a capture bundle directory into the store",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(sub, "replay", __doc__)
     p.add_argument("dir", metavar="DIR", help="capture bundle: DIR/<source>/ per source")
     p.add_argument(
         "--only", metavar="SOURCE", action="append", help="replay only these sources (repeatable)"

@@ -1,4 +1,9 @@
-"""`railscope report`: a job's end-to-end path with the bottleneck ranked, or an HTML report."""
+"""per-job end-to-end report (text/json) or a self-contained HTML report
+
+Per hop of a job's traffic path (GPU -> NIC -> leaf port -> uplinks -> spine ...), the evidence
+for and against it being the bottleneck, ranked. Run `railscope correlate` first. Reads the store
+only.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +13,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import add_store_args, config_from_args, open_store
-from telemetry.commands.correlate import add_range_args, time_range
+from telemetry.commands.common import add_command, add_range_args, add_store_args, store_from_args
+from telemetry.commands.correlate import time_range
 from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser(
-        "report",
-        help="per-job end-to-end report (text/json) or a self-contained HTML report",
-        description="Per hop of a job's traffic path (GPU -> NIC -> leaf port -> uplinks -> spine ...), the "
-        "evidence for and against it being the bottleneck, ranked. Run `railscope correlate` first.",
-    )
+    p = add_command(sub, "report", __doc__)
     p.add_argument(
         "--job", action="append", metavar="NAMESPACE/NAME", help="job to report on (repeatable)"
     )
@@ -51,8 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.job and not args.html:
         raise UserError("report: give --job NAMESPACE/NAME (repeatable) and/or --html OUT")
-    cfg = config_from_args(args)
-    store = open_store(cfg)
+    cfg, store = store_from_args(args)
     start, end = _range(store, args)
     from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
 

@@ -1,6 +1,12 @@
-"""`railscope serve`: every enabled source, `correlate --follow`, /metrics and a ClickHouse HTTP
-endpoint in one process over the store (docs/serve.md). SIGTERM/SIGINT: stop intake, flush every
-batch, exit 0; a second signal exits at once (the spool keeps what was not written)."""
+"""run every enabled source, the correlation engine, /metrics and a ClickHouse HTTP endpoint in one process
+
+One process over one store: every source whose config section has `enabled: true`, correlate
+--follow, /metrics, and ClickHouse's HTTP interface on the embedded store (other commands and
+Grafana query it with --dsn http://HOST:PORT). See docs/serve.md.
+
+SIGTERM/SIGINT: stop intake, flush every batch, exit 0; a second signal exits at once (the spool
+keeps what was not written).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,13 @@ import os
 import signal
 from typing import Any
 
-from telemetry.commands.common import add_store_args, config_from_args, open_store
+from telemetry.commands.common import (
+    add_command,
+    add_lag_arg,
+    add_store_args,
+    config_from_args,
+    open_store,
+)
 from telemetry.config import Config
 from telemetry.errors import ConfigError, UserError
 from telemetry.pipeline import Source
@@ -20,13 +32,7 @@ log = logging.getLogger("railscope.serve")
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser(
-        "serve",
-        help="run every enabled source, the correlation engine, /metrics and a ClickHouse HTTP endpoint in one process",
-        description="One process over one store: every source whose config section has "
-        "`enabled: true`, correlate --follow, /metrics, and ClickHouse's HTTP interface on the "
-        "embedded store (other commands and Grafana query it with --dsn http://HOST:PORT).",
-    )
+    p = add_command(sub, "serve", __doc__)
     p.add_argument(
         "--config",
         metavar="FILE",
@@ -40,13 +46,7 @@ def register(sub: Any) -> list[str]:
         help="ClickHouse HTTP endpoint (default serve.query_listen, 127.0.0.1:8123)",
     )
     p.add_argument("--no-correlate", action="store_true", help="do not run the correlation engine")
-    p.add_argument(
-        "--lag",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="evaluate each tick this long after it passes, for late data (default 5)",
-    )
+    add_lag_arg(p)
     p.set_defaults(func=run_serve)
     return ["serve"]
 

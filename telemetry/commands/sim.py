@@ -1,5 +1,7 @@
-"""`railscope sim`: run the cluster simulator into a store, score findings against its ground
-truth, list and show scenarios, and render small scenarios as device files.
+"""cluster simulator: run, score, scenarios, render
+
+Run the cluster simulator into a store, score findings against its ground truth, list and show
+scenarios, and render small scenarios as device files.
 
   railscope sim run --scenario small --data DIR       simulate + ingest, write DIR/ground_truth.json
   railscope sim score --data DIR                      precision / recall / localization per fault kind
@@ -16,18 +18,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import add_store_args, clickhouse_sink, config_from_args, open_store
+from telemetry.commands.common import (
+    add_json_arg,
+    add_out_arg,
+    add_store_args,
+    add_verb_command,
+    clickhouse_sink,
+    store_from_args,
+)
 from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser(
-        "sim",
-        help="cluster simulator: run, score, scenarios, render",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    verbs = p.add_subparsers(dest="sim_verb", metavar="VERB")
+    verbs = add_verb_command(sub, "sim", __doc__)
 
     r = verbs.add_parser("run", help="simulate a scenario and ingest it through the pipeline")
     _scenario_args(r)
@@ -49,7 +52,7 @@ def register(sub: Any) -> list[str]:
         metavar="SECONDS",
         help="a finding may start/end this long outside the fault's window (default 60)",
     )
-    s.add_argument("--json", action="store_true", help="print the score as one JSON object")
+    add_json_arg(s, "the score (one object)")
     s.set_defaults(func=_score)
 
     ls = verbs.add_parser("scenarios", help="list the built-in scenarios")
@@ -65,10 +68,9 @@ def register(sub: Any) -> list[str]:
         "pcap, kubectl JSON, HDFS logs/fsck/JMX) for a small scenario",
     )
     _scenario_args(rd)
-    rd.add_argument("--out", required=True, help="directory to write the device files into")
+    add_out_arg(rd, "directory to write the device files into")
     rd.add_argument("--step", type=int, help="which simulated step to render (default: the last)")
     rd.set_defaults(func=_render)
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
     return ["sim"]
 
 
@@ -126,8 +128,7 @@ def _run(args: argparse.Namespace) -> int:
         from telemetry.sim.through_parsers import check_size
 
         check_size(sim)
-    cfg = config_from_args(args, **over)
-    store = open_store(cfg)
+    cfg, store = store_from_args(args, **over)
 
     def progress(done: int, total: int, rows: int) -> None:
         unit = "step" if args.through_parsers else "chunk"
@@ -159,8 +160,7 @@ def _score(args: argparse.Namespace) -> int:
 
     over, truth_path = _paths(args)
     truth = GroundTruth.read(truth_path)
-    cfg = config_from_args(args, **over)
-    store = open_store(cfg)
+    cfg, store = store_from_args(args, **over)
     findings = read_findings(store, cfg.cluster, truth.start_ms, truth.end_ms)
     result = score(truth, findings, tolerance_s=args.tolerance)
     if args.json:

@@ -25,6 +25,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from telemetry.commands.common import (
+    add_from_arg,
+    add_listen_arg,
     add_store_args,
     clickhouse_sink,
     config_from_args,
@@ -46,11 +48,10 @@ def add_source_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--once", action="store_true", help="collect one cycle from the live source and exit"
     )
-    g.add_argument(
-        "--from",
-        dest="from_path",
+    add_from_arg(
+        g,
+        "read a captured file/directory in the source's real format instead of the live source",
         metavar="PATH",
-        help="read a captured file/directory in the source's real format instead of the live source",
     )
     g.add_argument(
         "--output",
@@ -64,9 +65,7 @@ def add_source_args(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="collection interval (default from config, 10 s)",
     )
-    g.add_argument(
-        "--listen", metavar="HOST:PORT", help="serve /metrics here (default 0.0.0.0:9580)"
-    )
+    add_listen_arg(g)
     g.add_argument("--no-metrics", action="store_true", help="do not serve /metrics")
 
 

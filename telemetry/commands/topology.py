@@ -1,5 +1,7 @@
-"""`railscope topology lca|hypernodes|units|diff|check`: HyperNode tree queries, HyperNode generation
-from the physical graph, and drift between declared HyperNodes and LLDP.
+"""HyperNode tree, LCA, generation from LLDP and drift
+
+HyperNode tree queries (lca, check), HyperNode generation from the LLDP graph (hypernodes,
+units) and drift between declared HyperNodes and LLDP (diff); paths and lldp.
 
 Reads the store (inventory, lldp_links, gpu_nic_affinity) or files given with --from; prints
 YAML/JSON/text. It never applies anything to a cluster.
@@ -13,33 +15,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import add_store_args, config_from_args, open_store
+from telemetry.commands.common import (
+    add_from_arg,
+    add_json_arg,
+    add_store_args,
+    add_verb_command,
+    config_from_args,
+    open_store,
+)
 from telemetry.errors import UserError
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser(
-        "topology",
-        help="HyperNode tree, LCA, generation from LLDP and drift",
-        description="HyperNode tree queries, HyperNode generation from the LLDP graph, and drift.",
-    )
-    tsub = p.add_subparsers(dest="topology_command", metavar="VERB")
-
-    def common(q: argparse.ArgumentParser) -> None:
-        add_store_args(q)
-        q.add_argument(
-            "--from",
-            dest="from_paths",
-            action="append",
-            metavar="PATH",
-            help="files instead of the store (repeatable): HyperNode/Node manifests (YAML/JSON), "
-            "lldpcli JSON (host = file name), record JSONL (lldp_link, gpu_nic_affinity)",
-        )
+    tsub = add_verb_command(sub, "topology", __doc__)
 
     q = tsub.add_parser("lca", help="lowest common HyperNode of two nodes and its tier")
     q.add_argument("node_a")
     q.add_argument("node_b")
-    common(q)
+    _input_args(q)
     q.add_argument(
         "--at", metavar="TIME", help="HyperNodes as of this time (store only; default now)"
     )
@@ -48,26 +41,23 @@ def register(sub: Any) -> list[str]:
     q = tsub.add_parser(
         "check", help="validate declared HyperNodes (cycles, double claims, unresolved members)"
     )
-    common(q)
+    _input_args(q)
     q.set_defaults(func=cmd_check)
 
     q = tsub.add_parser(
         "hypernodes",
         help="generate HyperNode manifests (YAML for kubectl apply) from the LLDP graph",
     )
-    common(q)
     _gen_args(q)
     q.set_defaults(func=cmd_hypernodes)
 
     q = tsub.add_parser(
         "units", help="scalable units derived from the LLDP graph (servers per rail-leaf group)"
     )
-    common(q)
     _gen_args(q)
     q.set_defaults(func=cmd_units)
 
     q = tsub.add_parser("diff", help="compare declared HyperNodes with the LLDP graph")
-    common(q)
     _gen_args(q)
     q.add_argument(
         "--declared",
@@ -75,18 +65,13 @@ def register(sub: Any) -> list[str]:
         metavar="PATH",
         help="declared HyperNode (and Node) manifests; default: the store's inventory",
     )
-    q.add_argument("--json", action="store_true", help="one JSON object per difference")
+    add_json_arg(q, "the differences (one object each)")
     q.set_defaults(func=cmd_diff)
 
     q = tsub.add_parser("paths", help="per GPU of a node: NIC -> leaf port -> leaf -> spines")
     q.add_argument("node")
-    common(q)
-    q.add_argument(
-        "--since-hours",
-        type=float,
-        default=24.0,
-        help="store: LLDP neighbours seen within this window",
-    )
+    _input_args(q)
+    _since_hours_arg(q)
     q.set_defaults(func=cmd_paths)
 
     q = tsub.add_parser(
@@ -98,20 +83,37 @@ def register(sub: Any) -> list[str]:
     q.add_argument(
         "--lldpcli", default="lldpcli", metavar="PATH", help="lldpcli binary (default from $PATH)"
     )
-    q.add_argument(
-        "--from",
-        dest="from_path",
-        metavar="FILE",
-        help="a saved `lldpcli show neighbors -f json` instead of running lldpcli",
-    )
+    add_from_arg(q, "a saved `lldpcli show neighbors -f json` instead of running lldpcli")
     q.add_argument("--output", choices=["jsonl"], help="print the records instead of storing them")
     q.set_defaults(func=cmd_lldp)
 
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
     return ["topology"]
 
 
+def _since_hours_arg(q: argparse.ArgumentParser) -> None:
+    q.add_argument(
+        "--since-hours",
+        type=float,
+        default=24.0,
+        help="store: LLDP neighbours seen within this window",
+    )
+
+
+def _input_args(q: argparse.ArgumentParser) -> None:
+    """What a verb reads: the store, or --from files."""
+    add_store_args(q)
+    add_from_arg(
+        q,
+        "files instead of the store (repeatable): HyperNode/Node manifests (YAML/JSON), "
+        "lldpcli JSON (host = file name), record JSONL (lldp_link, gpu_nic_affinity)",
+        metavar="PATH",
+        dest="from_paths",
+        many=True,
+    )
+
+
 def _gen_args(q: argparse.ArgumentParser) -> None:
+    """A verb that generates HyperNodes from the LLDP graph: how to name the tiers, its input."""
     q.add_argument(
         "--tier-names",
         default="leaf,spine,superspine",
@@ -125,12 +127,8 @@ def _gen_args(q: argparse.ArgumentParser) -> None:
         metavar="N",
         help="pad the top with root HyperNodes up to N tiers (e.g. to match a declared tree)",
     )
-    q.add_argument(
-        "--since-hours",
-        type=float,
-        default=24.0,
-        help="store: LLDP neighbours seen within this window",
-    )
+    _since_hours_arg(q)
+    _input_args(q)
 
 
 # --- inputs ------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ modules import this module, never the engine.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -52,6 +54,7 @@ class Context:
     thresholds: dict[str, Any]
     cluster: str
     extra: dict[str, Any] = field(default_factory=dict)  # per-window facts shared by detectors
+    detector: DetectorSpec | None = None  # the one being evaluated (set by its registration)
 
     def t(self, dotted: str) -> Any:
         cur: Any = self.thresholds
@@ -101,6 +104,27 @@ class Context:
         memo[name] = (key, value)
         return value
 
+    def finding(
+        self,
+        severity: str,
+        subject_type: str,
+        subject: str,
+        summary: str,
+        evidence: dict[str, Any],
+        *,
+        kind: str = "",
+    ) -> Finding:
+        """A finding of the detector being evaluated: its name as the kind (or `kind`, for a
+        detector that reports more than one) and its category."""
+        from telemetry.correlate.findings import Finding
+
+        if self.detector is None:
+            raise RuntimeError("Context.finding() outside a registered detector")
+        d = self.detector
+        return Finding(
+            kind or d.name, d.category, severity, subject_type, subject, summary, evidence
+        )
+
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
         self.store.client.command(sql, parameters=self.params(params))
 
@@ -134,12 +158,14 @@ _DETECTORS: dict[str, DetectorSpec] = {}
 def detector(
     name: str,
     *,
-    category: str,
     needs: tuple[str, ...],
     lookback: tuple[str, ...] = ("sliding.rate_seconds",),
+    category: str = "",
 ) -> Callable[[Detector], Detector]:
     """Register `fn` as detector `name`. It is evaluated every `sliding.interval_seconds` over
-    the trailing window `lookback` names (threshold paths, summed)."""
+    the trailing window `lookback` names (threshold paths, summed). `category` defaults to the
+    area of its module (`detectors/storage.py` -> storage). The registered function sees a
+    Context whose `finding()` fills in this name and category."""
 
     def deco(fn: Detector) -> Detector:
         from telemetry.correlate.thresholds import default_thresholds
@@ -148,10 +174,17 @@ def detector(
         unknown = [k for k in needs if k not in KINDS]
         if unknown:
             raise ValueError(f"detector {name}: unknown record kind(s) {unknown}")
-        spec = DetectorSpec(name, category, fn, needs, lookback)
+
+        @functools.wraps(fn)
+        def run(ctx: Context) -> list[Finding]:
+            return fn(dataclasses.replace(ctx, detector=spec))
+
+        spec = DetectorSpec(
+            name, category or fn.__module__.rpartition(".")[2], run, needs, lookback
+        )
         spec.lookback_seconds(default_thresholds())  # a misspelt threshold fails at import
         _DETECTORS[name] = spec
-        return fn
+        return run
 
     return deco
 

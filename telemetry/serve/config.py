@@ -7,12 +7,12 @@ ClickHouse server does), which is why it binds to loopback unless told otherwise
 from __future__ import annotations
 
 import hmac
-from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from telemetry.errors import ConfigError
+from telemetry.text import parse_size
 
 DEFAULT_LISTEN = "127.0.0.1:8123"
 
@@ -21,9 +21,10 @@ class ServeUser(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1)
-    password: str | None = Field(default=None, description="Plain password (or use password_file).")
-    password_file: Path | None = Field(
-        default=None, description="File whose first line is the password."
+    password: str | None = Field(
+        default=None,
+        description="The password (or password_file: a file holding it, read by load_config "
+        "like every `<key>_file`; whitespace at its ends is dropped).",
     )
     readonly: int = Field(
         default=0,
@@ -38,18 +39,6 @@ class ServeUser(BaseModel):
     def _readonly(cls, v: Any) -> Any:
         return int(v) if isinstance(v, bool) else v
 
-    @model_validator(mode="after")
-    def _one_password(self) -> ServeUser:
-        if self.password is not None and self.password_file is not None:
-            raise ValueError("give password or password_file, not both")
-        if self.password_file is not None:
-            try:
-                text = self.password_file.read_text()
-            except OSError as e:
-                raise ValueError(f"password_file {self.password_file}: {e.strerror}") from None
-            self.password = text.splitlines()[0] if text else ""
-        return self
-
     def check(self, password: str) -> bool:
         return hmac.compare_digest((self.password or "").encode(), password.encode())
 
@@ -60,18 +49,11 @@ class ServeConfig(BaseModel):
     query_listen: str = Field(
         default=DEFAULT_LISTEN, description="HOST:PORT of the ClickHouse endpoint."
     )
-    max_request_bytes: int = Field(
+    max_request_bytes: Annotated[int, BeforeValidator(parse_size)] = Field(
         default=256 << 20, ge=1024, description="Largest request body (after decompression)."
     )
     threads: int = Field(default=8, ge=1, le=256, description="Engine calls running at once.")
     users: list[ServeUser] = Field(default_factory=list)
-
-    @field_validator("max_request_bytes", mode="before")
-    @classmethod
-    def _size(cls, v: Any) -> int:
-        from telemetry.config import parse_size
-
-        return parse_size(v)
 
     @field_validator("users")
     @classmethod
@@ -81,17 +63,6 @@ class ServeConfig(BaseModel):
         if dup:
             raise ValueError(f"user {sorted(dup)[0]!r} is listed twice")
         return v
-
-    @classmethod
-    def parse(cls, raw: Any, source: str = "config") -> ServeConfig:
-        try:
-            return cls.model_validate(raw or {})
-        except ValidationError as e:
-            err = e.errors()[0]
-            key = ".".join(str(p) for p in ("serve", *err["loc"]))
-            raise ConfigError(
-                f"{source}: {key}: {err['msg'].removeprefix('Value error, ')}"
-            ) from None
 
     def authenticate(self, name: str, password: str) -> ServeUser | None:
         if not self.users:

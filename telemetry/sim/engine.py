@@ -43,7 +43,7 @@ from telemetry.records import (
 from telemetry.sim.fabric import Fabric, build_fabric, netdev, rdma_device, su_name
 from telemetry.sim.faults import Fault, GroundTruth, gpu_uuid, placement_targets, resolve_faults
 from telemetry.sim.hdfs import HdfsModel, build_hdfs
-from telemetry.sim.scenario import Scenario
+from telemetry.sim.scenario import Scenario, SpecField
 from telemetry.sim.workload import TIER_NAMES, Job, Workload, expand_jobs, schedule
 
 FRAME = 4154  # RoCEv2 frame with a 4096-byte payload
@@ -141,13 +141,8 @@ class Simulation:
     # (uplink endpoint, t0, t1, offered/group mean, offered/capacity)
     natural_ecmp: list[tuple[int, int, int, float, float]] = field(default_factory=list)
 
-    @property
-    def steps(self) -> int:
-        return self.scenario.steps
-
-    @property
-    def dt(self) -> int:
-        return self.scenario.resolution_seconds
+    steps = SpecField[int]("scenario.steps")
+    dt = SpecField[int]("scenario.resolution_seconds")
 
     @property
     def end_ms(self) -> int:

@@ -62,15 +62,7 @@ class GroundTruth:
     version: int = GROUND_TRUTH_VERSION
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "scenario": self.scenario,
-            "seed": self.seed,
-            "start_ms": self.start_ms,
-            "end_ms": self.end_ms,
-            "resolution_seconds": self.resolution_seconds,
-            "faults": [f.to_json() for f in self.faults],
-        }
+        return {**asdict(self), "faults": [f.to_json() for f in self.faults]}
 
     def write(self, path: str | Path) -> Path:
         p = Path(path)

@@ -169,6 +169,44 @@ def _n(v: Any) -> int:
     return int(v or 0)
 
 
+# Device counters rendered from a record: {device's counter name: record column}, None where
+# the simulator has no such counter (the device shows 0).
+Counters = dict[str, str | None]
+
+
+def _rx_tx(name: str, column: str | None, directions: tuple[str, str] = ("rx", "tx")) -> Counters:
+    """One counter in both directions: `name` takes the device's word for the direction (rx/tx,
+    IN/OUT), `column` the record's (rx/tx)."""
+    return {
+        name.format(dev): column and column.format(rec)
+        for dev, rec in zip(directions, ("rx", "tx"), strict=True)
+    }
+
+
+def _counters(r: dict[str, Any], table: Counters) -> dict[str, int]:
+    return {name: _n(r[col]) if col else 0 for name, col in table.items()}
+
+
+IB_PORT: Counters = {
+    **_rx_tx("port_{}_data", "{}_bytes_total", ("rcv", "xmit")),
+    **_rx_tx("port_{}_packets", "{}_packets_total", ("rcv", "xmit")),
+    "port_rcv_errors": "rx_errors_total",
+    "port_xmit_discards": "tx_discards_total",
+    "link_downed": None,
+    "symbol_error": None,
+}
+IB_HW: Counters = {
+    "np_ecn_marked_roce_packets": "ecn_marked_packets_total",
+    "np_cnp_sent": "cnp_sent_total",
+    "rp_cnp_handled": "cnp_handled_total",
+    "rp_cnp_ignored": "cnp_ignored_total",
+    "out_of_sequence": None,
+    "packet_seq_err": None,
+    "local_ack_timeout_err": None,
+    "out_of_buffer": None,
+}
+
+
 def _sysfs(files: Files, root: Path, r: dict[str, Any]) -> int:
     rail = int(r["device"].removeprefix("mlx5_"))
     dev = root / "sys" / "class" / "infiniband" / rdma_device(rail)
@@ -176,26 +214,10 @@ def _sysfs(files: Files, root: Path, r: dict[str, Any]) -> int:
     files.put(port / "state", "4: ACTIVE" if r["up"] else "1: DOWN")
     files.put(port / "rate", f"{int((r['rate_bytes_per_second'] or 0) * 8 / 1e9)} Gb/sec (4X NDR)")
     files.put(port / "link_layer", "Ethernet")
-    counters = {  # IB PMA data counters count 4-byte words
-        "port_rcv_data": _n(r["rx_bytes_total"]) // 4,
-        "port_xmit_data": _n(r["tx_bytes_total"]) // 4,
-        "port_rcv_packets": _n(r["rx_packets_total"]),
-        "port_xmit_packets": _n(r["tx_packets_total"]),
-        "port_rcv_errors": _n(r["rx_errors_total"]),
-        "port_xmit_discards": _n(r["tx_discards_total"]),
-        "link_downed": 0,
-        "symbol_error": 0,
-    }
-    hw = {
-        "np_ecn_marked_roce_packets": _n(r["ecn_marked_packets_total"]),
-        "np_cnp_sent": _n(r["cnp_sent_total"]),
-        "rp_cnp_handled": _n(r["cnp_handled_total"]),
-        "rp_cnp_ignored": _n(r["cnp_ignored_total"]),
-        "out_of_sequence": 0,
-        "packet_seq_err": 0,
-        "local_ack_timeout_err": 0,
-        "out_of_buffer": 0,
-    }
+    counters = _counters(r, IB_PORT)
+    for words in ("port_rcv_data", "port_xmit_data"):  # IB PMA data counters count 4-byte words
+        counters[words] //= 4
+    hw = _counters(r, IB_HW)
     for k, v in counters.items():
         files.put(port / "counters" / k, v)
     for k, v in hw.items():
@@ -250,23 +272,38 @@ def _pcie(sys: Path, model: Any) -> None:
         os.symlink(os.path.relpath(d, ib), ib / "device")
 
 
+ETHTOOL: Counters = {
+    **_rx_tx("{}_prio3_bytes", "{}_bytes_total"),
+    **_rx_tx("{}_prio3_packets", "{}_packets_total"),
+    **_rx_tx("{}_prio3_pause", "pfc_{}_pause_total"),
+    "rx_prio3_pause_duration": "pfc_pause_duration_us_total",
+    "rx_discards_phy": None,
+    "tx_pause_storm_warning_events": "pause_storm_events_total",
+    "tx_pause_storm_error_events": None,
+    "outbound_pci_stalled_rd": "pci_stalled_total",
+    "outbound_pci_stalled_wr": None,
+}
+_IN_OUT = ("IN", "OUT")
+SAI_PORT: Counters = {
+    **_rx_tx("SAI_PORT_STAT_IF_{}_OCTETS", "{}_bytes_total", _IN_OUT),
+    **_rx_tx("SAI_PORT_STAT_IF_{}_UCAST_PKTS", "{}_packets_total", _IN_OUT),
+    **_rx_tx("SAI_PORT_STAT_IF_{}_NON_UCAST_PKTS", None, _IN_OUT),
+    **_rx_tx("SAI_PORT_STAT_IF_{}_DISCARDS", "{}_discards_total", _IN_OUT),
+    **_rx_tx("SAI_PORT_STAT_IF_{}_ERRORS", "{}_errors_total", _IN_OUT),
+}
+SAI_QUEUE: Counters = {
+    "SAI_QUEUE_STAT_PACKETS": "tx_packets_total",
+    "SAI_QUEUE_STAT_BYTES": "tx_bytes_total",
+    "SAI_QUEUE_STAT_DROPPED_PACKETS": "dropped_packets_total",
+    "SAI_QUEUE_STAT_DROPPED_BYTES": None,
+    "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS": "ecn_marked_packets_total",
+    "SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": "watermark_bytes",
+}
+
+
 def _ethtool(files: Files, d: Path, r: dict[str, Any]) -> int:
     lines = ["NIC statistics:"]
-    vals = {
-        "rx_prio3_bytes": _n(r["rx_bytes_total"]),
-        "tx_prio3_bytes": _n(r["tx_bytes_total"]),
-        "rx_prio3_packets": _n(r["rx_packets_total"]),
-        "tx_prio3_packets": _n(r["tx_packets_total"]),
-        "rx_prio3_pause": _n(r["pfc_rx_pause_total"]),
-        "tx_prio3_pause": _n(r["pfc_tx_pause_total"]),
-        "rx_prio3_pause_duration": _n(r["pfc_pause_duration_us_total"]),
-        "rx_discards_phy": 0,
-        "tx_pause_storm_warning_events": _n(r["pause_storm_events_total"]),
-        "tx_pause_storm_error_events": 0,
-        "outbound_pci_stalled_rd": _n(r["pci_stalled_total"]),
-        "outbound_pci_stalled_wr": 0,
-    }
-    lines += [f"     {k}: {v}" for k, v in vals.items()]
+    lines += [f"     {k}: {v}" for k, v in _counters(r, ETHTOOL).items()]
     files.put(d / f"{r['netdev']}.txt", "\n".join(lines))
     return 1
 
@@ -282,18 +319,7 @@ def _counters_db(ports: list[dict[str, Any]], queues: list[dict[str, Any]]) -> d
     for i, p in enumerate(sorted(ports, key=lambda r: int(r["port"].removeprefix("Ethernet")))):
         oid = _oid(0x1000, i + 1)
         names[p["port"]] = oid
-        v = {
-            "SAI_PORT_STAT_IF_IN_OCTETS": _n(p["rx_bytes_total"]),
-            "SAI_PORT_STAT_IF_OUT_OCTETS": _n(p["tx_bytes_total"]),
-            "SAI_PORT_STAT_IF_IN_UCAST_PKTS": _n(p["rx_packets_total"]),
-            "SAI_PORT_STAT_IF_IN_NON_UCAST_PKTS": 0,
-            "SAI_PORT_STAT_IF_OUT_UCAST_PKTS": _n(p["tx_packets_total"]),
-            "SAI_PORT_STAT_IF_OUT_NON_UCAST_PKTS": 0,
-            "SAI_PORT_STAT_IF_IN_DISCARDS": _n(p["rx_discards_total"]),
-            "SAI_PORT_STAT_IF_OUT_DISCARDS": _n(p["tx_discards_total"]),
-            "SAI_PORT_STAT_IF_IN_ERRORS": _n(p["rx_errors_total"]),
-            "SAI_PORT_STAT_IF_OUT_ERRORS": _n(p["tx_errors_total"]),
-        }
+        v = _counters(p, SAI_PORT)
         for prio in range(8):
             on3 = prio == 3
             v[f"SAI_PORT_STAT_PFC_{prio}_RX_PKTS"] = _n(p["pfc_rx_pause_total"]) if on3 else 0
@@ -317,14 +343,7 @@ def _counters_db(ports: list[dict[str, Any]], queues: list[dict[str, Any]]) -> d
         oid = _oid(0x15000, i + 1)
         qnames[f"{q['port']}:{q['queue']}"] = oid
         qtypes[oid] = "SAI_QUEUE_TYPE_UNICAST"
-        v = {
-            "SAI_QUEUE_STAT_PACKETS": _n(q["tx_packets_total"]),
-            "SAI_QUEUE_STAT_BYTES": _n(q["tx_bytes_total"]),
-            "SAI_QUEUE_STAT_DROPPED_PACKETS": _n(q["dropped_packets_total"]),
-            "SAI_QUEUE_STAT_DROPPED_BYTES": 0,
-            "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS": _n(q["ecn_marked_packets_total"]),
-            "SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": int(q["watermark_bytes"] or 0),
-        }
+        v = _counters(q, SAI_QUEUE)
         db[f"COUNTERS:{oid}"] = {"type": "hash", "value": {k: str(x) for k, x in v.items()}}
     db["COUNTERS_QUEUE_NAME_MAP"] = {"type": "hash", "value": qnames}
     db["COUNTERS_QUEUE_TYPE_MAP"] = {"type": "hash", "value": qtypes}

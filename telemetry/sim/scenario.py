@@ -7,12 +7,14 @@ value for a misspelt key: unknown keys are errors that name the key (`faults.1.s
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from telemetry.config import read_yaml
 from telemetry.errors import ConfigError
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
@@ -36,6 +38,29 @@ FaultKind = Literal[
     "hypernode_drift",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
+
+
+def _unique(what: str, names: list[str]) -> None:
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what} names must be unique")
+
+
+_T = TypeVar("_T")
+
+
+class SpecField(Generic[_T]):
+    """A read-only attribute of a simulated object that is a field of the spec it was built from:
+    `steps = SpecField[int]("scenario.steps")` reads `self.scenario.steps`."""
+
+    def __init__(self, path: str) -> None:
+        self._get = attrgetter(path)
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> SpecField[_T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> _T: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> Any:
+        return self if obj is None else self._get(obj)
 
 
 class _M(BaseModel):
@@ -73,9 +98,7 @@ class FabricSpec(_M):
 
     @model_validator(mode="after")
     def _names(self) -> FabricSpec:
-        names = [i.name for i in self.idcs]
-        if len(set(names)) != len(names):
-            raise ValueError("IDC names must be unique")
+        _unique("IDC", [i.name for i in self.idcs])
         if not any(i.sus for i in self.idcs):
             raise ValueError("at least one IDC needs sus >= 1")
         return self
@@ -172,9 +195,7 @@ class Scenario(_M):
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
-        names = [j.name for j in self.jobs]
-        if len(set(names)) != len(names):
-            raise ValueError("job names must be unique")
+        _unique("job", [j.name for j in self.jobs])
         for i, f in enumerate(self.faults):
             if f.start_minute >= self.duration_minutes:
                 raise ValueError(
@@ -259,16 +280,7 @@ def load_scenario(name_or_path: str) -> Scenario:
         raise ConfigError(
             f"scenario {name_or_path}: no such file or built-in scenario (built-ins: {', '.join(builtin_names())})"
         )
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(
-            f"scenario {p}:{where}: not valid YAML: {getattr(e, 'problem', e)}"
-        ) from None
-    except OSError as e:
-        raise ConfigError(f"scenario {p}: cannot read: {e.strerror}") from None
+    raw = read_yaml(p, f"scenario {p}")
     if not isinstance(raw, dict):
         raise ConfigError(f"scenario {p}: the top level must be a mapping")
     raw.setdefault("name", p.stem)
@@ -298,6 +310,7 @@ __all__ = [
     "FaultSpec",
     "JobSpec",
     "Scenario",
+    "SpecField",
     "builtin_names",
     "load_scenario",
     "parse_scenario",

@@ -7,7 +7,7 @@ localization per injected fault. With no findings it says so and computes nothin
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -50,17 +50,8 @@ class KindScore:
         return self.localized / self.detected if self.detected else None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "faults": self.faults,
-            "detected": self.detected,
-            "localized": self.localized,
-            "findings": self.findings,
-            "true_findings": self.true_findings,
-            "precision": self.precision,
-            "recall": self.recall,
-            "localization": self.localization,
-        }
+        rates = ("precision", "recall", "localization")  # properties, derived from the counts
+        return {**asdict(self), **{r: getattr(self, r) for r in rates}}
 
 
 @dataclass

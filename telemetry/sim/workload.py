@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from telemetry.sim.fabric import Fabric, pod_ip, rdma_ip
-from telemetry.sim.scenario import JobSpec
+from telemetry.sim.scenario import JobSpec, SpecField
 
 TIER_NAMES = {1: "su", 2: "spine", 3: "superspine"}
 
@@ -41,13 +41,8 @@ class Job:
     forced_split: bool = False
     pending: bool = False
 
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def namespace(self) -> str:
-        return self.spec.tenant
+    name = SpecField[str]("spec.name")
+    namespace = SpecField[str]("spec.tenant")
 
     @property
     def key(self) -> str:

@@ -395,13 +395,11 @@ class HyperNodeTree:
 
 
 def naive_lca(
-    specs: Mapping[str, HyperNodeSpec],
-    parent: Mapping[str, str],
-    leaf_of: Mapping[str, str],
-    a: str,
-    b: str,
+    tree: HyperNodeTree, leaf_of: Mapping[str, str], a: str, b: str
 ) -> tuple[str, int] | None:
-    """Baseline for bench/topology.py: walk both ancestor chains with dicts, pair by pair."""
+    """Baseline for bench/topology.py: walk both ancestor chains of `tree` with dicts (its
+    `parent` and `specs`), pair by pair."""
+    specs, parent = tree.specs, tree.parent
     seen = set()
     h: str | None = leaf_of.get(a)
     while h is not None:

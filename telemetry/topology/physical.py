@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from telemetry.topology.hypernodes import HyperNodeSpec, HyperNodeTree, Member
@@ -138,14 +138,7 @@ class Difference:
     message: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "subject": self.subject,
-            "tier": self.tier,
-            "declared": self.declared,
-            "observed": self.observed,
-            "message": self.message,
-        }
+        return asdict(self)
 
 
 class Fabric:

@@ -13,6 +13,7 @@ from typing import Any
 
 from telemetry.records import GPU_NIC_AFFINITY, HYPERNODE, LLDP_LINK, NODE
 from telemetry.store import time_range
+from telemetry.text import split_top_level
 from telemetry.topology.hypernodes import HyperNodeSpec, Member
 
 _EXPR = re.compile(r"^\s*([^\s=]+)\s+(In|NotIn|Exists|DoesNotExist)\s*(?:\(([^)]*)\))?\s*$")
@@ -22,18 +23,7 @@ def parse_label_selector(text: str) -> dict[str, Any]:
     """Inverse of `render_label_selector`: 'a=b,c In (x,y),d Exists'."""
     labels: dict[str, str] = {}
     exprs: list[dict[str, Any]] = []
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if cur:
-        parts.append(cur)
-    for p in parts:
+    for p in split_top_level(text, ",", "(", ")"):
         m = _EXPR.match(p)
         if m:
             e: dict[str, Any] = {"key": m[1], "operator": m[2]}

@@ -55,9 +55,7 @@ def network_bound(ctx: Context) -> list[Finding]:
             continue
         key = f"{r['ns']}/{r['job']}"
         out.append(
-            Finding(
-                "network_bound",
-                "node",
+            ctx.finding(
                 "warning",
                 "job",
                 key,
@@ -94,9 +92,7 @@ def gpu_without_direct_nic(ctx: Context) -> list[Finding]:
         WHERE a.direct = 0
         GROUP BY node ORDER BY node"""):
         out.append(
-            Finding(
-                "gpu_without_direct_nic",
-                "placement",
+            ctx.finding(
                 "info",
                 "node",
                 r["node"],

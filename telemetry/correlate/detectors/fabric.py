@@ -18,7 +18,7 @@ def _num(d: dict[str, Any], key: str) -> float:
     return float(d[key])
 
 
-@detector("link_flap", category="fabric", needs=("switch_port_sample",))
+@detector("link_flap", needs=("switch_port_sample",))
 def link_flap(ctx: Context) -> list[Finding]:
     flaps = int(ctx.t("link.flaps"))
     err_ratio = float(ctx.t("link.error_ratio"))
@@ -38,9 +38,7 @@ def link_flap(ctx: Context) -> list[Finding]:
         downs = int(r["inc_link_down_events_total"] or 0)
         if downs >= flaps or (r["down_samples"] or 0) > 0:
             out.append(
-                Finding(
-                    "link_flap",
-                    "fabric",
+                ctx.finding(
                     "warning",
                     "port",
                     subject,
@@ -52,20 +50,19 @@ def link_flap(ctx: Context) -> list[Finding]:
         errs = r["inc_rx_errors_total"] or 0.0
         if pkts > 0 and errs / pkts >= err_ratio and errs >= min_errors:
             out.append(
-                Finding(
-                    "link_errors",
-                    "fabric",
+                ctx.finding(
                     "warning",
                     "port",
                     subject,
                     f"{subject}: {errs:,.0f} receive errors ({errs / pkts:.2e} per packet)",
                     {"rx_errors": errs, "rx_packets": pkts, "error_ratio": errs / pkts},
+                    kind="link_errors",
                 )
             )
     return out
 
 
-@detector("pfc_storm", category="fabric", needs=("nic_sample", "switch_port_sample"))
+@detector("pfc_storm", needs=("nic_sample", "switch_port_sample"))
 def pfc_storm(ctx: Context) -> list[Finding]:
     """A storm starts where pauses are *sent* at a storm rate by an end point (a NIC), or where a
     host-facing switch port receives them; the ports pausing upstream at a fraction of that rate
@@ -119,9 +116,7 @@ def pfc_storm(ctx: Context) -> list[Finding]:
             key=lambda x: -(_num(x, "tx_pauses_per_s") + _num(x, "rx_pauses_per_s")),
         )[:20]
         out.append(
-            Finding(
-                "pfc_storm",
-                "fabric",
+            ctx.finding(
                 "critical",
                 "nic",
                 subject,
@@ -137,7 +132,7 @@ def pfc_storm(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("ecn_hotspot", category="fabric", needs=("switch_queue_sample",))
+@detector("ecn_hotspot", needs=("switch_queue_sample",))
 def ecn_hotspot(ctx: Context) -> list[Finding]:
     """A queue marking a large share of its packets with ECN CE; the evidence pairs it with the
     receivers sending CNPs (notification points) and the senders handling them (reaction points)."""
@@ -172,9 +167,7 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
         pkts = sum(q["inc_tx_packets_total"] or 0 for q in qs)
         confirmed = bool(receivers and senders)
         out.append(
-            Finding(
-                "ecn_hotspot",
-                "fabric",
+            ctx.finding(
                 "warning" if confirmed else "info",
                 "port",
                 subject,
@@ -242,7 +235,6 @@ _UPLINK = {"leaf": "spine", "spine": "superspine"}
 
 @detector(
     "ecmp_imbalance",
-    category="fabric",
     needs=("switch_port_sample",),
     lookback=("ecmp.min_seconds", "sliding.interval_seconds"),
 )
@@ -297,9 +289,7 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
         ratio = sum(h["ratio"]) / len(h["ratio"])
         util = sum(h["util"]) / len(h["util"])
         out.append(
-            Finding(
-                "ecmp_imbalance",
-                "fabric",
+            ctx.finding(
                 "warning",
                 "port",
                 subject,
@@ -354,9 +344,7 @@ def dci_near_capacity(ctx: Context) -> list[Finding]:
             WHERE {ctx.where("hdfs_transfer")} AND cross_idc
             GROUP BY op, write_mode ORDER BY bytes DESC""")
         out.append(
-            Finding(
-                "dci_near_capacity",
-                "storage",
+            ctx.finding(
                 "critical" if (r["peak"] or 0) >= 0.98 else "warning",
                 "link",
                 subject,

@@ -22,7 +22,7 @@ def gpu_subject(node: str, gpu: int) -> str:
     return f"{node}/gpu{gpu}"
 
 
-@detector("gpu_xid", category="node", needs=("gpu_event",))
+@detector("gpu_xid", needs=("gpu_event",))
 def gpu_xid(ctx: Context) -> list[Finding]:
     critical = set(ctx.t("gpu.critical_xids"))
     out = []
@@ -36,9 +36,7 @@ def gpu_xid(ctx: Context) -> list[Finding]:
         xids = sorted(r["xids"])
         sev = "critical" if critical & set(xids) else "warning"
         out.append(
-            Finding(
-                "gpu_xid",
-                "node",
+            ctx.finding(
                 sev,
                 "gpu",
                 gpu_subject(r["node"], r["gpu"]),
@@ -55,10 +53,9 @@ def gpu_xid(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("gpu_lost", category="node", needs=("gpu_sample", "gpu_event"))
+@detector("gpu_lost", needs=("gpu_sample", "gpu_event"))
 def gpu_lost(ctx: Context) -> list[Finding]:
-    out = []
-    for r in ctx.rows(f"""
+    rows = ctx.rows(f"""
         SELECT node, gpu, sum(lost_samples) AS lost_samples, sum(samples) AS samples, sum(events) AS events,
                min(first) AS first
         FROM (
@@ -76,26 +73,24 @@ def gpu_lost(ctx: Context) -> list[Finding]:
         )
         GROUP BY node, gpu
         HAVING lost_samples > 0 OR events > 0
-        ORDER BY node, gpu"""):
-        out.append(
-            Finding(
-                "gpu_lost",
-                "node",
-                "critical",
-                "gpu",
-                gpu_subject(r["node"], r["gpu"]),
-                f"GPU {r['gpu']} on {r['node']} is lost (fell off the bus / NVML GPU_IS_LOST)",
-                {
-                    "down_samples": r["lost_samples"],
-                    "samples": r["samples"],
-                    "lost_events": r["events"],
-                },
-            )
+        ORDER BY node, gpu""")
+    return [
+        ctx.finding(
+            "critical",
+            "gpu",
+            gpu_subject(r["node"], r["gpu"]),
+            f"GPU {r['gpu']} on {r['node']} is lost (fell off the bus / NVML GPU_IS_LOST)",
+            {
+                "down_samples": r["lost_samples"],
+                "samples": r["samples"],
+                "lost_events": r["events"],
+            },
         )
-    return out
+        for r in rows
+    ]
 
 
-@detector("gpu_throttle", category="node", needs=("gpu_sample",))
+@detector("gpu_throttle", needs=("gpu_sample",))
 def gpu_throttle(ctx: Context) -> list[Finding]:
     ratio = float(ctx.t("gpu.throttle_ratio"))
     mask = int(ctx.t("gpu.throttle_reason_mask"))
@@ -146,9 +141,7 @@ def gpu_throttle(ctx: Context) -> list[Finding]:
             else "power"
         )
         out.append(
-            Finding(
-                "gpu_throttle",
-                "node",
+            ctx.finding(
                 "warning",
                 "gpu",
                 gpu_subject(r["node"], r["gpu"]),
@@ -167,7 +160,7 @@ def gpu_throttle(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("nic_pcie_stall", category="node", needs=("nic_sample",))
+@detector("nic_pcie_stall", needs=("nic_sample",))
 def nic_pcie_stall(ctx: Context) -> list[Finding]:
     limit = float(ctx.t("nic.pcie_stalls_per_second"))
     out = []
@@ -180,9 +173,7 @@ def nic_pcie_stall(ctx: Context) -> list[Finding]:
         if rate < limit:
             continue
         out.append(
-            Finding(
-                "nic_pcie_stall",
-                "node",
+            ctx.finding(
                 "warning",
                 "nic",
                 f"{r['node']}/{r['device']}",

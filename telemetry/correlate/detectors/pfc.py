@@ -53,9 +53,7 @@ def pfc_unexpected_priority(ctx: Context) -> list[Finding]:
                 continue
             named = ", ".join(f"{p}{' (CNP)' if p in cnp else ''}" for p in sorted(prios))
             out.append(
-                Finding(
-                    "pfc_unexpected_priority",
-                    "fabric",
+                ctx.finding(
                     "critical" if set(prios) & cnp else "warning",
                     subject_type,
                     subject,

@@ -52,9 +52,7 @@ def _crossed_bytes(ctx: Context, ns: str, job: str, above: int) -> int:
     return int(r["b"] or 0)
 
 
-@detector(
-    "placement_violation", category="placement", needs=("pod",), lookback=("sliding.state_seconds",)
-)
+@detector("placement_violation", needs=("pod",), lookback=("sliding.state_seconds",))
 def placement(ctx: Context) -> list[Finding]:
     anc: Ancestry = ctx.extra["ancestry"]
     if not anc.ancestors:
@@ -86,9 +84,7 @@ def placement(ctx: Context) -> list[Finding]:
         if wired_above and tier is not None and tier <= allowed:
             where = f"{len(sus)} scalable units ({', '.join(sus)}) although the declared HyperNodes put it in {hn}"
         out.append(
-            Finding(
-                "placement_violation" if hard else "placement_warning",
-                "placement",
+            ctx.finding(
                 "critical" if hard else "warning",
                 "job",
                 key,
@@ -102,12 +98,13 @@ def placement(ctx: Context) -> list[Finding]:
                     "nodes": nodes,
                     "bytes_above_allowed_tier": crossed,
                 },
+                kind="placement_violation" if hard else "placement_warning",
             )
         )
     return out
 
 
-@detector("job_spans_su", category="placement", needs=("pod",), lookback=("sliding.state_seconds",))
+@detector("job_spans_su", needs=("pod",), lookback=("sliding.state_seconds",))
 def job_spans_su(ctx: Context) -> list[Finding]:
     su_of: dict[str, str] = ctx.extra["su"]
     out = []
@@ -124,9 +121,7 @@ def job_spans_su(ctx: Context) -> list[Finding]:
             {"ns": j["namespace"], "job": j["job"]},
         )
         out.append(
-            Finding(
-                "job_spans_su",
-                "placement",
+            ctx.finding(
                 "warning" if j["mode"] else "info",
                 "job",
                 key,
@@ -142,12 +137,7 @@ def job_spans_su(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector(
-    "cross_tenant_rdma",
-    category="placement",
-    needs=("flow_sample",),
-    lookback=("sliding.flow_seconds",),
-)
+@detector("cross_tenant_rdma", needs=("flow_sample",), lookback=("sliding.flow_seconds",))
 def cross_tenant_rdma(ctx: Context) -> list[Finding]:
     out = []
     pairs: dict[str, dict[str, Any]] = defaultdict(dict)
@@ -163,9 +153,7 @@ def cross_tenant_rdma(ctx: Context) -> list[Finding]:
         pairs[key] = r
     for key, r in pairs.items():
         out.append(
-            Finding(
-                "cross_tenant_rdma",
-                "placement",
+            ctx.finding(
                 "critical",
                 "flow",
                 key,

@@ -11,12 +11,7 @@ def _host(addr: str) -> str:
     return host.lstrip("/")
 
 
-@detector(
-    "hdfs_cross_idc_read",
-    category="storage",
-    needs=("hdfs_transfer",),
-    lookback=("sliding.flow_seconds",),
-)
+@detector("hdfs_cross_idc_read", needs=("hdfs_transfer",), lookback=("sliding.flow_seconds",))
 def cross_idc_read(ctx: Context) -> list[Finding]:
     floor = float(ctx.t("hdfs.cross_idc_read_bytes"))
     out = []
@@ -33,9 +28,7 @@ def cross_idc_read(ctx: Context) -> list[Finding]:
             continue
         client = _host(r["dest"])
         out.append(
-            Finding(
-                "hdfs_cross_idc_read",
-                "storage",
+            ctx.finding(
                 "warning",
                 "host",
                 client,
@@ -55,14 +48,10 @@ def cross_idc_read(ctx: Context) -> list[Finding]:
 
 
 @detector(
-    "hdfs_replica_violation",
-    category="storage",
-    needs=("hdfs_block_placement",),
-    lookback=("sliding.flow_seconds",),
+    "hdfs_replica_violation", needs=("hdfs_block_placement",), lookback=("sliding.flow_seconds",)
 )
 def replica_violation(ctx: Context) -> list[Finding]:
-    out = []
-    for r in ctx.rows(f"""
+    rows = ctx.rows(f"""
         SELECT path, count() AS blocks, groupUniqArray(10)(block_id) AS sample, groupUniqArray(5)(reason) AS reasons,
                groupUniqArray(5)(replicas_by_idc) AS layouts
         FROM (
@@ -73,31 +62,26 @@ def replica_violation(ctx: Context) -> list[Finding]:
             GROUP BY path, block_id
         )
         WHERE violation
-        GROUP BY path ORDER BY path"""):
-        out.append(
-            Finding(
-                "hdfs_replica_violation",
-                "storage",
-                "warning",
-                "file",
-                r["path"],
-                f"{r['path']}: {r['blocks']} block(s) not placed per policy ({'; '.join(sorted(r['reasons']))})",
-                {
-                    "blocks": r["blocks"],
-                    "sample_blocks": sorted(r["sample"]),
-                    "reasons": sorted(r["reasons"]),
-                    "layouts": sorted(r["layouts"]),
-                },
-            )
+        GROUP BY path ORDER BY path""")
+    return [
+        ctx.finding(
+            "warning",
+            "file",
+            r["path"],
+            f"{r['path']}: {r['blocks']} block(s) not placed per policy ({'; '.join(sorted(r['reasons']))})",
+            {
+                "blocks": r["blocks"],
+                "sample_blocks": sorted(r["sample"]),
+                "reasons": sorted(r["reasons"]),
+                "layouts": sorted(r["layouts"]),
+            },
         )
-    return out
+        for r in rows
+    ]
 
 
 @detector(
-    "hdfs_replication_backlog",
-    category="storage",
-    needs=("hdfs_namenode_sample",),
-    lookback=("sliding.trend_seconds",),
+    "hdfs_replication_backlog", needs=("hdfs_namenode_sample",), lookback=("sliding.trend_seconds",)
 )
 def replication_backlog(ctx: Context) -> list[Finding]:
     """Blocks waiting for replicas (under-replicated + pending) above a floor and still growing
@@ -123,9 +107,7 @@ def replication_backlog(ctx: Context) -> list[Finding]:
             GROUP BY src_idc, dest_idc ORDER BY src_idc, dest_idc""")
         growth = (r["last"] - r["first"]) / r["span_s"] * 60 if r["span_s"] else 0.0
         out.append(
-            Finding(
-                "hdfs_replication_backlog",
-                "storage",
+            ctx.finding(
                 "warning",
                 "namenode",
                 r["namenode"],

@@ -10,12 +10,7 @@ from telemetry.correlate.registry import Context, detector
 from telemetry.correlate.sql import lldp_links
 
 
-@detector(
-    "hypernode_drift",
-    category="topology",
-    needs=("hypernode",),
-    lookback=("sliding.state_seconds",),
-)
+@detector("hypernode_drift", needs=("hypernode",), lookback=("sliding.state_seconds",))
 def hypernode_drift(ctx: Context) -> list[Finding]:
     from telemetry.correlate.attribution import declared_hypernodes
     from telemetry.topology.hypernodes import HyperNodeTree
@@ -40,9 +35,7 @@ def hypernode_drift(ctx: Context) -> list[Finding]:
             continue  # malformed declarations are the inventory's report, not drift
         subject = d.declared or d.subject
         out.append(
-            Finding(
-                "hypernode_drift",
-                "topology",
+            ctx.finding(
                 "warning",
                 "hypernode" if d.declared else "node",
                 subject,

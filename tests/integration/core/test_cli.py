@@ -2,30 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def rs(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    e = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    e.pop("RAILSCOPE_DSN", None)
-    e.pop("RAILSCOPE_CONFIG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "telemetry.cli", *args],
-        capture_output=True,
-        text=True,
-        env=e,
-        cwd=cwd,
-        timeout=300,
-    )
+from tests.cli import ROOT, rs  # noqa: F401  (ROOT: for modules that imported it from here)
 
 
 def test_help_lists_every_command() -> None:

@@ -3,7 +3,9 @@ stays quiet on healthy data, and findings persist without duplicates."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from telemetry.correlate import Correlator
 from telemetry.correlate import findings as fstore
@@ -15,8 +17,11 @@ from telemetry.records import (
     NIC_SAMPLE,
     SWITCH_PORT_SAMPLE,
     SWITCH_QUEUE_SAMPLE,
+    RecordKind,
 )
 from telemetry.store import Store
+
+Series = Callable[[int], dict[str, Any]]  # step -> one subject's key and values at that step
 
 
 def t0() -> datetime:
@@ -39,6 +44,24 @@ def run(store: Store, start: datetime, minutes: int = 10, **kw):  # type: ignore
     return Correlator(store, cluster="c", **kw).run(start, start + timedelta(minutes=minutes))
 
 
+def insert_series(
+    store: Store, kind: RecordKind, s: datetime, n: int, every_s: float, *subjects: Series
+) -> None:
+    """`n` samples of `kind` in cluster c, one every `every_s` seconds from `s`: at step i one row
+    per subject, `subject(i)` giving its key and values."""
+    rows = [
+        {"ts": ms(s) + int(i * every_s * 1000), "cluster": "c", **subject(i)}
+        for i in range(n)
+        for subject in subjects
+    ]
+    store.insert(kind, kind.to_arrow(rows))
+
+
+def counting(key: dict[str, Any], **per_step: int) -> Series:
+    """A subject (`key`) whose counters grow by `per_step` each step, from 0."""
+    return lambda i: {**key, **{field: i * n for field, n in per_step.items()}}
+
+
 def test_counter_increase_handles_reset(store: Store) -> None:
     from telemetry.correlate.registry import Context, Window
     from telemetry.correlate.sql import increase_sql
@@ -46,23 +69,8 @@ def test_counter_increase_handles_reset(store: Store) -> None:
 
     s = t0()
     vals = [100, 200, 50, 80]  # NIC reset between the 2nd and 3rd sample
-    store.insert(
-        NIC_SAMPLE,
-        NIC_SAMPLE.to_arrow(
-            [
-                {
-                    "ts": ms(s) + i * 10_000,
-                    "cluster": "c",
-                    "node": "n1",
-                    "device": "mlx5_0",
-                    "port": 1,
-                    "up": 1,
-                    "pci_stalled_total": v,
-                }
-                for i, v in enumerate(vals)
-            ]
-        ),
-    )
+    nic = {"node": "n1", "device": "mlx5_0", "port": 1, "up": 1}
+    insert_series(store, NIC_SAMPLE, s, 4, 10, lambda i: {**nic, "pci_stalled_total": vals[i]})
     ctx = Context(store, Window(s, s + timedelta(minutes=5)), default_thresholds(), "c")
     (r,) = ctx.rows(increase_sql(ctx, "nic_sample", ["node", "device"], ["pci_stalled_total"]))
     assert r["inc_pci_stalled_total"] == 100 + 50 + 30
@@ -160,49 +168,18 @@ def test_a_restarted_engine_continues_open_findings(store: Store) -> None:
 
 def test_gpu_lost_and_throttle(store: Store) -> None:
     s = t0()
-    rows = []
-    for i in range(30):  # 5 minutes at 10 s
-        ts = ms(s) + i * 10_000
-        rows.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "node": "n1",
-                "gpu": 0,
-                "up": 1,
-                "power_watts": 690.0,
-                "power_violation_seconds_total": i * 8.0,
-                "thermal_violation_seconds_total": 0.0,
-                "clock_event_reasons": 0x4,
-            }
-        )
-        rows.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "node": "n1",
-                "gpu": 1,
-                "up": 1,
-                "power_watts": 400.0,
-                "power_violation_seconds_total": 5.0,
-                "thermal_violation_seconds_total": 0.0,
-                "clock_event_reasons": 0,
-            }
-        )
-        rows.append({"ts": ts, "cluster": "c", "node": "n1", "gpu": 2, "up": 0 if i >= 20 else 1})
-        rows.append(  # HW thermal slowdown (0x40) with SW power cap (0x4) on a few samples
-            {
-                "ts": ts,
-                "cluster": "c",
-                "node": "n1",
-                "gpu": 3,
-                "up": 1,
-                "power_violation_seconds_total": 0.0,
-                "thermal_violation_seconds_total": 0.0,
-                "clock_event_reasons": 0x40 if i % 10 else 0x44,
-            }
-        )
-    store.insert(GPU_SAMPLE, GPU_SAMPLE.to_arrow(rows))
+    gpu = {"node": "n1", "up": 1, "thermal_violation_seconds_total": 0.0}
+    insert_series(
+        store, GPU_SAMPLE, s, 30, 10,  # 5 minutes at 10 s
+        lambda i: {**gpu, "gpu": 0, "power_watts": 690.0, "power_violation_seconds_total": i * 8.0,
+                   "clock_event_reasons": 0x4},
+        lambda i: {**gpu, "gpu": 1, "power_watts": 400.0, "power_violation_seconds_total": 5.0,
+                   "clock_event_reasons": 0},
+        lambda i: {"node": "n1", "gpu": 2, "up": 0 if i >= 20 else 1},
+        # HW thermal slowdown (0x40) with SW power cap (0x4) on a few samples
+        lambda i: {**gpu, "gpu": 3, "power_violation_seconds_total": 0.0,
+                   "clock_event_reasons": 0x40 if i % 10 else 0x44},
+    )  # fmt: skip
     run(store, s, 5)
     causes = {
         f["subject"]: f["evidence"]["cause"] for f in fstore.read(store, kinds=["gpu_throttle"])
@@ -218,75 +195,24 @@ def test_gpu_lost_and_throttle(store: Store) -> None:
 
 def test_pfc_storm_localised_to_the_nic_with_propagation(store: Store) -> None:
     s = t0()
-    nic, ports, lldp = [], [], []
-    for i in range(31):
-        ts = ms(s) + i * 10_000
-        nic.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "node": "n7",
-                "device": "mlx5_3",
-                "port": 1,
-                "up": 1,
-                "pfc_tx_pause_total": i * 200_000,
-            }
-        )
-        nic.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "node": "n8",
-                "device": "mlx5_3",
-                "port": 1,
-                "up": 1,
-                "pfc_tx_pause_total": i * 10,
-            }
-        )
-        ports.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "switch": "leaf3",
-                "port": "Ethernet12",
-                "up": 1,
-                "pfc_rx_pause_total": i * 200_000,
-                "pfc_tx_pause_total": 0,
-            }
-        )
-        ports.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "switch": "leaf3",
-                "port": "Ethernet64",
-                "up": 1,
-                "pfc_rx_pause_total": 0,
-                "pfc_tx_pause_total": i * 50_000,
-            }
-        )  # pausing the spine
-        ports.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "switch": "spine1",
-                "port": "Ethernet3",
-                "up": 1,
-                "pfc_rx_pause_total": i * 50_000,
-                "pfc_tx_pause_total": 0,
-            }
-        )
-        ports.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "switch": "leaf4",
-                "port": "Ethernet0",
-                "up": 1,
-                "pfc_rx_pause_total": i * 3,
-                "pfc_tx_pause_total": i * 3,
-            }
-        )  # background
+    nic = {"device": "mlx5_3", "port": 1, "up": 1}
+    insert_series(
+        store, NIC_SAMPLE, s, 31, 10,
+        counting({**nic, "node": "n7"}, pfc_tx_pause_total=200_000),
+        counting({**nic, "node": "n8"}, pfc_tx_pause_total=10),
+    )  # fmt: skip
+    ports = (  # switch, port, rx and tx pauses per step
+        ("leaf3", "Ethernet12", 200_000, 0),
+        ("leaf3", "Ethernet64", 0, 50_000),  # pausing the spine
+        ("spine1", "Ethernet3", 50_000, 0),
+        ("leaf4", "Ethernet0", 3, 3),  # background
+    )
+    insert_series(
+        store, SWITCH_PORT_SAMPLE, s, 31, 10,
+        *(counting({"switch": sw, "port": port, "up": 1}, pfc_rx_pause_total=rx,
+                   pfc_tx_pause_total=tx) for sw, port, rx, tx in ports),
+    )  # fmt: skip
+    lldp = []
     lldp.append(
         {
             "ts": ms(s),
@@ -298,8 +224,6 @@ def test_pfc_storm_localised_to_the_nic_with_propagation(store: Store) -> None:
             "source": "sim",
         }
     )
-    store.insert(NIC_SAMPLE, NIC_SAMPLE.to_arrow(nic))
-    store.insert(SWITCH_PORT_SAMPLE, SWITCH_PORT_SAMPLE.to_arrow(ports))
     store.insert(LLDP_LINK, LLDP_LINK.to_arrow(lldp))
     run(store, s, 5)
     assert found(store) == {("pfc_storm", "n7/mlx5_3")}
@@ -315,57 +239,20 @@ def test_pfc_storm_localised_to_the_nic_with_propagation(store: Store) -> None:
 
 def test_ecn_hotspot_pairs_marks_with_cnps(store: Store) -> None:
     s = t0()
-    q, nic = [], []
-    for i in range(31):
-        ts = ms(s) + i * 10_000
-        q.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "switch": "spine2",
-                "port": "Ethernet8",
-                "queue": 3,
-                "queue_type": "unicast",
-                "tx_packets_total": i * 1_000_000,
-                "ecn_marked_packets_total": i * 200_000,
-            }
-        )
-        q.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "switch": "spine2",
-                "port": "Ethernet9",
-                "queue": 3,
-                "queue_type": "unicast",
-                "tx_packets_total": i * 1_000_000,
-                "ecn_marked_packets_total": i * 100,
-            }
-        )
-        nic.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "node": "rx1",
-                "device": "mlx5_0",
-                "port": 1,
-                "up": 1,
-                "cnp_sent_total": i * 50_000,
-            }
-        )
-        nic.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "node": "tx1",
-                "device": "mlx5_0",
-                "port": 1,
-                "up": 1,
-                "cnp_handled_total": i * 50_000,
-            }
-        )
-    store.insert(SWITCH_QUEUE_SAMPLE, SWITCH_QUEUE_SAMPLE.to_arrow(q))
-    store.insert(NIC_SAMPLE, NIC_SAMPLE.to_arrow(nic))
+    queue = {"switch": "spine2", "queue": 3, "queue_type": "unicast"}
+    insert_series(
+        store, SWITCH_QUEUE_SAMPLE, s, 31, 10,
+        counting({**queue, "port": "Ethernet8"}, tx_packets_total=10**6,
+                 ecn_marked_packets_total=200_000),
+        counting({**queue, "port": "Ethernet9"}, tx_packets_total=10**6,
+                 ecn_marked_packets_total=100),
+    )  # fmt: skip
+    nic = {"device": "mlx5_0", "port": 1, "up": 1}
+    insert_series(
+        store, NIC_SAMPLE, s, 31, 10,
+        counting({**nic, "node": "rx1"}, cnp_sent_total=50_000),  # notification point
+        counting({**nic, "node": "tx1"}, cnp_handled_total=50_000),  # reaction point
+    )  # fmt: skip
     run(store, s, 5)
     assert found(store) == {("ecn_hotspot", "spine2:Ethernet8")}
     (f,) = fstore.read(store, kinds=["ecn_hotspot"])
@@ -376,58 +263,17 @@ def test_ecn_hotspot_pairs_marks_with_cnps(store: Store) -> None:
 
 def test_link_flap_and_errors(store: Store) -> None:
     s = t0()
-    rows = []
-    for i in range(31):
-        ts = ms(s) + i * 10_000
-        rows.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "switch": "leaf1",
-                "port": "Ethernet4",
-                "up": 0 if i == 10 else 1,
-                "link_down_events_total": 3 + (1 if i >= 10 else 0),
-                "rx_packets_total": i * 10**6,
-                "rx_errors_total": 0,
-            }
-        )
-        rows.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "switch": "leaf1",
-                "port": "Ethernet5",
-                "up": 1,
-                "link_down_events_total": 3,
-                "rx_packets_total": i * 10**6,
-                "rx_errors_total": i * 500,
-            }
-        )
-        rows.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "switch": "leaf1",
-                "port": "Ethernet6",
-                "up": 1,
-                "link_down_events_total": 3,
-                "rx_packets_total": i * 10**6,
-                "rx_errors_total": 0,
-            }
-        )
-        rows.append(  # a high error ratio on a nearly idle port, but fewer than link.min_errors
-            {
-                "ts": ts,
-                "cluster": "c",
-                "switch": "leaf1",
-                "port": "Ethernet7",
-                "up": 1,
-                "link_down_events_total": 0,
-                "rx_packets_total": i * 100,
-                "rx_errors_total": i // 4,
-            }
-        )
-    store.insert(SWITCH_PORT_SAMPLE, SWITCH_PORT_SAMPLE.to_arrow(rows))
+    port = {"switch": "leaf1", "up": 1, "link_down_events_total": 3, "rx_errors_total": 0}
+    insert_series(
+        store, SWITCH_PORT_SAMPLE, s, 31, 10,
+        lambda i: {**port, "port": "Ethernet4", "up": 0 if i == 10 else 1,
+                   "link_down_events_total": 3 + (1 if i >= 10 else 0), "rx_packets_total": i * 10**6},
+        lambda i: {**port, "port": "Ethernet5", "rx_packets_total": i * 10**6, "rx_errors_total": i * 500},
+        lambda i: {**port, "port": "Ethernet6", "rx_packets_total": i * 10**6},
+        # a high error ratio on a nearly idle port, but fewer than link.min_errors
+        lambda i: {**port, "port": "Ethernet7", "link_down_events_total": 0, "rx_packets_total": i * 100,
+                   "rx_errors_total": i // 4},
+    )  # fmt: skip
     run(store, s, 5)
     got = {(f["kind"], f["subject"]) for f in fstore.read(store)}
     assert got == {("link_flap", "leaf1:Ethernet4"), ("link_errors", "leaf1:Ethernet5")}
@@ -435,41 +281,16 @@ def test_link_flap_and_errors(store: Store) -> None:
 
 def test_cross_idc_reads_and_quiet_local_reads(store: Store) -> None:
     s = t0()
-    rows = []
-    for i in range(20):
-        rows.append(
-            {
-                "ts": ms(s) + i * 1000,
-                "cluster": "c",
-                "datanode": "dn-b-1",
-                "op": "HDFS_READ",
-                "src": "10.2.0.5:9866",
-                "dest": "10.1.0.9:41234",
-                "src_idc": "idc-b",
-                "dest_idc": "idc-a",
-                "bytes": 128 << 20,
-                "block_id": f"blk_{i}",
-                "client_id": "DFSClient_job7",
-                "cross_idc": True,
-            }
-        )
-        rows.append(
-            {
-                "ts": ms(s) + i * 1000,
-                "cluster": "c",
-                "datanode": "dn-a-1",
-                "op": "HDFS_READ",
-                "src": "10.1.0.5:9866",
-                "dest": "10.1.0.10:41234",
-                "src_idc": "idc-a",
-                "dest_idc": "idc-a",
-                "bytes": 128 << 20,
-                "block_id": f"blk_l{i}",
-                "client_id": "DFSClient_job8",
-                "cross_idc": False,
-            }
-        )
-    store.insert(HDFS_TRANSFER, HDFS_TRANSFER.to_arrow(rows))
+    read = {"op": "HDFS_READ", "dest_idc": "idc-a", "bytes": 128 << 20}
+    insert_series(
+        store, HDFS_TRANSFER, s, 20, 1,
+        lambda i: {**read, "datanode": "dn-b-1", "src": "10.2.0.5:9866", "dest": "10.1.0.9:41234",
+                   "src_idc": "idc-b", "block_id": f"blk_{i}", "client_id": "DFSClient_job7",
+                   "cross_idc": True},
+        lambda i: {**read, "datanode": "dn-a-1", "src": "10.1.0.5:9866", "dest": "10.1.0.10:41234",
+                   "src_idc": "idc-a", "block_id": f"blk_l{i}", "client_id": "DFSClient_job8",
+                   "cross_idc": False},
+    )  # fmt: skip
     run(store, s, 5)
     assert found(store) == {("hdfs_cross_idc_read", "10.1.0.9")}
     (f,) = fstore.read(store, kinds=["hdfs_cross_idc_read"])
@@ -491,25 +312,15 @@ def test_empty_store_is_quiet(store: Store) -> None:
 def _fabric_ports(
     store: Store, s: datetime, util: dict[tuple[str, str, str], float], cap_bps: float = 400e9
 ) -> None:
-    rows = []
-    for i in range(31):
-        ts = ms(s) + i * 10_000
-        for (sw, role, port), u in util.items():
-            rows.append(
-                {
-                    "ts": ts,
-                    "cluster": "c",
-                    "switch": sw,
-                    "role": role,
-                    "port": port,
-                    "up": 1,
-                    "speed_bps": cap_bps,
-                    "tx_bytes_total": int(i * 10 * u * cap_bps / 8),
-                    "tx_utilization_ratio": u,
-                    "tx_bytes_per_second": u * cap_bps / 8,
-                }
-            )
-    store.insert(SWITCH_PORT_SAMPLE, SWITCH_PORT_SAMPLE.to_arrow(rows))
+    def port(sw: str, role: str, name: str, u: float) -> Series:
+        return lambda i: {
+            "switch": sw, "role": role, "port": name, "up": 1, "speed_bps": cap_bps,
+            "tx_bytes_total": int(i * 10 * u * cap_bps / 8), "tx_utilization_ratio": u,
+            "tx_bytes_per_second": u * cap_bps / 8,
+        }  # fmt: skip
+
+    ports = [port(sw, role, name, u) for (sw, role, name), u in util.items()]
+    insert_series(store, SWITCH_PORT_SAMPLE, s, 31, 10, *ports)
 
 
 def _lldp(store: Store, s: datetime, links: list[tuple[str, str, str, str]]) -> None:
@@ -607,51 +418,21 @@ def test_replication_backlog_growing_vs_draining(store: Store) -> None:
     from telemetry.records import DCI_USAGE, HDFS_NAMENODE_SAMPLE
 
     s = t0()
-    rows = []
-    for i in range(11):
-        ts = ms(s) + i * 30_000
-        rows.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "namenode": "nn-a",
-                "up": 1,
-                "under_replicated_blocks": 2_000 + i * 500,
-                "pending_replication_blocks": 100,
-            }
-        )  # growing backlog
-        rows.append(
-            {
-                "ts": ts,
-                "cluster": "c",
-                "namenode": "nn-b",
-                "up": 1,
-                "under_replicated_blocks": 9_000 - i * 800,
-                "pending_replication_blocks": 0,
-            }
-        )  # large but draining: recovering, not a finding
-    store.insert(HDFS_NAMENODE_SAMPLE, HDFS_NAMENODE_SAMPLE.to_arrow(rows))
-    store.insert(
-        DCI_USAGE,
-        DCI_USAGE.to_arrow(
-            [
-                {
-                    "ts": ms(s) + i * 30_000,
-                    "cluster": "c",
-                    "src_idc": "a",
-                    "dest_idc": "b",
-                    "interval_seconds": 60,
-                    "read_bytes_per_second": 0.0,
-                    "sync_write_bytes_per_second": 0.0,
-                    "total_bytes_per_second": 4e9,
-                    "async_replication_bytes_per_second": 4e9,
-                    "headroom_bytes_per_second": 1e8,
-                    "utilization_ratio": 0.98,
-                }
-                for i in range(11)
-            ]
-        ),
-    )
+    insert_series(
+        store, HDFS_NAMENODE_SAMPLE, s, 11, 30,
+        lambda i: {"up": 1, "namenode": "nn-a", "under_replicated_blocks": 2_000 + i * 500,
+                   "pending_replication_blocks": 100},  # growing backlog
+        # large but draining: recovering, not a finding
+        lambda i: {"up": 1, "namenode": "nn-b", "under_replicated_blocks": 9_000 - i * 800,
+                   "pending_replication_blocks": 0},
+    )  # fmt: skip
+    dci = {
+        "src_idc": "a", "dest_idc": "b", "interval_seconds": 60, "read_bytes_per_second": 0.0,
+        "sync_write_bytes_per_second": 0.0, "total_bytes_per_second": 4e9,
+        "async_replication_bytes_per_second": 4e9, "headroom_bytes_per_second": 1e8,
+        "utilization_ratio": 0.98,
+    }  # fmt: skip
+    insert_series(store, DCI_USAGE, s, 11, 30, lambda i: dci)
     run(store, s, 5)
     assert found(store) == {("hdfs_replication_backlog", "nn-a")}
     (f,) = fstore.read(store, kinds=["hdfs_replication_backlog"])

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import datetime as dt
-import ipaddress
 import json
 import socket
 import ssl
@@ -23,6 +21,7 @@ from aiohttp import web
 
 from exporters.hdfs import HdfsConfig, HdfsSource
 from telemetry.sinks.prometheus import render_prometheus
+from tests.tls import self_signed
 
 FIX = Path(__file__).parents[2] / "fixtures" / "hdfs"
 NN_DOC = json.loads((FIX / "namenode.jmx.json").read_text())
@@ -221,46 +220,6 @@ def test_scrapes_run_concurrently(servers: Servers) -> None:
     cfg = HdfsConfig(datanodes=[f"http://127.0.0.1:{p}" for p in ports], timeout_seconds=10)
     out = rows_of(HdfsSource(cfg).collect())
     assert [r["up"] for r in out["hdfs_datanode_sample"]] == [1] * n
-
-
-def self_signed(tmp: Path) -> tuple[Path, Path]:
-    crypto = pytest.importorskip(
-        "cryptography", reason="the cryptography package makes the test certificate"
-    )
-    del crypto
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "railscope-test")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_p, key_p = tmp / "cert.pem", tmp / "key.pem"
-    cert_p.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_p.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_p, key_p
 
 
 def test_tls_with_ca_file(servers: Servers, tmp_path: Path) -> None:

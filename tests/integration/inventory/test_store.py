@@ -11,6 +11,7 @@ from exporters.inventory.who import who_owned, who_owned_many
 from telemetry.pipeline import Batch
 from telemetry.transforms import StampCluster
 from tests.conftest import now_ms
+from tests.k8s import pod, podgroup_of, volcano_job
 
 DUMP = Path(__file__).parents[2] / "fixtures" / "k8s" / "dump"
 
@@ -18,15 +19,6 @@ DUMP = Path(__file__).parents[2] / "fixtures" / "k8s" / "dump"
 def store_batches(store: Any, batches: list[Batch]) -> None:
     for b in batches:
         store.insert(b.kind, StampCluster("default").process(b).table)
-
-
-def pod(name: str, ip: str, phase: str = "Running") -> dict[str, Any]:
-    return {
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "team-a"},
-        "spec": {"nodeName": "gpu-1"},
-        "status": {"phase": phase, "podIP": ip},
-    }
 
 
 def test_ip_reuse_resolves_inside_each_lease_and_to_nothing_in_the_gap(store: Any) -> None:
@@ -103,23 +95,8 @@ def test_restart_continues_history_from_the_store(store: Any) -> None:
 
 def test_restart_keeps_job_rows_of_jobs_and_standalone_podgroups(store: Any) -> None:
     t0 = now_ms() - 60_000
-    job = {
-        "kind": "Job",
-        "metadata": {"name": "train", "namespace": "t"},
-        "spec": {
-            "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
-            "tasks": [{"replicas": 2}],
-        },
-    }
-    pg_of_job = {
-        "kind": "PodGroup",
-        "metadata": {
-            "name": "train-uid",
-            "namespace": "t",
-            "annotations": {"volcano.sh/job-allocated-hypernode": "leaf-1"},
-            "ownerReferences": [{"kind": "Job", "name": "train"}],
-        },
-    }
+    job = volcano_job("train", "t", mode="hard", tier=1, replicas=2)
+    pg_of_job = podgroup_of("train", "t", "leaf-1")
     standalone = {
         "kind": "PodGroup",
         "metadata": {"name": "pg-solo", "namespace": "t"},

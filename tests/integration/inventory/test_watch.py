@@ -19,16 +19,7 @@ from exporters.inventory.who import who_owned
 from telemetry.transforms import StampCluster
 from tests.conftest import now_ms
 from tests.integration.inventory.fake_kube import FakeKube
-
-
-def pod(name: str, ip: str, phase: str = "Running", node: str = "gpu-1") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "team-a", "uid": f"u-{name}"},
-        "spec": {"nodeName": node},
-        "status": {"phase": phase, "podIP": ip},
-    }
+from tests.k8s import pod
 
 
 def kubeconfig(tmp: Path, url: str, token: str) -> str:

@@ -11,11 +11,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli import rs
 from tests.sysfs_fixture import node8
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,26 +33,9 @@ def normalise(text: str) -> str:
 
 
 def scrape_output() -> str:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "telemetry.cli",
-            "node",
-            "--from",
-            str(NODE8),
-            "--gpu-backend",
-            "fake",
-            "--output",
-            "prom",
-            "--node-name",
-            "gpu-node-01",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "RAILSCOPE_CLUSTER": "golden"},
-    )
+    out = rs("node", "--from", str(NODE8), "--gpu-backend", "fake", "--output", "prom",
+             "--node-name", "gpu-node-01", env={"RAILSCOPE_CLUSTER": "golden"})  # fmt: skip
+    assert out.returncode == 0, out.stderr
     return out.stdout
 
 

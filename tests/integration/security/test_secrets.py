@@ -89,11 +89,19 @@ def test_secret_files_feed_the_effective_config(tmp_path: Path) -> None:
     cfg.write_text(
         f"store: {{dsn: 'http://railscope@ch:8123/railscope', password_file: '{tmp_path / 'pw'}'}}\n"
         f"sources: {{switch: {{switches: [{{name: s, password_file: '{tmp_path / 'pw'}'}}]}}}}\n"
+        f"serve: {{users: [{{name: g, password_file: '{tmp_path / 'serve-pw'}', readonly: 2}}]}}\n"
     )
+    # the serve user's file goes through the same `<key>_file` as every other secret: its
+    # whole content, whitespace at both ends dropped (trailing spaces included)
+    (tmp_path / "serve-pw").write_text(" serve pw \t\n\n")
     c = load_config(cfg, env={})
     dsn = parse_dsn(c.store.dsn)
     assert (dsn.username, dsn.password, dsn.host) == ("railscope", "p@ss/word", "ch")
     assert c.sources["switch"]["switches"][0]["password"] == "p@ss/word"
+    assert c.serve.users[0].password == "serve pw"
+    assert c.serve.authenticate("g", "serve pw") is not None
+    assert c.serve.authenticate("g", " serve pw \t") is None
+    assert "serve pw" not in redact_text("login serve pw")  # remembered as a secret
     assert "p@ss/word" not in redact_text(f"connecting with {dsn.password} to {c.store.dsn}")
     cfg.write_text(f"store: {{password_file: '{tmp_path / 'missing'}'}}\n")
     with pytest.raises(ConfigError, match=r"store.password_file: cannot read .*missing"):

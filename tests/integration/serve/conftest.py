@@ -10,12 +10,16 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from telemetry.serve import Engine, QueryServer, ServeConfig
+from telemetry.config import load_config
+from telemetry.serve import Engine, QueryServer
 from telemetry.store import Store
-from tests.integration.core.test_cli import ROOT, rs
+from tests.cli import ROOT, rs
 
 LIMIT = 1 << 20  # serve.max_request_bytes in these tests
 
@@ -32,16 +36,15 @@ class Endpoint:
 def endpoint(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
     secret = tmp_path_factory.mktemp("serve") / "reader.password"
     secret.write_text("read-only-pw\n")
-    cfg = ServeConfig.parse(
-        {
-            "max_request_bytes": LIMIT,
-            "users": [
-                {"name": "admin", "password": "s3cret"},
-                {"name": "reader", "password_file": str(secret), "readonly": True},
-                {"name": "grafana", "password": "g", "readonly": 2},
-            ],
-        }
-    )
+    serve = {
+        "max_request_bytes": LIMIT,
+        "users": [
+            {"name": "admin", "password": "s3cret"},
+            {"name": "reader", "password_file": str(secret), "readonly": True},
+            {"name": "grafana", "password": "g", "readonly": 2},
+        ],
+    }
+    cfg = load_config(env={}, overrides={"serve": serve}).serve  # password_file read there
     store = Store(chdb_dsn)
     assert store.client is not None
     server = QueryServer(Engine(str(store.dsn.path)), cfg, port=0)
@@ -74,6 +77,25 @@ def railscope(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     """`railscope ARGS` as a separate process running this checkout's code (`env`: more
     variables)."""
     return rs(*args, env={"RAILSCOPE__PROMETHEUS__ENABLED": "false", **(env or {})})
+
+
+def write_serve_config(
+    tmp_path: Path, interval: int, qport: int, mport: int, sources: dict[str, Any]
+) -> Path:
+    """tmp_path/railscope.yaml for a `railscope serve` test: the store and spool in tmp_path,
+    /metrics on `mport`, the ClickHouse endpoint on `qport`, a 5 s engine tick, `sources`."""
+    cfg = {
+        "interval_seconds": interval,
+        "store": {"dsn": f"chdb://{tmp_path / 'store'}"},
+        "sink": {"spool_dir": str(tmp_path / "spool"), "batch_seconds": 1},
+        "prometheus": {"listen": f"127.0.0.1:{mport}"},
+        "correlate": {"thresholds": {"sliding": {"interval_seconds": 5}}},
+        "serve": {"query_listen": f"127.0.0.1:{qport}"},
+        "sources": sources,
+    }
+    path = tmp_path / "railscope.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import clickhouse_connect
-import yaml
 
 from exporters.sflow import encode as E
-from tests.integration.serve.conftest import ENV, free_port, wait_ping
+from tests.integration.serve.conftest import ENV, free_port, wait_ping, write_serve_config
 from tests.sysfs_fixture import node8
 
 DUMP = Path(__file__).parents[2] / "fixtures" / "k8s" / "dump"
@@ -49,28 +48,20 @@ class Soak:
 def run_soak(tmp_path: Path, seconds: float, readers: int = 20, every: float = 5.0) -> Soak:
     n8 = node8()
     qport, uport, mport = free_port(), free_port(socket.SOCK_DGRAM), free_port()
-    cfg = {
-        "interval_seconds": 1,
-        "store": {"dsn": f"chdb://{tmp_path / 'store'}"},
-        "sink": {"spool_dir": str(tmp_path / "spool"), "batch_seconds": 1},
-        "prometheus": {"listen": f"127.0.0.1:{mport}"},
-        "correlate": {"thresholds": {"sliding": {"interval_seconds": 5}}},
-        "serve": {"query_listen": f"127.0.0.1:{qport}"},
-        "sources": {
-            "node": {
-                "enabled": True,
-                "sysfs_root": str(n8 / "sys"),
-                "gpu_backend": "fake",
-                "gpu_fake": str(n8 / "nvml.json"),
-                "node_name": "gpu-node-1",
-                "podresources_socket": str(tmp_path / "none.sock"),
-                "ethtool": False,
-            },
-            "sflow": {"enabled": True, "bind": f"127.0.0.1:{uport}"},
-            "inventory": {"enabled": True, "from": str(DUMP)},
+    sources = {
+        "node": {
+            "enabled": True,
+            "sysfs_root": str(n8 / "sys"),
+            "gpu_backend": "fake",
+            "gpu_fake": str(n8 / "nvml.json"),
+            "node_name": "gpu-node-1",
+            "podresources_socket": str(tmp_path / "none.sock"),
+            "ethtool": False,
         },
+        "sflow": {"enabled": True, "bind": f"127.0.0.1:{uport}"},
+        "inventory": {"enabled": True, "from": str(DUMP)},
     }
-    (tmp_path / "railscope.yaml").write_text(yaml.safe_dump(cfg))
+    write_serve_config(tmp_path, 1, qport, mport, sources)
     log = (tmp_path / "serve.log").open("w")
     serve = subprocess.Popen(
         [sys.executable, "-m", "telemetry.cli", "serve", "--config", str(tmp_path / "railscope.yaml"), "--lag", "3"],

@@ -17,11 +17,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
 from exporters.sflow import encode as E
 from telemetry.records import FLOW_SAMPLE, POD_IP_LEASE
-from tests.integration.serve.conftest import ENV, free_port, railscope, wait_ping
+from tests.integration.serve.conftest import (
+    ENV,
+    free_port,
+    railscope,
+    wait_ping,
+    write_serve_config,
+)
 from tests.integration.sflow.sfprobe import replay, roce_pcap
 
 DUMP = Path(__file__).parents[2] / "fixtures" / "k8s" / "dump"
@@ -57,31 +62,23 @@ def _count(store: Path, table: str, where: str = "1") -> int:
 def test_serve_sources_correlate_and_query_endpoint(tmp_path: Path) -> None:
     qport, uport, mport = free_port(), free_port(socket.SOCK_DGRAM), free_port()
     store = tmp_path / "store"
-    cfg = {
-        "interval_seconds": 3,
-        "store": {"dsn": f"chdb://{store}"},
-        "sink": {"spool_dir": str(tmp_path / "spool"), "batch_seconds": 1},
-        "prometheus": {"listen": f"127.0.0.1:{mport}"},
-        "correlate": {"thresholds": {"sliding": {"interval_seconds": 5}}},
-        "serve": {"query_listen": f"127.0.0.1:{qport}"},
-        "sources": {
-            "sflow": {
-                "enabled": True,
-                "bind": f"127.0.0.1:{uport}",
-                "agents": {"127.0.0.1": "leaf01"},
-            },
-            "inventory": {"enabled": True, "from": str(DUMP)},
-            # a source that fails every cycle (nothing listens there) must not stall the others
-            "switch": {
-                "enabled": True,
-                "switches": [
-                    {"name": "leaf09", "address": f"127.0.0.1:{free_port(socket.SOCK_STREAM)}"}
-                ],
-            },
-            "hdfs": {"enabled": False},
+    sources = {
+        "sflow": {
+            "enabled": True,
+            "bind": f"127.0.0.1:{uport}",
+            "agents": {"127.0.0.1": "leaf01"},
         },
+        "inventory": {"enabled": True, "from": str(DUMP)},
+        # a source that fails every cycle (nothing listens there) must not stall the others
+        "switch": {
+            "enabled": True,
+            "switches": [
+                {"name": "leaf09", "address": f"127.0.0.1:{free_port(socket.SOCK_STREAM)}"}
+            ],
+        },
+        "hdfs": {"enabled": False},
     }
-    (tmp_path / "railscope.yaml").write_text(yaml.safe_dump(cfg))
+    write_serve_config(tmp_path, 3, qport, mport, sources)
     url = f"http://127.0.0.1:{qport}"
     log = (tmp_path / "serve.log").open("w")
     serve = subprocess.Popen(

@@ -3,10 +3,8 @@ and the CLI (`railscope demo`, `railscope sim run/score`) in subprocesses with t
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +17,7 @@ from telemetry.sim.run import fingerprint, ingest
 from telemetry.sim.score import read_findings, render, score
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.transforms import StampCluster
+from tests.cli import rs
 
 
 def _recent_start(minutes_ago: int = 60) -> str:
@@ -103,17 +102,7 @@ def test_small_run_lands_in_the_store_row_for_row(store, tmp_path: Path):
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RAILSCOPE_CLUSTER": "default"}
-    env.pop("RAILSCOPE_DSN", None)
-    env.pop("RAILSCOPE_CONFIG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "telemetry.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return rs(*args, env={"RAILSCOPE_CLUSTER": "default"}, cwd=cwd)
 
 
 def _fp(out: str) -> str:
@@ -152,20 +141,11 @@ def test_demo_twice_with_the_same_seed_stores_identical_data(tmp_path: Path):
 
 
 def test_sim_run_then_score(tmp_path: Path):
-    r = _cli(
-        "sim",
-        "run",
-        "--scenario",
-        "rail-2nic",
-        "--minutes",
-        "2",
-        "--data",
-        str(tmp_path / "d"),
-        cwd=tmp_path,
-    )
+    d = str(tmp_path / "d")
+    r = _cli("sim", "run", "--scenario", "rail-2nic", "--minutes", "2", "--data", d, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "records" in r.stdout and (tmp_path / "d" / "ground_truth.json").exists()
-    s = _cli("sim", "score", "--data", str(tmp_path / "d"), cwd=tmp_path)
+    s = _cli("sim", "score", "--data", d, cwd=tmp_path)
     assert s.returncode == 0, s.stderr
     assert "no findings" in s.stdout
     bad = _cli("sim", "score", "--data", str(tmp_path / "nowhere"), cwd=tmp_path)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -23,6 +24,11 @@ def _gpu(n: int, node: str = "n1", base_ts: int = 1_700_000_000_000) -> Batch:
             for i in range(n)
         ],
     )
+
+
+def _gpu_row(gpu: int, *, up: int = 1, ts: int = 1, **values: float) -> dict[str, Any]:
+    """One GPU of node n1 in cluster c, with `values` for its fields."""
+    return {"ts": ts, "cluster": "c", "node": "n1", "gpu": gpu, "up": up, **values}
 
 
 def test_spool_round_trip_in_order(tmp_path: Path) -> None:
@@ -109,18 +115,7 @@ def test_failing_transform_is_counted_and_batch_goes_on() -> None:
 def test_prometheus_text_names_types_and_skips_nulls() -> None:
     b = Batch.from_rows(
         GPU_SAMPLE,
-        [
-            {
-                "ts": 1,
-                "cluster": "c",
-                "node": "n1",
-                "gpu": 0,
-                "up": 1,
-                "power_watts": 300.5,
-                "energy_joules_total": 1000,
-            },
-            {"ts": 1, "cluster": "c", "node": "n1", "gpu": 1, "up": 0},
-        ],
+        [_gpu_row(0, power_watts=300.5, energy_joules_total=1000), _gpu_row(1, up=0)],
     )
     text = render_prometheus([b], [ComponentStats("source:node", received=2, sent=2)])
     assert "# TYPE railscope_gpu_power_watts gauge" in text
@@ -137,9 +132,7 @@ def test_prometheus_text_names_types_and_skips_nulls() -> None:
     # a value that turns null stops being exported
     sink = PrometheusSink()
     sink.export(b)
-    sink.export(
-        Batch.from_rows(GPU_SAMPLE, [{"ts": 2, "cluster": "c", "node": "n1", "gpu": 0, "up": 1}])
-    )
+    sink.export(Batch.from_rows(GPU_SAMPLE, [_gpu_row(0, ts=2)]))
     assert "railscope_gpu_power_watts{" not in sink.render()
 
 
@@ -147,20 +140,7 @@ def test_prometheus_text_names_types_and_skips_nulls() -> None:
     not shutil.which("promtool"), reason="promtool (Debian package prometheus) not installed"
 )
 def test_promtool_accepts_exposition(tmp_path: Path) -> None:
-    b = Batch.from_rows(
-        GPU_SAMPLE,
-        [
-            {
-                "ts": 1,
-                "cluster": "c",
-                "node": "n1",
-                "gpu": 0,
-                "up": 1,
-                "power_watts": 1.0,
-                "xid_errors_total": 2,
-            }
-        ],
-    )
+    b = Batch.from_rows(GPU_SAMPLE, [_gpu_row(0, power_watts=1.0, xid_errors_total=2)])
     text = render_prometheus([b], [ComponentStats("sink:clickhouse")])
     r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -12,17 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from exporters.hdfs import clienttrace, fsck, jmx, webhdfs
 from telemetry.errors import UserError
-from tests.fuzz import FUZZ, SEED, inputs, json_value, mutate
+from tests.fuzz import PER_EXAMPLE, fuzz, inputs, json_value, mutate
 
 pytestmark = pytest.mark.slow
 FIX = Path(__file__).parents[2] / "fixtures" / "hdfs"
-PER_EXAMPLE = 250
-NEEDED = 100_000
 
 
 def seed_lines(*names: str) -> list[str]:
@@ -45,41 +41,30 @@ FSCK = seed_lines("fsck_files_blocks_racks_dataproc.txt", "fsck_ec_rs_3_2_hadoop
 
 
 def test_clienttrace_parser_never_raises() -> None:
-    fed = [0]
-
-    @FUZZ
-    @given(SEED, st.sampled_from(["", "10.0.0.1:9866"]))
-    def run(seed: int, datanode: str) -> None:
-        rnd = random.Random(seed)
+    def check(rnd: random.Random) -> int:
+        datanode = rnd.choice(["", "10.0.0.1:9866"])
         batch = inputs(rnd, TRACE, PER_EXAMPLE)
         st_ = clienttrace.ParseStats()
         t = clienttrace.parse_lines(batch, datanode=datanode, stats=st_)
-        fed[0] += len(batch)
         assert st_.lines == len(batch)
         assert set(st_.errors) <= set(clienttrace.REASONS)
         assert st_.transfers + st_.skipped + st_.failed == len(batch)
         assert all(b >= 0 for b in t.bytes) and len(t.src) == len(t)
+        return len(batch)
 
-    run()
-    assert fed[0] >= NEEDED
+    fuzz(check)
 
 
 def test_fsck_parser_never_raises() -> None:
-    fed = [0]
-
-    @FUZZ
-    @given(SEED)
-    def run(seed: int) -> None:
-        rnd = random.Random(seed)
+    def check(rnd: random.Random) -> int:
         batch = inputs(rnd, FSCK, PER_EXAMPLE)
         rep = fsck.parse_fsck(batch)
-        fed[0] += len(batch)
         assert rep.lines == len(batch) and set(rep.errors) <= set(fsck.REASONS)
         for b in rep.blocks:
             assert b.length >= 0 and all(isinstance(h, str) for h, _ in b.replicas)
+        return len(batch)
 
-    run()
-    assert fed[0] >= NEEDED
+    fuzz(check)
 
 
 def _jmx_seeds() -> list[str]:
@@ -109,15 +94,9 @@ def _doc(rnd: random.Random) -> Any:
 
 
 def test_jmx_and_webhdfs_let_only_user_error_out() -> None:
-    fed = [0]
-
-    @FUZZ
-    @given(SEED)
-    def run(seed: int) -> None:
-        rnd = random.Random(seed)
+    def check(rnd: random.Random) -> int:
         for _ in range(PER_EXAMPLE):
             doc = _doc(rnd)
-            fed[0] += 1
             role = jmx.role_of(doc)
             if role:
                 row = jmx.sample(doc, role)
@@ -127,6 +106,6 @@ def test_jmx_and_webhdfs_let_only_user_error_out() -> None:
             if isinstance(doc, dict) and webhdfs.looks_like_webhdfs(doc):
                 with contextlib.suppress(UserError):
                     webhdfs.parse_block_locations(doc, "/f")
+        return PER_EXAMPLE
 
-    run()
-    assert fed[0] >= NEEDED
+    fuzz(check)

@@ -19,35 +19,49 @@ def ms(s: str) -> int:
 
 
 # --- JMX ------------------------------------------------------------------------------------------
-def test_namenode_jmx_capture() -> None:
+ABSENT = "<absent>"
+
+# what the parser reads from each real capture
+JMX_CAPTURES = {
+    "namenode": {
+        # FSNamesystem wins over FSNamesystemState (2 vs 0 under-replicated in this capture).
+        "under_replicated_blocks": 2,
+        "pending_replication_blocks": 1,
+        "corrupt_blocks": 3,
+        "missing_blocks": 0,
+        "live_datanodes": 1,
+        "dead_datanodes": 0,
+        "capacity_total_bytes": 1999007744,
+        "capacity_remaining_bytes": 1997860864,
+        "files": 1,
+        "blocks": 0,
+        "ha_state": "active",
+    },
+    "datanode": {
+        "capacity_bytes": 105554829312,
+        "dfs_used_bytes": 24576,
+        "remaining_bytes": 99181457408,
+        "xceivers": 1,
+        "read_bytes_total": 0,
+        "remote_read_bytes_total": 0,
+        "failed_volumes": 0,
+        "ha_state": ABSENT,
+    },
+}
+
+
+@pytest.mark.parametrize("role", sorted(JMX_CAPTURES))
+def test_jmx_capture(role: str) -> None:
+    doc = json.loads((FIX / f"{role}.jmx.json").read_text())
+    assert jmx.role_of(doc) == role
+    s = jmx.sample(doc, role)
+    assert {k: s.get(k, ABSENT) for k in JMX_CAPTURES[role]} == JMX_CAPTURES[role]
+
+
+def test_namenode_jmx_lists_live_datanodes() -> None:
     doc = json.loads((FIX / "namenode.jmx.json").read_text())
-    assert jmx.role_of(doc) == "namenode"
-    s = jmx.sample(doc, "namenode")
-    # FSNamesystem wins over FSNamesystemState (2 vs 0 under-replicated in this capture).
-    assert s["under_replicated_blocks"] == 2
-    assert s["pending_replication_blocks"] == 1
-    assert s["corrupt_blocks"] == 3
-    assert s["missing_blocks"] == 0
-    assert s["live_datanodes"] == 1 and s["dead_datanodes"] == 0
-    assert s["capacity_total_bytes"] == 1999007744
-    assert s["capacity_remaining_bytes"] == 1997860864
-    assert s["files"] == 1 and s["blocks"] == 0
-    assert s["ha_state"] == "active"
     nodes = jmx.live_nodes(doc)
     assert nodes == [jmx.LiveNode("localhost", "127.0.0.1:50075", "127.0.0.1:0", "127.0.0.1:50010")]
-
-
-def test_datanode_jmx_capture() -> None:
-    doc = json.loads((FIX / "datanode.jmx.json").read_text())
-    assert jmx.role_of(doc) == "datanode"
-    s = jmx.sample(doc, "datanode")
-    assert s["capacity_bytes"] == 105554829312
-    assert s["dfs_used_bytes"] == 24576
-    assert s["remaining_bytes"] == 99181457408
-    assert s["xceivers"] == 1
-    assert s["read_bytes_total"] == 0 and s["remote_read_bytes_total"] == 0
-    assert s["failed_volumes"] == 0
-    assert "ha_state" not in s
 
 
 # Hadoop 3.x bean layouts, written from the metrics2 sources (FSNamesystem @Metric gauges,

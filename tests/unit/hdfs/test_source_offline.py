@@ -7,7 +7,6 @@ import gzip
 import json
 import random
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from exporters.hdfs import HdfsConfig, HdfsSource
 from telemetry.errors import UserError
+from tests.cli import rs
 
 FIX = Path(__file__).parents[2] / "fixtures" / "hdfs"
 IDC = {"10.1": "idcA", "10.2": "idcB"}
@@ -238,26 +238,12 @@ def test_webhdfs_file_and_errors(tmp_path: Path) -> None:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "telemetry.cli", "hdfs", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-    )
+    return rs("hdfs", *args, cwd=cwd, timeout=120)
 
 
 def test_cli_from_jsonl_and_user_errors(tmp_path: Path) -> None:
-    r = cli(
-        "--from",
-        str(FIX / "datanode_clienttrace_hdfs_read.log"),
-        "--output",
-        "jsonl",
-        "--topology",
-        str(FIX / "topology_two_idcs.txt"),
-        cwd=tmp_path,
-    )
+    log, topology = FIX / "datanode_clienttrace_hdfs_read.log", FIX / "topology_two_idcs.txt"
+    r = cli("--from", str(log), "--output", "jsonl", "--topology", str(topology), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     recs = [json.loads(x) for x in r.stdout.splitlines()]
     assert [x["_kind"] for x in recs] == ["hdfs_transfer"] * 11

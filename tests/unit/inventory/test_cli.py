@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from telemetry.cli import main
+from tests.tls import self_signed
 
 DUMP = Path(__file__).parents[2] / "fixtures" / "k8s" / "dump"
 
@@ -61,7 +62,8 @@ async def test_in_cluster_auth_reads_the_service_account(
     from exporters.inventory.watch import make_api_client
 
     (tmp_path / "token").write_text("sa-token-123")
-    (tmp_path / "ca.crt").write_bytes(_self_signed_pem())
+    cert, _ = self_signed(tmp_path)
+    cert.rename(tmp_path / "ca.crt")
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     api = await make_api_client(None, None, True, str(tmp_path))
@@ -82,28 +84,3 @@ async def test_in_cluster_without_service_account_is_a_user_error(
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(UserError, match="in-cluster service account: cannot load"):
         await make_api_client(None, None, True, str(tmp_path))
-
-
-def _self_signed_pem() -> bytes:
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM)

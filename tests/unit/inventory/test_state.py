@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from exporters.inventory.state import InventoryState
+from tests import k8s
 
 
 class Clock:
@@ -15,18 +16,8 @@ class Clock:
         return self.t
 
 
-def pod(
-    name: str, ip: str | None, node: str = "n1", phase: str = "Running", ns: str = "team-a"
-) -> dict[str, Any]:
-    st: dict[str, Any] = {"phase": phase}
-    if ip:
-        st["podIP"] = ip
-    return {
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "uid": f"u-{name}"},
-        "spec": {"nodeName": node},
-        "status": st,
-    }
+def pod(name: str, ip: str | None, node: str = "n1", phase: str = "Running") -> dict[str, Any]:
+    return k8s.pod(name, ip, phase=phase, node=node)
 
 
 def leases(rows: dict[str, list[dict]]) -> list[tuple]:
@@ -88,24 +79,8 @@ def test_relist_closes_what_vanished_during_the_gap() -> None:
 
 def test_job_takes_the_allocated_hypernode_from_its_podgroup() -> None:
     s = InventoryState(Clock())
-    job = {
-        "kind": "Job",
-        "metadata": {"name": "train", "namespace": "t"},
-        "spec": {
-            "queue": "q",
-            "networkTopology": {"mode": "soft", "highestTierAllowed": 2},
-            "tasks": [{"replicas": 4}],
-        },
-    }
-    pg = {
-        "kind": "PodGroup",
-        "metadata": {
-            "name": "train-uid",
-            "namespace": "t",
-            "annotations": {"volcano.sh/job-allocated-hypernode": "leaf-3"},
-            "ownerReferences": [{"kind": "Job", "name": "train"}],
-        },
-    }
+    job = k8s.volcano_job("train", "t", mode="soft", tier=2, replicas=4, queue="q")
+    pg = k8s.podgroup_of("train", "t", "leaf-3")
     s.event("ADDED", job, 1000)
     s.event("ADDED", pg, 2000)
     rows = s.drain_rows()["job"]

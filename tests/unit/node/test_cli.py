@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from telemetry.cli import main
+from tests.cli import rs
 
 from .conftest import NODE8, PROCFS
 
@@ -39,23 +38,9 @@ def test_user_errors_are_one_line(argv: list[str], message: str, tmp_path: Path,
 
 def test_jsonl_output_has_every_kind() -> None:
     # A subprocess: write_output binds sys.stdout at import, which pytest's capture replaces.
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "telemetry.cli",
-            "node",
-            "--from",
-            str(NODE8),
-            "--output",
-            "jsonl",
-            "--node-name",
-            "n1",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    r = rs("node", "--from", str(NODE8), "--output", "jsonl", "--node-name", "n1")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
     rows = [json.loads(line) for line in out.splitlines()]
     kinds = {r["_kind"] for r in rows}
     assert kinds == {
@@ -124,26 +109,8 @@ def test_bad_fake_spec_is_named(spec: dict, message: str, tmp_path: Path, capsys
 
 def test_live_interval_must_be_1_to_60_seconds(tmp_path: Path) -> None:
     # a subprocess with a timeout: if the check were missing, the exporter would run forever
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "telemetry.cli",
-            "node",
-            "--sysfs-root",
-            str(PROCFS / "sys"),
-            "--gpu-backend",
-            "none",
-            "--interval",
-            "120",
-            "--no-metrics",
-            "--dsn",
-            f"chdb://{tmp_path}/s",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = rs("node", "--sysfs-root", str(PROCFS / "sys"), "--gpu-backend", "none", "--interval",
+           "120", "--no-metrics", "--dsn", f"chdb://{tmp_path}/s", timeout=60)  # fmt: skip
     assert r.returncode == 2
     assert r.stderr.strip().splitlines()[-1] == (
         "railscope: error: interval_seconds: the node exporter collects every 1-60 s, got 120"

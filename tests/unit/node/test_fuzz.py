@@ -9,16 +9,13 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import given
 
 from exporters.node.ethtool import EthtoolError, parse_ethtool_s
 from exporters.node.rdma import Malformed, parse_counter, parse_rate, state_id
-from tests.fuzz import FUZZ, SEED, inputs
+from tests.fuzz import PER_EXAMPLE, fuzz, inputs
 
 pytestmark = pytest.mark.slow
 FIX = Path(__file__).parents[2] / "fixtures"
-PER_EXAMPLE = 250
-NEEDED = 100_000
 
 
 def _sysfs_seeds() -> list[str]:
@@ -37,13 +34,8 @@ ETHTOOL = [
 
 
 def test_sysfs_files_let_only_malformed_out() -> None:
-    fed = [0]
-
-    @FUZZ
-    @given(SEED)
-    def run(seed: int) -> None:
-        for text in inputs(random.Random(seed), SYSFS, PER_EXAMPLE):
-            fed[0] += 1
+    def check(rnd: random.Random) -> int:
+        for text in inputs(rnd, SYSFS, PER_EXAMPLE):
             raw = text.encode("utf-8", errors="surrogateescape")
             try:
                 v = parse_counter(raw, "f")
@@ -54,28 +46,22 @@ def test_sysfs_files_let_only_malformed_out() -> None:
             assert r is None or r >= 0
             s = state_id(text)
             assert s is None or 0 <= s < 256
+        return PER_EXAMPLE
 
-    run()
-    assert fed[0] >= NEEDED
+    fuzz(check)
     assert parse_rate("1.2.3 Gb/sec") is None and parse_rate(". Gb/sec (4X)") is None
 
 
 def test_ethtool_text_lets_only_ethtool_error_out() -> None:
-    fed = [0]
-
-    @FUZZ
-    @given(SEED)
-    def run(seed: int) -> None:
-        rnd = random.Random(seed)
-        for _ in range(PER_EXAMPLE // 25):
-            lines = inputs(rnd, ETHTOOL, 25)  # one `ethtool -S` dump of 25 lines
-            fed[0] += len(lines)
+    def check(rnd: random.Random) -> int:
+        dumps = [inputs(rnd, ETHTOOL, 25) for _ in range(PER_EXAMPLE // 25)]  # `ethtool -S` x 25
+        for lines in dumps:
             try:
                 stats = parse_ethtool_s("\n".join(lines))
             except EthtoolError as e:
                 assert e.reason == "malformed_ethtool"
                 continue
             assert all(isinstance(v, int) for v in stats.values())
+        return sum(map(len, dumps))
 
-    run()
-    assert fed[0] >= NEEDED
+    fuzz(check)

@@ -61,26 +61,30 @@ def test_sysfs_root_accepts_capture_dir_and_sys() -> None:
     assert sysfs_root(PROCFS / "sys") == PROCFS / "sys"
 
 
-def test_na_is_skipped_quietly(procfs_copy: Path, problems) -> None:
-    f = procfs_copy / "sys/class/infiniband/mlx4_0/ports/1/counters/port_xmit_wait"
-    f.write_text("N/A (no PMA)\n")
+# (sysfs file under class/infiniband, its text, the field left out, a field still read)
+@pytest.mark.parametrize(
+    ("counter", "text", "missing", "kept", "reasons"),
+    [
+        # 'N/A' (no PMA) is skipped quietly
+        ("mlx4_0/ports/1/counters/port_xmit_wait", "N/A (no PMA)\n", "xmit_wait_total",
+         ("rx_bytes_total", 2221223609 * 4), []),
+        # a malformed file is named, and the rest of the device reports
+        ("mlx5_0/ports/1/hw_counters/out_of_sequence", "0x-garbage\n", "out_of_sequence_total",
+         ("packet_seq_errors_total", 1), ["malformed_sysfs"]),
+    ],
+)  # fmt: skip
+def test_an_unreadable_counter_is_left_out(
+    procfs_copy: Path, problems, counter: str, text: str, missing: str, kept: tuple[str, int],
+    reasons: list[str],
+) -> None:  # fmt: skip
+    (procfs_copy / "sys/class/infiniband" / counter).write_text(text)
     nic, _ = RdmaCollector(procfs_copy, "n1").collect(1, problems)
-    p1 = rows_by_port(nic)[("mlx4_0", 1)]
-    assert "xmit_wait_total" not in p1
-    assert p1["rx_bytes_total"] == 2221223609 * 4
-    assert problems.items == []
-
-
-def test_malformed_file_is_named_and_rest_reports(procfs_copy: Path, problems) -> None:
-    bad = procfs_copy / "sys/class/infiniband/mlx5_0/ports/1/hw_counters/out_of_sequence"
-    bad.write_text("0x-garbage\n")
-    nic, _ = RdmaCollector(procfs_copy, "n1").collect(1, problems)
-    m = rows_by_port(nic)[("mlx5_0", 1)]
-    assert "out_of_sequence_total" not in m
-    assert m["packet_seq_errors_total"] == 1
+    device, _, port = counter.split("/")[:3]
+    row = rows_by_port(nic)[(device, int(port))]
+    assert missing not in row and row[kept[0]] == kept[1]
     assert rows_by_port(nic)[("mlx4_0", 1)]["rx_packets_total"] == 87169372
-    assert problems.reasons == ["malformed_sysfs"]
-    assert "out_of_sequence" in problems.items[0][1]
+    assert problems.reasons == reasons
+    assert all(counter.rsplit("/", 1)[1] in message for _, message in problems.items)  # named
 
 
 def test_missing_device_ports_is_named(procfs_copy: Path, problems) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -25,18 +26,15 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, di
     return out, sim, tables
 
 
+def _at_step(table: pl.DataFrame, step: int, **key: str) -> dict[str, Any]:
+    """The record of `key` at the simulated step `step` (what render_devices wrote there)."""
+    ts = table["ts"].unique().sort()[step]
+    return table.filter(pl.col("ts") == ts, **key).row(0, named=True)
+
+
 def test_sysfs_and_ethtool_match_the_records(rendered):
     out, _, t = rendered
-    ts = t["nic_sample"]["ts"].unique().sort()[20]
-    rec = (
-        t["nic_sample"]
-        .filter(
-            (pl.col("ts") == ts)
-            & (pl.col("node") == "gpu-idc-a-s000-05")
-            & (pl.col("device") == "mlx5_3")
-        )
-        .row(0, named=True)
-    )
+    rec = _at_step(t["nic_sample"], 20, node="gpu-idc-a-s000-05", device="mlx5_3")
     port = out / "nodes/gpu-idc-a-s000-05/sys/class/infiniband/mlx5_3/ports/1"
     assert (port / "state").read_text().strip() == "4: ACTIVE"
     assert (port / "link_layer").read_text().strip() == "Ethernet"
@@ -54,19 +52,10 @@ def test_sysfs_and_ethtool_match_the_records(rendered):
 
 def test_sonic_dump_matches_the_records(rendered):
     out, _, t = rendered
-    ts = t["switch_port_sample"]["ts"].unique().sort()[20]
     db = json.loads((out / "switches/leaf-idc-a-s000-r0/counters_db.json").read_text())
     names = db["COUNTERS_PORT_NAME_MAP"]["value"]
     assert len(names) == 16 + 4 and "Ethernet0" in names and "Ethernet152" in names
-    rec = (
-        t["switch_port_sample"]
-        .filter(
-            (pl.col("ts") == ts)
-            & (pl.col("switch") == "leaf-idc-a-s000-r0")
-            & (pl.col("port") == "Ethernet136")
-        )
-        .row(0, named=True)
-    )
+    rec = _at_step(t["switch_port_sample"], 20, switch="leaf-idc-a-s000-r0", port="Ethernet136")
     v = db[f"COUNTERS:{names['Ethernet136']}"]["value"]
     assert int(v["SAI_PORT_STAT_IF_OUT_OCTETS"]) == rec["tx_bytes_total"]
     assert int(v["SAI_PORT_STAT_PFC_3_TX_PKTS"]) == rec["pfc_tx_pause_total"]

@@ -113,29 +113,28 @@ def _f(v: str | None) -> float | None:
 
 def check_against_dump(rows_by_kind: dict[str, list[dict[str, Any]]], db: dict[str, Any]) -> int:
     """Assert every port/queue value equals the dump's; returns how many values were compared."""
+    n = _compare(rows_by_kind["switch_port_sample"], ("port",), expected_ports(db))
+    n += _compare(
+        rows_by_kind["switch_priority_sample"], ("port", "priority"), expected_priorities(db), 1e-9
+    )
+    n += _compare(
+        rows_by_kind["switch_queue_sample"], ("port", "queue_type", "queue"), expected_queues(db)
+    )
+    return n
+
+
+def _compare(
+    rows: list[dict[str, Any]], key: tuple[str, ...], expected: dict[Any, dict[str, Any]],
+    rel: float = 0.0,
+) -> int:  # fmt: skip
+    """Rows keyed by `key` (one column: its value, else a tuple) are exactly the expected ones,
+    each field equal (within `rel` relative for floats); returns the values compared."""
+    got = {r[key[0]] if len(key) == 1 else tuple(r[k] for k in key): r for r in rows}
+    assert set(got) == set(expected)
     n = 0
-    ports = {r["port"]: r for r in rows_by_kind["switch_port_sample"]}
-    exp = expected_ports(db)
-    assert set(ports) == set(exp)
-    for name, e in exp.items():
-        for k, v in e.items():
-            assert ports[name][k] == v, (name, k, ports[name][k], v)
-            n += 1
-    prios = {(r["port"], r["priority"]): r for r in rows_by_kind["switch_priority_sample"]}
-    pexp = expected_priorities(db)
-    assert set(prios) == set(pexp)
-    for key, e in pexp.items():
-        for k, v in e.items():
-            got = prios[key][k]
-            assert got == v or (v is not None and abs(got - v) < 1e-9 * v), (key, k, got, v)
-            n += 1
-    queues = {
-        (r["port"], r["queue_type"], r["queue"]): r for r in rows_by_kind["switch_queue_sample"]
-    }
-    qexp = expected_queues(db)
-    assert set(queues) == set(qexp)
-    for key, e in qexp.items():
-        for k, v in e.items():
-            assert queues[key][k] == v, (key, k, queues[key][k], v)
+    for k, fields in expected.items():
+        for f, v in fields.items():
+            g = got[k][f]
+            assert g == v or (rel and v is not None and abs(g - v) < rel * v), (k, f, g, v)
             n += 1
     return n

@@ -9,8 +9,10 @@ import pytest
 import yaml
 
 from telemetry.topology.hypernodes import (
+    HyperNodeSpec,
     HyperNodeTree,
     MalformedHyperNode,
+    Problem,
     load_manifests,
     naive_lca,
     parse_hypernode,
@@ -32,14 +34,17 @@ def hn(name: str, tier: int, members: list[dict], tier_name: str = "") -> dict:
     }
 
 
+def _manifests(name: str) -> tuple[list[HyperNodeSpec], list[Problem]]:
+    """The HyperNodes (and what could not be read) of fixture file `name`."""
+    return load_manifests(yaml.safe_load_all((FIX / name).read_text()))
+
+
 def exact(name: str, t: str = "Node") -> dict:
     return {"type": t, "selector": {"exactMatch": {"name": name}}}
 
 
 def test_real_labelmatch_hypernode_resolves_against_node_labels() -> None:
-    specs, problems = load_manifests(
-        yaml.safe_load_all((FIX / "benchmark_readme_hypernode_rack_labelmatch.yaml").read_text())
-    )
+    specs, problems = _manifests("benchmark_readme_hypernode_rack_labelmatch.yaml")
     assert problems == []
     assert specs[0].tier_name == "rack"
     tree = HyperNodeTree.build(
@@ -58,9 +63,7 @@ def test_real_labelmatch_hypernode_resolves_against_node_labels() -> None:
 def test_design_doc_sketch_reports_the_misnamed_members() -> None:
     # The Volcano design doc names its tier-1 HyperNodes nvlink_network-N but refers to them as
     # nvlink-networkN: every tier-2 member is unresolved and the tree has two depths.
-    specs, _ = load_manifests(
-        yaml.safe_load_all((FIX / "design_example2_roce_nvlink_hypernodes.yaml").read_text())
-    )
+    specs, _ = _manifests("design_example2_roce_nvlink_hypernodes.yaml")
     tree = HyperNodeTree.build(specs)
     unresolved = sorted(p.message for p in tree.problems if p.kind == "unresolved")
     assert len(unresolved) == 4 and "nvlink-network0" in unresolved[0]
@@ -69,9 +72,7 @@ def test_design_doc_sketch_reports_the_misnamed_members() -> None:
 
 
 def test_design_example1_three_tier_tree() -> None:
-    specs, _ = load_manifests(
-        yaml.safe_load_all((FIX / "design_example1_spine_leaf_hypernodes.yaml").read_text())
-    )
+    specs, _ = _manifests("design_example1_spine_leaf_hypernodes.yaml")
     tree = HyperNodeTree.build(specs)
     assert tree.tiers == [1, 2, 3]
     assert tree.lca("node0", "node1") == ("s0", 1)
@@ -187,9 +188,7 @@ def test_vectorised_lca_matches_naive_on_random_pairs() -> None:
     pa, pb = rng.integers(0, n, 500), rng.integers(0, n, 500)
     hid, tier = tree.lca_many(pa, pb)
     for i in range(500):
-        want = naive_lca(
-            tree.specs, tree.parent, leaf_of, tree.node_names[pa[i]], tree.node_names[pb[i]]
-        )
+        want = naive_lca(tree, leaf_of, tree.node_names[pa[i]], tree.node_names[pb[i]])
         got = (tree.hn_names[hid[i]], int(tier[i])) if hid[i] >= 0 else None
         assert got == want
 
@@ -205,9 +204,7 @@ def test_manifest_roundtrip() -> None:
 
 
 def test_lca_by_names_with_unknown_nodes() -> None:
-    specs, _ = load_manifests(
-        yaml.safe_load_all((FIX / "design_example1_spine_leaf_hypernodes.yaml").read_text())
-    )
+    specs, _ = _manifests("design_example1_spine_leaf_hypernodes.yaml")
     tree = HyperNodeTree.build(specs)
     names, tiers = tree.lca_names(
         ["node0", "node0", "ghost", "node7"], ["node3", "ghost", "node1", "node6"]
