@@ -156,7 +156,7 @@ class TlsTerminator:
 def endpoint(chdb_dsn: str) -> Iterator[tuple[str, int]]:
     store = Store(chdb_dsn)
     assert store.client is not None
-    server = QueryServer(Engine(str(store.dsn.path)), ServeConfig.parse({}), port=0)
+    server = QueryServer(Engine(str(store.dsn.path)), ServeConfig(), port=0)
     yield server.start()
     server.stop()
     server.engine.close()
