@@ -295,10 +295,68 @@ def accounting_polars(
     )
 
 
+# --- gang placement over free GPUs -------------------------------------------------------------
+@dataclass(frozen=True)
+class Gang:
+    members: int  # pods that must start together (minMember)
+    gpus_per_pod: int  # each on one node
+    models: frozenset[str] = frozenset()  # acceptable nvidia.com/gpu.product values; empty = any
+    highest_tier: int | None = None  # hard networkTopology: all members under one HyperNode of
+    # this tier or lower; None = anywhere
+
+    @property
+    def gpus(self) -> int:
+        return self.members * self.gpus_per_pod
+
+
+@dataclass(frozen=True)
+class Placement:
+    fits: bool
+    free_gpus: int  # free GPUs of an acceptable model, pool-wide
+    largest: int  # most members placeable in one allowed domain
+    domain: str  # where `largest` was found ('' = the whole pool, else a HyperNode)
+
+
+def place_gang(
+    gang: Gang,
+    free: dict[str, int],
+    model_of: dict[str, str],
+    ancestors: dict[str, list[str]] | None = None,
+    tiers: dict[str, int] | None = None,
+) -> Placement:
+    """Can `gang` start on the free GPUs now? A member needs `gpus_per_pod` on one node, so a
+    node with f free GPUs takes f // gpus_per_pod members; with a hard topology limit all
+    members must sit under one HyperNode of tier <= highest_tier. Linear in nodes x tiers."""
+    per = max(1, gang.gpus_per_pod)
+    ok = {
+        n: f
+        for n, f in free.items()
+        if f > 0 and (not gang.models or model_of.get(n, "") in gang.models)
+    }
+    free_total = sum(ok.values())
+    slots = {n: f // per for n, f in ok.items()}
+    if gang.highest_tier is None:
+        largest = sum(slots.values())
+        return Placement(largest >= gang.members, free_total, largest, "")
+    per_domain: dict[str, int] = {}
+    anc, tier = ancestors or {}, tiers or {}
+    for n, k in slots.items():
+        for h in anc.get(n, []):
+            if tier.get(h, 1 << 30) <= gang.highest_tier:
+                per_domain[h] = per_domain.get(h, 0) + k
+    if not per_domain:
+        return Placement(False, free_total, 0, "")
+    domain, largest = max(per_domain.items(), key=lambda kv: (kv[1], kv[0]))
+    return Placement(largest >= gang.members, free_total, largest, domain)
+
+
 __all__ = [
     "DIMENSIONS",
+    "Gang",
+    "Placement",
     "accounting",
     "accounting_polars",
     "accounting_sql",
     "gpu_hours",
+    "place_gang",
 ]
