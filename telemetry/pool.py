@@ -77,11 +77,16 @@ def _node_key(store: Any, by: str | None) -> tuple[str, str]:
             f"LEFT JOIN ({_latest(store, NODE, 'node', 'gpu_model')}) AS nm ON nm.node = nd.node",
             "nm.v",
         )
-    if by == "hypernode":  # the lowest-tier HyperNode that has the node as a member
+    if by == "hypernode":
+        # the lowest-tier HyperNode with the node as a member (exactMatch or regexMatch; a
+        # labelMatch member is not resolved here)
         hn = (
-            f"SELECT member AS node, argMin(hypernode, tier) AS v FROM {_t(store, HYPERNODE)} "
-            "WHERE cluster = {cluster:String} AND member_type = 'Node' AND valid_to IS NULL "
-            "GROUP BY member"
+            f"SELECT n.node AS node, argMin(h.hypernode, h.tier) AS v "
+            f"FROM (SELECT DISTINCT node FROM {_t(store, NODE)} WHERE cluster = {{cluster:String}}) AS n "
+            f"CROSS JOIN (SELECT hypernode, tier, member, selector FROM {_t(store, HYPERNODE)} "
+            "WHERE cluster = {cluster:String} AND member_type = 'Node' AND valid_to IS NULL) AS h "
+            "WHERE if(h.selector = 'regexMatch', match(n.node, h.member), h.member = n.node) "
+            "GROUP BY n.node"
         )
         return f"LEFT JOIN ({hn}) AS nh ON nh.node = nd.node", "nh.v"
     return "", "''"

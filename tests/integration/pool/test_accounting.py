@@ -103,8 +103,8 @@ def fill(store: Store, s: datetime) -> None:
         HYPERNODE: [
             inv(HYPERNODE, early, hypernode="leaf-0", member="n1", tier=1, tier_name="",
                 member_type="Node", selector="exactMatch"),
-            inv(HYPERNODE, early, hypernode="leaf-1", member="n2", tier=1, tier_name="",
-                member_type="Node", selector="exactMatch"),
+            inv(HYPERNODE, early, hypernode="leaf-1", member="^n[2-9]$", tier=1, tier_name="",
+                member_type="Node", selector="regexMatch"),
             inv(HYPERNODE, early, hypernode="spine", member="leaf-0", tier=2, tier_name="",
                 member_type="HyperNode", selector="exactMatch"),
         ],
