@@ -70,6 +70,20 @@ def _buckets() -> str:
     )
 
 
+def hypernode_of_sql(nodes: str, hypernodes: str, cluster: str) -> str:
+    """(node, v): each node's lowest-tier HyperNode as declared now, for exactMatch and
+    regexMatch members (a labelMatch member is not resolved here). `nodes`/`hypernodes` are table
+    references, `cluster` the predicate selecting the cluster."""
+    return (
+        f"SELECT n.node AS node, argMin(h.hypernode, h.tier) AS v "
+        f"FROM (SELECT DISTINCT node FROM {nodes} WHERE {cluster}) AS n "
+        f"CROSS JOIN (SELECT hypernode, tier, member, selector FROM {hypernodes} "
+        f"WHERE {cluster} AND member_type = 'Node' AND valid_to IS NULL) AS h "
+        "WHERE if(h.selector = 'regexMatch', match(n.node, h.member), h.member = n.node) "
+        "GROUP BY n.node"
+    )
+
+
 def _node_key(store: Any, by: str | None) -> tuple[str, str]:
     """(JOIN clause on alias `nd`, key expression) for a node dimension."""
     if by == "gpu-model":
@@ -78,16 +92,7 @@ def _node_key(store: Any, by: str | None) -> tuple[str, str]:
             "nm.v",
         )
     if by == "hypernode":
-        # the lowest-tier HyperNode with the node as a member (exactMatch or regexMatch; a
-        # labelMatch member is not resolved here)
-        hn = (
-            f"SELECT n.node AS node, argMin(h.hypernode, h.tier) AS v "
-            f"FROM (SELECT DISTINCT node FROM {_t(store, NODE)} WHERE cluster = {{cluster:String}}) AS n "
-            f"CROSS JOIN (SELECT hypernode, tier, member, selector FROM {_t(store, HYPERNODE)} "
-            "WHERE cluster = {cluster:String} AND member_type = 'Node' AND valid_to IS NULL) AS h "
-            "WHERE if(h.selector = 'regexMatch', match(n.node, h.member), h.member = n.node) "
-            "GROUP BY n.node"
-        )
+        hn = hypernode_of_sql(_t(store, NODE), _t(store, HYPERNODE), "cluster = {cluster:String}")
         return f"LEFT JOIN ({hn}) AS nh ON nh.node = nd.node", "nh.v"
     return "", "''"
 

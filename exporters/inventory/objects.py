@@ -297,6 +297,16 @@ def podgroup_facts(obj: Mapping[str, Any]) -> list[Fact]:
 
 
 # --- GPU pool ----------------------------------------------------------------------------------
+def _parts(
+    obj: Mapping[str, Any], kind: str
+) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], str]:
+    """metadata, spec, status and the name of an object that must have one."""
+    meta = obj.get("metadata") or {}
+    if not meta.get("name"):
+        raise Malformed(f"{kind} without metadata.name")
+    return meta, obj.get("spec") or {}, obj.get("status") or {}, str(meta["name"])
+
+
 def gpu_quantity(resources: Any, where: str, warnings: list[str], key: str = GPU) -> int | None:
     """nvidia.com/gpu from a resource list (None when absent). GPUs are whole devices: a value
     that is not a whole number is reported and read as absent."""
@@ -346,10 +356,7 @@ def required_gpu_model(spec: Mapping[str, Any]) -> str:
 
 
 def queue_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
-    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    name = meta.get("name")
-    if not name:
-        raise Malformed("Queue without metadata.name")
+    meta, spec, status, name = _parts(obj, "Queue")
     where = f"Queue {name}:"
     parent = spec.get("parent") or ""
     path = str((meta.get("annotations") or {}).get(HIERARCHY) or "")
@@ -382,10 +389,7 @@ def queue_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
 
 def podgroup_gang_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
     """The gang itself (every PodGroup, owned by a Job or not)."""
-    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    name = meta.get("name")
-    if not name:
-        raise Malformed("PodGroup without metadata.name")
+    meta, spec, status, name = _parts(obj, "PodGroup")
     ns = meta.get("namespace") or "default"
     unsched = next(
         (
@@ -436,10 +440,7 @@ def priority_class_facts(
     provisioning_keys: tuple[str, ...] = PROVISIONING_KEYS,
     purpose_keys: tuple[str, ...] = PURPOSE_KEYS,
 ) -> list[Fact]:
-    meta = obj.get("metadata") or {}
-    name = meta.get("name")
-    if not name:
-        raise Malformed("PriorityClass without metadata.name")
+    meta, _, _, name = _parts(obj, "PriorityClass")
     tags = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
     try:
         value = int(obj.get("value") or 0)
@@ -462,10 +463,7 @@ def priority_class_facts(
 
 
 def resource_quota_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
-    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    name = meta.get("name")
-    if not name:
-        raise Malformed("ResourceQuota without metadata.name")
+    meta, spec, status, name = _parts(obj, "ResourceQuota")
     ns = meta.get("namespace") or "default"
     where = f"ResourceQuota {ns}/{name}:"
     key = "requests." + GPU

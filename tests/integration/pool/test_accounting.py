@@ -46,6 +46,20 @@ def inv(kind: Any, start: datetime, **fields: Any) -> dict[str, Any]:
     }
 
 
+def pclass(
+    start: datetime, name: str, value: int, provisioning: str, purpose: str
+) -> dict[str, Any]:
+    return inv(PRIORITY_CLASS, start, priority_class=name, value=value,
+               preemption_policy="PreemptLowerPriority", global_default=False,
+               provisioning=provisioning, purpose=purpose)  # fmt: skip
+
+
+def queue(start: datetime, name: str, deserved: int | None, guarantee: int | None,
+          capability: int | None = None) -> dict[str, Any]:  # fmt: skip
+    return inv(QUEUE, start, queue=name, parent="", state="Open", weight=1, reclaimable=True,
+               capability_gpus=capability, deserved_gpus=deserved, guarantee_gpus=guarantee)  # fmt: skip
+
+
 def fill(store: Store, s: datetime) -> None:
     """n1: 8 x H100 — train-0 holds 4 (busy), train-1 holds 2 (idle), infer-0 holds 1 (busy),
     GPU 7 unallocated; n2: 8 x A100, empty. Two 60 s intervals of 10 s samples. infer-0 starts at
@@ -86,19 +100,10 @@ def fill(store: Store, s: datetime) -> None:
                 priority_class="spot-serving", min_member=1, min_gpus=1, phase="Running",
                 unschedulable=False, reason=""),
         ],
-        QUEUE: [
-            inv(QUEUE, early, queue="q-a", parent="", state="Open", weight=1, reclaimable=True,
-                capability_gpus=None, deserved_gpus=8, guarantee_gpus=4),
-            inv(QUEUE, early, queue="q-b", parent="", state="Open", weight=1, reclaimable=True,
-                capability_gpus=16, deserved_gpus=4, guarantee_gpus=None),
-        ],
+        QUEUE: [queue(early, "q-a", 8, 4), queue(early, "q-b", 4, None, 16)],
         PRIORITY_CLASS: [
-            inv(PRIORITY_CLASS, early, priority_class="reserved-training", value=1000,
-                preemption_policy="PreemptLowerPriority", global_default=False,
-                provisioning="Reserved", purpose="Training"),
-            inv(PRIORITY_CLASS, early, priority_class="spot-serving", value=100,
-                preemption_policy="PreemptLowerPriority", global_default=False,
-                provisioning="Spot", purpose="Serving"),
+            pclass(early, "reserved-training", 1000, "Reserved", "Training"),
+            pclass(early, "spot-serving", 100, "Spot", "Serving"),
         ],
         HYPERNODE: [
             inv(HYPERNODE, early, hypernode="leaf-0", member="n1", tier=1, tier_name="",

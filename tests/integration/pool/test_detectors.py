@@ -12,7 +12,7 @@ from telemetry.correlate import Correlator
 from telemetry.correlate import findings as fstore
 from telemetry.records import GPU_SAMPLE, JOB, NODE, POD, PODGROUP, PRIORITY_CLASS, QUEUE
 from telemetry.store import Store
-from tests.integration.pool.test_accounting import C, inv, ms, t0
+from tests.integration.pool.test_accounting import C, inv, ms, pclass, queue, t0
 
 H100, A100 = "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"
 ONLY = ["gpu_idle_allocated", "gang_blocked_by_fragmentation", "queue_over_guarantee_starving"]
@@ -50,22 +50,10 @@ def fill(store: Store, s: datetime, minutes: int) -> None:
         JOB: [inv(JOB, early, namespace="team-x", job="fill", queue="q-over", replicas=4,
                   topology_mode="", highest_tier_allowed=None, highest_tier_name=None,
                   allocated_hypernode="")],
-        QUEUE: [
-            inv(QUEUE, early, queue="q-over", parent="", state="Open", weight=1,
-                reclaimable=True, capability_gpus=None, deserved_gpus=4, guarantee_gpus=None),
-            inv(QUEUE, early, queue="q-a", parent="", state="Open", weight=1, reclaimable=True,
-                capability_gpus=None, deserved_gpus=16, guarantee_gpus=8),
-            inv(QUEUE, early, queue="q-b", parent="", state="Open", weight=1, reclaimable=True,
-                capability_gpus=None, deserved_gpus=8, guarantee_gpus=None),
-        ],
-        PRIORITY_CLASS: [
-            inv(PRIORITY_CLASS, early, priority_class="train", value=100,
-                preemption_policy="PreemptLowerPriority", global_default=False,
-                provisioning="Reserved", purpose="Training"),
-            inv(PRIORITY_CLASS, early, priority_class="notebook", value=50,
-                preemption_policy="PreemptLowerPriority", global_default=False,
-                provisioning="Spot", purpose="Interactive"),
-        ],
+        QUEUE: [queue(early, "q-over", 4, None), queue(early, "q-a", 16, 8),
+                queue(early, "q-b", 8, None)],
+        PRIORITY_CLASS: [pclass(early, "train", 100, "Reserved", "Training"),
+                         pclass(early, "notebook", 50, "Spot", "Interactive")],
     }  # fmt: skip
     util = {"fill-0": 0.0, "fill-1": 0.01, "fill-2": 0.8, "fill-3": 0.7}
     samples = []
