@@ -23,7 +23,17 @@ from typing import Any
 
 import polars as pl
 
-from telemetry.records import GPU_SAMPLE, HYPERNODE, JOB, NAMESPACE, NODE, POD, PODGROUP, QUEUE
+from telemetry.records import (
+    GPU_SAMPLE,
+    HYPERNODE,
+    JOB,
+    NAMESPACE,
+    NODE,
+    POD,
+    POD_EVENT,
+    PODGROUP,
+    QUEUE,
+)
 from telemetry.records import PRIORITY_CLASS as PC
 from telemetry.store.client import table_ref
 
@@ -233,6 +243,38 @@ def accounting(
     return store.query_df(accounting_sql(store, by), params)
 
 
+def preemptions(
+    store: Any, start: datetime, end: datetime, *, cluster: str = "default"
+) -> pl.DataFrame:
+    """Pods preempted or evicted in [start, end): the victim's GPUs and provisioning type, and
+    for whom (the preempting pod named by its UID in kube-scheduler's event, and its type)."""
+    pod_cols = (
+        "namespace, pod, uid, argMax(priority_class, valid_from) AS pc, "
+        "argMax(gpu_requests, valid_from) AS gpus"
+    )
+    pods = (
+        f"SELECT {pod_cols} FROM {_t(store, POD)} WHERE cluster = {{cluster:String}} "
+        "GROUP BY namespace, pod, uid"
+    )
+    prov = _latest(store, PC, "priority_class", "provisioning")
+    return store.query_df(
+        f"""
+        SELECT e.ts AS ts, e.namespace AS namespace, e.pod AS pod, e.reason AS reason,
+               e.node AS node, v.gpus AS gpus, v.pc AS priority_class, vp.v AS provisioning,
+               if(b.pod != '', concat(b.namespace, '/', b.pod), e.preemptor) AS preempted_for,
+               b.pc AS for_priority_class, bp.v AS for_provisioning
+        FROM {_t(store, POD_EVENT, alias="e")}
+        LEFT JOIN ({pods}) AS v ON v.namespace = e.namespace AND v.pod = e.pod
+        LEFT JOIN ({prov}) AS vp ON vp.priority_class = v.pc
+        LEFT JOIN ({pods}) AS b ON b.uid = e.preemptor AND e.preemptor != ''
+        LEFT JOIN ({prov}) AS bp ON bp.priority_class = b.pc
+        WHERE e.cluster = {{cluster:String}} AND e.ts >= {{s:DateTime64(3, 'UTC')}}
+          AND e.ts < {{u:DateTime64(3, 'UTC')}}
+        ORDER BY ts, namespace, pod""",
+        {"s": start, "u": end, "cluster": cluster},
+    )
+
+
 def gpu_hours(df: pl.DataFrame, step_s: int) -> dict[str, float]:
     """GPU-hours allocated, busy and idle-allocated over the rows of `accounting`."""
     h = step_s / 3600.0
@@ -369,4 +411,5 @@ __all__ = [
     "accounting_sql",
     "gpu_hours",
     "place_gang",
+    "preemptions",
 ]

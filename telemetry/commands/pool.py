@@ -35,6 +35,12 @@ def register(sub: Any) -> list[str]:
         metavar="RATIO",
         help="busy when mean utilization >= RATIO (default pool.busy_utilization_floor)",
     )
+    p.add_argument(
+        "--preemptions",
+        action="store_true",
+        help="list pods preempted or evicted in the range instead: GPUs, provisioning type, "
+        "and for whom",
+    )
     p.add_argument("--format", choices=["table", "json"], default="table")
     add_store_args(p)
     p.set_defaults(func=run)
@@ -62,6 +68,20 @@ def run(args: argparse.Namespace) -> int:
     rng = time_range(Correlator(store), args.since, args.until)
     if rng is None:
         raise UserError("pool: the store holds no data; run the demo or a source first")
+    if args.preemptions:
+        from telemetry.pool import preemptions
+
+        ev = preemptions(store, rng[0], rng[1], cluster=cfg.cluster)
+        for row in ev.to_dicts():
+            if args.format == "json":
+                print(json.dumps(_jsonable(row)))
+            else:
+                print(
+                    f"{row['ts']:%Y-%m-%d %H:%M:%S}  {row['reason']:<9} {row['namespace']}/{row['pod']} "
+                    f"({row['gpus'] or 0} GPUs, {row['provisioning'] or '-'}) on {row['node'] or '-'} "
+                    f"for {row['preempted_for'] or '-'} ({row['for_provisioning'] or '-'})"
+                )
+        return 0
     df = accounting(
         store, rng[0], rng[1], by=args.by, step_s=step, floor=floor, cluster=cfg.cluster
     )

@@ -56,6 +56,10 @@ def test_pool_scenario_store_accounting_and_findings(store: Any, tmp_path: Path)
     assert prod["allocated_gpus"] > 2 * prod["deserved_gpus"] - 1
     assert prod["idle_allocated_gpus"] == 8  # the idle holder's whole node
 
+    (pre,) = pool.preemptions(store, start, end, cluster=C).to_dicts()  # a Spot pod, for whom
+    assert (pre["pod"], pre["provisioning"], pre["gpus"]) == ("spot-0", "Spot", 8)
+    assert (pre["preempted_for"], pre["for_provisioning"]) == ("serving/serve-0", "Reserved")
+
     Correlator(
         store, cluster=C, only=["gang_blocked_by_fragmentation", "queue_over_guarantee_starving"]
     ).run(start + timedelta(minutes=6), start + timedelta(minutes=7))
