@@ -297,6 +297,13 @@ def podgroup_facts(obj: Mapping[str, Any]) -> list[Fact]:
 
 
 # --- GPU pool ----------------------------------------------------------------------------------
+def _integer(value: Any, what: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise Malformed(f"{what} {value!r} is not an integer") from None
+
+
 def _parts(
     obj: Mapping[str, Any], kind: str
 ) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], str]:
@@ -362,10 +369,7 @@ def queue_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
     path = str((meta.get("annotations") or {}).get(HIERARCHY) or "")
     if not parent and "/" in path:  # hierarchy by annotation (root/eng/prod): its parent segment
         parent = path.rsplit("/", 2)[-2]
-    try:
-        weight = int(spec.get("weight") or 1)
-    except (TypeError, ValueError):
-        raise Malformed(f"{where} spec.weight {spec.get('weight')!r} is not an integer") from None
+    weight = _integer(spec.get("weight") or 1, f"{where} spec.weight")
     guarantee = spec.get("guarantee") or {}
     return [
         _fact(
@@ -401,10 +405,7 @@ def podgroup_gang_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fac
         ),
         None,
     )
-    try:
-        min_member = int(spec.get("minMember") or 0)
-    except (TypeError, ValueError):
-        raise Malformed(f"PodGroup {ns}/{name}: spec.minMember is not an integer") from None
+    min_member = _integer(spec.get("minMember") or 0, f"PodGroup {ns}/{name}: spec.minMember")
     return [
         _fact(
             "podgroup",
@@ -442,12 +443,7 @@ def priority_class_facts(
 ) -> list[Fact]:
     meta, _, _, name = _parts(obj, "PriorityClass")
     tags = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
-    try:
-        value = int(obj.get("value") or 0)
-    except (TypeError, ValueError):
-        raise Malformed(
-            f"PriorityClass {name}: value {obj.get('value')!r} is not an integer"
-        ) from None
+    value = _integer(obj.get("value") or 0, f"PriorityClass {name}: value")
     return [
         _fact(
             "priority_class",
