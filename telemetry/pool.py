@@ -187,12 +187,22 @@ def accounting_sql(store: Any, by: str | None) -> str:
             SETTINGS join_use_nulls = 1"""
         quota = ""
     else:
+        # by queue: every queue in every interval, holding nothing or not
+        every = (
+            f"UNION ALL SELECT b.bi AS bi, q.queue AS key, toUInt64(0) AS allocated_gpus, "
+            f"toUInt64(0) AS busy_gpus FROM ({_buckets()}) AS b CROSS JOIN "
+            f"(SELECT DISTINCT queue FROM {_t(store, QUEUE)} WHERE cluster = {{cluster:String}}) AS q"
+            if by == "queue"
+            else ""
+        )
         rows = f"""
             SELECT bi, key, CAST(NULL, 'Nullable(UInt64)') AS total_gpus,
                    CAST(NULL, 'Nullable(UInt64)') AS allocatable_gpus,
-                   toUInt64(allocated_gpus) AS allocated_gpus, toUInt64(busy_gpus) AS busy_gpus,
+                   sum(allocated_gpus) AS allocated_gpus, sum(busy_gpus) AS busy_gpus,
                    CAST(NULL, 'Nullable(Int64)') AS free_gpus
-            FROM ({held})"""
+            FROM (SELECT bi, key, toUInt64(allocated_gpus) AS allocated_gpus,
+                         toUInt64(busy_gpus) AS busy_gpus FROM ({held}) {every})
+            GROUP BY bi, key"""
         quota = ""
     if by == "queue":
         quota = f"""

@@ -242,7 +242,7 @@ def pool_rows(
         rows_pod.append(
             {"namespace": pp.namespace, "pod": pp.name, "uid": pp.uid,
              "node": sim.fabric.nodes[pp.node].name, "job": "",
-             "phase": "Running" if vt is None else "Failed", "gpus": "",
+             "phase": "Running", "gpus": "",
              "gpu_requests": pp.gpus, "priority_class": pp.priority_class, "podgroup": pp.name,
              "gpu_model": "", "valid_from": sim.ts(pp.start_step), "valid_to": vt,
              "updated_at": vt or sim.ts(pp.start_step)}
