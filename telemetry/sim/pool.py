@@ -92,16 +92,14 @@ def resolve(f: Fault, spec: FaultSpec, fab: Fabric, wl: Workload, rng: Any, wher
         raise ConfigError(f"{where}.target: {spec.target!r} is not NAMESPACE/NAME")
 
 
-_PLANS: dict[int, Plan] = {}
-
-
 def plan(sim: Simulation) -> Plan | None:
     """Where the pool's pods go and which gangs wait (deterministic; once per simulation)."""
     pool = sim.scenario.pool
     if pool is None:
         return None
-    if id(sim) in _PLANS:
-        return _PLANS[id(sim)]
+    cached = sim.__dict__.get("_pool_plan")  # kept on the simulation it belongs to
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
     fab, steps = sim.fabric, sim.steps
     sus = sorted({(n.idc_idx, n.su) for n in fab.nodes})
     default = str(fab.model["gpu_model"]).replace(" ", "-")
@@ -184,7 +182,7 @@ def plan(sim: Simulation) -> Plan | None:
             members = len(fab.nodes) + 1
             p.gangs.append(Gang(f"queue-{f.subject}", f"{f.subject}-wait", f.subject, members, gpn,
                                 "", f.start_step, f.end_step))  # fmt: skip
-    _PLANS[id(sim)] = p
+    sim.__dict__["_pool_plan"] = p
     return p
 
 
