@@ -1154,6 +1154,10 @@ POD = _register(
         _f("job", "lstr", "Volcano job (volcano.sh/job-name), '' if none."),
         _f("phase", "lstr", "Pod phase."),
         _f("gpus", "str", "JSON list of GPU indices/UUIDs assigned."),
+        _f("gpu_requests", "u16", "nvidia.com/gpu requested (sum over containers).", nullable=True),
+        _f("priority_class", "lstr", "spec.priorityClassName."),
+        _f("podgroup", "lstr", "Volcano PodGroup (scheduling.k8s.io/group-name annotation)."),
+        _f("gpu_model", "lstr", "nvidia.com/gpu.product the pod's nodeSelector requires, '' any."),
     )
 )
 
@@ -1195,6 +1199,8 @@ NODE = _register(
         _f("idc", "lstr", "Data center (from labels or topology)."),
         _f("su", "lstr", "Scalable unit."),
         _f("gpus", "u16", "Allocatable GPUs."),
+        _f("gpu_capacity", "u16", "nvidia.com/gpu capacity.", nullable=True),
+        _f("gpu_model", "lstr", "nvidia.com/gpu.product label (GPU Feature Discovery)."),
     )
 )
 
@@ -1225,6 +1231,101 @@ JOB = _register(
         _f("highest_tier_allowed", "u8", "spec.networkTopology.highestTierAllowed.", nullable=True),
         _f("highest_tier_name", "lstr", "spec.networkTopology.highestTierName.", nullable=True),
         _f("allocated_hypernode", "str", "PodGroup volcano.sh/job-allocated-hypernode annotation."),
+    )
+)
+
+# --- GPU pool (time-versioned) -----------------------------------------------------------------
+QUEUE = _register(
+    _inventory(
+        "queue",
+        "A Volcano Queue and its nvidia.com/gpu quota (capability, deserved, guarantee).",
+        ("queue",),
+        label("queue", "Queue name."),
+        _f("parent", "lstr", "spec.parent, else the volcano.sh/hierarchy path's parent, '' none."),
+        _f("state", "lstr", "status.state (Open, Closed, ...)."),
+        _f("weight", "u32", "spec.weight."),
+        _f("reclaimable", "bool", "spec.reclaimable (default true)."),
+        _f("capability_gpus", "u32", "spec.capability nvidia.com/gpu; null = none.", nullable=True),
+        _f("deserved_gpus", "u32", "spec.deserved nvidia.com/gpu; null = none.", nullable=True),
+        _f(
+            "guarantee_gpus",
+            "u32",
+            "spec.guarantee.resource nvidia.com/gpu; null = none.",
+            nullable=True,
+        ),
+    )
+)
+
+PODGROUP = _register(
+    _inventory(
+        "podgroup",
+        "A Volcano PodGroup (gang): size, queue, phase and why it is not scheduled.",
+        ("namespace", "podgroup"),
+        label("namespace", "Namespace = tenant."),
+        label("podgroup", "PodGroup name."),
+        _f("job", "lstr", "Owning Volcano Job, '' for a standalone PodGroup."),
+        _f("queue", "lstr", "spec.queue."),
+        _f("priority_class", "lstr", "spec.priorityClassName."),
+        _f("min_member", "u32", "spec.minMember."),
+        _f("min_gpus", "u32", "spec.minResources nvidia.com/gpu (0 = none stated)."),
+        _f("phase", "lstr", "status.phase (Pending, Inqueue, Running, Unknown, ...)."),
+        _f("unschedulable", "bool", "An Unschedulable condition with status True."),
+        _f("reason", "str", "That condition's reason and message."),
+    )
+)
+
+PRIORITY_CLASS = _register(
+    _inventory(
+        "priority_class",
+        "A PriorityClass with the provisioning type and purpose its labels/annotations carry.",
+        ("priority_class",),
+        label("priority_class", "PriorityClass name."),
+        _f("value", "i64", "value."),
+        _f("preemption_policy", "lstr", "preemptionPolicy (PreemptLowerPriority | Never)."),
+        _f("global_default", "bool", "globalDefault."),
+        _f("provisioning", "lstr", "Provisioning type (Reserved, Spot, ...); '' unknown."),
+        _f("purpose", "lstr", "Purpose (Serving, Training, Interactive, ...); '' unknown."),
+    )
+)
+
+RESOURCE_QUOTA = _register(
+    _inventory(
+        "resource_quota",
+        "A namespace ResourceQuota's GPU lines.",
+        ("namespace", "quota"),
+        label("namespace", "Namespace = tenant."),
+        label("quota", "ResourceQuota name."),
+        _f("gpus_hard", "u32", "requests.nvidia.com/gpu hard limit; null = none.", nullable=True),
+        _f(
+            "gpus_used",
+            "u32",
+            "status.used requests.nvidia.com/gpu; null = not reported.",
+            nullable=True,
+        ),
+    )
+)
+
+POD_EVENT = _register(
+    RecordKind(
+        name="pod_event",
+        doc="A pod preempted or evicted (Kubernetes Event); a re-listed event replaces itself.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("namespace", "Namespace of the pod."),
+            label("pod", "Pod name."),
+            _f("uid", "str", "Event UID."),
+            _f("reason", "lstr", "Preempted | Evict | Evicted | Preempting ..."),
+            _f("message", "str", "Event message."),
+            _f("preemptor", "str", "Preempting pod UID where the message names it."),
+            _f("node", "lstr", "Node the message names, '' if none."),
+            _f("source", "lstr", "Reporting component (default-scheduler, volcano, kubelet)."),
+            _f("count", "u32", "Event count: the latest version wins."),
+        ),
+        order_by=("cluster", "namespace", "pod", "uid"),
+        version_field="count",
+        ttl_days=90,
+        partition_by=None,
     )
 )
 

@@ -18,8 +18,29 @@ class InventoryConfig(SourceConfig):
         description="use the pod's service account (default: when $KUBERNETES_SERVICE_HOST is set and no kubeconfig is given)",
     )
     resources: list[str] = Field(
-        default_factory=lambda: ["Namespace", "Node", "Pod", "HyperNode", "Job", "PodGroup"],
-        description="API kinds to list+watch",
+        default_factory=lambda: [
+            "Namespace",
+            "Node",
+            "Pod",
+            "HyperNode",
+            "Job",
+            "PodGroup",
+            "Queue",
+            "PriorityClass",
+            "ResourceQuota",
+            "Event",
+        ],
+        description="API kinds to list+watch (Event: pod preemptions and evictions only)",
+    )
+    provisioning_keys: list[str] = Field(
+        default_factory=lambda: ["railscope.io/provisioning"],
+        description="PriorityClass label or annotation keys naming its provisioning type "
+        "(Reserved, Spot, ...); labels first, then annotations, first present wins",
+    )
+    purpose_keys: list[str] = Field(
+        default_factory=lambda: ["railscope.io/purpose"],
+        description="PriorityClass label or annotation keys naming its purpose "
+        "(Serving, Training, Interactive, ...)",
     )
     page_size: int = Field(default=500, gt=0, description="list page size (limit/continue)")
     watch_timeout_seconds: int = Field(

@@ -1,5 +1,6 @@
-"""Kubernetes/Volcano objects -> inventory facts (pod, pod_ip_lease, node, hypernode, job), and the
-loader for `kubectl get -o json|yaml` dumps (List objects, single objects, multi-document YAML).
+"""Kubernetes/Volcano objects -> inventory facts (pod, pod_ip_lease, node, hypernode, job, and for
+the GPU pool queue, podgroup, priority_class, resource_quota; pod preemption/eviction events as
+pod_event rows), and the loader for `kubectl get -o json|yaml` dumps (List objects, single objects, multi-document YAML).
 
 Reads plain dicts as the API serves them; never talks to a cluster. A malformed object raises
 `Malformed` naming it; the caller reports and skips it.
@@ -8,6 +9,7 @@ Reads plain dicts as the API serves them; never talks to a cluster. A malformed 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +49,15 @@ KEY_FIELDS: dict[str, tuple[str, ...]] = {
     "node": ("node",),
     "hypernode": ("hypernode", "member"),
     "job": ("namespace", "job"),
+    "queue": ("queue",),
+    "podgroup": ("namespace", "podgroup"),
+    "priority_class": ("priority_class",),
+    "resource_quota": ("namespace", "quota"),
 }
+GPU = "nvidia.com/gpu"
+GPU_PRODUCT = "nvidia.com/gpu.product"  # GPU Feature Discovery's model label
+GROUP_NAME = "scheduling.k8s.io/group-name"  # Volcano's PodGroup annotation on its pods
+HIERARCHY = "volcano.sh/hierarchy"
 
 
 def _fact(kind: str, start_ms: int | None = None, **fields: Any) -> Fact:
@@ -93,6 +103,10 @@ def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
             job=job,
             phase=phase,
             gpus="",
+            gpu_requests=pod_gpu_requests(spec, f"Pod {ns}/{name}", warnings),
+            priority_class=spec.get("priorityClassName") or "",
+            podgroup=annotations.get(GROUP_NAME) or "",
+            gpu_model=required_gpu_model(spec),
         )
     ]
     # An IP belongs to a pod while it is Pending/Running; hostNetwork pods share the node's IP.
@@ -168,14 +182,8 @@ def node_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
     if not name:
         raise Malformed("Node without metadata.name")
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    gpus_raw = (status.get("allocatable") or {}).get("nvidia.com/gpu", 0)
-    try:
-        gpus = int(gpus_raw)
-    except (TypeError, ValueError):
-        warnings.append(
-            f"Node {name}: allocatable nvidia.com/gpu {gpus_raw!r} is not an integer; stored as 0"
-        )
-        gpus = 0
+    gpus = gpu_quantity(status.get("allocatable"), f"Node {name}: allocatable", warnings) or 0
+    capacity = gpu_quantity(status.get("capacity"), f"Node {name}: capacity", warnings)
     return [
         _fact(
             "node",
@@ -185,6 +193,8 @@ def node_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
             idc=next((labels[k] for k in IDC_LABELS if labels.get(k)), ""),
             su=next((labels[k] for k in SU_LABELS if labels.get(k)), ""),
             gpus=gpus,
+            gpu_capacity=capacity,
+            gpu_model=labels.get(GPU_PRODUCT, ""),
         )
     ]
 
@@ -279,6 +289,228 @@ def _job_fact(obj: Mapping[str, Any], replicas: int, allocated: str) -> Fact:
         allocated_hypernode=allocated,
         **topology_fields(spec.get("networkTopology"), describe(obj)),
     )
+
+
+# --- GPU pool ----------------------------------------------------------------------------------
+def _integer(value: Any, what: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise Malformed(f"{what} {value!r} is not an integer") from None
+
+
+def _parts(
+    obj: Mapping[str, Any], kind: str
+) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], str]:
+    """metadata, spec, status and the name of an object that must have one."""
+    meta = obj.get("metadata") or {}
+    if not meta.get("name"):
+        raise Malformed(f"{kind} without metadata.name")
+    return meta, obj.get("spec") or {}, obj.get("status") or {}, str(meta["name"])
+
+
+def gpu_quantity(resources: Any, where: str, warnings: list[str], key: str = GPU) -> int | None:
+    """nvidia.com/gpu from a resource list (None when absent). GPUs are whole devices: a value
+    that is not a whole number is reported and read as absent."""
+    if not isinstance(resources, Mapping) or key not in resources:
+        return None
+    raw = resources[key]
+    try:
+        value = float(str(raw))
+        if value < 0 or value != int(value):
+            raise ValueError
+    except ValueError:
+        warnings.append(f"{where} {key} {raw!r} is not a whole number of GPUs; ignored")
+        return None
+    return int(value)
+
+
+def pod_gpu_requests(spec: Mapping[str, Any], where: str, warnings: list[str]) -> int | None:
+    """GPUs a pod requests: the sum over its containers (an extended resource's request defaults
+    to its limit), or the largest init container's if that is more, as the scheduler counts it."""
+
+    def one(c: Mapping[str, Any]) -> int:
+        res = c.get("resources") or {}
+        req = gpu_quantity(res.get("requests"), where, warnings)
+        return req if req is not None else gpu_quantity(res.get("limits"), where, warnings) or 0
+
+    main = sum(one(c) for c in spec.get("containers") or [] if isinstance(c, Mapping))
+    init = max(
+        (one(c) for c in spec.get("initContainers") or [] if isinstance(c, Mapping)), default=0
+    )
+    return max(main, init) or None
+
+
+def required_gpu_model(spec: Mapping[str, Any]) -> str:
+    """The GPU model(s) a pod may run on: its nodeSelector, else a required node affinity `In`
+    term on nvidia.com/gpu.product ('|'-joined); '' = any model."""
+    sel = (spec.get("nodeSelector") or {}).get(GPU_PRODUCT)
+    if sel:
+        return str(sel)
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    for term in required.get("nodeSelectorTerms") or []:
+        for e in (term or {}).get("matchExpressions") or []:
+            if e.get("key") == GPU_PRODUCT and e.get("operator") == "In" and e.get("values"):
+                return "|".join(sorted(str(v) for v in e["values"]))
+    return ""
+
+
+def queue_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
+    meta, spec, status, name = _parts(obj, "Queue")
+    where = f"Queue {name}:"
+    parent = spec.get("parent") or ""
+    path = str((meta.get("annotations") or {}).get(HIERARCHY) or "")
+    if not parent and "/" in path:  # hierarchy by annotation (root/eng/prod): its parent segment
+        parent = path.rsplit("/", 2)[-2]
+    weight = _integer(spec.get("weight") or 1, f"{where} spec.weight")
+    guarantee = spec.get("guarantee") or {}
+    return [
+        _fact(
+            "queue",
+            iso_to_ms(meta.get("creationTimestamp")),
+            queue=name,
+            parent=str(parent),
+            state=str(status.get("state") or ""),
+            weight=weight,
+            reclaimable=spec.get("reclaimable") is not False,
+            capability_gpus=gpu_quantity(spec.get("capability"), f"{where} capability", warnings),
+            deserved_gpus=gpu_quantity(spec.get("deserved"), f"{where} deserved", warnings),
+            guarantee_gpus=gpu_quantity(
+                guarantee.get("resource") if isinstance(guarantee, Mapping) else None,
+                f"{where} guarantee",
+                warnings,
+            ),
+        )
+    ]
+
+
+def podgroup_gang_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
+    """The gang itself (every PodGroup, owned by a Job or not)."""
+    meta, spec, status, name = _parts(obj, "PodGroup")
+    ns = meta.get("namespace") or "default"
+    unsched = next(
+        (
+            c
+            for c in status.get("conditions") or []
+            if isinstance(c, Mapping)
+            and c.get("type") == "Unschedulable"
+            and str(c.get("status")) == "True"
+        ),
+        None,
+    )
+    min_member = _integer(spec.get("minMember") or 0, f"PodGroup {ns}/{name}: spec.minMember")
+    return [
+        _fact(
+            "podgroup",
+            iso_to_ms(meta.get("creationTimestamp")),
+            namespace=ns,
+            podgroup=name,
+            job=podgroup_job(obj),
+            queue=spec.get("queue") or "default",
+            priority_class=spec.get("priorityClassName") or "",
+            min_member=min_member,
+            min_gpus=gpu_quantity(
+                spec.get("minResources"), f"PodGroup {ns}/{name}: minResources", warnings
+            )
+            or 0,
+            phase=str(status.get("phase") or ""),
+            unschedulable=unsched is not None,
+            reason=(
+                ": ".join(str(unsched[k]) for k in ("reason", "message") if unsched.get(k))
+                if unsched
+                else ""
+            ),
+        )
+    ]
+
+
+# Where a PriorityClass says its provisioning type and purpose: labels first, then annotations.
+PROVISIONING_KEYS = ("railscope.io/provisioning",)
+PURPOSE_KEYS = ("railscope.io/purpose",)
+
+
+def priority_class_facts(
+    obj: Mapping[str, Any],
+    provisioning_keys: tuple[str, ...] = PROVISIONING_KEYS,
+    purpose_keys: tuple[str, ...] = PURPOSE_KEYS,
+) -> list[Fact]:
+    meta, _, _, name = _parts(obj, "PriorityClass")
+    tags = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
+    value = _integer(obj.get("value") or 0, f"PriorityClass {name}: value")
+    return [
+        _fact(
+            "priority_class",
+            iso_to_ms(meta.get("creationTimestamp")),
+            priority_class=name,
+            value=value,
+            preemption_policy=str(obj.get("preemptionPolicy") or "PreemptLowerPriority"),
+            global_default=bool(obj.get("globalDefault")),
+            provisioning=next((str(tags[k]) for k in provisioning_keys if tags.get(k)), ""),
+            purpose=next((str(tags[k]) for k in purpose_keys if tags.get(k)), ""),
+        )
+    ]
+
+
+def resource_quota_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
+    meta, spec, status, name = _parts(obj, "ResourceQuota")
+    ns = meta.get("namespace") or "default"
+    where = f"ResourceQuota {ns}/{name}:"
+    key = "requests." + GPU
+    return [
+        _fact(
+            "resource_quota",
+            iso_to_ms(meta.get("creationTimestamp")),
+            namespace=ns,
+            quota=name,
+            gpus_hard=gpu_quantity(spec.get("hard"), f"{where} hard", warnings, key),
+            gpus_used=gpu_quantity(status.get("used"), f"{where} used", warnings, key),
+        )
+    ]
+
+
+# Events that take GPUs away from a pod: kube-scheduler's preemption, Volcano's evictor
+# (preempt/reclaim), the kubelet's node-pressure eviction.
+POD_EVENT_REASONS = frozenset({"Preempted", "Evict", "Evicted"})
+_PREEMPTOR = re.compile(r"[Pp]reempted by (?:pod )?(\S+)")
+_ON_NODE = re.compile(r"on node (\S+)")
+
+
+def pod_event_row(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A pod_event row for a preemption/eviction Event, None for any other event."""
+    inv = obj.get("involvedObject") or obj.get("regarding") or {}
+    reason = str(obj.get("reason") or "")
+    if inv.get("kind") != "Pod" or reason not in POD_EVENT_REASONS:
+        return None
+    meta = obj.get("metadata") or {}
+    msg = str(obj.get("message") or obj.get("note") or "")
+    ts = next(
+        (
+            t
+            for t in (
+                iso_to_ms(obj.get(k)) for k in ("lastTimestamp", "eventTime", "firstTimestamp")
+            )
+            if t is not None
+        ),
+        iso_to_ms(meta.get("creationTimestamp")),
+    )
+    if ts is None:
+        raise Malformed(f"Event {meta.get('namespace')}/{meta.get('name')}: no timestamp")
+    pre, on = _PREEMPTOR.search(msg), _ON_NODE.search(msg)
+    source = obj.get("source") or {}
+    return {
+        "ts": ts,
+        "namespace": inv.get("namespace") or meta.get("namespace") or "default",
+        "pod": str(inv.get("name") or ""),
+        "uid": str(meta.get("uid") or meta.get("name") or ""),
+        "reason": reason,
+        "message": msg,
+        "preemptor": pre.group(1) if pre else "",
+        "node": on.group(1) if on else "",
+        "source": str(source.get("component") or obj.get("reportingComponent") or ""),
+        "count": int(obj.get("count") or 1),
+    }
 
 
 # --- dumps -------------------------------------------------------------------------------------

@@ -17,13 +17,15 @@ import time
 from typing import Any, ClassVar
 
 from exporters.inventory.config import InventoryConfig
+from exporters.inventory.objects import KEY_FIELDS
 from exporters.inventory.watch import API_REASONS
 from telemetry.errors import UserError
 from telemetry.pipeline import BaseSource, Batch, ConfigFlags
 
 log = logging.getLogger(__name__)
 
-KINDS = ("namespace", "pod", "pod_ip_lease", "node", "hypernode", "job")
+# the facts it keeps (time-versioned), then the events it records as they happen
+KINDS = (*KEY_FIELDS, "pod_event")
 
 
 def _now_ms() -> int:
@@ -67,7 +69,11 @@ class InventorySource(BaseSource):
         self.once = once
         self.store = store  # seeds open facts so a restart does not repeat history
         self.cluster = cluster
-        self.state = InventoryState(clock)
+        self.state = InventoryState(
+            clock,
+            provisioning_keys=tuple(self.cfg.provisioning_keys),
+            purpose_keys=tuple(self.cfg.purpose_keys),
+        )
         self.state.watched = set(self.cfg.resources)
         self.lock = threading.Lock()
         self._seeded = False
@@ -166,7 +172,7 @@ class InventorySource(BaseSource):
             rows = self.state.drain_rows()
             problems = self.state.problems[self._reported :]
             self._reported = len(self.state.problems)
-            open_by_kind: dict[str, int] = dict.fromkeys(KINDS, 0)
+            open_by_kind: dict[str, int] = dict.fromkeys(KEY_FIELDS, 0)
             for kind, _ in self.state.ledger.open:
                 open_by_kind[kind] += 1
         # served as railscope_component_<name>{component="source:inventory"}

@@ -13,6 +13,8 @@ from typing import Any
 
 from exporters.inventory.objects import (
     KEY_FIELDS,
+    PROVISIONING_KEYS,
+    PURPOSE_KEYS,
     Fact,
     Malformed,
     describe,
@@ -20,9 +22,14 @@ from exporters.inventory.objects import (
     job_facts,
     namespace_facts,
     node_facts,
+    pod_event_row,
     pod_facts,
     podgroup_facts,
+    podgroup_gang_facts,
     podgroup_job,
+    priority_class_facts,
+    queue_facts,
+    resource_quota_facts,
 )
 from telemetry.records import KINDS
 from telemetry.topology.hypernodes import HyperNodeTree, MalformedHyperNode, parse_hypernode
@@ -37,7 +44,26 @@ _OWNER_KIND = {
     "node": "Node",
     "hypernode": "HyperNode",
     "job": "Job",
+    "queue": "Queue",
+    "podgroup": "PodGroup",
+    "priority_class": "PriorityClass",
+    "resource_quota": "ResourceQuota",
 }
+# The key field that holds the owning object's name, per fact kind.
+_OWNER_NAME = {
+    "namespace": "namespace",
+    "pod": "pod",
+    "pod_ip_lease": "pod",
+    "node": "node",
+    "hypernode": "hypernode",
+    "job": "job",
+    "queue": "queue",
+    "podgroup": "podgroup",
+    "priority_class": "priority_class",
+    "resource_quota": "quota",
+}
+_NAMESPACED = ("pod", "pod_ip_lease", "job", "podgroup", "resource_quota")
+_CLUSTER_SCOPED = ("Node", "HyperNode", "Namespace", "Queue", "PriorityClass")
 _META = ("cluster", "valid_from", "valid_to", "updated_at")
 _JOB_KINDS = {"Job", "PodGroup"}
 # parsers that note what they skip in a warnings list (reported once per object)
@@ -45,6 +71,8 @@ _WARNING_PARSERS: dict[str, Callable[[Mapping[str, Any], list[str]], list[Fact]]
     "Pod": pod_facts,
     "Node": node_facts,
     "HyperNode": hypernode_facts,
+    "Queue": queue_facts,
+    "ResourceQuota": resource_quota_facts,
 }
 
 
@@ -86,19 +114,8 @@ class Ledger:
         for r in rows:
             key = tuple(str(r[k]) for k in keys)
             values = tuple(sorted((k, v) for k, v in r.items() if k not in keys and k not in _META))
-            ns = str(r.get("namespace") or "") if kind in ("pod", "pod_ip_lease", "job") else ""
-            name = str(
-                r.get(
-                    {
-                        "namespace": "namespace",
-                        "pod": "pod",
-                        "pod_ip_lease": "pod",
-                        "node": "node",
-                        "hypernode": "hypernode",
-                        "job": "job",
-                    }[kind]
-                )
-            )
+            ns = str(r.get("namespace") or "") if kind in _NAMESPACED else ""
+            name = str(r.get(_OWNER_NAME[kind]))
             # a stored job row may come from a Job or from a standalone PodGroup: which one is
             # known once both have been listed (see `sync`)
             owner = ("Job?" if kind == "job" else _OWNER_KIND[kind], ns, name)
@@ -164,8 +181,17 @@ class InventoryState:
     """Object events -> ledger. Keeps what is needed to combine objects (a Volcano Job and its
     PodGroup) and to check HyperNodes against each other (cycles)."""
 
-    def __init__(self, clock: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], int],
+        *,
+        provisioning_keys: tuple[str, ...] = PROVISIONING_KEYS,
+        purpose_keys: tuple[str, ...] = PURPOSE_KEYS,
+    ) -> None:
         self.ledger = Ledger(clock)
+        self.provisioning_keys = provisioning_keys
+        self.purpose_keys = purpose_keys
+        self.event_counts: dict[str, int] = {}  # event uid -> count already emitted
         self.clock = clock
         self.problems: list[str] = []
         self.warnings: list[str] = []
@@ -174,6 +200,12 @@ class InventoryState:
         self.hypernodes: dict[str, Mapping[str, Any]] = {}
         self.watched: set[str] = set(_JOB_KINDS)  # API kinds that will be listed
         self.synced: set[str] = set()  # API kinds listed at least once
+
+    def _warned(self, facts: list[Fact]) -> list[Fact]:
+        for w in self.warnings:
+            self.report(w)
+        self.warnings.clear()
+        return facts
 
     def report(self, msg: str) -> None:
         """A malformed object (or part of one), by name: the source counts and logs it."""
@@ -194,6 +226,9 @@ class InventoryState:
         at = self.clock() if at is None else at
         kind, ns, name = owner = (str(obj.get("kind") or ""), *_ns_name(obj))
         try:
+            if kind == "Event":
+                self._pod_event(etype, obj)
+                return
             if kind == "PodGroup":
                 self._podgroup(etype, obj, at, backdate)
                 return
@@ -225,6 +260,8 @@ class InventoryState:
         kind = obj.get("kind")
         if kind == "Namespace":
             return namespace_facts(obj)
+        if kind == "PriorityClass":
+            return priority_class_facts(obj, self.provisioning_keys, self.purpose_keys)
         if kind == "Job":
             ns, name = _ns_name(obj)
             return job_facts(obj, self.allocated.get((ns, name), ""))
@@ -240,12 +277,15 @@ class InventoryState:
     def _podgroup(self, etype: str, obj: Mapping[str, Any], at: int, backdate: bool) -> None:
         ns, name = _ns_name(obj)
         job = podgroup_job(obj)
-        if not job:  # standalone PodGroup: a job row of its own
-            owner = ("PodGroup", ns, name)
-            if etype == "DELETED":
-                self.ledger.delete(owner, at)
-            else:
-                self.ledger.apply(owner, podgroup_facts(obj), at, backdate=backdate)
+        owner = ("PodGroup", ns, name)
+        if etype == "DELETED":
+            self.ledger.delete(owner, at)
+        else:
+            gang = self._warned(podgroup_gang_facts(obj, self.warnings))
+            # a standalone PodGroup is also a job row of its own
+            extra = [] if job else podgroup_facts(obj)
+            self.ledger.apply(owner, [*gang, *extra], at, backdate=backdate)
+        if not job:
             return
         alloc = (
             ""
@@ -261,6 +301,19 @@ class InventoryState:
             self.ledger.apply(
                 ("Job", ns, job), job_facts(self.jobs[(ns, job)], alloc), at, backdate=backdate
             )
+
+    def _pod_event(self, etype: str, obj: Mapping[str, Any]) -> None:
+        """A preemption/eviction Event becomes one pod_event row; the same event (uid) again is
+        silent unless its count rose. A deleted Event (TTL) deletes nothing: it happened."""
+        if etype == "DELETED":
+            return
+        row = pod_event_row(obj)
+        if row is None or self.event_counts.get(row["uid"], 0) >= row["count"]:
+            return
+        if len(self.event_counts) > 100_000:  # bounded: old events are not re-listed for long
+            self.event_counts.clear()
+        self.event_counts[row["uid"]] = row["count"]
+        self.ledger.rows.setdefault("pod_event", []).append(row)
 
     def _hypernode_cycles(self, obj: Mapping[str, Any]) -> bool:
         try:
@@ -384,11 +437,7 @@ class InventoryState:
 def _ns_name(obj: Mapping[str, Any]) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     kind = obj.get("kind")
-    ns = (
-        ""
-        if kind in ("Node", "HyperNode", "Namespace")
-        else str(meta.get("namespace") or "default")
-    )
+    ns = "" if kind in _CLUSTER_SCOPED else str(meta.get("namespace") or "default")
     return ns, str(meta.get("name") or "")
 
 

@@ -1,4 +1,5 @@
-"""List+watch of Namespaces, Pods, Nodes, HyperNodes, Volcano Jobs and PodGroups through kubernetes-asyncio.
+"""List+watch of Namespaces, Pods, Nodes, HyperNodes, Volcano Jobs, PodGroups and Queues,
+PriorityClasses, ResourceQuotas and pod Events through kubernetes-asyncio.
 
 Reads the Kubernetes API (kubeconfig or in-cluster service account) and feeds `InventoryState`.
 Watch semantics: resume from the last resourceVersion (bookmarks included) after a dropped
@@ -32,6 +33,10 @@ log = logging.getLogger(__name__)
 class Resource:
     kind: str
     path: str
+    field_selector: str = ""  # narrows what the API sends (events: pods only)
+
+    def query(self) -> list[tuple[str, Any]]:
+        return [("fieldSelector", self.field_selector)] if self.field_selector else []
 
 
 RESOURCES: tuple[Resource, ...] = (
@@ -41,6 +46,10 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("HyperNode", "/apis/topology.volcano.sh/v1alpha1/hypernodes"),
     Resource("Job", "/apis/batch.volcano.sh/v1alpha1/jobs"),
     Resource("PodGroup", "/apis/scheduling.volcano.sh/v1beta1/podgroups"),
+    Resource("Queue", "/apis/scheduling.volcano.sh/v1beta1/queues"),
+    Resource("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"),
+    Resource("ResourceQuota", "/api/v1/resourcequotas"),
+    Resource("Event", "/api/v1/events", "involvedObject.kind=Pod"),
 )
 
 
@@ -173,7 +182,7 @@ class Watcher:
         items: list[dict[str, Any]] = []
         cont = ""
         while True:
-            q: list[tuple[str, Any]] = [("limit", self.page_size)]
+            q: list[tuple[str, Any]] = [("limit", self.page_size), *r.query()]
             if cont:
                 q.append(("continue", cont))
             resp = await self._get(r.path, q, timeout=60)
@@ -205,6 +214,7 @@ class Watcher:
             ("resourceVersion", rv),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", self.watch_timeout_s),
+            *r.query(),
         ]
         resp = await self._get(r.path, q, timeout=self.watch_timeout_s + 30)
         self._set_down(r.kind, None)  # the watch is open again

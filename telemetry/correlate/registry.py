@@ -25,6 +25,7 @@ DETECTOR_MODULES = (
     "telemetry.correlate.detectors.node",
     "telemetry.correlate.detectors.pfc",
     "telemetry.correlate.detectors.placement",
+    "telemetry.correlate.detectors.pool",
     "telemetry.correlate.detectors.storage",
     "telemetry.correlate.detectors.topology",
 )

@@ -43,6 +43,7 @@ from telemetry.records import (
 from telemetry.sim.fabric import Fabric, build_fabric, netdev, rdma_device, su_name
 from telemetry.sim.faults import Fault, GroundTruth, gpu_uuid, placement_targets, resolve_faults
 from telemetry.sim.hdfs import HdfsModel, build_hdfs
+from telemetry.sim.pool import pool_gpus, pool_rows
 from telemetry.sim.scenario import Scenario, SpecField
 from telemetry.sim.workload import TIER_NAMES, Job, Workload, expand_jobs, schedule
 
@@ -367,6 +368,7 @@ class Simulation:
                         "direct_nic": int(direct[g]),
                     }
                 )
+        pool_batches = pool_rows(self, rows_node, rows_job, rows_pod)
         batches = [
             Batch.from_rows(NODE, rows_node),
             Batch.from_rows(HYPERNODE, rows_hn),
@@ -378,6 +380,7 @@ class Simulation:
             Batch.from_rows(HDFS_TRANSFER, self.hdfs.transfers),
             Batch.from_rows(HDFS_BLOCK_PLACEMENT, self.hdfs.placements),
             Batch.from_rows(GPU_EVENT, self._gpu_events()),
+            *pool_batches,
         ]
         return batches
 
@@ -1114,7 +1117,7 @@ class _StepGen:
                 ),
             )
         )
-        out.append((GPU_SAMPLE, self._gpus(t, ts_ms, ep, rng)))
+        out.append((GPU_SAMPLE, pool_gpus(self.sim, t, self._gpus(t, ts_ms, ep, rng))))
         if sim.scenario.sflow.enabled and len(ep.flow_rate):
             fs = self._sflow(ts_ms, ep, rng)
             if fs is not None:

@@ -16,6 +16,8 @@ import numpy as np
 
 from telemetry.errors import ConfigError
 from telemetry.sim.fabric import Fabric, rdma_device, su_name
+from telemetry.sim.pool import POOL_FAULTS
+from telemetry.sim.pool import resolve as pool_resolve
 from telemetry.sim.scenario import FaultSpec, JobSpec, Scenario
 from telemetry.sim.workload import Job, Workload, minute_to_step
 
@@ -458,6 +460,7 @@ _RESOLVERS = {
     "hdfs_replica_misplaced": _r_misplaced,
     "dci_saturation": _r_dci,
     "hypernode_drift": _r_drift,
+    **dict.fromkeys(POOL_FAULTS, pool_resolve),
 }
 
 __all__ = ["Fault", "GroundTruth", "placement_targets", "resolve_faults"]

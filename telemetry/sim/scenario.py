@@ -36,6 +36,9 @@ FaultKind = Literal[
     "hdfs_replica_misplaced",
     "dci_saturation",
     "hypernode_drift",
+    "gpu_idle_allocated",
+    "gang_blocked_by_fragmentation",
+    "queue_over_guarantee_starving",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
 
@@ -162,6 +165,38 @@ class FaultSpec(_M):
     severity: float = Field(1.0, gt=0, le=10, description="Scales the fault's magnitude.")
 
 
+class PoolQueue(_M):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,40}$")
+    deserved: int | None = Field(None, ge=0, description="deserved nvidia.com/gpu")
+    guarantee: int | None = Field(None, ge=0, description="guarantee nvidia.com/gpu")
+    capability: int | None = Field(None, ge=0, description="capability nvidia.com/gpu")
+
+
+class PoolPriorityClass(_M):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,60}$")
+    value: int = 0
+    provisioning: str = Field("", description="Reserved, Spot, ...")
+    purpose: str = Field("", description="Serving, Training, Interactive, ...")
+
+
+class PoolSpec(_M):
+    """The GPU pool around the jobs: GPU models per SU, Volcano queues with GPU quotas,
+    PriorityClasses with provisioning types, and who holds what (faults add idle holders,
+    fragmenting fillers and pending gangs; telemetry/sim/pool.py)."""
+
+    gpu_models: list[str] = Field(
+        default_factory=list, description="nvidia.com/gpu.product per SU (cycled); [] = server's"
+    )
+    queues: list[PoolQueue] = Field(default_factory=list)
+    priority_classes: list[PoolPriorityClass] = Field(default_factory=list)
+    job_queue: str = Field("default", description="queue of the scenario's jobs")
+    job_priority_class: str = Field("", description="priority class of the scenario's jobs")
+    holder_priority_class: str = Field("", description="priority class of idle holders")
+    gang_queue: str = Field("default", description="queue of fragmentation-blocked gangs")
+    spot_priority_class: str = Field("", description="priority class of preempted Spot pods")
+    spot_preemptions: int = Field(0, ge=0, le=64, description="Spot pods preempted mid-run")
+
+
 class Scenario(_M):
     name: str = "custom"
     description: str = ""
@@ -177,6 +212,7 @@ class Scenario(_M):
     hdfs: HdfsSpec = Field(default_factory=HdfsSpec)  # type: ignore[arg-type]
     sflow: SflowSpec = Field(default_factory=SflowSpec)  # type: ignore[arg-type]
     faults: list[FaultSpec] = Field(default_factory=list)
+    pool: PoolSpec | None = None
 
     @field_validator("start")
     @classmethod

@@ -19,7 +19,24 @@ PATHS = {
     "HyperNode": "/apis/topology.volcano.sh/v1alpha1/hypernodes",
     "Job": "/apis/batch.volcano.sh/v1alpha1/jobs",
     "PodGroup": "/apis/scheduling.volcano.sh/v1beta1/podgroups",
+    "Queue": "/apis/scheduling.volcano.sh/v1beta1/queues",
+    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    "ResourceQuota": "/api/v1/resourcequotas",
+    "Event": "/api/v1/events",
 }
+
+
+def selected(obj: dict[str, Any], field_selector: str) -> bool:
+    """kube-apiserver's equality field selectors (`a.b=c,d!=e`) on an object."""
+    for term in filter(None, field_selector.split(",")):
+        neg = "!=" in term
+        path, want = term.split("!=" if neg else "=", 1)
+        got: Any = obj
+        for part in path.split("."):
+            got = got.get(part) if isinstance(got, dict) else None
+        if (str(got or "") == want) == neg:
+            return False
+    return True
 
 
 @dataclass
@@ -100,7 +117,11 @@ class FakeKube:
         return handle
 
     def _list(self, kind: str, q: dict[str, str]) -> web.Response:
-        items = [self.objects[kind][k] for k in sorted(self.objects[kind])]
+        items = [
+            self.objects[kind][k]
+            for k in sorted(self.objects[kind])
+            if selected(self.objects[kind][k], q.get("fieldSelector", ""))
+        ]
         limit = int(q.get("limit") or 0) or len(items) or 1
         start, list_rv = 0, self.rv
         if q.get("continue"):
@@ -155,8 +176,10 @@ class FakeKube:
             while True:
                 for rv, k, etype, obj in self.history:
                     if k == kind and rv > since:
-                        await send({"type": etype, "object": obj})
                         since = rv
+                        if not selected(obj, q.get("fieldSelector", "")):
+                            continue
+                        await send({"type": etype, "object": obj})
                 if self._bookmarks > sent_bookmark and q.get("allowWatchBookmarks") == "true":
                     sent_bookmark = self._bookmarks
                     since = max(since, self._bookmarks)

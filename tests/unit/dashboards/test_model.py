@@ -98,7 +98,16 @@ def models() -> dict[str, dict]:
 
 
 def test_dashboards_validate_against_the_model_schema(models: dict[str, dict]) -> None:
-    assert set(models) == {"overview", "job", "fabric", "gpus", "hdfs-dci", "placement", "self"}
+    assert set(models) == {
+        "overview",
+        "job",
+        "fabric",
+        "gpus",
+        "hdfs-dci",
+        "placement",
+        "pool",
+        "self",
+    }
     uids = set()
     for name, d in models.items():
         jsonschema.validate(d, DASHBOARD)
@@ -223,6 +232,7 @@ def test_cli_build_writes_dashboards_and_provisioning(tmp_path: Path) -> None:
         "railscope-job.json",
         "railscope-overview.json",
         "railscope-placement.json",
+        "railscope-pool.json",
         "railscope-self.json",
     ]
     for f in (tmp_path / "dashboards").glob("*.json"):

@@ -166,6 +166,11 @@ def test_rbac_is_read_only_and_limited_to_what_inventory_records(
         ("topology.volcano.sh", "hypernodes"),
         ("batch.volcano.sh", "jobs"),
         ("scheduling.volcano.sh", "podgroups"),
+        # GPU pool (docs/pool.md)
+        ("scheduling.volcano.sh", "queues"),
+        ("scheduling.k8s.io", "priorityclasses"),
+        ("", "resourcequotas"),
+        ("", "events"),
     }
     (binding,) = [d for d in all_docs if d["kind"] == "ClusterRoleBinding"]
     assert binding["subjects"] == [

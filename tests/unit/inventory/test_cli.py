@@ -46,7 +46,7 @@ def test_dump_to_jsonl(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inventory", "--from", str(DUMP), "--output", "jsonl"]) == 0
     recs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     kinds = {r["_kind"] for r in recs}
-    assert kinds == {"pod", "pod_ip_lease", "node", "hypernode", "job"}
+    assert kinds == {"pod", "pod_ip_lease", "node", "hypernode", "job", "podgroup"}
     assert sorted(r["hypernode"] for r in recs if r["_kind"] == "hypernode") == [
         "rack-0",
         "spine-0",

@@ -18,7 +18,12 @@ def test_builtins_load_and_cover_every_fault_kind():
     assert large.total_servers >= 2048 and large.total_servers * 8 >= 16384
     assert large.duration_minutes == 60 and large.resolution_seconds == 10
     small = load_scenario("small")
-    assert {f.kind for f in small.faults} | {"job_spans_su"} == set(FAULT_KINDS)
+    pool = load_scenario("pool")
+    pool_kinds = {"gpu_idle_allocated", "gang_blocked_by_fragmentation",
+                  "queue_over_guarantee_starving"}  # fmt: skip
+    # the pool kinds need a pool and 30 min of idleness: the pool scenario, not small's 10 min
+    assert {f.kind for f in pool.faults} == pool_kinds and pool.pool is not None
+    assert {f.kind for f in small.faults} | {"job_spans_su"} | pool_kinds == set(FAULT_KINDS)
     assert sum(1 for i in small.fabric.idcs if i.sus) >= 1 and len(small.fabric.idcs) == 2
     assert sum(i.sus for i in small.fabric.idcs) >= 2 and small.duration_minutes >= 10
 
