@@ -1316,6 +1316,7 @@ MIGRATION_8_TABLES: tuple[TableDef, ...] = (
         ttl=None,
         partition_by=None,
         version="updated_at",
+        shard_by=("cluster", "queue"),
     ),
     TableDef(
         "podgroups",
@@ -1340,6 +1341,7 @@ MIGRATION_8_TABLES: tuple[TableDef, ...] = (
         ttl=None,
         partition_by=None,
         version="updated_at",
+        shard_by=("cluster", "namespace", "podgroup"),
     ),
     TableDef(
         "priority_classes",
@@ -1360,6 +1362,7 @@ MIGRATION_8_TABLES: tuple[TableDef, ...] = (
         ttl=None,
         partition_by=None,
         version="updated_at",
+        shard_by=("cluster", "priority_class"),
     ),
     TableDef(
         "resource_quotas",
@@ -1378,6 +1381,7 @@ MIGRATION_8_TABLES: tuple[TableDef, ...] = (
         ttl=None,
         partition_by=None,
         version="updated_at",
+        shard_by=("cluster", "namespace", "quota"),
     ),
     TableDef(
         "pod_events",
@@ -1399,6 +1403,7 @@ MIGRATION_8_TABLES: tuple[TableDef, ...] = (
         ttl=("ts", 90),
         partition_by=None,
         version="count",
+        shard_by=("cluster", "namespace", "pod", "uid"),
     ),
 )
 MIGRATION_8_COLUMNS: tuple[tuple[str, str, str], ...] = (
