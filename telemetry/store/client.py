@@ -50,7 +50,11 @@ def _open_embedded(dsn: Dsn) -> Any:
         if busy:
             raise StoreUnavailable(busy)
         try:
-            client = clickhouse_connect.get_client(dsn=f"chdb://{dsn.path}")
+            # pread, not mmap, for the files an insert reads (a spool batch arrives as a file):
+            # a mapped input counts whole in this process's resident memory while it is read
+            client = clickhouse_connect.get_client(
+                dsn=f"chdb://{dsn.path}", settings={"storage_file_read_method": "pread"}
+            )
         except Exception as e:  # chdb raises plain RuntimeError on a locked path
             raise StoreUnavailable(
                 f"embedded store {dsn.path}: cannot open: {_first_line(e)}"
