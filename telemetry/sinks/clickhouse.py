@@ -51,7 +51,8 @@ def _retry_reason(exc: BaseException) -> str:
     return RETRYABLE[code].lower() if code in RETRYABLE else "unreachable"
 
 
-# A sealed batch at least this large is followed by `release_freed_memory()` once it is spooled.
+# A sealed batch at least this large is followed by `release_freed_memory()` once it is spooled,
+# and by the store's `release_memory()` once it is stored.
 RELEASE_AFTER_BYTES = 32 << 20
 
 
@@ -263,7 +264,10 @@ class ClickHouseSink:
                     dest,
                 )
                 continue
+            large = entry.size >= RELEASE_AFTER_BYTES
             self.spool.remove(entry)
+            if large:
+                self.store.release_memory()
             sent += entry.rows
             with self.stats.lock:
                 self.stats.sent += entry.rows

@@ -287,6 +287,16 @@ class Store:
             self.table(k), k.columns, insert_block=data, settings=settings, fmt="ArrowStream"
         )
 
+    def release_memory(self) -> None:
+        """After a large insert: the embedded engine (in this process) hands the memory its
+        allocator keeps for reuse back to the system. A no-op for a server."""
+        if not self.dsn.embedded:
+            return
+        try:
+            self.client.command("SYSTEM JEMALLOC PURGE")
+        except Exception as e:  # an engine built without jemalloc: nothing to give back
+            log.debug("embedded store: no allocator purge: %s", _first_line(e))
+
     def query_arrow(
         self, sql: str, parameters: Mapping[str, Any] | Sequence[Any] | None = None
     ) -> pa.Table:

@@ -109,3 +109,20 @@ def test_sink_lets_go_of_a_sealed_batch_before_the_store_reads_it(
     assert alive == [0]
     assert store.count("gpu_sample") == 1_000
     sink.close()
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        line = next(ln for ln in f if ln.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+def test_embedded_store_gives_memory_back_after_a_large_insert(store: Store) -> None:
+    """The engine's allocator keeps what an insert used for reuse; `release_memory()` (the
+    sink calls it after storing a batch of 32 MiB or more) returns it to the system."""
+    table = gpu_batch(0, 400_000, now_ms()).table
+    store.insert("gpu_sample", table)
+    del table
+    before = _rss_mib()
+    store.release_memory()
+    assert before - _rss_mib() >= 16, "no memory handed back by the embedded engine"
