@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -213,6 +213,15 @@ class BaseSource:
 
 
 # --- the driver ------------------------------------------------------------------------------
+def _handed_over(batches: list[Batch]) -> Iterator[Batch]:
+    """Yield a cycle's batches, dropping the driver's reference to each once the sinks have it: a
+    sink that seals and spools a batch is then the only holder of its rows (the spool file is
+    the copy that waits for the store), not the driver's list of the whole cycle."""
+    batches.reverse()
+    while batches:
+        yield batches.pop()
+
+
 class Pipeline:
     """Runs sources -> transforms -> sinks. `run_once()` for one cycle, `run()` on an interval."""
 
@@ -268,10 +277,10 @@ class Pipeline:
         n = 0
         for src in self.sources:
             try:
-                batches = src.collect()
+                batches = list(src.collect())
             except Exception:
                 continue  # already counted and logged by the source; the others keep going
-            n += self.publish(batches)
+            n += self.publish(_handed_over(batches))
         if self.report_host is not None:
             self.publish([self.self_report()])
         self.flush()

@@ -21,6 +21,9 @@ ETHTOOL_GSSET_INFO = 0x00000037
 ETH_SS_STATS = 1
 ETH_GSTRING_LEN = 32
 IFNAMSIZ = 16
+# More statistics than any driver has (mlx5 with every channel: a few thousand): a count above
+# this is a broken reply, refused before sizing the string and value buffers by it.
+MAX_STATS = 1 << 16
 
 _LINE = re.compile(r"^\s*([^:]+?):\s*(-?\d+)\s*$")
 
@@ -88,7 +91,14 @@ class IoctlEthtool:
         )
         self._ioctl(netdev, buf)
         _cmd, _res, mask, n = struct.unpack_from("IIQI", buf.raw)
-        return n if mask & (1 << ETH_SS_STATS) else 0
+        if not mask & (1 << ETH_SS_STATS):
+            return 0
+        if n > MAX_STATS:
+            raise EthtoolError(
+                "ethtool_ioctl",
+                f"{netdev}: the kernel reports {n} statistics (at most {MAX_STATS})",
+            )
+        return int(n)
 
     def _strings(self, netdev: str, n: int) -> list[str]:
         buf = ctypes.create_string_buffer(

@@ -147,24 +147,34 @@ class JsonPodResources:
     def fetch(self) -> Assignments | None:
         if not self.path.is_file():
             return None
-        from google.protobuf import json_format
-
-        pb = _pb()
-        try:
-            data = json.loads(self.path.read_text())
-            alloc_raw = data.pop("allocatable", None) if isinstance(data, dict) else None
-            resp = json_format.ParseDict(data, pb.ListPodResourcesResponse())
-            alloc = (
-                json_format.ParseDict(alloc_raw, pb.AllocatableResourcesResponse())
-                if alloc_raw
-                else None
-            )
-        except (ValueError, json_format.ParseError) as e:
-            raise PodResourcesError("malformed_podresources", f"{self.path}: {e}") from None
-        return assignments_from_list(resp, self.matcher, alloc)
+        return parse_json(self.path.read_text(), self.matcher, source=str(self.path))
 
     def close(self) -> None:
         pass
+
+
+def parse_json(text: str, matcher: Matcher, *, source: str = "podresources") -> Assignments:
+    """A captured List response (protobuf JSON, optionally with `"allocatable"`). Anything that
+    is not one raises PodResourcesError("malformed_podresources")."""
+    from google.protobuf import json_format
+
+    pb = _pb()
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+        alloc_raw = data.pop("allocatable", None)
+        if alloc_raw is not None and not isinstance(alloc_raw, dict):
+            raise ValueError(f"allocatable: expected an object, got {type(alloc_raw).__name__}")
+        resp = json_format.ParseDict(data, pb.ListPodResourcesResponse())
+        alloc = (
+            json_format.ParseDict(alloc_raw, pb.AllocatableResourcesResponse())
+            if alloc_raw
+            else None
+        )
+    except (ValueError, json_format.ParseError) as e:
+        raise PodResourcesError("malformed_podresources", f"{source}: {e}") from None
+    return assignments_from_list(resp, matcher, alloc)
 
 
 def attach(

@@ -51,6 +51,35 @@ def _retry_reason(exc: BaseException) -> str:
     return RETRYABLE[code].lower() if code in RETRYABLE else "unreachable"
 
 
+# A sealed batch at least this large is followed by `release_freed_memory()` once it is spooled,
+# and by the store's `release_memory()` once it is stored.
+RELEASE_AFTER_BYTES = 32 << 20
+
+
+def release_freed_memory() -> None:
+    """Hand the memory of a batch that was just spooled back to the system before the store
+    reads the file: Arrow's pool and the C heap (where numpy buffers that Arrow arrays wrap are
+    allocated) otherwise keep it resident for reuse, and the embedded store's insert then comes
+    on top of it."""
+    pa.default_memory_pool().release_unused()
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
+def _libc_malloc_trim() -> Callable[[int], int] | None:
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None  # glibc only
+    except OSError:
+        return None
+
+
+_malloc_trim = _libc_malloc_trim()
+
+
 @dataclass
 class _Buffer:
     tables: list[pa.Table]
@@ -157,7 +186,9 @@ class ClickHouseSink:
         if not buf or not buf.rows:
             return
         table = pa.concat_tables(buf.tables) if len(buf.tables) > 1 else buf.tables[0]
+        buf.tables.clear()  # `export` may still hold the buffer: the sealed table is the one copy
         self._held.append((kind, table))
+        del table  # once spooled, the file is the copy that waits for the store
         self._write_held()
         self._update_gauges()
 
@@ -194,6 +225,9 @@ class ClickHouseSink:
                     )
                 return
             self._held.pop(0)
+            if table.nbytes >= RELEASE_AFTER_BYTES:
+                del table
+                release_freed_memory()
             if self.spool.dropped_rows != dropped_before:
                 with self.stats.lock:
                     self.stats.dropped += self.spool.dropped_rows - dropped_before
@@ -230,7 +264,10 @@ class ClickHouseSink:
                     dest,
                 )
                 continue
+            large = entry.size >= RELEASE_AFTER_BYTES
             self.spool.remove(entry)
+            if large:
+                self.store.release_memory()
             sent += entry.rows
             with self.stats.lock:
                 self.stats.sent += entry.rows

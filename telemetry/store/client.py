@@ -50,7 +50,11 @@ def _open_embedded(dsn: Dsn) -> Any:
         if busy:
             raise StoreUnavailable(busy)
         try:
-            client = clickhouse_connect.get_client(dsn=f"chdb://{dsn.path}")
+            # pread, not mmap, for the files an insert reads (a spool batch arrives as a file):
+            # a mapped input counts whole in this process's resident memory while it is read
+            client = clickhouse_connect.get_client(
+                dsn=f"chdb://{dsn.path}", settings={"storage_file_read_method": "pread"}
+            )
         except Exception as e:  # chdb raises plain RuntimeError on a locked path
             raise StoreUnavailable(
                 f"embedded store {dsn.path}: cannot open: {_first_line(e)}"
@@ -286,6 +290,16 @@ class Store:
         self.client.raw_insert(
             self.table(k), k.columns, insert_block=data, settings=settings, fmt="ArrowStream"
         )
+
+    def release_memory(self) -> None:
+        """After a large insert: the embedded engine (in this process) hands the memory its
+        allocator keeps for reuse back to the system. A no-op for a server."""
+        if not self.dsn.embedded:
+            return
+        try:
+            self.client.command("SYSTEM JEMALLOC PURGE")
+        except Exception as e:  # an engine built without jemalloc: nothing to give back
+            log.debug("embedded store: no allocator purge: %s", _first_line(e))
 
     def query_arrow(
         self, sql: str, parameters: Mapping[str, Any] | Sequence[Any] | None = None

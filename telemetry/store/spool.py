@@ -11,6 +11,7 @@ import os
 import re
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -23,6 +24,24 @@ log = logging.getLogger(__name__)
 _NAME = re.compile(
     r"^(?P<seq>\d{16})\.(?P<kind>[a-z0-9_]+)\.(?P<rows>\d+)\.(?P<token>[0-9a-f]{32})\.arrow$"
 )
+
+
+# Rows per record batch in a spool file: about this many bytes of Arrow data. The store reads a
+# file batch by batch, so its read buffers stay this size whatever the sealed batch's size is,
+# and the many small chunks a sealed batch is made of (a node's few rows per cycle) become few.
+RECORD_BATCH_BYTES = 16 << 20
+
+
+def record_batches(table: pa.Table, target_bytes: int) -> Iterator[pa.RecordBatch]:
+    """`table`'s rows in order as record batches of about `target_bytes` each. Only one such
+    piece is ever copied at a time (to join small chunks), never the whole table."""
+    rows = table.num_rows
+    if rows == 0:
+        yield from table.to_batches()
+        return
+    step = max(1, target_bytes * rows // max(1, table.nbytes))
+    for offset in range(0, rows, step):
+        yield from table.slice(offset, step).combine_chunks().to_batches()
 
 
 @dataclass(frozen=True, order=True)
@@ -129,7 +148,8 @@ class Spool:
         tmp = final.with_suffix(".tmp")
         try:
             with pa.OSFile(str(tmp), "wb") as f, ipc.new_stream(f, table.schema) as w:
-                w.write_table(table)
+                for batch in record_batches(table, RECORD_BATCH_BYTES):
+                    w.write_batch(batch)
             if self.fsync:  # the data, then the rename: a crash leaves the old or the new file
                 fd = os.open(tmp, os.O_RDONLY)
                 try:
