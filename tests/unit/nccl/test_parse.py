@@ -62,9 +62,7 @@ def test_json_fixture_lines_parse_exactly() -> None:
     # every value equals json.loads' own reading of the line
     for i, line in enumerate(SEEDS):
         doc = json.loads(line)
-        assert rows.cols["bus_bandwidth_gbs"][i] == (
-            doc["coll_perf"]["coll_busbw_gbs"]
-        )
+        assert rows.cols["bus_bandwidth_gbs"][i] == (doc["coll_perf"]["coll_busbw_gbs"])
         assert rows.cols["ts"][i] == doc["metadata"]["dump_timestamp_us"] // 1000
 
 
