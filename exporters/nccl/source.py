@@ -10,6 +10,7 @@ the others. See docs/nccl.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import socket
@@ -53,7 +54,7 @@ class NcclSource(BaseSource):
     """
 
     name = "nccl"
-    unit = "lines"  # JSON lines and Prom samples read
+    unit = "entries"  # JSON lines and Prom textfile samples read
     reasons = REASONS
     Config = NcclConfig
 
@@ -244,11 +245,12 @@ class NcclSource(BaseSource):
     def _table(self, rows: parse.Rows, local: bool) -> pa.Table:
         c = rows.cols
         n = len(rows)
+        buckets = functools.lru_cache(maxsize=256)(parse.size_bucket)
         att: dict[str, list[str]] = {
             k: [""] * n for k in ("pod_uid", "container_id", "namespace", "pod", "job")
         }
-        gpus = list(c["gpu"])
-        for i in range(n):
+        gpus = c["gpu"]
+        for i in range(n) if local else ():
             a = self._attribute(c, i, local)
             if a is None:
                 continue
@@ -262,7 +264,7 @@ class NcclSource(BaseSource):
             **att,
             "comm_id": c["comm_id"],
             "collective": c["collective"],
-            "msg_size_bucket": [parse.size_bucket(s) for s in c["msg_size_bytes"]],
+            "msg_size_bucket": [buckets(s) for s in c["msg_size_bytes"]],
             "rank": c["rank"],
             "gpu": gpus,
             "pid": c["pid"],

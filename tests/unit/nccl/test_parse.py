@@ -187,6 +187,10 @@ def test_fuzzed_lines_never_escape(seed: int) -> None:
     lines += [ln.encode("utf-8", "surrogatepass")[:-3] for ln in lines[:10] if isinstance(ln, str)]
     rows = parse.parse_json_lines(lines)
     assert len(rows) + sum(rows.errors.values()) <= len(lines)
+    slow = parse.Rows()  # the fast path accepts exactly what the line-by-line checks accept
+    for ln in lines:
+        parse.parse_json_line(ln, slow)
+    assert (rows.tuples, rows.errors) == (slow.tuples, slow.errors)
     assert set(rows.errors) <= set(parse.REASONS)
     prom = PROM.read_text()
     for text in inputs(rnd, [prom, *prom.splitlines()], 50):
