@@ -11,7 +11,9 @@ name, namespace, job and GPU assignment come from the inventory (`pods` in the s
 from __future__ import annotations
 
 import json
+import math
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,19 +58,23 @@ class PodInfo:
     pod: str
     job: str
     gpus: tuple[str, ...]  # the pod's GPU assignment (indices or UUIDs), in order
+    uid: str = ""
 
 
 class Attributor:
-    """Who ran each rank. `pods(uid)` looks up a pod's inventory facts (None: not known yet);
-    owners are cached per pid (a pid is not reused while its file is being written)."""
+    """Who ran each rank. `pods(uid)` looks up a pod's inventory facts by UID, `named(name)` by
+    pod name (None: not known yet); owners are cached per pid (a pid is not reused while its
+    file is being written)."""
 
     def __init__(
         self,
         proc_root: str | Path = "/proc",
         pods: Callable[[str], PodInfo | None] = lambda uid: None,
+        named: Callable[[str], PodInfo | None] = lambda name: None,
     ) -> None:
         self.proc_root = Path(proc_root)
         self.pods = pods
+        self.named = named
         self._owners: dict[int, Owner | None] = {}
 
     def owner(self, pid: int) -> Owner | None:
@@ -82,17 +88,23 @@ class Attributor:
         return o
 
     def attribute(
-        self, pid: int, rank: int, n_ranks: int, n_nodes: int, gpu: str
+        self, pid: int, rank: int, n_ranks: int, n_nodes: int, gpu: str, *, host: str = ""
     ) -> dict[str, Any]:
-        """The pod columns of one row (every key present; '' when unknown)."""
+        """The pod columns of one row (every key present; '' when unknown): by pid through
+        `/proc/PID/cgroup` when `host` is empty (the rank ran in this node's pid namespace),
+        else by pod name = `host` (a pod's hostname is its name)."""
         out = {"pod_uid": "", "container_id": "", "namespace": "", "pod": "", "job": "", "gpu": gpu}
-        o = self.owner(pid)
-        if o is None:
-            return out
-        out["pod_uid"], out["container_id"] = o.pod_uid, o.container_id
-        info = self.pods(o.pod_uid)
+        if host:
+            info = self.named(host)
+        else:
+            o = self.owner(pid)
+            if o is None:
+                return out
+            out["pod_uid"], out["container_id"] = o.pod_uid, o.container_id
+            info = self.pods(o.pod_uid)
         if info is None:
             return out
+        out["pod_uid"] = out["pod_uid"] or info.uid
         out.update(namespace=info.namespace, pod=info.pod, job=info.job)
         if not gpu:
             out["gpu"] = rank_gpu(info.gpus, rank, n_ranks, n_nodes)
@@ -110,24 +122,42 @@ def rank_gpu(gpus: tuple[str, ...], rank: int, n_ranks: int, n_nodes: int) -> st
     return ""
 
 
-def pod_directory(store: Any, cluster: str) -> Callable[[str], PodInfo | None]:
-    """`uid -> PodInfo` from the inventory in `store` (the latest version of each pod), queried
-    once per unknown UID and cached; a UID not found yet is asked again on a later call."""
+def pod_directory(
+    store: Any,
+    cluster: str,
+    *,
+    by: str = "uid",
+    node: str | None = None,
+    retry_seconds: float = 30.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> Callable[[str], PodInfo | None]:
+    """`key -> PodInfo` from the inventory in `store` (the latest version of each pod), by `uid`
+    or by pod `name` (then only a name that one pod holds, on `node` when given), queried once
+    per unknown key and cached; a key not found is asked again `retry_seconds` later (the
+    inventory may not have stored a new pod yet)."""
     cache: dict[str, PodInfo] = {}
+    missed: dict[str, float] = {}
+    column = {"uid": "uid", "name": "pod"}[by]
+    on_node = " AND node = {n:String}" if node is not None else ""
 
-    def lookup(uid: str) -> PodInfo | None:
-        if uid in cache:
-            return cache[uid]
-        rows = store.query_rows(
-            f"SELECT namespace, pod, job, gpus FROM {store.table('pod', final=True)} "
-            "WHERE cluster = {c:String} AND uid = {u:String} ORDER BY valid_from DESC LIMIT 1",
-            parameters={"c": cluster, "u": uid},
-        )
-        if not rows:
+    def lookup(key: str) -> PodInfo | None:
+        if key in cache:
+            return cache[key]
+        if clock() - missed.get(key, -math.inf) < retry_seconds:
             return None
-        ns, pod, job, gpus = rows[0]
-        cache[uid] = PodInfo(ns, pod, job, parse_gpus(gpus))
-        return cache[uid]
+        rows = store.query_rows(
+            "SELECT namespace, pod, argMax(job, valid_from), argMax(gpus, valid_from), any(uid) "
+            f"FROM {store.table('pod', final=True)} "
+            f"WHERE cluster = {{c:String}} AND {column} = {{k:String}}{on_node} "
+            "GROUP BY namespace, pod LIMIT 2",
+            {"c": cluster, "k": key, "n": node or ""},
+        )
+        if len(rows) != 1:  # unknown, or a name two namespaces share: not guessed
+            missed[key] = clock()
+            return None
+        ns, pod, job, gpus, uid = rows[0]
+        cache[key] = PodInfo(ns, pod, job, parse_gpus(gpus), uid)
+        return cache[key]
 
     return lookup
 

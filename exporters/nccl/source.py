@@ -127,6 +127,9 @@ class NcclSource(BaseSource):
     def bind_store(self, store: Any) -> None:
         """Pod names, jobs and GPU assignments come from the inventory in this store."""
         self.attributor.pods = pod_directory(store, self.cluster)
+        # live: the pods of this node; a capture (--from): any pod the inventory knows
+        node = self.node_name if self.from_path is None else None
+        self.attributor.named = pod_directory(store, self.cluster, by="name", node=node)
 
     # --- collection -----------------------------------------------------------------------------
     def _collect(self) -> list[Batch]:
@@ -250,10 +253,8 @@ class NcclSource(BaseSource):
             k: [""] * n for k in ("pod_uid", "container_id", "namespace", "pod", "job")
         }
         gpus = c["gpu"]
-        for i in range(n) if local else ():
+        for i in range(n):
             a = self._attribute(c, i, local)
-            if a is None:
-                continue
             for k in att:
                 att[k][i] = a[k]
             gpus[i] = a["gpu"]
@@ -284,15 +285,20 @@ class NcclSource(BaseSource):
         ]
         return pa.Table.from_arrays(arrays, schema=schema)
 
-    def _attribute(self, c: dict[str, list[Any]], i: int, local: bool) -> dict[str, Any] | None:
+    def _attribute(self, c: dict[str, list[Any]], i: int, local: bool) -> dict[str, Any]:
         """The pod of row i: by pid through the proc root when the rank ran in this node's pid
         namespace (hostname = this node, live only); otherwise by pod name = hostname (a pod's
         hostname is its name) when the inventory knows it."""
         host = c["node"][i]
-        rank, n_ranks, n_nodes, gpu = c["rank"][i], c["n_ranks"][i], c["n_nodes"][i], c["gpu"][i]
-        if local and host == self.node_name:
-            return self.attributor.attribute(c["pid"][i], rank, n_ranks, n_nodes, gpu)
-        return None
+        same = local and host == self.node_name
+        return self.attributor.attribute(
+            c["pid"][i],
+            c["rank"][i],
+            c["n_ranks"][i],
+            c["n_nodes"][i],
+            c["gpu"][i],
+            host="" if same else host,
+        )
 
 
 __all__ = ["NcclSource", "PodInfo", "detect"]

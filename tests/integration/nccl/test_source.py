@@ -138,22 +138,35 @@ def test_spawned_process_is_attributed_to_its_pod(
     dump = tmp_path / "dump"
     dump.mkdir()
     (dump / f"node-a-pid{pid}.log").write_text(
-        line(1, pid=pid, rank=6) + line(1, host="pod-b", pid=pid, rank=1)
+        line(1, pid=pid, rank=6)
+        + line(1, host="pod-b", pid=pid, rank=1)
+        # a rank in the pod's own pid namespace: its hostname is the pod's name
+        + line(1, host="llm-worker-1", pid=1, rank=2)
     )
     cfg = NcclConfig(dump_dir=str(dump), proc_root=str(proc), node_name="node-a")
     src = NcclSource(cfg, cluster="c1")
     src.bind_store(store)
     batches = src.collect()
-    mine, other = rows(batches)
+    mine, other, by_name = rows(batches)
     assert (mine["pod_uid"], mine["container_id"]) == (UID, CID)
     assert (mine["namespace"], mine["pod"], mine["job"]) == ("team-a", "llm-worker-1", "llm")
     assert mine["gpu"] == "2"  # rank 6 of 8 on 2 nodes: local rank 2 -> the pod's GPU "2"
     assert other["pod"] == "" and other["pod_uid"] == ""  # another host's pid: not looked up
+    assert (by_name["pod"], by_name["pod_uid"], by_name["container_id"]) == (
+        "llm-worker-1",
+        UID,
+        "",
+    )
+    assert by_name["gpu"] == "2"  # rank 2 of 8 on 2 nodes
     store.insert(batches[0].kind, batches[0].table)
     got = store.query_rows(
         f"SELECT pod, job, gpu, rank FROM {store.table('collective_sample')} ORDER BY rank"
     )
-    assert got == [("", "", "", 1), ("llm-worker-1", "llm", "2", 6)]
+    assert got == [
+        ("", "", "", 1),
+        ("llm-worker-1", "llm", "2", 2),
+        ("llm-worker-1", "llm", "2", 6),
+    ]
 
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

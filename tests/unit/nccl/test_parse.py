@@ -18,6 +18,25 @@ from tests.fuzz import FUZZ, SEED, inputs, json_value
 FIX = Path(__file__).parents[2] / "fixtures" / "nccl"
 JSON_FILES = sorted((FIX / "inspector-json").iterdir())
 PROM = FIX / "inspector-prom" / "nccl_inspector_GPU2.prom"
+# The first line of gpu-node-1-pid163945.log, as a row.
+ROW0 = {
+    "ts": 1763852498000,
+    "node": "gpu-node-1",
+    "pid": 163945,
+    "comm_id": "0x7f8c496ae9f661",
+    "rank": 2,
+    "n_ranks": 16,
+    "n_nodes": 2,
+    "collective": "AllReduce",
+    "coll_sn": 1400,
+    "msg_size_bytes": 1073741824,
+    "exec_time_us": 5200.0,
+    "timing_source": "kernel_gpu",
+    "algo_bandwidth_gbs": 206.488812,
+    "bus_bandwidth_gbs": 387.166523,
+    "gpu": "",
+    "format_version": "v4.0",
+}
 SEEDS = [ln for f in JSON_FILES for ln in f.read_text().splitlines() if ln.strip()]
 
 
@@ -27,24 +46,7 @@ def test_json_fixture_lines_parse_exactly() -> None:
         with f.open("rb") as fh:
             parse.parse_json_lines(fh, rows)
     assert len(rows) == 7 and rows.errors == {}
-    assert rows.row(0) == {
-        "ts": 1763852498000,
-        "node": "gpu-node-1",
-        "pid": 163945,
-        "comm_id": "0x7f8c496ae9f661",
-        "rank": 2,
-        "n_ranks": 16,
-        "n_nodes": 2,
-        "collective": "AllReduce",
-        "coll_sn": 1400,
-        "msg_size_bytes": 1073741824,
-        "exec_time_us": 5200.0,
-        "timing_source": "kernel_gpu",
-        "algo_bandwidth_gbs": 206.488812,
-        "bus_bandwidth_gbs": 387.166523,
-        "gpu": "",
-        "format_version": "v4.0",
-    }
+    assert rows.row(0) == ROW0
     assert rows.cols["coll_sn"][:6] == [1400, 1401, 1402, 1403, 1404, 1405]
     # the verbose line (event traces) of the second process
     v = rows.row(6)
@@ -70,23 +72,17 @@ def test_prom_fixture_parses_exactly_and_matches_the_json_line() -> None:
     rows = parse.parse_prom(PROM.read_text(), mtime_ms=123)
     assert rows.errors == {}
     assert rows.row(0) == {
+        **ROW0,
         "ts": 123,  # no timestamp in the file: its mtime
-        "node": "gpu-node-1",
-        "pid": 163945,
-        "comm_id": "0x7f8c496ae9f661",
-        "rank": 2,
-        "n_ranks": 16,
-        "n_nodes": 2,
-        "collective": "AllReduce",
         "coll_sn": 1405,
-        "msg_size_bytes": 1073741824,  # "1.00GB": binary units (the JSON line of sn 1405 says so)
         "exec_time_us": 10302.0,
-        "timing_source": "kernel_gpu",
         "algo_bandwidth_gbs": 104.22,
         "bus_bandwidth_gbs": 195.42,
         "gpu": "GPU2",
         "format_version": "prom",
     }
+    # "1.00GB" is binary units: the JSON line of coll_sn 1405 says 1073741824 bytes
+    assert rows.cols["msg_size_bytes"] == [1 << 30]
     j = parse.parse_json_lines(SEEDS)
     i = j.cols["coll_sn"].index(1405)
     assert j.cols["msg_size_bytes"][i] == rows.cols["msg_size_bytes"][0]
