@@ -9,6 +9,7 @@ thresholds.yaml.
 from __future__ import annotations
 
 from datetime import timedelta
+from itertools import pairwise
 from typing import Any
 
 from telemetry.correlate.detectors.node import gpu_subject
@@ -28,7 +29,7 @@ def collective_slowdown(ctx: Context) -> list[Finding]:
     """A job's bus bandwidth for one collective and message size, over the window, below its own
     baseline (the `collective.baseline_seconds` before the window): the window's median under
     the baseline's median by more than `collective.slowdown_ratio` and by more than
-    `collective.mad_factor` robust deviations (1.4826 x MAD). One finding per job and
+    `collective.mad_factor` robust deviations of the baseline's noise (see _noise). One finding per job and
     communicator; the hops of the job's path with findings on them are its ranked evidence."""
     base_s = float(ctx.t("collective.baseline_seconds"))
     rows = ctx.rows(
@@ -38,7 +39,7 @@ def collective_slowdown(ctx: Context) -> list[Finding]:
                countIf(ts >= {{ws:DateTime64(3, 'UTC')}}) AS now_n,
                medianIf(bus_bandwidth_gbs, ts < {{ws:DateTime64(3, 'UTC')}}) AS base_gbs,
                countIf(ts < {{ws:DateTime64(3, 'UTC')}}) AS base_n,
-               groupArrayIf(bus_bandwidth_gbs, ts < {{ws:DateTime64(3, 'UTC')}}) AS base
+               groupArrayIf((coll_sn, bus_bandwidth_gbs), ts < {{ws:DateTime64(3, 'UTC')}}) AS base
         FROM {ctx.table("collective_sample")}
         WHERE cluster = {{cluster:String}} AND job != ''
           AND ts >= {{bs:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}
@@ -55,8 +56,7 @@ def collective_slowdown(ctx: Context) -> list[Finding]:
     slow: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in rows:
         base, now = float(r["base_gbs"]), float(r["now_gbs"])
-        mad = 1.4826 * _median([abs(x - base) for x in r["base"]])
-        if base <= 0 or now > base * (1 - ratio) or base - now <= k * mad:
+        if base <= 0 or now > base * (1 - ratio) or base - now <= k * _noise(r["base"]):
             continue
         slow.setdefault((r["namespace"], r["job"], r["comm_id"]), []).append(
             {
@@ -94,6 +94,20 @@ def collective_slowdown(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+def _noise(base: list[tuple[int, float]]) -> float:
+    """The baseline's robust noise: 1.4826 x the median absolute difference between successive
+    collectives' (coll_sn order) median bandwidths, / sqrt 2. Unlike the MAD around the baseline's
+    median, a level shift inside the baseline (an earlier slowdown) does not inflate it, so a
+    second slowdown right after a first is still seen."""
+    per_sn: dict[int, list[float]] = {}
+    for sn, bw in base:
+        per_sn.setdefault(int(sn), []).append(float(bw))
+    meds = [_median(per_sn[sn]) for sn in sorted(per_sn)]
+    if len(meds) < 2:
+        return 0.0  # one collective: no step-to-step noise to measure, the ratio alone judges
+    return 1.4826 * _median([abs(b - a) for a, b in pairwise(meds)]) / 2**0.5
 
 
 def _median(xs: list[float]) -> float:

@@ -159,3 +159,19 @@ def test_straggler_localized_to_node_gpu_and_nic(store: Store) -> None:
     )
     assert e["slow_collectives"] == e["collectives"] == 12  # every collective of the window
     assert collective_slowdown(ctx(store)) == []  # bandwidth steady: no slowdown
+
+
+def test_second_slowdown_right_after_a_first_is_still_seen(store: Store) -> None:
+    """A baseline holding an earlier slowdown (300 GB/s, then 200 GB/s for its last half) is not
+    noise: the window's 100 GB/s is a new slowdown. The MAD around the baseline's median (about
+    50 GB/s here) would have hidden it; the step-to-step noise of the baseline is ~0."""
+    rows = samples("twice")
+    for r in rows:
+        t = r["ts"]
+        bw = 100.0 if t >= ms(START) else 200.0 if t >= ms(START) - 300_000 else 300.0
+        r["bus_bandwidth_gbs"], r["algo_bandwidth_gbs"] = bw, bw / 1.5
+    store.insert(COLLECTIVE_SAMPLE, COLLECTIVE_SAMPLE.to_arrow(rows))
+    (f,) = collective_slowdown(ctx(store))
+    assert f.subject == "team/twice/0xtwice"
+    (c,) = f.evidence["collectives"]
+    assert c["bus_bandwidth_gbs"] == 100.0 and 200.0 <= c["baseline_gbs"] <= 300.0

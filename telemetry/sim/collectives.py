@@ -1,0 +1,242 @@
+"""Collectives of the simulated jobs (NCCL Inspector, `collective_sample`) and their ground truth.
+
+Every running job has one communicator (all its GPUs, one rank per GPU, ranks laid out node by
+node) and runs `PER_STEP` AllReduce collectives of `MSG_BYTES` each step. Their bus bandwidth
+follows the job's network pace in the simulated epoch (its slowest flow's share of the links it
+crosses: an ECMP collision, a PFC storm or a stalled NIC on its path slows it); a throttled GPU
+takes longer on its own rank only (a straggler). A job hung by a lost GPU completes none.
+
+The ground truth of the two consequence kinds comes from the same physics, never from a
+detector: `collective_slowdown` where a job's pace drops `SLOWDOWN_DROP` under its own median pace
+of the `BASELINE_SECONDS` before, for at least `MIN_SECONDS`, tied to the fault that owns the
+bottleneck link; `collective_straggler` for a throttled GPU under a job of at least 3 ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from telemetry.records import COLLECTIVE_SAMPLE
+
+if TYPE_CHECKING:
+    from telemetry.sim.engine import Simulation
+    from telemetry.sim.faults import Fault
+
+MSG_BYTES = 1 << 30  # 1 GiB AllReduce (gradient bucket)
+PER_STEP = 2  # collectives per job and step
+NOISE = 0.02  # lognormal sigma of one rank's bandwidth
+BUSBW_EFFICIENCY = 0.9  # bus bandwidth reached of a NIC's line rate share when unimpeded
+# ground truth: what a job feels as a slowdown (the detector's defaults agree; the truth is physics)
+SLOWDOWN_DROP = 0.25
+BASELINE_SECONDS = 600
+MIN_SECONDS = 60
+STRAGGLER_MIN_RANKS = 3
+
+
+def comm_id(job_key: str) -> str:
+    """The communicator id of a job: NCCL's is a 64-bit hash, printed in hex."""
+    import zlib
+
+    return f"0x{zlib.crc32(job_key.encode()):08x}{zlib.crc32(job_key[::-1].encode()):08x}"
+
+
+def pid_of(job_idx: int, local_rank: int) -> int:
+    return 4000 + 97 * job_idx + local_rank
+
+
+@dataclass
+class JobPace:
+    """One epoch of one job: network pace (1 = unimpeded), the endpoint that set it, hung."""
+
+    t0: int
+    t1: int
+    pace: float
+    bottleneck: int
+    hung: bool
+
+
+@dataclass
+class PaceLog:
+    by_job: dict[int, list[JobPace]] = field(default_factory=dict)
+
+    def note(self, job: int, p: JobPace) -> None:
+        runs = self.by_job.setdefault(job, [])
+        if not any(r.t0 == p.t0 for r in runs):
+            runs.append(p)
+
+
+def rows_for_step(
+    sim: Simulation,
+    t: int,
+    pace: dict[int, tuple[float, bool]],
+    gpu_clock: np.ndarray,
+    rng: np.random.Generator,
+) -> list[dict[str, Any]]:
+    """The Inspector records of step t as collective_sample rows (fast path)."""
+    fab = sim.fabric
+    gpn = fab.gpus_per_node
+    ts0 = sim.ts(t)
+    out: list[dict[str, Any]] = []
+    for j in sim.workload.running(t):
+        s, hung = pace.get(j.idx, (1.0, False))
+        if hung or not j.pods:
+            continue
+        n_ranks = len(j.pods) * gpn
+        nominal = j.spec.gbps_per_nic / 8 * BUSBW_EFFICIENCY
+        factor = 2 * (n_ranks - 1) / n_ranks if n_ranks > 1 else 1.0
+        comm = comm_id(j.key)
+        for k in range(PER_STEP):
+            sn = t * PER_STEP + k
+            ts = ts0 + k * sim.dt * 1000 // PER_STEP + 200
+            bw = nominal * s * rng.lognormal(0.0, NOISE, n_ranks)
+            for pi, p in enumerate(j.pods):
+                node = fab.nodes[p.node].name
+                for g in range(gpn):
+                    rank = pi * gpn + g
+                    busbw = float(bw[rank]) * min(1.0, float(gpu_clock[p.node * gpn + g]))
+                    algbw = busbw / factor
+                    out.append(
+                        {
+                            "ts": ts,
+                            "node": node,
+                            "namespace": p.namespace,
+                            "pod": p.name,
+                            "pod_uid": p.uid,
+                            "container_id": "",
+                            "job": j.name,
+                            "comm_id": comm,
+                            "collective": "AllReduce",
+                            "msg_size_bucket": "1GiB",
+                            "rank": rank,
+                            "gpu": str(g),
+                            "pid": pid_of(j.idx, g),
+                            "n_ranks": n_ranks,
+                            "n_nodes": len(j.pods),
+                            "coll_sn": sn,
+                            "msg_size_bytes": MSG_BYTES,
+                            "exec_time_seconds": MSG_BYTES / (algbw * 1e9),
+                            "algo_bandwidth_gbs": algbw,
+                            "bus_bandwidth_gbs": busbw,
+                            "timing_source": "kernel_gpu",
+                            "format_version": "v4.0",
+                        }
+                    )
+    return out
+
+
+def table_for_step(
+    sim: Simulation,
+    t: int,
+    pace: dict[int, tuple[float, bool]],
+    gpu_clock: np.ndarray,
+    rng: np.random.Generator,
+) -> pa.Table | None:
+    rows = rows_for_step(sim, t, pace, gpu_clock, rng)
+    if not rows:
+        return None
+    from telemetry.pipeline import Batch
+
+    return Batch.from_rows(COLLECTIVE_SAMPLE, rows).table
+
+
+def truth(sim: Simulation, log: PaceLog, faults: list[Fault]) -> list[Fault]:
+    """collective_slowdown / collective_straggler faults (origin='consequence'), each naming the
+    fault that caused it in `detail.cause`."""
+    from telemetry.sim.faults import Fault
+
+    fab = sim.fabric
+    out: list[Fault] = []
+    base_steps = max(1, BASELINE_SECONDS // sim.dt)
+    min_steps = max(1, -(-MIN_SECONDS // sim.dt))
+    jobs = {j.idx: j for j in sim.workload.jobs}
+    for ji, runs in sorted(log.by_job.items()):
+        j = jobs[ji]
+        per_step: list[tuple[int, JobPace]] = []
+        for r in sorted(runs, key=lambda r: r.t0):
+            per_step += [(t, r) for t in range(r.t0, r.t1)]
+        hist: list[float] = []
+        spans: list[list[Any]] = []  # [t0, t1, worst drop, cause (a fault or None), endpoints]
+        for t, r in per_step:
+            if r.hung:
+                continue
+            drop = 0.0
+            if hist:
+                ref = float(np.median(hist[-base_steps:]))
+                drop = 1 - r.pace / ref if ref > 0 else 0.0
+            hist.append(r.pace)
+            if drop < SLOWDOWN_DROP:
+                continue
+            names = _names(fab, r.bottleneck)
+            cause = next(
+                (f for f in faults if f.start_step <= t < f.end_step and names & set(f.subjects)),
+                None,
+            )
+            last = spans[-1] if spans else None
+            if last is not None and last[1] == t and last[3] is cause:
+                last[1] = t + 1
+                last[2] = max(last[2], drop)
+                last[4] |= names
+            else:
+                spans.append([t, t + 1, drop, cause, set(names)])
+        for t0, t1, drop, cause, names in spans:
+            if t1 - t0 < min_steps:
+                continue
+            subj = f"{j.key}/{comm_id(j.key)}"
+            g = Fault(
+                f"collective_slowdown-{j.name}-{t0}",
+                "collective_slowdown",
+                sim.ts(t0),
+                sim.ts(t1),
+                "communicator",
+                subj,
+                [subj, j.key],
+                origin="consequence",
+                start_step=t0,
+                end_step=t1,
+            )
+            g.detail = {
+                "drop_ratio": round(drop, 3),
+                "cause": cause.id if cause else "",
+                "cause_kind": cause.kind if cause else "",
+                "cause_subject": cause.subject if cause else "",
+                "bottleneck": sorted(names),
+            }
+            out.append(g)
+    gpn = fab.gpus_per_node
+    for f in faults:
+        if f.kind != "gpu_throttle" or (f.end_step - f.start_step) < min_steps:
+            continue
+        node = f.target["node"]
+        running = [j for j in sim.workload.running(f.start_step) if node in j.nodes and j.pods]
+        if not running or len(running[0].pods) * gpn < STRAGGLER_MIN_RANKS:
+            continue
+        j = running[0]
+        name = fab.nodes[node].name
+        subj = f"{name}/gpu{f.target['gpu']}"
+        g = Fault(
+            f"collective_straggler-{f.id}",
+            "collective_straggler",
+            f.start_ms,
+            min(f.end_ms, sim.ts(j.end_step)),
+            "gpu",
+            subj,
+            [subj, name],
+            origin="consequence",
+            start_step=f.start_step,
+            end_step=min(f.end_step, j.end_step),
+        )
+        g.detail = {"cause": f.id, "cause_kind": f.kind, "cause_subject": f.subject, "job": j.key}
+        out.append(g)
+    return out
+
+
+def _names(fab: Any, ep: int) -> set[str]:
+    """The names a fault may carry for endpoint `ep` (port and link)."""
+    return {fab.ep_name(ep), fab.link_name(ep)} if ep >= 0 else set()
+
+
+__all__ = ["PaceLog", "comm_id", "rows_for_step", "table_for_step", "truth"]
