@@ -15,6 +15,7 @@ bottleneck link; `collective_straggler` for a throttled GPU under a job of at le
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -234,9 +235,123 @@ def truth(sim: Simulation, log: PaceLog, faults: list[Fault]) -> list[Fault]:
     return out
 
 
+# --- device files (through-parsers path) ---------------------------------------------------------
+PROM_EVERY = 4  # every 4th server's ranks dump Prom textfiles (NCCL_INSPECTOR_PROM_DUMP=1)
+_METRICS = (
+    ("nccl_bus_bandwidth_gbs", "NCCL bus bandwidth in GB/s", "bus_bandwidth_gbs"),
+    ("nccl_algorithm_bandwidth_gbs", "NCCL algorithm bandwidth in GB/s", "algo_bandwidth_gbs"),
+    (
+        "nccl_collective_exec_time_microseconds",
+        "NCCL collective execution time in microseconds",
+        "exec_us",
+    ),
+)
+
+
+def render_inspector(sim: Simulation, out: Path, rows: list[dict[str, Any]]) -> int:
+    """Write one step's collectives as NCCL Inspector writes them on each server: under
+    `out/nccl/NODE/` one JSON-lines file per rank's process, appended to (v4.0), or on every
+    PROM_EVERY-th server one Prom textfile per GPU, rewritten; and the process's
+    `/proc/PID/cgroup` (its pod's kubepods cgroup) under `out/nccl-proc/NODE/`. Returns lines
+    written."""
+    prom_nodes = {n.name for n in sim.fabric.nodes if n.idx % PROM_EVERY == PROM_EVERY - 1}
+    by_proc: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        by_proc.setdefault((r["node"], int(r["pid"])), []).append(r)
+    n = 0
+    for (node, pid), rs in sorted(by_proc.items()):
+        cg = out / "nccl-proc" / node / str(pid) / "cgroup"
+        if not cg.exists():
+            cg.parent.mkdir(parents=True, exist_ok=True)
+            uid = rs[0]["pod_uid"].replace("-", "_")
+            cid = f"{zlib_hex(rs[0]['pod_uid'])}{pid:08x}".ljust(64, "0")
+            cg.write_text(
+                f"0::/kubepods.slice/kubepods-pod{uid}.slice/cri-containerd-{cid}.scope\n"
+            )
+        d = out / "nccl" / node
+        d.mkdir(parents=True, exist_ok=True)
+        if node in prom_nodes:
+            gpu = rs[0]["gpu"]
+            (d / f"nccl_inspector_pid{pid}_GPU{gpu}.prom").write_text(_prom(rs, gpu))
+        else:
+            with (d / f"{node}-pid{pid}.log").open("a") as fh:
+                fh.writelines(_json_line(r) for r in rs)
+        n += len(rs)
+    return n
+
+
+def zlib_hex(text: str) -> str:
+    import zlib
+
+    return f"{zlib.crc32(text.encode()):08x}"
+
+
+def _ts_ms(v: Any) -> int:
+    return int(v.timestamp() * 1000) if hasattr(v, "timestamp") else int(v)
+
+
+def _json_line(r: dict[str, Any]) -> str:
+    import json
+
+    return (
+        json.dumps(
+            {
+                "header": {
+                    "id": r["comm_id"],
+                    "rank": r["rank"],
+                    "n_ranks": r["n_ranks"],
+                    "nnodes": r["n_nodes"],
+                },
+                "metadata": {
+                    "inspector_output_format_version": "v4.0",
+                    "git_rev": "",
+                    "rec_mechanism": "nccl_profiler_interface",
+                    "dump_timestamp_us": _ts_ms(r["ts"]) * 1000,
+                    "hostname": r["node"],
+                    "pid": r["pid"],
+                },
+                "coll_perf": {
+                    "coll": r["collective"],
+                    "coll_sn": r["coll_sn"],
+                    "coll_msg_size_bytes": r["msg_size_bytes"],
+                    "coll_exec_time_us": round(r["exec_time_seconds"] * 1e6, 3),
+                    "coll_timing_source": r["timing_source"],
+                    "coll_algobw_gbs": round(r["algo_bandwidth_gbs"], 6),
+                    "coll_busbw_gbs": round(r["bus_bandwidth_gbs"], 6),
+                },
+            }
+        )
+        + "\n"
+    )
+
+
+def _prom(rs: list[dict[str, Any]], gpu: str) -> str:
+    lines: list[str] = []
+    for name, help_, col in _METRICS:
+        lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge"]
+        for r in rs:
+            labels = (
+                f'comm_id="{r["comm_id"]}",collective="{r["collective"]}",'
+                f'hostname="{r["node"]}",rank="{r["rank"]}",pid="{r["pid"]}",'
+                f'n_ranks="{r["n_ranks"]}",n_nodes="{r["n_nodes"]}",coll_sn="{r["coll_sn"]}",'
+                f'coll_timing_source="{r["timing_source"]}",gpu_device_id="GPU{gpu}",'
+                f'message_size="{r["msg_size_bytes"] / (1 << 30):.2f}GB"'
+            )
+            v = r["exec_time_seconds"] * 1e6 if col == "exec_us" else r[col]
+            lines.append(f"{name}{{{labels}}} {round(v, 6)} {_ts_ms(r['ts'])}")
+    return "\n".join(lines) + "\n"
+
+
 def _names(fab: Any, ep: int) -> set[str]:
     """The names a fault may carry for endpoint `ep` (port and link)."""
     return {fab.ep_name(ep), fab.link_name(ep)} if ep >= 0 else set()
 
 
-__all__ = ["PaceLog", "comm_id", "rows_for_step", "table_for_step", "truth"]
+__all__ = [
+    "PaceLog",
+    "comm_id",
+    "render_inspector",
+    "rows_for_step",
+    "table_for_step",
+    "truth",
+]
