@@ -15,6 +15,7 @@ from telemetry.correlate.engine import Correlator
 from telemetry.correlate.report import job_report
 from telemetry.sim import build, load_scenario
 from telemetry.sim.collectives import comm_id
+from telemetry.sim.engine import Simulation
 from telemetry.sim.run import ingest
 from telemetry.sim.score import read_findings, score
 from telemetry.sinks.clickhouse import ClickHouseSink
@@ -63,3 +64,43 @@ def test_ecmp_collision_slows_collectives_and_ranks_first_in_the_job_report(
     ev = f["evidence"]
     assert ev["causes"][0]["name"] == ecmp.subject, ev["causes"]
     assert f"top cause: fabric_port {ecmp.subject}" in f["summary"]
+
+
+def test_inspector_files_the_simulator_writes_parse_exactly(tmp_path: Path) -> None:
+    """The through-parsers path: each collective, written as an Inspector JSON line or Prom
+    textfile sample and read back by live nccl sources (pid -> rendered cgroup -> pod), is the
+    simulator's own record: same time, rank, pod, job, bandwidths and time."""
+    from telemetry.config import load_config
+    from telemetry.sim.through_parsers import ThroughParsersSource
+
+    def sim() -> Simulation:
+        return build(load_scenario("small").with_overrides(minutes=1, start="2026-11-01T00:00:00Z"))
+
+    key = ("node", "rank", "coll_sn")
+    fast = {
+        tuple(r[k] for k in key): r
+        for batches in sim().batches()
+        for b in batches
+        if b.kind.name == "collective_sample"
+        for r in b.table.to_pylist()
+    }
+    src = ThroughParsersSource(sim(), load_config(None, env={}), workdir=tmp_path)
+    parsed: list[dict] = []
+    while not src.done:
+        parsed += [
+            r
+            for b in src.collect()
+            if b.kind.name == "collective_sample"
+            for r in b.table.to_pylist()
+        ]
+    src.close()
+    assert not src.stats.errors
+    assert len(parsed) == len(fast) == 6 * 2 * 8 * 30
+    assert {r["format_version"] for r in parsed} == {"v4.0", "prom"}
+    for r in parsed:
+        f = fast[tuple(r[k] for k in key)]
+        for k in ("ts", "namespace", "pod", "pod_uid", "job", "comm_id", "pid", "n_ranks",
+                  "n_nodes", "msg_size_bytes", "msg_size_bucket", "collective"):  # fmt: skip
+            assert r[k] == f[k], (k, r, f)
+        for k in ("bus_bandwidth_gbs", "algo_bandwidth_gbs", "exec_time_seconds"):
+            assert abs(r[k] - f[k]) <= 1e-6 * max(1.0, f[k]), (k, r, f)
