@@ -45,10 +45,6 @@ def comm_id(job_key: str) -> str:
     return f"0x{zlib.crc32(job_key.encode()):08x}{zlib.crc32(job_key[::-1].encode()):08x}"
 
 
-def pid_of(job_idx: int, local_rank: int) -> int:
-    return 4000 + 97 * job_idx + local_rank
-
-
 @dataclass
 class JobPace:
     """One epoch of one job: network pace (1 = unimpeded), the endpoint that set it, hung."""
@@ -70,78 +66,94 @@ class PaceLog:
             runs.append(p)
 
 
-def rows_for_step(
-    sim: Simulation,
-    t: int,
-    pace: dict[int, tuple[float, bool]],
-    gpu_clock: np.ndarray,
-    rng: np.random.Generator,
-) -> list[dict[str, Any]]:
-    """The Inspector records of step t as collective_sample rows (fast path)."""
-    fab = sim.fabric
-    gpn = fab.gpus_per_node
-    ts0 = sim.ts(t)
-    out: list[dict[str, Any]] = []
-    for j in sim.workload.running(t):
-        s, hung = pace.get(j.idx, (1.0, False))
-        if hung or not j.pods:
-            continue
-        n_ranks = len(j.pods) * gpn
-        nominal = j.spec.gbps_per_nic / 8 * BUSBW_EFFICIENCY
-        factor = 2 * (n_ranks - 1) / n_ranks if n_ranks > 1 else 1.0
-        comm = comm_id(j.key)
-        for k in range(PER_STEP):
-            sn = t * PER_STEP + k
-            ts = ts0 + k * sim.dt * 1000 // PER_STEP + 200
-            bw = nominal * s * rng.lognormal(0.0, NOISE, n_ranks)
-            for pi, p in enumerate(j.pods):
-                node = fab.nodes[p.node].name
-                for g in range(gpn):
-                    rank = pi * gpn + g
-                    busbw = float(bw[rank]) * min(1.0, float(gpu_clock[p.node * gpn + g]))
-                    algbw = busbw / factor
-                    out.append(
-                        {
-                            "ts": ts,
-                            "node": node,
-                            "namespace": p.namespace,
-                            "pod": p.name,
-                            "pod_uid": p.uid,
-                            "container_id": "",
-                            "job": j.name,
-                            "comm_id": comm,
-                            "collective": "AllReduce",
-                            "msg_size_bucket": "1GiB",
-                            "rank": rank,
-                            "gpu": str(g),
-                            "pid": pid_of(j.idx, g),
-                            "n_ranks": n_ranks,
-                            "n_nodes": len(j.pods),
-                            "coll_sn": sn,
-                            "msg_size_bytes": MSG_BYTES,
-                            "exec_time_seconds": MSG_BYTES / (algbw * 1e9),
-                            "algo_bandwidth_gbs": algbw,
-                            "bus_bandwidth_gbs": busbw,
-                            "timing_source": "kernel_gpu",
-                            "format_version": "v4.0",
-                        }
+class CollectiveColumns:
+    """Builds each step's collective_sample table with numpy; the label columns of a job's ranks
+    are built once per job."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self._static: dict[int, dict[str, Any]] = {}
+
+    def _job(self, j: Any) -> dict[str, Any]:
+        st = self._static.get(j.idx)
+        if st is None:
+            fab = self.sim.fabric
+            gpn = fab.gpus_per_node
+            n = len(j.pods) * gpn
+            pod_of = np.repeat(np.arange(len(j.pods)), gpn)
+            g = np.tile(np.arange(gpn), len(j.pods))
+
+            def per_pod(values: list[str]) -> pa.Array:
+                return pa.array(values, pa.string()).take(pod_of)
+
+            st = self._static[j.idx] = {
+                "n": n,
+                "node": per_pod([fab.nodes[p.node].name for p in j.pods]),
+                "namespace": per_pod([p.namespace for p in j.pods]),
+                "pod": per_pod([p.name for p in j.pods]),
+                "pod_uid": per_pod([p.uid for p in j.pods]),
+                "job": pa.array([j.name] * n, pa.string()),
+                "comm_id": pa.array([comm_id(j.key)] * n, pa.string()),
+                "rank": np.arange(n, dtype=np.uint32),
+                "gpu": pa.array([str(x) for x in range(gpn)], pa.string()).take(g),
+                "pid": (4000 + 97 * j.idx + g).astype(np.uint32),
+                "gpu_index": np.array([p.node for p in j.pods])[pod_of] * gpn + g,
+            }
+        return st
+
+    def table(
+        self,
+        t: int,
+        pace: dict[int, tuple[float, bool]],
+        gpu_clock: np.ndarray,
+        rng: np.random.Generator,
+    ) -> pa.Table | None:
+        """The Inspector records of step t (fast path), or None when no job runs collectives."""
+        sim = self.sim
+        parts: list[pa.Table] = []
+        for j in sim.workload.running(t):
+            s, hung = pace.get(j.idx, (1.0, False))
+            if hung or not j.pods:
+                continue
+            st = self._job(j)
+            n = st["n"]
+            nominal = j.spec.gbps_per_nic / 8 * BUSBW_EFFICIENCY
+            factor = 2 * (n - 1) / n if n > 1 else 1.0
+            clock = np.minimum(1.0, gpu_clock[st["gpu_index"]])
+            for k in range(PER_STEP):
+                busbw = nominal * s * rng.lognormal(0.0, NOISE, n) * clock
+                algbw = busbw / factor
+                ts = sim.ts(t) + k * sim.dt * 1000 // PER_STEP + 200
+                cols = {
+                    "ts": pa.array(np.full(n, ts, np.int64)).cast(pa.timestamp("ms", tz="UTC")),
+                    "cluster": pa.array([""] * n, pa.string()),
+                    "container_id": pa.array([""] * n, pa.string()),
+                    "collective": pa.array(["AllReduce"] * n, pa.string()),
+                    "msg_size_bucket": pa.array(["1GiB"] * n, pa.string()),
+                    "n_ranks": np.full(n, n, np.uint32),
+                    "n_nodes": np.full(n, len(j.pods), np.uint32),
+                    "coll_sn": np.full(n, t * PER_STEP + k, np.uint64),
+                    "msg_size_bytes": np.full(n, MSG_BYTES, np.uint64),
+                    "exec_time_seconds": MSG_BYTES / (algbw * 1e9),
+                    "algo_bandwidth_gbs": algbw,
+                    "bus_bandwidth_gbs": busbw,
+                    "timing_source": pa.array(["kernel_gpu"] * n, pa.string()),
+                    "format_version": pa.array(["v4.0"] * n, pa.string()),
+                    **{c: st[c] for c in ("node", "namespace", "pod", "pod_uid", "job")},
+                    **{c: st[c] for c in ("comm_id", "rank", "gpu", "pid")},
+                }
+                schema = COLLECTIVE_SAMPLE.arrow_schema
+                parts.append(
+                    pa.Table.from_arrays(
+                        [_arr(cols[f.name], f.type) for f in schema], schema=schema
                     )
-    return out
+                )
+        return pa.concat_tables(parts) if parts else None
 
 
-def table_for_step(
-    sim: Simulation,
-    t: int,
-    pace: dict[int, tuple[float, bool]],
-    gpu_clock: np.ndarray,
-    rng: np.random.Generator,
-) -> pa.Table | None:
-    rows = rows_for_step(sim, t, pace, gpu_clock, rng)
-    if not rows:
-        return None
-    from telemetry.pipeline import Batch
-
-    return Batch.from_rows(COLLECTIVE_SAMPLE, rows).table
+def _arr(v: Any, type_: pa.DataType) -> pa.Array:
+    a = v if isinstance(v, pa.Array) else pa.array(v)
+    return a if a.type == type_ else a.cast(type_)
 
 
 def truth(sim: Simulation, log: PaceLog, faults: list[Fault]) -> list[Fault]:
@@ -348,10 +360,9 @@ def _names(fab: Any, ep: int) -> set[str]:
 
 
 __all__ = [
+    "CollectiveColumns",
     "PaceLog",
     "comm_id",
     "render_inspector",
-    "rows_for_step",
-    "table_for_step",
     "truth",
 ]

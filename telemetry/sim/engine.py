@@ -41,7 +41,7 @@ from telemetry.records import (
     SWITCH_QUEUE_SAMPLE,
     RecordKind,
 )
-from telemetry.sim.collectives import PaceLog, table_for_step
+from telemetry.sim.collectives import CollectiveColumns, PaceLog
 from telemetry.sim.collectives import truth as collective_truth
 from telemetry.sim.fabric import Fabric, build_fabric, netdev, rdma_device, su_name
 from telemetry.sim.faults import Fault, GroundTruth, gpu_uuid, placement_targets, resolve_faults
@@ -600,6 +600,7 @@ class _StepGen:
         self.power_limit = float(fab.model["power_limit_watts"])  # type: ignore[arg-type]
         self.mem_total = float(fab.model["memory_bytes"])  # type: ignore[arg-type]
         self.cols = self._static_columns()
+        self.collectives = CollectiveColumns(sim)
 
     def _static_columns(self) -> dict[str, Any]:
         """Label columns that are the same every step, built once."""
@@ -1163,8 +1164,8 @@ class _StepGen:
             fs = self._sflow(ts_ms, ep, rng)
             if fs is not None:
                 out.append((FLOW_SAMPLE, fs))
-        cs = table_for_step(
-            sim, t, ep.job_pace, ep.gpu_clock, _rng(sim.scenario.seed, "collectives", t)
+        cs = self.collectives.table(
+            t, ep.job_pace, ep.gpu_clock, _rng(sim.scenario.seed, "collectives", t)
         )
         if cs is not None:
             out.append((COLLECTIVE_SAMPLE, cs))
