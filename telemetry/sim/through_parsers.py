@@ -160,7 +160,7 @@ class ThroughParsersSource(SimSource):
                     proc_root=str(self.dir / "nccl-proc" / d.name),
                     node_name=d.name,
                 )
-                src = self._nccl[d.name] = NcclSource(c, cluster=self.cfg.cluster)
+                src = self._nccl[d.name] = NcclSource(c)  # the pipeline stamps the cluster
                 src.attributor.pods = self._pods
             out += src.collect()
             self._note("nccl", src)

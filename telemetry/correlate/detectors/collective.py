@@ -182,7 +182,7 @@ def collective_straggler(ctx: Context) -> list[Finding]:
     )
     out = []
     for r in rows:
-        node, gpu = r["node"], r["gpu"]
+        node, gpu = r["node"], _gpu_index(ctx, r["node"], r["gpu"])
         nic = _nic_of(ctx, node, gpu)
         subject = gpu_subject(node, int(gpu)) if gpu.isdigit() else node
         job = f"{r['namespace']}/{r['job']}" if r["job"] else ""
@@ -213,6 +213,25 @@ def collective_straggler(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+def _gpu_index(ctx: Context, node: str, gpu: str) -> str:
+    """The rank's GPU as an index: attribution gives the pod's assignment (an index, or a UUID
+    as the device plugin lists it) or the textfile's gpu_device_id ("GPU3"); a UUID is looked up
+    in the node's gpu_samples. Unchanged when not known."""
+    if gpu.isdigit() or gpu.removeprefix("GPU").isdigit():
+        return gpu.removeprefix("GPU")
+    if not gpu.startswith("GPU-"):
+        return gpu
+    rows = ctx.rows(
+        f"""
+        SELECT gpu FROM {ctx.table("gpu_sample")}
+        WHERE cluster = {{cluster:String}} AND node = {{node:String}} AND uuid = {{uuid:String}}
+          AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}
+        LIMIT 1""",
+        {"node": node, "uuid": gpu},
+    )
+    return str(rows[0]["gpu"]) if rows else gpu
 
 
 def _nic_of(ctx: Context, node: str, gpu: str) -> str:
