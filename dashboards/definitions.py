@@ -276,11 +276,25 @@ LIMIT 100"""
                 ),
                 unit="Bps",
             ),
+            ts(
+                "Bus bandwidth per collective (NCCL Inspector)",
+                "SELECT $__timeInterval(ts) AS time, concat(collective, ' ', msg_size_bucket) "
+                "AS collective, median(bus_bandwidth_gbs) AS bus_bandwidth "
+                f"FROM {tbl('collective_sample')} WHERE {CLUSTER} AND $__timeFilter(ts) "
+                f"AND {one.format(ns='namespace', job='job')} "
+                "GROUP BY time, collective ORDER BY time, collective",
+                unit="GBs",
+                w=24,
+                description="Median over the job's ranks per collective and message size; "
+                "collective_slowdown / collective_straggler and the findings on the job's path "
+                "are in the table below (`railscope nccl`, docs/nccl.md).",
+            ),
             table(
                 "Findings on the job, its pods and its nodes",
                 f"SELECT severity, kind, subject, summary, first_seen, last_seen "
                 f"FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} AND ("
                 "subject = ${job:sqlstring} OR position(subject, concat(${job:sqlstring}, '-')) > 0 "
+                "OR startsWith(subject, concat(${job:sqlstring}, '/')) "
                 f"OR splitByChar('/', subject)[1] IN ({job_nodes()})) "
                 "ORDER BY last_seen DESC LIMIT 200",
             ),

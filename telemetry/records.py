@@ -1141,6 +1141,52 @@ DCI_USAGE = _register(
     )
 )
 
+# --- collectives (NCCL Inspector) --------------------------------------------------------------
+COLLECTIVE_SAMPLE = _register(
+    RecordKind(
+        name="collective_sample",
+        doc="One NCCL collective of one rank (NCCL Inspector JSON line or Prom textfile sample), "
+        "joined to the pod, job and GPU of the process that ran it.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("node", "Host that ran the rank (the Inspector's hostname)."),
+            label("namespace", "Namespace (= tenant) of the pod; '' when not attributed."),
+            label("pod", "Pod of the process ((hostname, pid) -> cgroup -> pod); '' if unknown."),
+            _f("pod_uid", "str", "Pod UID from the process's cgroup path."),
+            _f("container_id", "str", "Container id from the process's cgroup path."),
+            label("job", "Volcano job of the pod; '' if none or unknown."),
+            label("comm_id", "NCCL communicator id (header.id)."),
+            label("collective", "AllReduce, AllGather, ReduceScatter, Broadcast, ..."),
+            label("msg_size_bucket", "Message size rounded down to a power of two (1GiB)."),
+            label("rank", "Rank in the communicator.", type_="u32"),
+            _f("gpu", "lstr", "GPU of the rank: the pod's GPU assignment, or gpu_device_id."),
+            _f("pid", "u32", "Process id on the host."),
+            _f("n_ranks", "u32", "Ranks in the communicator."),
+            _f("n_nodes", "u32", "Nodes the communicator spans."),
+            _f("coll_sn", "u64", "Sequence number of the collective in the communicator."),
+            _f("msg_size_bytes", "u64", "Message size."),
+            gauge("exec_time_seconds", "Collective execution time.", "seconds", nullable=False),
+            gauge(
+                "algo_bandwidth_gbs",
+                "Algorithm bandwidth (size / time), GB/s.",
+                "gbs",
+                nullable=False,
+            ),
+            gauge(
+                "bus_bandwidth_gbs",
+                "Bus bandwidth (algorithm bandwidth scaled by the collective's factor), GB/s.",
+                "gbs",
+                nullable=False,
+            ),
+            _f("timing_source", "lstr", "coll_timing_source (kernel_gpu, ...)."),
+            _f("format_version", "lstr", "Inspector format version (v4.0), or 'prom'."),
+        ),
+        order_by=("cluster", "job", "comm_id", "collective", "ts"),
+        ttl_days=30,
+    )
+)
+
 # --- inventory (time-versioned) ----------------------------------------------------------------
 POD = _register(
     _inventory(

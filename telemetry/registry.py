@@ -91,6 +91,14 @@ SOURCES: dict[str, SourceEntry] = {
             ),
         ),
         SourceEntry(
+            "nccl",
+            "exporters.nccl.source:NcclSource",
+            "exporters.nccl.config:NcclConfig",
+            "NCCL Inspector per-collective bandwidth (JSON lines or Prom textfiles), attributed to "
+            "pod, job and GPU",
+            ("collective_sample",),
+        ),
+        SourceEntry(
             "inventory",
             "exporters.inventory.source:InventorySource",
             "exporters.inventory.config:InventoryConfig",

@@ -103,7 +103,10 @@ def run(args: argparse.Namespace) -> int:
     for f in sorted(sim.ground_truth().faults, key=lambda f: (f.start_ms, f.kind)):
         start = (f.start_ms - sim.start_ms) / 60000
         end = (f.end_ms - sim.start_ms) / 60000
-        tag = "" if f.origin == "injected" else " (by the workload)"
+        tag = {
+            "injected": "",
+            "consequence": f" (caused by {f.detail.get('cause') or 'load'})",
+        }.get(f.origin, " (by the workload)")
         con.print(f"  {start:5.1f}-{end:<5.1f} min  {f.kind:<23} {f.subject}{tag}")
     scored = _correlate(sim, cfg, store, con)
     dsn = f"chdb://{data / 'store'}"

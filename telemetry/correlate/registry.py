@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 # Every module that defines detectors. Adding a detector module is one line here.
 DETECTOR_MODULES = (
+    "telemetry.correlate.detectors.collective",
     "telemetry.correlate.detectors.consequence",
     "telemetry.correlate.detectors.fabric",
     "telemetry.correlate.detectors.node",

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from telemetry.pipeline import Batch
 from telemetry.records import (
+    COLLECTIVE_SAMPLE,
     FLOW_SAMPLE,
     GPU_EVENT,
     GPU_NIC_AFFINITY,
@@ -40,6 +41,8 @@ from telemetry.records import (
     SWITCH_QUEUE_SAMPLE,
     RecordKind,
 )
+from telemetry.sim.collectives import CollectiveColumns, PaceLog
+from telemetry.sim.collectives import truth as collective_truth
 from telemetry.sim.fabric import Fabric, build_fabric, netdev, rdma_device, su_name
 from telemetry.sim.faults import Fault, GroundTruth, gpu_uuid, placement_targets, resolve_faults
 from telemetry.sim.hdfs import HdfsModel, build_hdfs
@@ -58,7 +61,7 @@ GPU_BUS = [0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB]
 # NVML clock-event reason bits
 CE_IDLE, CE_SW_POWER, CE_HW_SLOWDOWN, CE_SW_THERMAL, CE_HW_THERMAL = 0x1, 0x4, 0x8, 0x20, 0x40
 # one independent random stream per purpose: changing HDFS load never moves a fault's target
-_RNG_STREAMS = {"jobs": 1, "faults": 2, "hdfs": 3, "static": 4, "steps": 5}
+_RNG_STREAMS = {"jobs": 1, "faults": 2, "hdfs": 3, "static": 4, "steps": 5, "collectives": 6}
 
 
 # What counts as an ECMP collision the workload made by itself (see _note_imbalance).
@@ -126,6 +129,8 @@ class EpochState:
     flow_agent: np.ndarray  # ingress leaf switch id
     flow_in: np.ndarray  # endpoint ids
     flow_out: np.ndarray
+    # per running job: (network pace, hung) for its collectives (telemetry/sim/collectives.py)
+    job_pace: dict[int, tuple[float, bool]] = field(default_factory=dict)
 
 
 @dataclass
@@ -141,6 +146,8 @@ class Simulation:
     # ECMP imbalance the hashing produced by itself, noted while epochs are solved:
     # (uplink endpoint, t0, t1, offered/group mean, offered/capacity)
     natural_ecmp: list[tuple[int, int, int, float, float]] = field(default_factory=list)
+    # each job's network pace per epoch, noted while epochs are solved (collective ground truth)
+    paces: PaceLog = field(default_factory=PaceLog)
 
     steps = SpecField[int]("scenario.steps")
     dt = SpecField[int]("scenario.resolution_seconds")
@@ -161,8 +168,11 @@ class Simulation:
             self.start_ms,
             self.end_ms,
             self.dt,
-            [*self.faults, *self._natural_ecmp_faults()],
+            self._with_collectives([*self.faults, *self._natural_ecmp_faults()]),
         )
+
+    def _with_collectives(self, faults: list[Fault]) -> list[Fault]:
+        return [*faults, *collective_truth(self, self.paces, faults)]
 
     def _natural_ecmp_faults(self) -> list[Fault]:
         """Merge consecutive epochs of one uplink's natural imbalance; keep those lasting at
@@ -588,6 +598,7 @@ class _StepGen:
         self.power_limit = float(fab.model["power_limit_watts"])  # type: ignore[arg-type]
         self.mem_total = float(fab.model["memory_bytes"])  # type: ignore[arg-type]
         self.cols = self._static_columns()
+        self.collectives = CollectiveColumns(sim)
 
     def _static_columns(self) -> dict[str, Any]:
         """Label columns that are the same every step, built once."""
@@ -870,6 +881,7 @@ class _StepGen:
         c = np.array([j.spec.comm_fraction for j in jobs]) if jobs else np.zeros(0)
         g_job = 1.0 / ((1 - c) / k_job + c / np.maximum(s_job, 1e-6)) if jobs else np.zeros(0)
         g_job[hung] = 0.0
+        job_pace = self._note_paces(t0, t1, s_job, hung, fl, fi, etx, ratio)
         rate = np.where(jm, fl.demand * (g_job[fl.job] if len(jobs) else 1.0), fl.demand * s_flow)
         if nflows:
             rate = np.minimum(rate, fl.demand * np.maximum(s_flow, 0))
@@ -961,7 +973,35 @@ class _StepGen:
             self.ep_switch[f_in],
             f_in,
             f_out,
+            job_pace,
         )
+
+    def _note_paces(
+        self,
+        t0: int,
+        t1: int,
+        s_job: np.ndarray,
+        hung: np.ndarray,
+        fl: Flows,
+        fi: np.ndarray,
+        etx: np.ndarray,
+        ratio: np.ndarray,
+    ) -> dict[int, tuple[float, bool]]:
+        """Each running job's network pace and the endpoint that set it (its flows' most
+        overloaded hop), for its collectives and their ground truth."""
+        from telemetry.sim.collectives import JobPace
+
+        out: dict[int, tuple[float, bool]] = {}
+        row_job = fl.job[fi] if len(fi) else np.zeros(0, dtype=np.int64)
+        r = ratio[etx] if len(fi) else np.zeros(0)
+        for j in self.sim.workload.running(t0):
+            m = np.nonzero(row_job == j.idx)[0]
+            bottleneck = int(etx[m[int(np.argmin(r[m]))]]) if len(m) else -1
+            out[j.idx] = (float(s_job[j.idx]), bool(hung[j.idx]))
+            self.sim.paces.note(
+                j.idx, JobPace(t0, t1, float(s_job[j.idx]), bottleneck, bool(hung[j.idx]))
+            )
+        return out
 
     # records -----------------------------------------------------------------------------------
     def chunk(self, c0: int, c1: int) -> list[Batch]:
@@ -1122,6 +1162,11 @@ class _StepGen:
             fs = self._sflow(ts_ms, ep, rng)
             if fs is not None:
                 out.append((FLOW_SAMPLE, fs))
+        cs = self.collectives.table(
+            t, ep.job_pace, ep.gpu_clock, _rng(sim.scenario.seed, "collectives", t)
+        )
+        if cs is not None:
+            out.append((COLLECTIVE_SAMPLE, cs))
         return out
 
     def _gpus(self, t: int, ts_ms: int, ep: EpochState, rng: np.random.Generator) -> pa.Table:

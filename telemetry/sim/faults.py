@@ -22,6 +22,9 @@ from telemetry.sim.scenario import FaultSpec, JobSpec, Scenario
 from telemetry.sim.workload import Job, Workload, minute_to_step
 
 GROUND_TRUTH_VERSION = 1
+# ground-truth kinds the scenario does not inject: the simulator derives them from the physics of
+# the faults it did inject (origin='consequence', detail.cause names that fault's id)
+CONSEQUENCE_FAULT_KINDS = ("collective_slowdown", "collective_straggler")
 
 
 @dataclass
@@ -463,4 +466,4 @@ _RESOLVERS = {
     **dict.fromkeys(POOL_FAULTS, pool_resolve),
 }
 
-__all__ = ["Fault", "GroundTruth", "placement_targets", "resolve_faults"]
+__all__ = ["CONSEQUENCE_FAULT_KINDS", "Fault", "GroundTruth", "placement_targets", "resolve_faults"]

@@ -33,6 +33,7 @@ SIM_KINDS = (
     "switch_queue_sample",
     "gpu_sample",
     "flow_sample",
+    "collective_sample",
 )
 
 

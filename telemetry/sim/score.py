@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from telemetry.sim.faults import Fault, GroundTruth
+from telemetry.sim.faults import CONSEQUENCE_FAULT_KINDS, Fault, GroundTruth
 from telemetry.sim.scenario import FAULT_KINDS
 
 FINDING_MAP_FILE = Path(__file__).parent / "finding_map.yaml"
@@ -73,7 +73,7 @@ class Score:
 def load_finding_map(path: str | Path = FINDING_MAP_FILE) -> tuple[dict[str, str], set[str]]:
     d = yaml.safe_load(Path(path).read_text())
     mapping = dict(d.get("finding_kinds") or {})
-    bad = sorted(v for v in mapping.values() if v not in FAULT_KINDS)
+    bad = sorted(v for v in mapping.values() if v not in (*FAULT_KINDS, *CONSEQUENCE_FAULT_KINDS))
     if bad:
         raise ValueError(f"{path}: unknown fault kind(s) {bad}")
     return mapping, set(d.get("consequences") or [])
@@ -105,7 +105,7 @@ def score(
     if mapping is None or consequences is None:
         mapping, consequences = load_finding_map()
     tol = int(tolerance_s * 1000)
-    kinds = {k: KindScore(k) for k in FAULT_KINDS}
+    kinds = {k: KindScore(k) for k in (*FAULT_KINDS, *CONSEQUENCE_FAULT_KINDS)}
     out = Score(len(findings), [])
     by_fault: dict[str, list[Finding]] = {}
     for f in findings:

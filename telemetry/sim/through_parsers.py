@@ -98,6 +98,8 @@ class ThroughParsersSource(SimSource):
         self.dir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
         self.cfg = sources_config(sim, cfg)
         self._inventory: Any = None
+        self._nccl: dict[str, Any] = {}  # node -> its nccl source (collectives)
+        self._pods: Any = None  # pod UID -> PodInfo, from the inventory
         self._files = Files()
         # the placement policy the simulated writers follow: replicas spread evenly over the IDCs
         # with DataNodes (hdfs.py), as an operator states it to the auditor
@@ -143,6 +145,43 @@ class ThroughParsersSource(SimSource):
         if any((self.dir / "hdfs").iterdir()):
             out += self._read("hdfs", self.dir / "hdfs", at, *self._hdfs_flags)
         out += self._read_inventory()
+        out += self._read_nccl(inventory, rows.get("collective_sample", []))
+        return out
+
+    def _read_nccl(self, inventory: Rows, rows: list[dict[str, Any]]) -> list[Batch]:
+        """Collectives: rendered as Inspector files on each server (collectives.py) and read by
+        one live nccl source per server for the whole run, as the DaemonSet's would: JSON files
+        followed, textfiles read when rewritten, each rank's pid attributed through the
+        rendered /proc/PID/cgroup to the pod the inventory lists under that UID."""
+        from exporters.nccl.attribution import PodInfo, parse_gpus
+        from exporters.nccl.config import NcclConfig
+        from exporters.nccl.source import NcclSource
+        from telemetry.sim.collectives import render_inspector
+
+        if not rows:
+            return []
+        render_inspector(self.sim, self.dir, rows)
+        if self._pods is None:
+            pods = {
+                p["uid"]: PodInfo(
+                    p["namespace"], p["pod"], p["job"], parse_gpus(p["gpus"]), p["uid"]
+                )
+                for p in inventory.get("pod", [])
+            }
+            self._pods = pods.get
+        out: list[Batch] = []
+        for d in sorted((self.dir / "nccl").iterdir()):
+            src = self._nccl.get(d.name)
+            if src is None:
+                c = NcclConfig(
+                    dump_dir=str(d),
+                    proc_root=str(self.dir / "nccl-proc" / d.name),
+                    node_name=d.name,
+                )
+                src = self._nccl[d.name] = NcclSource(c)  # the pipeline stamps the cluster
+                src.attributor.pods = self._pods
+            out += src.collect()
+            self._note("nccl", src)
         return out
 
     def _read(self, name: str, path: Path, at: int, *flags: str) -> list[Batch]:

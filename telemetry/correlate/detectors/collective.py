@@ -1,0 +1,248 @@
+"""Collectives (NCCL Inspector, `collective_samples`): a job whose collectives run slower than
+its own recent baseline, and one rank that keeps finishing after the others.
+
+Both judge a job against itself, never against a fixed bandwidth: what a collective can reach
+depends on its size, the number of ranks and the fabric. Thresholds: `collective.*` in
+thresholds.yaml.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from itertools import pairwise
+from typing import Any
+
+from telemetry.correlate.detectors.node import gpu_subject
+from telemetry.correlate.findings import Finding
+from telemetry.correlate.registry import Context, detector
+
+_KEYS = "namespace, job, comm_id, collective"
+
+
+@detector(
+    "collective_slowdown",
+    category="job",
+    needs=("collective_sample",),
+    lookback=("collective.window_seconds",),
+)
+def collective_slowdown(ctx: Context) -> list[Finding]:
+    """A job's bus bandwidth for one collective and message size, over the window, below its own
+    baseline (the `collective.baseline_seconds` before the window): the window's median under
+    the baseline's median by more than `collective.slowdown_ratio` and by more than
+    `collective.mad_factor` robust deviations of the baseline's noise (see _noise). One finding per job and
+    communicator; the hops of the job's path with findings on them are its ranked evidence."""
+    base_s = float(ctx.t("collective.baseline_seconds"))
+    rows = ctx.rows(
+        f"""
+        SELECT {_KEYS}, msg_size_bucket,
+               medianIf(bus_bandwidth_gbs, ts >= {{ws:DateTime64(3, 'UTC')}}) AS now_gbs,
+               countIf(ts >= {{ws:DateTime64(3, 'UTC')}}) AS now_n,
+               medianIf(bus_bandwidth_gbs, ts < {{ws:DateTime64(3, 'UTC')}}) AS base_gbs,
+               countIf(ts < {{ws:DateTime64(3, 'UTC')}}) AS base_n,
+               groupArrayIf((coll_sn, bus_bandwidth_gbs), ts < {{ws:DateTime64(3, 'UTC')}}) AS base
+        FROM {ctx.table("collective_sample")}
+        WHERE cluster = {{cluster:String}} AND job != ''
+          AND ts >= {{bs:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}
+        GROUP BY {_KEYS}, msg_size_bucket
+        HAVING now_n >= {{min_n:UInt32}} AND base_n >= {{min_base:UInt32}}""",
+        {
+            "bs": ctx.window.start - timedelta(seconds=base_s),
+            "min_n": int(ctx.t("collective.min_samples")),
+            "min_base": int(ctx.t("collective.min_baseline_samples")),
+        },
+    )
+    ratio = float(ctx.t("collective.slowdown_ratio"))
+    k = float(ctx.t("collective.mad_factor"))
+    slow: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        base, now = float(r["base_gbs"]), float(r["now_gbs"])
+        if base <= 0 or now > base * (1 - ratio) or base - now <= k * _noise(r["base"]):
+            continue
+        slow.setdefault((r["namespace"], r["job"], r["comm_id"]), []).append(
+            {
+                "collective": r["collective"],
+                "msg_size_bucket": r["msg_size_bucket"],
+                "bus_bandwidth_gbs": round(now, 3),
+                "baseline_gbs": round(base, 3),
+                "drop_ratio": round(1 - now / base, 3),
+                "samples": int(r["now_n"]),
+            }
+        )
+    out = []
+    for (ns, job, comm), colls in sorted(slow.items()):
+        colls.sort(key=lambda c: -c["drop_ratio"])
+        worst = colls[0]
+        causes = _ranked_causes(ctx, f"{ns}/{job}")
+        cause = f"; top cause: {causes[0]['layer']} {causes[0]['name']}" if causes else ""
+        out.append(
+            Finding(
+                "collective_slowdown",
+                "job",
+                "critical" if worst["drop_ratio"] >= 2 * ratio else "warning",
+                "communicator",
+                f"{ns}/{job}/{comm}",
+                f"{ns}/{job}: {worst['collective']} {worst['msg_size_bucket']} bus bandwidth "
+                f"{worst['bus_bandwidth_gbs']:g} GB/s, {worst['drop_ratio']:.0%} under its "
+                f"baseline {worst['baseline_gbs']:g} GB/s (communicator {comm}){cause}",
+                {
+                    "namespace": ns,
+                    "job": job,
+                    "comm_id": comm,
+                    "collectives": colls,
+                    "causes": causes,
+                },
+            )
+        )
+    return out
+
+
+def _noise(base: list[tuple[int, float]]) -> float:
+    """The baseline's robust noise: 1.4826 x the median absolute difference between successive
+    collectives' (coll_sn order) median bandwidths, / sqrt 2. Unlike the MAD around the baseline's
+    median, a level shift inside the baseline (an earlier slowdown) does not inflate it, so a
+    second slowdown right after a first is still seen."""
+    per_sn: dict[int, list[float]] = {}
+    for sn, bw in base:
+        per_sn.setdefault(int(sn), []).append(float(bw))
+    meds = [_median(per_sn[sn]) for sn in sorted(per_sn)]
+    if len(meds) < 2:
+        return 0.0  # one collective: no step-to-step noise to measure, the ratio alone judges
+    return 1.4826 * _median([abs(b - a) for a, b in pairwise(meds)]) / 2**0.5
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    if not n:
+        return 0.0
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def _ranked_causes(ctx: Context, job: str) -> list[dict[str, Any]]:
+    """The job's path hops with findings on them, ranked as the per-job report ranks them
+    (telemetry/correlate/report.py), at most 3."""
+    from telemetry.correlate.report import job_report
+    from telemetry.errors import UserError
+
+    try:
+        rep = job_report(
+            ctx.store,
+            job,
+            ctx.window.start,
+            ctx.window.end,
+            cluster=ctx.cluster,
+            thresholds=ctx.thresholds,
+        )
+    except UserError:  # the inventory does not know the job's pods (yet)
+        return []
+    return [
+        {"layer": h.layer, "name": h.name, "score": h.score, "evidence": h.evidence_for[:2]}
+        for h in rep.hops
+        if h.evidence_for
+    ][:3]
+
+
+@detector(
+    "collective_straggler",
+    category="node",
+    needs=("collective_sample",),
+    lookback=("collective.window_seconds",),
+)
+def collective_straggler(ctx: Context) -> list[Finding]:
+    """One rank whose execution time, at the same collective sequence numbers, is at least
+    `collective.straggler_ratio` x the median of its communicator's ranks in at least
+    `collective.straggler_fraction` of them (and `collective.min_samples` of them at least, with
+    `collective.min_ranks` ranks reporting): localized to its node, GPU and the GPU's NIC."""
+    rows = ctx.rows(
+        f"""
+        SELECT s.namespace AS namespace, s.job AS job, s.comm_id AS comm_id,
+               s.collective AS collective, s.rank AS rank, any(s.node) AS node,
+               any(s.gpu) AS gpu, any(s.pod) AS pod, count() AS sns,
+               countIf(s.exec_time_seconds >= {{ratio:Float64}} * m.med) AS slow,
+               median(s.exec_time_seconds / m.med) AS typical_ratio
+        FROM {ctx.table("collective_sample")} AS s
+        INNER JOIN (
+            SELECT {_KEYS}, coll_sn, median(exec_time_seconds) AS med, uniqExact(rank) AS ranks
+            FROM {ctx.table("collective_sample")}
+            WHERE {ctx.where("collective_sample")}
+            GROUP BY {_KEYS}, coll_sn
+        ) AS m USING ({_KEYS}, coll_sn)
+        WHERE s.cluster = {{cluster:String}}
+          AND s.ts >= {{ws:DateTime64(3, 'UTC')}} AND s.ts < {{we:DateTime64(3, 'UTC')}}
+          AND m.ranks >= {{min_ranks:UInt32}} AND m.med > 0
+        GROUP BY namespace, job, comm_id, collective, rank
+        HAVING sns >= {{min_n:UInt32}} AND slow >= {{fraction:Float64}} * sns
+        ORDER BY namespace, job, comm_id, collective, rank""",
+        {
+            "ratio": float(ctx.t("collective.straggler_ratio")),
+            "fraction": float(ctx.t("collective.straggler_fraction")),
+            "min_n": int(ctx.t("collective.min_samples")),
+            "min_ranks": int(ctx.t("collective.min_ranks")),
+        },
+    )
+    out = []
+    for r in rows:
+        node, gpu = r["node"], _gpu_index(ctx, r["node"], r["gpu"])
+        nic = _nic_of(ctx, node, gpu)
+        subject = gpu_subject(node, int(gpu)) if gpu.isdigit() else node
+        job = f"{r['namespace']}/{r['job']}" if r["job"] else ""
+        where = f"{node} GPU {gpu or '?'}" + (f" (NIC {nic})" if nic else "")
+        out.append(
+            Finding(
+                "collective_straggler",
+                "node",
+                "warning",
+                "gpu" if gpu.isdigit() else "node",
+                subject,
+                f"rank {r['rank']} of {job or 'communicator ' + r['comm_id']} on {where}: "
+                f"{r['collective']} {r['typical_ratio']:.1f}x the median rank's time in "
+                f"{r['slow']} of {r['sns']} collectives",
+                {
+                    "job": job,
+                    "comm_id": r["comm_id"],
+                    "collective": r["collective"],
+                    "rank": int(r["rank"]),
+                    "node": node,
+                    "gpu": gpu,
+                    "nic": nic,
+                    "pod": r["pod"],
+                    "slow_collectives": int(r["slow"]),
+                    "collectives": int(r["sns"]),
+                    "typical_ratio": round(float(r["typical_ratio"]), 3),
+                },
+            )
+        )
+    return out
+
+
+def _gpu_index(ctx: Context, node: str, gpu: str) -> str:
+    """The rank's GPU as an index: attribution gives the pod's assignment (an index, or a UUID
+    as the device plugin lists it) or the textfile's gpu_device_id ("GPU3"); a UUID is looked up
+    in the node's gpu_samples. Unchanged when not known."""
+    if gpu.isdigit() or gpu.removeprefix("GPU").isdigit():
+        return gpu.removeprefix("GPU")
+    if not gpu.startswith("GPU-"):
+        return gpu
+    rows = ctx.rows(
+        f"""
+        SELECT gpu FROM {ctx.table("gpu_sample")}
+        WHERE cluster = {{cluster:String}} AND node = {{node:String}} AND uuid = {{uuid:String}}
+          AND ts >= {{ws:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}
+        LIMIT 1""",
+        {"node": node, "uuid": gpu},
+    )
+    return str(rows[0]["gpu"]) if rows else gpu
+
+
+def _nic_of(ctx: Context, node: str, gpu: str) -> str:
+    """The RDMA NIC under the GPU's PCIe switch (gpu_nic_affinities), '' when not known."""
+    if not gpu.isdigit():
+        return ""
+    rows = ctx.rows(
+        f"""
+        SELECT nic FROM {ctx.table("gpu_nic_affinity")}
+        WHERE cluster = {{cluster:String}} AND node = {{node:String}} AND gpu = {{gpu:UInt16}}
+          AND nic != '' ORDER BY ts DESC LIMIT 1""",
+        {"node": node, "gpu": int(gpu)},
+    )
+    return str(rows[0]["nic"]) if rows else ""

@@ -1,0 +1,228 @@
+"""NCCL Inspector parsing (exporters/nccl/parse.py) and cgroup attribution on the example files
+in tests/fixtures/nccl: exact values, every bad line counted under its reason, fuzzed lines
+never escape as exceptions."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+
+from exporters.nccl import parse
+from exporters.nccl.attribution import Owner, owner_from_cgroup, parse_gpus, rank_gpu
+from tests.fuzz import FUZZ, SEED, inputs, json_value
+
+FIX = Path(__file__).parents[2] / "fixtures" / "nccl"
+JSON_FILES = sorted((FIX / "inspector-json").iterdir())
+PROM = FIX / "inspector-prom" / "nccl_inspector_GPU2.prom"
+# The first line of gpu-node-1-pid163945.log, as a row.
+ROW0 = {
+    "ts": 1763852498000,
+    "node": "gpu-node-1",
+    "pid": 163945,
+    "comm_id": "0x7f8c496ae9f661",
+    "rank": 2,
+    "n_ranks": 16,
+    "n_nodes": 2,
+    "collective": "AllReduce",
+    "coll_sn": 1400,
+    "msg_size_bytes": 1073741824,
+    "exec_time_us": 5200.0,
+    "timing_source": "kernel_gpu",
+    "algo_bandwidth_gbs": 206.488812,
+    "bus_bandwidth_gbs": 387.166523,
+    "gpu": "",
+    "format_version": "v4.0",
+}
+SEEDS = [ln for f in JSON_FILES for ln in f.read_text().splitlines() if ln.strip()]
+
+
+def test_json_fixture_lines_parse_exactly() -> None:
+    rows = parse.Rows()
+    for f in JSON_FILES:
+        with f.open("rb") as fh:
+            parse.parse_json_lines(fh, rows)
+    assert len(rows) == 7 and rows.errors == {}
+    assert rows.row(0) == ROW0
+    assert rows.cols["coll_sn"][:6] == [1400, 1401, 1402, 1403, 1404, 1405]
+    # the verbose line (event traces) of the second process
+    v = rows.row(6)
+    assert (v["pid"], v["comm_id"], v["collective"], v["coll_sn"]) == (
+        163946,
+        "0xe62dedaa97644a",
+        "ReduceScatter",
+        1231,
+    )
+    assert (v["msg_size_bytes"], v["exec_time_us"], v["bus_bandwidth_gbs"]) == (
+        2147483648,
+        41057.0,
+        49.036065,
+    )
+    # every value equals json.loads' own reading of the line
+    for i, line in enumerate(SEEDS):
+        doc = json.loads(line)
+        assert rows.cols["bus_bandwidth_gbs"][i] == (doc["coll_perf"]["coll_busbw_gbs"])
+        assert rows.cols["ts"][i] == doc["metadata"]["dump_timestamp_us"] // 1000
+
+
+def test_prom_fixture_parses_exactly_and_matches_the_json_line() -> None:
+    rows = parse.parse_prom(PROM.read_text(), mtime_ms=123)
+    assert rows.errors == {}
+    assert rows.row(0) == {
+        **ROW0,
+        "ts": 123,  # no timestamp in the file: its mtime
+        "coll_sn": 1405,
+        "exec_time_us": 10302.0,
+        "algo_bandwidth_gbs": 104.22,
+        "bus_bandwidth_gbs": 195.42,
+        "gpu": "GPU2",
+        "format_version": "prom",
+    }
+    # "1.00GB" is binary units: the JSON line of coll_sn 1405 says 1073741824 bytes
+    assert rows.cols["msg_size_bytes"] == [1 << 30]
+    j = parse.parse_json_lines(SEEDS)
+    i = j.cols["coll_sn"].index(1405)
+    assert j.cols["msg_size_bytes"][i] == rows.cols["msg_size_bytes"][0]
+
+
+def test_prom_sample_timestamp_and_bad_lines() -> None:
+    labels = (
+        'comm_id="0x1",collective="AllGather",hostname="h",rank="0",pid="7",n_ranks="2",'
+        'n_nodes="1",coll_sn="9",message_size="256.00KB"'
+    )
+    text = "\n".join(
+        [
+            f"nccl_bus_bandwidth_gbs{{{labels}}} 10.5 1763852498123",
+            f"nccl_collective_exec_time_microseconds{{{labels}}} 20",
+            "nccl_bus_bandwidth_gbs{comm_id=broken} 1",
+            "garbage line",
+            'other_metric{a="b"} 1',
+        ]
+    )
+    rows = parse.parse_prom(text, mtime_ms=0)
+    assert len(rows) == 1
+    r = rows.row(0)
+    assert (r["ts"], r["msg_size_bytes"], r["bus_bandwidth_gbs"], r["algo_bandwidth_gbs"]) == (
+        1763852498123,
+        256 * 1024,
+        10.5,
+        0.0,
+    )
+    assert rows.errors == {"malformed_prom": 2}
+
+
+GOOD = SEEDS[0]
+
+
+def _with(path: tuple[str, ...], value: object) -> str:
+    doc = json.loads(GOOD)
+    d = doc
+    for k in path[:-1]:
+        d = d[k]
+    if value is KeyError:
+        del d[path[-1]]
+    else:
+        d[path[-1]] = value
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (GOOD[:-5], "malformed_json"),
+        ("[1, 2]", "malformed_json"),
+        (_with(("metadata", "inspector_output_format_version"), "v5.0"), "unknown_version"),
+        (_with(("metadata", "inspector_output_format_version"), KeyError), "missing_field"),
+        (_with(("coll_perf",), KeyError), "missing_field"),
+        (_with(("coll_perf",), [1]), "missing_field"),
+        (_with(("coll_perf", "coll_busbw_gbs"), KeyError), "missing_field"),
+        (_with(("coll_perf", "coll_busbw_gbs"), "fast"), "bad_value"),
+        (_with(("coll_perf", "coll_msg_size_bytes"), -1), "bad_value"),
+        (_with(("header", "rank"), 2**40), "bad_value"),
+        (_with(("header", "rank"), True), "bad_value"),
+        (GOOD[:-1] + " " * parse.MAX_LINE_BYTES + "}", "line_too_long"),
+    ],
+)
+def test_bad_json_lines_are_counted_by_reason(line: str, reason: str) -> None:
+    rows = parse.parse_json_lines([line, "", GOOD])
+    assert len(rows) == 1  # the good line after it still counts
+    assert rows.errors == {reason: 1}
+
+
+def test_size_bucket_and_message_size() -> None:
+    assert [parse.size_bucket(n) for n in (0, 1, 1000, 1024, 3 << 20, 1 << 30, 5 << 30)] == [
+        "0B",
+        "1B",
+        "512B",
+        "1KiB",
+        "2MiB",
+        "1GiB",
+        "4GiB",
+    ]
+    assert parse.message_size_bytes("1.00GB") == 1 << 30
+    assert parse.message_size_bytes("512B") == 512
+    assert parse.message_size_bytes("1.5 MiB") == 3 << 19
+    assert parse.message_size_bytes("lots") is None
+
+
+@FUZZ
+@given(SEED)
+def test_fuzzed_lines_never_escape(seed: int) -> None:
+    rnd = random.Random(seed)
+    lines: list[str | bytes] = list(inputs(rnd, SEEDS, 200))
+    lines += [json.dumps(json_value(rnd)) for _ in range(20)]
+    doc = json.loads(GOOD)  # right shape, random leaves
+    for _ in range(20):
+        for part in ("header", "metadata", "coll_perf"):
+            k = rnd.choice(list(doc[part]))
+            doc[part][k] = json_value(rnd)
+        lines.append(json.dumps(doc))
+    lines += [ln.encode("utf-8", "surrogatepass")[:-3] for ln in lines[:10] if isinstance(ln, str)]
+    rows = parse.parse_json_lines(lines)
+    assert len(rows) + sum(rows.errors.values()) <= len(lines)
+    slow = parse.Rows()  # the fast path accepts exactly what the line-by-line checks accept
+    for ln in lines:
+        parse.parse_json_line(ln, slow)
+    assert (rows.tuples, rows.errors) == (slow.tuples, slow.errors)
+    assert set(rows.errors) <= set(parse.REASONS)
+    prom = PROM.read_text()
+    for text in inputs(rnd, [prom, *prom.splitlines()], 50):
+        r = parse.parse_prom(text, 0)
+        assert set(r.errors) <= set(parse.REASONS)
+
+
+# --- attribution --------------------------------------------------------------------------------
+UID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+CID = "ab" * 32
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # cgroup v2, systemd driver, containerd
+        f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID.replace('-', '_')}"
+        f".slice/cri-containerd-{CID}.scope\n",
+        # cgroup v1, cgroupfs driver, docker: several hierarchies
+        f"12:memory:/kubepods/besteffort/pod{UID}/{CID}\n11:cpu,cpuacct:/kubepods/besteffort/pod{UID}/{CID}\n",
+        # guaranteed QoS (no class level), CRI-O
+        f"0::/kubepods.slice/kubepods-pod{UID.replace('-', '_')}.slice/crio-{CID}.scope\n",
+    ],
+)
+def test_owner_from_cgroup(text: str) -> None:
+    assert owner_from_cgroup(text) == Owner(UID, CID)
+
+
+def test_not_a_pod() -> None:
+    assert owner_from_cgroup("0::/user.slice/user-1000.slice/session-3.scope\n") is None
+    assert owner_from_cgroup("") is None
+
+
+def test_rank_gpu() -> None:
+    assert rank_gpu(("3",), 5, 16, 2) == "3"
+    assert rank_gpu(("0", "1", "2", "3"), 6, 8, 2) == "2"  # local rank 2 of node 2
+    assert rank_gpu(("0", "1", "2", "3"), 6, 16, 2) == ""  # layout unknown: not guessed
+    assert rank_gpu((), 0, 1, 1) == ""
+    assert parse_gpus('["GPU-a", 1]') == ("GPU-a", "1") and parse_gpus("x") == ()
