@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from telemetry.pipeline import Batch, ComponentStats, ExportResult
+from telemetry.pipeline import Batch, ComponentStats, ExportResult, delivered
 
 
 class MemorySink:
@@ -17,9 +17,7 @@ class MemorySink:
 
     def export(self, batch: Batch) -> ExportResult:
         self.batches.append(batch)
-        self.stats.received += batch.num_rows
-        self.stats.sent += batch.num_rows
-        return ExportResult(True, batch.num_rows)
+        return delivered(self.stats, batch)
 
     def flush(self, force: bool = False) -> None:
         pass

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from telemetry.errors import ConfigError
-from telemetry.pipeline import Batch, ComponentStats, ExportResult
+from telemetry.pipeline import Batch, ComponentStats, ExportResult, delivered
 from telemetry.sinks.latest import LatestValues
 
 
@@ -65,9 +65,7 @@ class OtlpSink:
                     unit=f.unit,
                     description=f.doc,
                 )
-        self.stats.received += batch.num_rows
-        self.stats.sent += batch.num_rows
-        return ExportResult(True, batch.num_rows)
+        return delivered(self.stats, batch)
 
     def flush(self, force: bool = False) -> None:
         self.provider.force_flush()

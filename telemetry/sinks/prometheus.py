@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from telemetry.pipeline import Batch, ComponentStats, ExportResult
+from telemetry.pipeline import Batch, ComponentStats, ExportResult, delivered
 from telemetry.sinks.latest import LatestValues
 
 log = logging.getLogger(__name__)
@@ -158,9 +158,7 @@ class PrometheusSink:
 
     def export(self, batch: Batch) -> ExportResult:
         self.latest.update(batch)
-        self.stats.received += batch.num_rows
-        self.stats.sent += batch.num_rows
-        return ExportResult(True, batch.num_rows)
+        return delivered(self.stats, batch)
 
     def flush(self, force: bool = False) -> None:
         pass
