@@ -25,67 +25,9 @@ from telemetry.commands.common import (
     add_store_args,
     arg,
     clickhouse_sink,
-    register_verbs,
     store_from_args,
 )
 from telemetry.errors import UserError
-
-
-def register(sub: Any) -> list[str]:
-    through = arg(
-        "--through-parsers",
-        action="store_true",
-        help="render every step as device files and ingest them through the real sources "
-        "(slower; scenarios up to 64 servers)",
-    )
-    tolerance = arg(
-        "--tolerance",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="a finding may start/end this long outside the fault's window (default 60)",
-    )
-    return register_verbs(
-        sub,
-        "sim",
-        __doc__,
-        [
-            Verb(
-                "run",
-                "simulate a scenario and ingest it through the pipeline",
-                _run,
-                [_scenario_args, _target_args, through],
-            ),
-            Verb(
-                "score",
-                "compare stored findings with the ground truth",
-                _score,
-                [_target_args, tolerance, lambda p: add_json_arg(p, "the score (one object)")],
-            ),
-            Verb("scenarios", "list the built-in scenarios", _scenarios),
-            Verb(
-                "show",
-                "print a scenario after validation (defaults filled in)",
-                _show,
-                [arg("scenario", help="built-in name or YAML file")],
-            ),
-            Verb(
-                "render",
-                "write what real devices would show at one step (sysfs, ethtool, NVML, SONiC, "
-                "sFlow pcap, kubectl JSON, HDFS logs/fsck/JMX) for a small scenario",
-                _render,
-                [
-                    _scenario_args,
-                    lambda p: add_out_arg(p, "directory to write the device files into"),
-                    arg(
-                        "--step",
-                        type=int,
-                        help="which simulated step to render (default: the last)",
-                    ),
-                ],
-            ),
-        ],
-    )
 
 
 def _scenario_args(p: argparse.ArgumentParser) -> None:
@@ -215,3 +157,57 @@ def _render(args: argparse.Namespace) -> int:
         print(f"  {kind:<12} {n} file(s)")
     print(f"device files in {Path(args.out).resolve()} (formats: docs/simulator.md)")
     return 0
+
+
+# `railscope sim VERB` (registered by telemetry.cli)
+VERBS = [
+    Verb(
+        "run",
+        "simulate a scenario and ingest it through the pipeline",
+        _run,
+        [
+            _scenario_args,
+            _target_args,
+            arg(
+                "--through-parsers",
+                action="store_true",
+                help="render every step as device files and ingest them through the real sources "
+                "(slower; scenarios up to 64 servers)",
+            ),
+        ],
+    ),
+    Verb(
+        "score",
+        "compare stored findings with the ground truth",
+        _score,
+        [
+            _target_args,
+            arg(
+                "--tolerance",
+                type=float,
+                default=60.0,
+                metavar="SECONDS",
+                help="a finding may start/end this long outside the fault's window (default 60)",
+            ),
+            lambda p: add_json_arg(p, "the score (one object)"),
+        ],
+    ),
+    Verb("scenarios", "list the built-in scenarios", _scenarios),
+    Verb(
+        "show",
+        "print a scenario after validation (defaults filled in)",
+        _show,
+        [arg("scenario", help="built-in name or YAML file")],
+    ),
+    Verb(
+        "render",
+        "write what real devices would show at one step (sysfs, ethtool, NVML, SONiC, "
+        "sFlow pcap, kubectl JSON, HDFS logs/fsck/JMX) for a small scenario",
+        _render,
+        [
+            _scenario_args,
+            lambda p: add_out_arg(p, "directory to write the device files into"),
+            arg("--step", type=int, help="which simulated step to render (default: the last)"),
+        ],
+    ),
+]

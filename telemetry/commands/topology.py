@@ -23,86 +23,8 @@ from telemetry.commands.common import (
     arg,
     config_from_args,
     open_store,
-    register_verbs,
 )
 from telemetry.errors import UserError
-
-
-def register(sub: Any) -> list[str]:
-    at = arg("--at", metavar="TIME", help="HyperNodes as of this time (store only; default now)")
-    declared = arg(
-        "--declared",
-        action="append",
-        metavar="PATH",
-        help="declared HyperNode (and Node) manifests; default: the store's inventory",
-    )
-    lldp_from = "a saved `lldpcli show neighbors -f json` instead of running lldpcli"
-    lldp = [
-        add_store_args,
-        arg("--host", help="local device name (default $NODE_NAME, else the hostname)"),
-        arg("--socket", metavar="PATH", help="lldpd control socket (default lldpcli's)"),
-        arg(
-            "--lldpcli",
-            default="lldpcli",
-            metavar="PATH",
-            help="lldpcli binary (default from $PATH)",
-        ),
-        lambda p: add_from_arg(p, lldp_from),
-        arg("--output", choices=["jsonl"], help="print the records instead of storing them"),
-    ]
-    return register_verbs(
-        sub,
-        "topology",
-        __doc__,
-        [
-            Verb(
-                "lca",
-                "lowest common HyperNode of two nodes and its tier",
-                cmd_lca,
-                [arg("node_a"), arg("node_b"), _input_args, at],
-            ),
-            Verb(
-                "check",
-                "validate declared HyperNodes (cycles, double claims, unresolved members)",
-                cmd_check,
-                [_input_args],
-            ),
-            Verb(
-                "hypernodes",
-                "generate HyperNode manifests (YAML for kubectl apply) from the LLDP graph",
-                cmd_hypernodes,
-                [_gen_args],
-            ),
-            Verb(
-                "units",
-                "scalable units derived from the LLDP graph (servers per rail-leaf group)",
-                cmd_units,
-                [_gen_args],
-            ),
-            Verb(
-                "diff",
-                "compare declared HyperNodes with the LLDP graph",
-                cmd_diff,
-                [
-                    _gen_args,
-                    declared,
-                    lambda p: add_json_arg(p, "the differences (one object each)"),
-                ],
-            ),
-            Verb(
-                "paths",
-                "per GPU of a node: NIC -> leaf port -> leaf -> spines",
-                cmd_paths,
-                [arg("node"), _input_args, _since_hours_arg],
-            ),
-            Verb(
-                "lldp",
-                "read this host's LLDP neighbours (lldpcli) into lldp_link records",
-                cmd_lldp,
-                lldp,
-            ),
-        ],
-    )
 
 
 def _since_hours_arg(q: argparse.ArgumentParser) -> None:
@@ -355,3 +277,80 @@ def cmd_paths(args: argparse.Namespace) -> int:
     for p in paths:
         print(json.dumps(p))
     return 0
+
+
+# `railscope topology VERB` (registered by telemetry.cli)
+VERBS = [
+    Verb(
+        "lca",
+        "lowest common HyperNode of two nodes and its tier",
+        cmd_lca,
+        [
+            arg("node_a"),
+            arg("node_b"),
+            _input_args,
+            arg(
+                "--at", metavar="TIME", help="HyperNodes as of this time (store only; default now)"
+            ),
+        ],
+    ),
+    Verb(
+        "check",
+        "validate declared HyperNodes (cycles, double claims, unresolved members)",
+        cmd_check,
+        [_input_args],
+    ),
+    Verb(
+        "hypernodes",
+        "generate HyperNode manifests (YAML for kubectl apply) from the LLDP graph",
+        cmd_hypernodes,
+        [_gen_args],
+    ),
+    Verb(
+        "units",
+        "scalable units derived from the LLDP graph (servers per rail-leaf group)",
+        cmd_units,
+        [_gen_args],
+    ),
+    Verb(
+        "diff",
+        "compare declared HyperNodes with the LLDP graph",
+        cmd_diff,
+        [
+            _gen_args,
+            arg(
+                "--declared",
+                action="append",
+                metavar="PATH",
+                help="declared HyperNode (and Node) manifests; default: the store's inventory",
+            ),
+            lambda p: add_json_arg(p, "the differences (one object each)"),
+        ],
+    ),
+    Verb(
+        "paths",
+        "per GPU of a node: NIC -> leaf port -> leaf -> spines",
+        cmd_paths,
+        [arg("node"), _input_args, _since_hours_arg],
+    ),
+    Verb(
+        "lldp",
+        "read this host's LLDP neighbours (lldpcli) into lldp_link records",
+        cmd_lldp,
+        [
+            add_store_args,
+            arg("--host", help="local device name (default $NODE_NAME, else the hostname)"),
+            arg("--socket", metavar="PATH", help="lldpd control socket (default lldpcli's)"),
+            arg(
+                "--lldpcli",
+                default="lldpcli",
+                metavar="PATH",
+                help="lldpcli binary (default from $PATH)",
+            ),
+            lambda p: add_from_arg(
+                p, "a saved `lldpcli show neighbors -f json` instead of running lldpcli"
+            ),
+            arg("--output", choices=["jsonl"], help="print the records instead of storing them"),
+        ],
+    ),
+]
