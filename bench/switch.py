@@ -38,6 +38,7 @@ import redis
 
 from exporters.switch.sonic import targets_from_config
 from exporters.switch.source import SwitchSource
+from tests.redis_server import redis_server
 
 FIX = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "sonic"
 
@@ -255,51 +256,35 @@ def bench_redis(a: argparse.Namespace, compare: bool = True) -> dict[str, Any]:
     exe = shutil.which("redis-server")
     if exe is None:
         sys.exit("redis-server is not installed (Debian package redis-server)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                 "--databases", str(a.switches + 1), "--dir", tmp],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-        try:
-            for _ in range(100):
-                try:
-                    redis.Redis(port=port).ping()
-                    break
-                except redis.ConnectionError:
-                    time.sleep(0.05)
-            t = time.perf_counter()
-            for i in range(a.switches):
-                pipe: Any = redis.Redis(port=port, db=i).pipeline(transaction=False)
-                for k, h in switch_db(a.ports, a.queues, i).items():
-                    pipe.hset(k, mapping=h)
-                pipe.execute()
-            load_s = time.perf_counter() - t
-            print(f"loaded {a.switches} switches in {load_s:.1f}s", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp, redis_server(exe, a.switches + 1, tmp) as port:
+        t = time.perf_counter()
+        for i in range(a.switches):
+            pipe: Any = redis.Redis(port=port, db=i).pipeline(transaction=False)
+            for k, h in switch_db(a.ports, a.queues, i).items():
+                pipe.hset(k, mapping=h)
+            pipe.execute()
+        load_s = time.perf_counter() - t
+        print(f"loaded {a.switches} switches in {load_s:.1f}s", file=sys.stderr)
 
-            def make(workers: int) -> SwitchSource:
-                cfg = SwitchSource.Config(
-                    switches=[{"name": f"leaf{i:02d}", "address": f"127.0.0.1:{port}", "counters_db": i,  # type: ignore[misc]
-                               "appl_db": i, "role": "leaf"} for i in range(a.switches)],
-                    workers=workers, uplink_neighbor="^spine", timeout_seconds=30,
-                )  # fmt: skip
-                return SwitchSource(targets_from_config(cfg), cfg)
+        def make(workers: int) -> SwitchSource:
+            cfg = SwitchSource.Config(
+                switches=[{"name": f"leaf{i:02d}", "address": f"127.0.0.1:{port}", "counters_db": i,  # type: ignore[misc]
+                           "appl_db": i, "role": "leaf"} for i in range(a.switches)],
+                workers=workers, uplink_neighbor="^spine", timeout_seconds=30,
+            )  # fmt: skip
+            return SwitchSource(targets_from_config(cfg), cfg)
 
-            conc = make(32)
-            conc.collect()  # connections up, as in steady state
-            wall, cpu, batches = timed(conc.collect, a.repeat)
-            rows = {b.kind.name: b.num_rows for b in batches}
-            if not compare:
-                return {"poll_wall_s": round(wall, 3), "poll_cpu_s": round(cpu, 3),
-                        "ports_per_cpu_s": round(a.switches * a.ports / cpu)}  # fmt: skip
-            seq = make(1)
-            seq.collect()
-            swall, scpu, _ = timed(seq.collect, a.repeat)
-            nwall, ncpu, _ = timed(lambda: naive_poll(port, a.switches), 1)
-        finally:
-            proc.terminate()
-            proc.wait(10)
+        conc = make(32)
+        conc.collect()  # connections up, as in steady state
+        wall, cpu, batches = timed(conc.collect, a.repeat)
+        rows = {b.kind.name: b.num_rows for b in batches}
+        if not compare:
+            return {"poll_wall_s": round(wall, 3), "poll_cpu_s": round(cpu, 3),
+                    "ports_per_cpu_s": round(a.switches * a.ports / cpu)}  # fmt: skip
+        seq = make(1)
+        seq.collect()
+        swall, scpu, _ = timed(seq.collect, a.repeat)
+        nwall, ncpu, _ = timed(lambda: naive_poll(port, a.switches), 1)
     assert rows["switch_port_sample"] == a.switches * a.ports, rows
     assert rows["switch_queue_sample"] == a.switches * a.ports * a.queues * 2, rows
     return {

@@ -3,7 +3,8 @@
 Commands come from two places:
 - every source in the table `telemetry/registry.py` is a command with the common source flags
   (`--once`, `--from`, `--output prom|jsonl`, `--dsn`) through `telemetry.commands.sources`;
-- modules in `telemetry/commands/` define `register(subparsers)`.
+- modules in `telemetry/commands/` define `register(subparsers)`, or a table of verbs `VERBS`
+  (telemetry.commands.common.Verb rows) for `railscope MODULE VERB`.
 
 User errors print one line (no traceback) and exit 2.
 """
@@ -41,13 +42,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     from telemetry.commands import sources as source_commands
+    from telemetry.commands.common import register_verbs
 
     source_commands.register(sub)
     for m in pkgutil.iter_modules(importlib.import_module("telemetry.commands").__path__):
         if m.name.startswith("_") or m.name == "sources":
             continue
         mod = importlib.import_module(f"telemetry.commands.{m.name}")
-        if hasattr(mod, "register"):  # helper modules (common.py) register nothing
+        if hasattr(mod, "VERBS"):  # a table of verbs: `railscope MODULE VERB`
+            register_verbs(sub, m.name, mod.__doc__, mod.VERBS)
+        elif hasattr(mod, "register"):  # helper modules (common.py) register nothing
             mod.register(sub)
     return parser
 

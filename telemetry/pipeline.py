@@ -106,6 +106,26 @@ class ExportResult:
     message: str = ""
 
 
+class InMemorySink:
+    """Base of the sinks that take each batch whole into memory on export (kept as is, or folded
+    into latest values); `keep` is what they do with it. Flushing does nothing unless a sink
+    hands its memory on (otlp)."""
+
+    stats: ComponentStats
+
+    def keep(self, batch: Batch) -> None:
+        raise NotImplementedError
+
+    def export(self, batch: Batch) -> ExportResult:
+        self.keep(batch)
+        self.stats.received += batch.num_rows
+        self.stats.sent += batch.num_rows
+        return ExportResult(True, batch.num_rows)
+
+    def flush(self, force: bool = False) -> None:
+        pass
+
+
 @runtime_checkable
 class Sink(Protocol):
     name: str

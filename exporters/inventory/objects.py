@@ -66,6 +66,11 @@ def _fact(kind: str, start_ms: int | None = None, **fields: Any) -> Fact:
     return Fact(kind, key, tuple(sorted(fields.items())), start_ms)
 
 
+def _created(kind: str, meta: Mapping[str, Any], **fields: Any) -> list[Fact]:
+    """The one `kind` fact of an object, holding from its metadata.creationTimestamp."""
+    return [_fact(kind, iso_to_ms(meta.get("creationTimestamp")), **fields)]
+
+
 def object_id(obj: Mapping[str, Any]) -> tuple[str, str, str]:
     meta = obj.get("metadata") or {}
     return (
@@ -165,15 +170,13 @@ def namespace_facts(obj: Mapping[str, Any]) -> list[Fact]:
     if not name:
         raise Malformed("Namespace without metadata.name")
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    return [
-        _fact(
-            "namespace",
-            iso_to_ms(meta.get("creationTimestamp")),
-            namespace=name,
-            tenant=labels.get(TENANT_LABEL) or name,
-            labels=json.dumps(labels, sort_keys=True, separators=(",", ":")),
-        )
-    ]
+    return _created(
+        "namespace",
+        meta,
+        namespace=name,
+        tenant=labels.get(TENANT_LABEL) or name,
+        labels=json.dumps(labels, sort_keys=True, separators=(",", ":")),
+    )
 
 
 def node_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
@@ -184,19 +187,17 @@ def node_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     gpus = gpu_quantity(status.get("allocatable"), f"Node {name}: allocatable", warnings) or 0
     capacity = gpu_quantity(status.get("capacity"), f"Node {name}: capacity", warnings)
-    return [
-        _fact(
-            "node",
-            iso_to_ms(meta.get("creationTimestamp")),
-            node=name,
-            labels=json.dumps(labels, sort_keys=True, separators=(",", ":")),
-            idc=next((labels[k] for k in IDC_LABELS if labels.get(k)), ""),
-            su=next((labels[k] for k in SU_LABELS if labels.get(k)), ""),
-            gpus=gpus,
-            gpu_capacity=capacity,
-            gpu_model=labels.get(GPU_PRODUCT, ""),
-        )
-    ]
+    return _created(
+        "node",
+        meta,
+        node=name,
+        labels=json.dumps(labels, sort_keys=True, separators=(",", ":")),
+        idc=next((labels[k] for k in IDC_LABELS if labels.get(k)), ""),
+        su=next((labels[k] for k in SU_LABELS if labels.get(k)), ""),
+        gpus=gpus,
+        gpu_capacity=capacity,
+        gpu_model=labels.get(GPU_PRODUCT, ""),
+    )
 
 
 def hypernode_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
@@ -366,24 +367,22 @@ def queue_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
         parent = path.rsplit("/", 2)[-2]
     weight = _integer(spec.get("weight") or 1, f"{where} spec.weight")
     guarantee = spec.get("guarantee") or {}
-    return [
-        _fact(
-            "queue",
-            iso_to_ms(meta.get("creationTimestamp")),
-            queue=name,
-            parent=str(parent),
-            state=str(status.get("state") or ""),
-            weight=weight,
-            reclaimable=spec.get("reclaimable") is not False,
-            capability_gpus=gpu_quantity(spec.get("capability"), f"{where} capability", warnings),
-            deserved_gpus=gpu_quantity(spec.get("deserved"), f"{where} deserved", warnings),
-            guarantee_gpus=gpu_quantity(
-                guarantee.get("resource") if isinstance(guarantee, Mapping) else None,
-                f"{where} guarantee",
-                warnings,
-            ),
-        )
-    ]
+    return _created(
+        "queue",
+        meta,
+        queue=name,
+        parent=str(parent),
+        state=str(status.get("state") or ""),
+        weight=weight,
+        reclaimable=spec.get("reclaimable") is not False,
+        capability_gpus=gpu_quantity(spec.get("capability"), f"{where} capability", warnings),
+        deserved_gpus=gpu_quantity(spec.get("deserved"), f"{where} deserved", warnings),
+        guarantee_gpus=gpu_quantity(
+            guarantee.get("resource") if isinstance(guarantee, Mapping) else None,
+            f"{where} guarantee",
+            warnings,
+        ),
+    )
 
 
 def podgroup_gang_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
@@ -400,30 +399,27 @@ def podgroup_gang_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fac
         ),
         None,
     )
-    min_member = _integer(spec.get("minMember") or 0, f"PodGroup {ns}/{name}: spec.minMember")
-    return [
-        _fact(
-            "podgroup",
-            iso_to_ms(meta.get("creationTimestamp")),
-            namespace=ns,
-            podgroup=name,
-            job=podgroup_job(obj),
-            queue=spec.get("queue") or "default",
-            priority_class=spec.get("priorityClassName") or "",
-            min_member=min_member,
-            min_gpus=gpu_quantity(
-                spec.get("minResources"), f"PodGroup {ns}/{name}: minResources", warnings
-            )
-            or 0,
-            phase=str(status.get("phase") or ""),
-            unschedulable=unsched is not None,
-            reason=(
-                ": ".join(str(unsched[k]) for k in ("reason", "message") if unsched.get(k))
-                if unsched
-                else ""
-            ),
+    return _created(
+        "podgroup",
+        meta,
+        namespace=ns,
+        podgroup=name,
+        job=podgroup_job(obj),
+        queue=spec.get("queue") or "default",
+        priority_class=spec.get("priorityClassName") or "",
+        min_member=_integer(spec.get("minMember") or 0, f"PodGroup {ns}/{name}: spec.minMember"),
+        min_gpus=gpu_quantity(
+            spec.get("minResources"), f"PodGroup {ns}/{name}: minResources", warnings
         )
-    ]
+        or 0,
+        phase=str(status.get("phase") or ""),
+        unschedulable=unsched is not None,
+        reason=(
+            ": ".join(str(unsched[k]) for k in ("reason", "message") if unsched.get(k))
+            if unsched
+            else ""
+        ),
+    )
 
 
 # Where a PriorityClass says its provisioning type and purpose: labels first, then annotations.
@@ -438,19 +434,16 @@ def priority_class_facts(
 ) -> list[Fact]:
     meta, _, _, name = _parts(obj, "PriorityClass")
     tags = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
-    value = _integer(obj.get("value") or 0, f"PriorityClass {name}: value")
-    return [
-        _fact(
-            "priority_class",
-            iso_to_ms(meta.get("creationTimestamp")),
-            priority_class=name,
-            value=value,
-            preemption_policy=str(obj.get("preemptionPolicy") or "PreemptLowerPriority"),
-            global_default=bool(obj.get("globalDefault")),
-            provisioning=next((str(tags[k]) for k in provisioning_keys if tags.get(k)), ""),
-            purpose=next((str(tags[k]) for k in purpose_keys if tags.get(k)), ""),
-        )
-    ]
+    return _created(
+        "priority_class",
+        meta,
+        priority_class=name,
+        value=_integer(obj.get("value") or 0, f"PriorityClass {name}: value"),
+        preemption_policy=str(obj.get("preemptionPolicy") or "PreemptLowerPriority"),
+        global_default=bool(obj.get("globalDefault")),
+        provisioning=next((str(tags[k]) for k in provisioning_keys if tags.get(k)), ""),
+        purpose=next((str(tags[k]) for k in purpose_keys if tags.get(k)), ""),
+    )
 
 
 def resource_quota_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
@@ -458,16 +451,14 @@ def resource_quota_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fa
     ns = meta.get("namespace") or "default"
     where = f"ResourceQuota {ns}/{name}:"
     key = "requests." + GPU
-    return [
-        _fact(
-            "resource_quota",
-            iso_to_ms(meta.get("creationTimestamp")),
-            namespace=ns,
-            quota=name,
-            gpus_hard=gpu_quantity(spec.get("hard"), f"{where} hard", warnings, key),
-            gpus_used=gpu_quantity(status.get("used"), f"{where} used", warnings, key),
-        )
-    ]
+    return _created(
+        "resource_quota",
+        meta,
+        namespace=ns,
+        quota=name,
+        gpus_hard=gpu_quantity(spec.get("hard"), f"{where} hard", warnings, key),
+        gpus_used=gpu_quantity(status.get("used"), f"{where} used", warnings, key),
+    )
 
 
 # Events that take GPUs away from a pod: kube-scheduler's preemption, Volcano's evictor

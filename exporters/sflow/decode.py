@@ -165,26 +165,30 @@ def datagram_header(data: bytes | memoryview) -> tuple[bytes, int, int, int, int
     return agent, sub_agent, seq, uptime, nsamples, off + 16
 
 
+def _header_at(
+    data: bytes | memoryview, off: int, limit: int, code: str, what: str, kind: str
+) -> tuple[int, int, int]:
+    """(format, length, end) of the format/length header at `off` whose body must end by `limit`.
+
+    `code` is the DecodeError code; `what` names the thing, `kind` what its format number is.
+    """
+    if off + 8 > limit:
+        raise DecodeError(code, f"{what} header at {off}")
+    fmt, length = _2U32.unpack_from(data, off)
+    end = off + 8 + length
+    if end > limit:
+        raise DecodeError(code, f"{kind} {fmt} length {length}")
+    return fmt, length, end
+
+
 def sample_at(data: bytes | memoryview, off: int, n: int) -> tuple[int, int, int]:
     """(format, length, end) of the sample whose header is at `off`; its data follows at off+8."""
-    if off + 8 > n:
-        raise DecodeError("truncated_sample", f"sample header at {off}")
-    stype, slen = _2U32.unpack_from(data, off)
-    end = off + 8 + slen
-    if end > n:
-        raise DecodeError("truncated_sample", f"sample format {stype} length {slen}")
-    return stype, slen, end
+    return _header_at(data, off, n, "truncated_sample", "sample", "sample format")
 
 
 def record_at(data: bytes | memoryview, off: int, end: int, what: str) -> tuple[int, int, int]:
     """(format, length, end) of the `what` (flow/counter) record whose header is at `off`."""
-    if off + 8 > end:
-        raise DecodeError("truncated_record", f"{what} record header at {off}")
-    fmt, length = _2U32.unpack_from(data, off)
-    rend = off + 8 + length
-    if rend > end:
-        raise DecodeError("truncated_record", f"{what} record {fmt} length {length}")
-    return fmt, length, rend
+    return _header_at(data, off, end, "truncated_record", f"{what} record", f"{what} record")
 
 
 def sampled_header_length(data: bytes | memoryview, off: int, length: int, rend: int) -> int:

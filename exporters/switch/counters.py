@@ -13,7 +13,7 @@ import csv
 import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from operator import itemgetter, methodcaller
@@ -400,15 +400,8 @@ def queue_rows(
 ) -> list[dict[str, Any]]:
     """switch_queue_sample fields for every queue and priority group that has counters."""
     rows: list[dict[str, Any]] = []
-    qtype, qindex = maps.get(QUEUE_TYPE_MAP, {}), maps.get(QUEUE_INDEX_MAP, {})
-    for qname, oid in maps.get(QUEUE_NAME_MAP, {}).items():
-        c = hashes.get(f"COUNTERS:{oid}") or {}
-        w = hashes.get(f"USER_WATERMARKS:{oid}") or {}
-        if not c and not w:
-            continue
-        port, idx = _split(qname, qindex.get(oid), problems, QUEUE_NAME_MAP)
-        if idx is None:
-            continue
+    qtype = maps.get(QUEUE_TYPE_MAP, {})
+    for oid, port, idx, c, w in _indexed(maps, hashes, QUEUE_NAME_MAP, QUEUE_INDEX_MAP, problems):
         key = f"COUNTERS:{oid}"
         row: dict[str, Any] = {"port": port, "queue": idx, "oid": oid}
         row["queue_type"] = QUEUE_TYPES.get(
@@ -421,15 +414,7 @@ def queue_rows(
             if st not in PFC_WD_STATUS:
                 problems.add("bad_value", f"{key} PFC_WD_STATUS={st!r}")
         rows.append(row)
-    pindex = maps.get(PG_INDEX_MAP, {})
-    for pname, oid in maps.get(PG_NAME_MAP, {}).items():
-        c = hashes.get(f"COUNTERS:{oid}") or {}
-        w = hashes.get(f"USER_WATERMARKS:{oid}") or {}
-        if not c and not w:
-            continue
-        port, idx = _split(pname, pindex.get(oid), problems, PG_NAME_MAP)
-        if idx is None:
-            continue
+    for oid, port, idx, c, w in _indexed(maps, hashes, PG_NAME_MAP, PG_INDEX_MAP, problems):
         row = {"port": port, "queue": idx, "queue_type": "pg", "oid": oid}
         row.update(fields_from("pg", f"COUNTERS:{oid}", {**w, **c}, problems))
         rows.append(row)
@@ -457,6 +442,26 @@ def lldp_rows(appl: dict[str, Hash]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _indexed(
+    maps: dict[str, Hash],
+    hashes: dict[str, Hash],
+    name_map: str,
+    index_map: str,
+    problems: Problems,
+) -> Iterator[tuple[str, str, int, Hash, Hash]]:
+    """(oid, port, index, counters, watermarks) of each object `name_map` names ("Ethernet0:3")
+    that has counters or watermarks; its index from `index_map`, else the name's tail."""
+    index = maps.get(index_map, {})
+    for name, oid in maps.get(name_map, {}).items():
+        c = hashes.get(f"COUNTERS:{oid}") or {}
+        w = hashes.get(f"USER_WATERMARKS:{oid}") or {}
+        if not c and not w:
+            continue
+        port, idx = _split(name, index.get(oid), problems, name_map)
+        if idx is not None:
+            yield oid, port, idx, c, w
 
 
 def _split(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any, cast
 
@@ -40,6 +41,37 @@ def add_verb_command(sub: Any, name: str, doc: str | None) -> Any:
 
     p.set_defaults(func=usage)
     return p.add_subparsers(dest=f"{name}_verb", metavar="VERB")
+
+
+ArgSetup = Callable[[argparse.ArgumentParser], Any]
+
+
+def arg(*flags: str, **kw: Any) -> ArgSetup:
+    """One `add_argument(*flags, **kw)`, as a row of a Verb's `args`."""
+    return lambda p: p.add_argument(*flags, **kw)
+
+
+@dataclass(frozen=True)
+class Verb:
+    """`railscope COMMAND NAME`: its --help line, what runs it, and its arguments, set up in order
+    (add_*_arg helpers, `arg(...)` rows, a module's shared groups)."""
+
+    name: str
+    help: str
+    run: Callable[[argparse.Namespace], int]
+    args: Sequence[ArgSetup] = ()
+    description: str | None = None
+
+
+def register_verbs(sub: Any, name: str, doc: str | None, verbs: Sequence[Verb]) -> list[str]:
+    """A verb command (add_verb_command) from its table of verbs; a module's `register`."""
+    parsers = add_verb_command(sub, name, doc)
+    for v in verbs:
+        p = parsers.add_parser(v.name, help=v.help, description=v.description)
+        for setup in v.args:
+            setup(p)
+        p.set_defaults(func=v.run)
+    return [name]
 
 
 def add_range_args(p: argparse.ArgumentParser, *, since: str | None = None) -> None:

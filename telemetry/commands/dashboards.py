@@ -11,71 +11,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from telemetry.commands.common import (
+    Verb,
     add_out_arg,
     add_range_args,
     add_store_args,
-    add_verb_command,
+    arg,
     store_from_args,
 )
 from telemetry.errors import UserError
-
-
-def register(sub: Any) -> list[str]:
-    verbs = add_verb_command(sub, "dashboards", __doc__)
-    b = verbs.add_parser("build", help="write dashboards/*.json and provisioning/*/railscope.yaml")
-    add_out_arg(b)
-    b.add_argument(
-        "--dashboards-path",
-        default="/var/lib/grafana/dashboards/railscope",
-        metavar="PATH",
-        help="where Grafana will find the JSON files (written into the dashboard provider)",
-    )
-    b.add_argument(
-        "--single-machine",
-        action="store_true",
-        help="point the ClickHouse datasource at `railscope serve` (--query-listen) and the "
-        "Prometheus datasource at a local Prometheus, instead of Grafana's environment",
-    )
-    b.add_argument(
-        "--query-listen",
-        default="127.0.0.1:8123",
-        metavar="HOST:PORT",
-        help="with --single-machine: serve's ClickHouse HTTP endpoint (default 127.0.0.1:8123)",
-    )
-    b.add_argument(
-        "--database",
-        default="railscope",
-        help="with --single-machine: the store's database (default railscope)",
-    )
-    b.add_argument(
-        "--prometheus-url",
-        default="http://127.0.0.1:9090",
-        metavar="URL",
-        help="with --single-machine: the local Prometheus (default http://127.0.0.1:9090)",
-    )
-    b.set_defaults(func=run_build)
-    c = verbs.add_parser(
-        "check",
-        help="run every dashboard query on the store (macros and variables expanded)",
-        description="Runs each ClickHouse panel query and template-variable query on the store "
-        "over --since..--until and prints the rows each returns; exit 1 if any fails.",
-    )
-    add_range_args(c, since="1h")
-    c.add_argument(
-        "--var",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="template variable value (default cluster from the config, others All; "
-        "job defaults to the first job in the store)",
-    )
-    c.add_argument("--interval", type=int, default=60, metavar="SECONDS", help="$__interval_s")
-    add_store_args(c)
-    c.set_defaults(func=run_check)
-    return ["dashboards"]
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -131,3 +76,65 @@ def run_check(args: argparse.Namespace) -> int:
             print(f"{rows:>7}  {q.where}")
     print(f"{'all queries ran' if not failed else f'{failed} query(ies) failed'}")
     return 1 if failed else 0
+
+
+# `railscope dashboards VERB` (registered by telemetry.cli)
+VERBS = [
+    Verb(
+        "build",
+        "write dashboards/*.json and provisioning/*/railscope.yaml",
+        run_build,
+        [
+            add_out_arg,
+            arg(
+                "--dashboards-path",
+                default="/var/lib/grafana/dashboards/railscope",
+                metavar="PATH",
+                help="where Grafana will find the JSON files (written into the dashboard provider)",
+            ),
+            arg(
+                "--single-machine",
+                action="store_true",
+                help="point the ClickHouse datasource at `railscope serve` (--query-listen) and the "
+                "Prometheus datasource at a local Prometheus, instead of Grafana's environment",
+            ),
+            arg(
+                "--query-listen",
+                default="127.0.0.1:8123",
+                metavar="HOST:PORT",
+                help="with --single-machine: serve's ClickHouse HTTP endpoint (default 127.0.0.1:8123)",
+            ),
+            arg(
+                "--database",
+                default="railscope",
+                help="with --single-machine: the store's database (default railscope)",
+            ),
+            arg(
+                "--prometheus-url",
+                default="http://127.0.0.1:9090",
+                metavar="URL",
+                help="with --single-machine: the local Prometheus (default http://127.0.0.1:9090)",
+            ),
+        ],
+    ),
+    Verb(
+        "check",
+        "run every dashboard query on the store (macros and variables expanded)",
+        run_check,
+        [
+            lambda p: add_range_args(p, since="1h"),
+            arg(
+                "--var",
+                action="append",
+                default=[],
+                metavar="NAME=VALUE",
+                help="template variable value (default cluster from the config, others All; "
+                "job defaults to the first job in the store)",
+            ),
+            arg("--interval", type=int, default=60, metavar="SECONDS", help="$__interval_s"),
+            add_store_args,
+        ],
+        description="Runs each ClickHouse panel query and template-variable query on the store "
+        "over --since..--until and prints the rows each returns; exit 1 if any fails.",
+    ),
+]

@@ -19,59 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.commands.common import (
+    Verb,
     add_json_arg,
     add_out_arg,
     add_store_args,
-    add_verb_command,
+    arg,
     clickhouse_sink,
     store_from_args,
 )
 from telemetry.errors import UserError
-
-
-def register(sub: Any) -> list[str]:
-    verbs = add_verb_command(sub, "sim", __doc__)
-
-    r = verbs.add_parser("run", help="simulate a scenario and ingest it through the pipeline")
-    _scenario_args(r)
-    _target_args(r)
-    r.add_argument(
-        "--through-parsers",
-        action="store_true",
-        help="render every step as device files and ingest them through the real sources "
-        "(slower; scenarios up to 64 servers)",
-    )
-    r.set_defaults(func=_run)
-
-    s = verbs.add_parser("score", help="compare stored findings with the ground truth")
-    _target_args(s)
-    s.add_argument(
-        "--tolerance",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="a finding may start/end this long outside the fault's window (default 60)",
-    )
-    add_json_arg(s, "the score (one object)")
-    s.set_defaults(func=_score)
-
-    ls = verbs.add_parser("scenarios", help="list the built-in scenarios")
-    ls.set_defaults(func=_scenarios)
-
-    sh = verbs.add_parser("show", help="print a scenario after validation (defaults filled in)")
-    sh.add_argument("scenario", help="built-in name or YAML file")
-    sh.set_defaults(func=_show)
-
-    rd = verbs.add_parser(
-        "render",
-        help="write what real devices would show at one step (sysfs, ethtool, NVML, SONiC, sFlow "
-        "pcap, kubectl JSON, HDFS logs/fsck/JMX) for a small scenario",
-    )
-    _scenario_args(rd)
-    add_out_arg(rd, "directory to write the device files into")
-    rd.add_argument("--step", type=int, help="which simulated step to render (default: the last)")
-    rd.set_defaults(func=_render)
-    return ["sim"]
 
 
 def _scenario_args(p: argparse.ArgumentParser) -> None:
@@ -201,3 +157,57 @@ def _render(args: argparse.Namespace) -> int:
         print(f"  {kind:<12} {n} file(s)")
     print(f"device files in {Path(args.out).resolve()} (formats: docs/simulator.md)")
     return 0
+
+
+# `railscope sim VERB` (registered by telemetry.cli)
+VERBS = [
+    Verb(
+        "run",
+        "simulate a scenario and ingest it through the pipeline",
+        _run,
+        [
+            _scenario_args,
+            _target_args,
+            arg(
+                "--through-parsers",
+                action="store_true",
+                help="render every step as device files and ingest them through the real sources "
+                "(slower; scenarios up to 64 servers)",
+            ),
+        ],
+    ),
+    Verb(
+        "score",
+        "compare stored findings with the ground truth",
+        _score,
+        [
+            _target_args,
+            arg(
+                "--tolerance",
+                type=float,
+                default=60.0,
+                metavar="SECONDS",
+                help="a finding may start/end this long outside the fault's window (default 60)",
+            ),
+            lambda p: add_json_arg(p, "the score (one object)"),
+        ],
+    ),
+    Verb("scenarios", "list the built-in scenarios", _scenarios),
+    Verb(
+        "show",
+        "print a scenario after validation (defaults filled in)",
+        _show,
+        [arg("scenario", help="built-in name or YAML file")],
+    ),
+    Verb(
+        "render",
+        "write what real devices would show at one step (sysfs, ethtool, NVML, SONiC, "
+        "sFlow pcap, kubectl JSON, HDFS logs/fsck/JMX) for a small scenario",
+        _render,
+        [
+            _scenario_args,
+            lambda p: add_out_arg(p, "directory to write the device files into"),
+            arg("--step", type=int, help="which simulated step to render (default: the last)"),
+        ],
+    ),
+]

@@ -16,78 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.commands.common import (
+    Verb,
     add_from_arg,
     add_json_arg,
     add_store_args,
-    add_verb_command,
+    arg,
     config_from_args,
     open_store,
 )
 from telemetry.errors import UserError
-
-
-def register(sub: Any) -> list[str]:
-    tsub = add_verb_command(sub, "topology", __doc__)
-
-    q = tsub.add_parser("lca", help="lowest common HyperNode of two nodes and its tier")
-    q.add_argument("node_a")
-    q.add_argument("node_b")
-    _input_args(q)
-    q.add_argument(
-        "--at", metavar="TIME", help="HyperNodes as of this time (store only; default now)"
-    )
-    q.set_defaults(func=cmd_lca)
-
-    q = tsub.add_parser(
-        "check", help="validate declared HyperNodes (cycles, double claims, unresolved members)"
-    )
-    _input_args(q)
-    q.set_defaults(func=cmd_check)
-
-    q = tsub.add_parser(
-        "hypernodes",
-        help="generate HyperNode manifests (YAML for kubectl apply) from the LLDP graph",
-    )
-    _gen_args(q)
-    q.set_defaults(func=cmd_hypernodes)
-
-    q = tsub.add_parser(
-        "units", help="scalable units derived from the LLDP graph (servers per rail-leaf group)"
-    )
-    _gen_args(q)
-    q.set_defaults(func=cmd_units)
-
-    q = tsub.add_parser("diff", help="compare declared HyperNodes with the LLDP graph")
-    _gen_args(q)
-    q.add_argument(
-        "--declared",
-        action="append",
-        metavar="PATH",
-        help="declared HyperNode (and Node) manifests; default: the store's inventory",
-    )
-    add_json_arg(q, "the differences (one object each)")
-    q.set_defaults(func=cmd_diff)
-
-    q = tsub.add_parser("paths", help="per GPU of a node: NIC -> leaf port -> leaf -> spines")
-    q.add_argument("node")
-    _input_args(q)
-    _since_hours_arg(q)
-    q.set_defaults(func=cmd_paths)
-
-    q = tsub.add_parser(
-        "lldp", help="read this host's LLDP neighbours (lldpcli) into lldp_link records"
-    )
-    add_store_args(q)
-    q.add_argument("--host", help="local device name (default $NODE_NAME, else the hostname)")
-    q.add_argument("--socket", metavar="PATH", help="lldpd control socket (default lldpcli's)")
-    q.add_argument(
-        "--lldpcli", default="lldpcli", metavar="PATH", help="lldpcli binary (default from $PATH)"
-    )
-    add_from_arg(q, "a saved `lldpcli show neighbors -f json` instead of running lldpcli")
-    q.add_argument("--output", choices=["jsonl"], help="print the records instead of storing them")
-    q.set_defaults(func=cmd_lldp)
-
-    return ["topology"]
 
 
 def _since_hours_arg(q: argparse.ArgumentParser) -> None:
@@ -340,3 +277,80 @@ def cmd_paths(args: argparse.Namespace) -> int:
     for p in paths:
         print(json.dumps(p))
     return 0
+
+
+# `railscope topology VERB` (registered by telemetry.cli)
+VERBS = [
+    Verb(
+        "lca",
+        "lowest common HyperNode of two nodes and its tier",
+        cmd_lca,
+        [
+            arg("node_a"),
+            arg("node_b"),
+            _input_args,
+            arg(
+                "--at", metavar="TIME", help="HyperNodes as of this time (store only; default now)"
+            ),
+        ],
+    ),
+    Verb(
+        "check",
+        "validate declared HyperNodes (cycles, double claims, unresolved members)",
+        cmd_check,
+        [_input_args],
+    ),
+    Verb(
+        "hypernodes",
+        "generate HyperNode manifests (YAML for kubectl apply) from the LLDP graph",
+        cmd_hypernodes,
+        [_gen_args],
+    ),
+    Verb(
+        "units",
+        "scalable units derived from the LLDP graph (servers per rail-leaf group)",
+        cmd_units,
+        [_gen_args],
+    ),
+    Verb(
+        "diff",
+        "compare declared HyperNodes with the LLDP graph",
+        cmd_diff,
+        [
+            _gen_args,
+            arg(
+                "--declared",
+                action="append",
+                metavar="PATH",
+                help="declared HyperNode (and Node) manifests; default: the store's inventory",
+            ),
+            lambda p: add_json_arg(p, "the differences (one object each)"),
+        ],
+    ),
+    Verb(
+        "paths",
+        "per GPU of a node: NIC -> leaf port -> leaf -> spines",
+        cmd_paths,
+        [arg("node"), _input_args, _since_hours_arg],
+    ),
+    Verb(
+        "lldp",
+        "read this host's LLDP neighbours (lldpcli) into lldp_link records",
+        cmd_lldp,
+        [
+            add_store_args,
+            arg("--host", help="local device name (default $NODE_NAME, else the hostname)"),
+            arg("--socket", metavar="PATH", help="lldpd control socket (default lldpcli's)"),
+            arg(
+                "--lldpcli",
+                default="lldpcli",
+                metavar="PATH",
+                help="lldpcli binary (default from $PATH)",
+            ),
+            lambda p: add_from_arg(
+                p, "a saved `lldpcli show neighbors -f json` instead of running lldpcli"
+            ),
+            arg("--output", choices=["jsonl"], help="print the records instead of storing them"),
+        ],
+    ),
+]

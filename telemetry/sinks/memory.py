@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from telemetry.pipeline import Batch, ComponentStats, ExportResult
+from telemetry.pipeline import Batch, ComponentStats, InMemorySink
 
 
-class MemorySink:
+class MemorySink(InMemorySink):
     name = "memory"
 
     def __init__(self) -> None:
@@ -15,14 +15,8 @@ class MemorySink:
         self.batches: list[Batch] = []
         self.closed = False
 
-    def export(self, batch: Batch) -> ExportResult:
+    def keep(self, batch: Batch) -> None:
         self.batches.append(batch)
-        self.stats.received += batch.num_rows
-        self.stats.sent += batch.num_rows
-        return ExportResult(True, batch.num_rows)
-
-    def flush(self, force: bool = False) -> None:
-        pass
 
     def close(self) -> None:
         self.closed = True

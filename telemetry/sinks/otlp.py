@@ -8,11 +8,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from telemetry.errors import ConfigError
-from telemetry.pipeline import Batch, ComponentStats, ExportResult
+from telemetry.pipeline import Batch, ComponentStats, InMemorySink
 from telemetry.sinks.latest import LatestValues
 
 
-class OtlpSink:
+class OtlpSink(InMemorySink):
     name = "otlp"
 
     def __init__(
@@ -53,7 +53,7 @@ class OtlpSink:
     def _callback(self, metric: str) -> Any:
         return lambda _options: self._observe(metric)
 
-    def export(self, batch: Batch) -> ExportResult:
+    def keep(self, batch: Batch) -> None:
         self.latest.update(batch)
         for f in batch.kind.values():
             metric = f"railscope_{batch.kind.subsystem}_{f.name}"
@@ -65,9 +65,6 @@ class OtlpSink:
                     unit=f.unit,
                     description=f.doc,
                 )
-        self.stats.received += batch.num_rows
-        self.stats.sent += batch.num_rows
-        return ExportResult(True, batch.num_rows)
 
     def flush(self, force: bool = False) -> None:
         self.provider.force_flush()

@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from telemetry.pipeline import Batch, ComponentStats, ExportResult
+from telemetry.pipeline import Batch, ComponentStats, InMemorySink
 from telemetry.sinks.latest import LatestValues
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def component_metrics(components: Iterable[ComponentStats]) -> Iterator[Metric]:
     yield from extra.values()
 
 
-class PrometheusSink:
+class PrometheusSink(InMemorySink):
     name = "prometheus"
 
     def __init__(
@@ -156,14 +156,8 @@ class PrometheusSink:
     def components(self) -> Iterable[ComponentStats]:
         return list(self._components()) if self._components else [self.stats]
 
-    def export(self, batch: Batch) -> ExportResult:
+    def keep(self, batch: Batch) -> None:
         self.latest.update(batch)
-        self.stats.received += batch.num_rows
-        self.stats.sent += batch.num_rows
-        return ExportResult(True, batch.num_rows)
-
-    def flush(self, force: bool = False) -> None:
-        pass
 
     def render(self) -> str:
         return latest_text(self.latest) + generate_latest(self.registry).decode()

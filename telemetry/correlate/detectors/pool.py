@@ -141,7 +141,6 @@ def _last_busy(ctx: Context, ns: str, pod: str) -> Any:
 
 @detector(
     "gpu_idle_allocated",
-    category="pool",
     needs=("gpu_sample", "pod"),
     lookback=("pool.idle_allocated_seconds",),
 )
@@ -246,7 +245,6 @@ def gang_shape(ctx: Context, g: dict[str, Any]) -> Gang | None:
 
 @detector(
     "gang_blocked_by_fragmentation",
-    category="pool",
     needs=("podgroup", "node"),
     lookback=("sliding.state_seconds",),
 )
@@ -315,7 +313,6 @@ def gang_blocked(ctx: Context) -> list[Finding]:
 # --- queue_over_guarantee_starving -------------------------------------------------------------
 @detector(
     "queue_over_guarantee_starving",
-    category="pool",
     needs=("queue", "podgroup"),
     lookback=("sliding.state_seconds",),
 )

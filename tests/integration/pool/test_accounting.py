@@ -11,17 +11,7 @@ import polars as pl
 import pytest
 
 from telemetry import pool
-from telemetry.records import (
-    GPU_SAMPLE,
-    HYPERNODE,
-    JOB,
-    NAMESPACE,
-    NODE,
-    POD,
-    PODGROUP,
-    PRIORITY_CLASS,
-    QUEUE,
-)
+from telemetry.records import KINDS
 from telemetry.store import Store
 
 C = "c"
@@ -49,14 +39,14 @@ def inv(kind: Any, start: datetime, **fields: Any) -> dict[str, Any]:
 def pclass(
     start: datetime, name: str, value: int, provisioning: str, purpose: str
 ) -> dict[str, Any]:
-    return inv(PRIORITY_CLASS, start, priority_class=name, value=value,
+    return inv("priority_class", start, priority_class=name, value=value,
                preemption_policy="PreemptLowerPriority", global_default=False,
                provisioning=provisioning, purpose=purpose)  # fmt: skip
 
 
 def queue(start: datetime, name: str, deserved: int | None, guarantee: int | None,
           capability: int | None = None) -> dict[str, Any]:  # fmt: skip
-    return inv(QUEUE, start, queue=name, parent="", state="Open", weight=1, reclaimable=True,
+    return inv("queue", start, queue=name, parent="", state="Open", weight=1, reclaimable=True,
                capability_gpus=capability, deserved_gpus=deserved, guarantee_gpus=guarantee)  # fmt: skip
 
 
@@ -66,51 +56,51 @@ def fill(store: Store, s: datetime) -> None:
     the second interval."""
     early = s - timedelta(hours=1)
     rows: dict[Any, list[dict[str, Any]]] = {
-        NODE: [
-            inv(NODE, early, node="n1", labels="{}", idc="", su="", gpus=8, gpu_capacity=8,
+        "node": [
+            inv("node", early, node="n1", labels="{}", idc="", su="", gpus=8, gpu_capacity=8,
                 gpu_model="H100"),
-            inv(NODE, early, node="n2", labels="{}", idc="", su="", gpus=8, gpu_capacity=8,
+            inv("node", early, node="n2", labels="{}", idc="", su="", gpus=8, gpu_capacity=8,
                 gpu_model="A100"),
         ],
-        POD: [
-            inv(POD, early, namespace="team-a", pod="train-0", uid="1", node="n1", job="train",
+        "pod": [
+            inv("pod", early, namespace="team-a", pod="train-0", uid="1", node="n1", job="train",
                 phase="Running", gpus="", gpu_requests=4, priority_class="reserved-training",
                 podgroup="train", gpu_model=""),
-            inv(POD, early, namespace="team-a", pod="train-1", uid="2", node="n1", job="train",
+            inv("pod", early, namespace="team-a", pod="train-1", uid="2", node="n1", job="train",
                 phase="Running", gpus="", gpu_requests=2, priority_class="reserved-training",
                 podgroup="train", gpu_model=""),
-            inv(POD, s + timedelta(seconds=60), namespace="team-b", pod="infer-0", uid="3",
+            inv("pod", s + timedelta(seconds=60), namespace="team-b", pod="infer-0", uid="3",
                 node="n1", job="", phase="Running", gpus="", gpu_requests=1,
                 priority_class="spot-serving", podgroup="pg-infer", gpu_model=""),
-            inv(POD, early, namespace="team-b", pod="cpu-only", uid="4", node="n2", job="",
+            inv("pod", early, namespace="team-b", pod="cpu-only", uid="4", node="n2", job="",
                 phase="Running", gpus="", gpu_requests=None, priority_class="", podgroup="",
                 gpu_model=""),
         ],
-        NAMESPACE: [
-            inv(NAMESPACE, early, namespace="team-a", tenant="acme", labels="{}"),
-            inv(NAMESPACE, early, namespace="team-b", tenant="", labels="{}"),
+        "namespace": [
+            inv("namespace", early, namespace="team-a", tenant="acme", labels="{}"),
+            inv("namespace", early, namespace="team-b", tenant="", labels="{}"),
         ],
-        JOB: [
-            inv(JOB, early, namespace="team-a", job="train", queue="q-a", replicas=2,
+        "job": [
+            inv("job", early, namespace="team-a", job="train", queue="q-a", replicas=2,
                 topology_mode="", highest_tier_allowed=None, highest_tier_name=None,
                 allocated_hypernode=""),
         ],
-        PODGROUP: [
-            inv(PODGROUP, early, namespace="team-b", podgroup="pg-infer", job="", queue="q-b",
+        "podgroup": [
+            inv("podgroup", early, namespace="team-b", podgroup="pg-infer", job="", queue="q-b",
                 priority_class="spot-serving", min_member=1, min_gpus=1, phase="Running",
                 unschedulable=False, reason=""),
         ],
-        QUEUE: [queue(early, "q-a", 8, 4), queue(early, "q-b", 4, None, 16)],
-        PRIORITY_CLASS: [
+        "queue": [queue(early, "q-a", 8, 4), queue(early, "q-b", 4, None, 16)],
+        "priority_class": [
             pclass(early, "reserved-training", 1000, "Reserved", "Training"),
             pclass(early, "spot-serving", 100, "Spot", "Serving"),
         ],
-        HYPERNODE: [
-            inv(HYPERNODE, early, hypernode="leaf-0", member="n1", tier=1, tier_name="",
+        "hypernode": [
+            inv("hypernode", early, hypernode="leaf-0", member="n1", tier=1, tier_name="",
                 member_type="Node", selector="exactMatch"),
-            inv(HYPERNODE, early, hypernode="leaf-1", member="^n[2-9]$", tier=1, tier_name="",
+            inv("hypernode", early, hypernode="leaf-1", member="^n[2-9]$", tier=1, tier_name="",
                 member_type="Node", selector="regexMatch"),
-            inv(HYPERNODE, early, hypernode="spine", member="leaf-0", tier=2, tier_name="",
+            inv("hypernode", early, hypernode="spine", member="leaf-0", tier=2, tier_name="",
                 member_type="HyperNode", selector="exactMatch"),
         ],
     }  # fmt: skip
@@ -130,9 +120,9 @@ def fill(store: Store, s: datetime) -> None:
                      "mig": "", "model": "", "pci_bus_id": "", "pod": pod, "namespace": ns,
                      "up": 1, "utilization_ratio": util.get(pod, 0.0)}
                 )  # fmt: skip
-    rows[GPU_SAMPLE] = samples
-    for kind, rs in rows.items():
-        store.insert(kind, kind.to_arrow(rs))
+    rows["gpu_sample"] = samples
+    for name, rs in rows.items():
+        store.insert(KINDS[name], KINDS[name].to_arrow(rs))
 
 
 @pytest.fixture
@@ -208,8 +198,8 @@ def test_by_node_dimensions_have_free_gpus(filled: tuple[Store, datetime]) -> No
 def test_polars_agrees_with_clickhouse(filled: tuple[Store, datetime]) -> None:
     store, s = filled
     e = s + timedelta(seconds=120)
-    pods = store.query_df(f"SELECT * FROM {store.table(POD, final=True)}")
-    samples = store.query_df(f"SELECT * FROM {store.table(GPU_SAMPLE)}")
+    pods = store.query_df(f"SELECT * FROM {store.table('pod', final=True)}")
+    samples = store.query_df(f"SELECT * FROM {store.table('gpu_sample')}")
     key = pl.DataFrame(
         {"namespace": ["team-a", "team-a", "team-b"], "pod": ["train-0", "train-1", "infer-0"],
          "key": ["q-a", "q-a", "q-b"]}

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from telemetry.config import load_config
-from telemetry.correlate.engine import Correlator
 from telemetry.sim import build, load_scenario
 from telemetry.sim.run import ingest
-from telemetry.sim.score import read_findings, score
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store
 from telemetry.transforms import StampCluster
+from tests.sim_score import correlate_and_score
 
 
 def _scored(store: Store, scenario: str, start: str, spool: Path, parsers: bool) -> dict:
@@ -27,12 +26,7 @@ def _scored(store: Store, scenario: str, start: str, spool: Path, parsers: bool)
     cfg = load_config(None, env={}) if parsers else None
     res = ingest(sim, [sink], [StampCluster("simtest")], through_parsers=cfg)
     assert res.rows > 0
-    truth = sim.ground_truth()
-    Correlator(store, cluster="simtest").run(
-        datetime.fromtimestamp(sim.start_ms / 1000, UTC),
-        datetime.fromtimestamp(sim.end_ms / 1000, UTC),
-    )
-    return score(truth, read_findings(store, "simtest", truth.start_ms, truth.end_ms)).to_json()
+    return correlate_and_score(store, sim, "simtest")
 
 
 @pytest.mark.slow

@@ -13,13 +13,9 @@ from typing import Any
 
 import pytest
 
+from tests.redis_server import redis_server
+
 FIX = Path(__file__).parents[2] / "fixtures" / "sonic"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def load(client: Any, dump: dict[str, Any]) -> None:
@@ -35,27 +31,11 @@ def redis_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     exe = shutil.which("redis-server")
     if exe is None:
         pytest.skip("redis-server is not installed (Debian package redis-server)")
-    port = _free_port()
-    d = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--databases", "32", "--dir", str(d)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    import redis
-
-    for _ in range(100):
-        try:
-            redis.Redis(port=port).ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail("redis-server did not start")
-    yield port
-    proc.terminate()
-    proc.wait(10)
+    try:
+        with redis_server(exe, 32, tmp_path_factory.mktemp("redis")) as port:
+            yield port
+    except RuntimeError as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture

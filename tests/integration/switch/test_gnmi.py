@@ -6,7 +6,6 @@ streams garbage, and the same records as the Redis path value by value."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import pytest
 from exporters.switch.config import SwitchConfig, SwitchSourceConfig
 from exporters.switch.source import SwitchSource
 from tests.integration.switch.gnmi_target import Target, load_target, serve
+from tests.integration.switch.once import once_kinds
 from tests.unit.switch.expected import expected_ports, expected_priorities
 
 FIX = Path(__file__).parents[2] / "fixtures"
@@ -418,23 +418,8 @@ def test_many_switches_on_one_loop() -> None:
 
 
 def test_cli_gnmi_flag(target: tuple[Target, int], tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
-
-    _, port = target
-    env = {**os.environ, "RAILSCOPE_DSN": f"chdb://{tmp_path}/unused"}
-    out = subprocess.run(
-        [sys.executable, "-m", "telemetry.cli", "switch", "--once", "--output", "jsonl",
-         "--gnmi", f"leaf01=127.0.0.1:{port}"],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    kinds = [json.loads(line)["_kind"] for line in out.stdout.splitlines()]
+    kinds = once_kinds(tmp_path, "--gnmi", f"leaf01=127.0.0.1:{target[1]}")
     assert kinds.count("switch_port_sample") == 3 and kinds.count("switch_priority_sample") == 24
-    bad = subprocess.run([sys.executable, "-m", "telemetry.cli", "switch", "--once", "--gnmi", "leaf01"],
-                         capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
-    assert bad.returncode == 2 and "NAME=HOST:PORT" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_reconnects_after_the_switch_comes_back(caplog: pytest.LogCaptureFixture) -> None:

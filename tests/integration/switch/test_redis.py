@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +13,7 @@ from exporters.switch.sonic import targets_from_config
 from exporters.switch.source import SwitchSource
 from tests.conftest import now_ms
 from tests.integration.switch.conftest import FIX, load
+from tests.integration.switch.once import once_kinds
 from tests.unit.switch.expected import check_against_dump
 
 
@@ -131,15 +129,5 @@ def test_rows_land_in_the_store(sonic_redis: dict[str, Any], store: Any) -> None
 
 
 def test_cli_once_jsonl(sonic_redis: dict[str, Any], tmp_path: Path) -> None:
-    env = {**os.environ, "RAILSCOPE_DSN": f"chdb://{tmp_path}/unused"}
-    out = subprocess.run(
-        [sys.executable, "-m", "telemetry.cli", "switch", "--once", "--output", "jsonl",
-         "--switch", f"leaf01=127.0.0.1:{sonic_redis['port']}"],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    kinds = [json.loads(line)["_kind"] for line in out.stdout.splitlines()]
+    kinds = once_kinds(tmp_path, "--switch", f"leaf01=127.0.0.1:{sonic_redis['port']}")
     assert kinds.count("switch_port_sample") == 3 and "lldp_link" in kinds
-    bad = subprocess.run([sys.executable, "-m", "telemetry.cli", "switch", "--once", "--switch", "nonsense"],
-                         capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
-    assert bad.returncode == 2 and "NAME=HOST:PORT" in bad.stderr and "Traceback" not in bad.stderr

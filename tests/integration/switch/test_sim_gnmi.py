@@ -13,15 +13,14 @@ from typing import Any
 import pytest
 
 from telemetry.config import load_config
-from telemetry.correlate.engine import Correlator
 from telemetry.pipeline import Pipeline
 from telemetry.sim import build, load_scenario
 from telemetry.sim.run import ingest
-from telemetry.sim.score import read_findings, score
 from telemetry.sim.through_parsers import ThroughParsersSource
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store
 from telemetry.transforms import StampCluster
+from tests.sim_score import correlate_and_score
 
 
 def _scored(store: Store, start: str, spool: Path, transport: str | None) -> dict[str, Any]:
@@ -43,12 +42,7 @@ def _scored(store: Store, start: str, spool: Path, transport: str | None) -> dic
         switch = {k: n for k, n in src.stats.errors.items() if k.startswith("switch")}
         assert not switch, switch
         assert sink.stats.failed == 0 and sink.stats.dropped == 0
-    truth = sim.ground_truth()
-    Correlator(store, cluster="simgnmi").run(
-        datetime.fromtimestamp(sim.start_ms / 1000, UTC),
-        datetime.fromtimestamp(sim.end_ms / 1000, UTC),
-    )
-    return score(truth, read_findings(store, "simgnmi", truth.start_ms, truth.end_ms)).to_json()
+    return correlate_and_score(store, sim, "simgnmi")
 
 
 @pytest.mark.slow
