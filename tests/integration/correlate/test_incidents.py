@@ -4,12 +4,18 @@ built-in scenarios is one incident rooted in a finding that localizes it."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from telemetry.commands.incidents import JSON_KEYS
 from telemetry.correlate import findings as fstore
 from telemetry.correlate import incidents
 from telemetry.correlate.engine import Correlator
@@ -147,3 +153,52 @@ def test_every_fault_is_one_incident_rooted_where_it_is(
     s = score_incidents(truth, read_incidents(store, "default", truth.start_ms, truth.end_ms))
     assert (s.precision, s.recall) == (1.0, 1.0), s
     assert s.incidents_per_fault is not None and s.incidents_per_fault <= 1.2, s
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "telemetry.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+    )
+
+
+def test_incidents_command_json_open_and_prom(store: Store, query_endpoint: str) -> None:
+    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=30)
+    ft = fstore.Tracker(store, "default", HYST)
+    it = IncidentTracker(store, "default", HYST)
+    old = Finding("gpu_xid", "node", "critical", "gpu", "n1/gpu0", "XID 79 on n1 GPU 0", {})
+    _tick(ft, it, t0, [old])
+    t = t0
+    for _ in range(10):  # the XID incident resolves
+        t += STEP
+        _tick(ft, it, t, [_ecn(), _storm()])
+    dsn = f"{query_endpoint}/{store.database}"
+    r = _cli("incidents", "--format", "json", "--dsn", dsn)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [(x["root_kind"], x["state"]) for x in lines] == [
+        ("pfc_storm", "open"),
+        ("gpu_xid", "resolved"),
+    ]
+    for x in lines:
+        assert list(x)[:10] == list(JSON_KEYS)
+    storm = lines[0]
+    assert storm["root_subject"] == "n8/mlx5_6" and storm["severity"] == "critical"
+    assert len(storm["findings"]) == 2 and storm["first_seen"].endswith("Z")
+    r = _cli("incidents", "--open", "--format", "json", "--dsn", dsn)
+    assert [json.loads(x)["id"] for x in r.stdout.splitlines()] == [storm["id"]]
+    r = _cli("incidents", "--format", "prom", "--dsn", dsn)
+    fams = {f.name: f for f in text_string_to_metric_families(r.stdout)}
+    (s,) = fams["railscope_incident_open"].samples
+    assert s.labels["incident"] == storm["id"] and s.labels["kind"] == "pfc_storm"
+    counts = {
+        (x.labels["severity"], x.labels["state"]): x.value
+        for x in fams["railscope_incidents"].samples
+    }
+    assert counts == {("critical", "open"): 1, ("critical", "resolved"): 1}
+    r = _cli("incidents", "--since", "yesterday-ish", "--dsn", dsn)
+    assert r.returncode == 2 and r.stderr.startswith("railscope: error: time 'yesterday-ish'")
+    assert "Traceback" not in r.stderr
