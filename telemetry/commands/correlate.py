@@ -224,10 +224,19 @@ def follow(corr: Any, cfg: Any, args: argparse.Namespace, on_cycle: Any = None) 
     import threading
 
     from telemetry.correlate.engine import follow as follow_engine
+    from telemetry.sinks import alertmanager
     from telemetry.sinks.prometheus import PrometheusSink
 
     log = logging.getLogger("railscope.correlate")
-    sink = PrometheusSink(components=lambda: [corr.attribution_stats, *corr.stats.values()])
+    alerts = alertmanager.build(cfg)
+    sink = PrometheusSink(
+        components=lambda: [
+            corr.attribution_stats,
+            *corr.stats.values(),
+            corr.incidents.stats,
+            *([alerts.stats] if alerts else []),
+        ]
+    )
     sink.registry.register(FindingsCollector(corr.store, corr.cluster, corr.hysteresis))  # type: ignore[arg-type]
     host, _, port = (args.listen or cfg.prometheus.listen).rpartition(":")
     bound = sink.serve(host, int(port))
@@ -243,6 +252,8 @@ def follow(corr: Any, cfg: Any, args: argparse.Namespace, on_cycle: Any = None) 
     def tick(_corr: Any, _t: datetime, _res: Any) -> None:
         nonlocal cycles
         cycles += 1
+        if alerts is not None:
+            alerts.on_cycle(_corr, _t, _res)
         if on_cycle is not None:
             on_cycle(*bound)
         if args.cycles is not None and cycles >= args.cycles:
@@ -253,5 +264,7 @@ def follow(corr: Any, cfg: Any, args: argparse.Namespace, on_cycle: Any = None) 
     except KeyboardInterrupt:
         pass
     finally:
+        if alerts is not None:
+            alerts.close()
         sink.close()
     return 0
