@@ -133,11 +133,15 @@ def read(
     since: datetime | None = None,
     until: datetime | None = None,
     subject_like: str | None = None,
+    ids: Iterable[str] | None = None,
     limit: int = 1000,
 ) -> list[dict[str, Any]]:
     """Current findings (latest version of each), newest first."""
     where = ["1"]
     params: dict[str, Any] = {"limit": limit}
+    if ids is not None:
+        where.append("finding_id IN {ids:Array(String)}")
+        params["ids"] = list(ids)
     if cluster:
         where.append("cluster = {cluster:String}")
         params["cluster"] = cluster
