@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -140,7 +142,7 @@ def test_two_open_incidents_merged_by_a_regrouping_leave_one(store: Store) -> No
 
 
 @pytest.mark.parametrize("scenario", ["small", "rail-2nic", "multi-idc"])
-def test_every_fault_is_one_incident_rooted_where_it_is(
+def test_every_fault_is_one_incident_and_evidence_agrees(
     store: Store, tmp_path: Path, scenario: str
 ) -> None:
     sim = build(load_scenario(scenario), now_s=time.time() - 3600)
@@ -153,6 +155,68 @@ def test_every_fault_is_one_incident_rooted_where_it_is(
     s = score_incidents(truth, read_incidents(store, "default", truth.start_ms, truth.end_ms))
     assert (s.precision, s.recall) == (1.0, 1.0), s
     assert s.incidents_per_fault is not None and s.incidents_per_fault <= 1.2, s
+    # evidence agrees with itself: every number a summary states is in its evidence
+    found = fstore.read(store, cluster="default", limit=100_000)
+    assert len({f["kind"] for f in found}) >= 9
+    for f in found:
+        assert unexplained_numbers(f["summary"], f["subject"], f["evidence"]) == [], f
+    # a job that spans scalable units reports the same bytes between them wherever it is said
+    spans = {f["subject"]: f for f in found if f["kind"] == "job_spans_su"}
+    for f in found:
+        if f["kind"].startswith("placement_") and "scalable units" in f["summary"]:
+            other = spans[f["subject"]]
+            assert f["evidence"].get("sus") == other["evidence"]["sus"]
+            if f["last_seen"] == other["last_seen"]:
+                assert (
+                    f["evidence"]["bytes_above_allowed_tier"]
+                    == other["evidence"]["bytes_between_sus"]
+                )
+
+
+# a name (port, node, path, IP): its digits are not figures
+_ENTITY = re.compile(r"\S*[A-Za-z]\S*[-/:_.]\S*|\S*[-/:_.]\S*[A-Za-z]\S*|\d+\.\d+\.\d+\.\d+")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def _figures(v: Any, out: list[float]) -> None:
+    if isinstance(v, bool | int | float):
+        out.append(float(v))
+    elif isinstance(v, str):
+        out += [float(x) for x in re.findall(r"\d+(?:\.\d+)?", v)]
+    elif isinstance(v, dict):
+        for x in v.values():
+            _figures(x, out)
+    elif isinstance(v, list | tuple):
+        out.append(float(len(v)))  # "2 scalable units" is a list of two
+        for x in v:
+            _figures(x, out)
+
+
+def unexplained_numbers(summary: str, subject: str, evidence: dict[str, Any]) -> list[str]:
+    """The figures in `summary` that no value of `evidence` (or the subject's own digits) gives,
+    as printed: itself, as a percentage, in G/M/k units, to the digits shown."""
+    refs: list[float] = [float(x) for x in re.findall(r"\d+", subject)]
+    _figures(evidence, refs)
+    out = []
+    for tok in _NUMBER.findall(_ENTITY.sub(" ", summary)):
+        t = tok.replace(",", "")
+        mantissa, _, exp = t.partition("e")
+        decimals = len(mantissa.partition(".")[2])
+        tol = 0.5 * 10 ** (int(exp or 0) - decimals) * (1 + 1e-9)
+        val = float(t)
+        if not any(abs(r * k - val) <= tol for r in refs for k in (1, 100, 1e-9, 1e-6, 1e-3)):
+            out.append(tok)
+    return out
+
+
+def test_unexplained_numbers() -> None:
+    ev = {"marked_packets": 665479.0, "tx_packets": 2395708.0, "marked_ratio": 0.278}
+    assert unexplained_numbers("p: 28% of 2,395,708 packets marked", "leaf:E64", ev) == []
+    assert unexplained_numbers("p: 0.67 M marked, 31%", "leaf:E64", ev) == ["31"]
+    crossed = {"sus": ["su0", "su1"], "bytes_above_allowed_tier": 2_492_400_000_000}
+    text = "job a/b spans 2 scalable units (idc-a-su000, idc-a-su001); {} GB crossed between them"
+    assert unexplained_numbers(text.format("2492.40"), "a/b", crossed) == []
+    assert unexplained_numbers(text.format("1.25"), "a/b", crossed) == ["1.25"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
