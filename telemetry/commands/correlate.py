@@ -8,7 +8,12 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from telemetry.commands.common import add_store_args, config_from_args, open_store
+from telemetry.commands.common import (
+    add_store_args,
+    config_from_args,
+    open_store,
+    prometheus_text,
+)
 from telemetry.errors import UserError
 from telemetry.times import parse_time
 
@@ -157,7 +162,6 @@ def run_findings(args: argparse.Namespace) -> int:
 def findings_prometheus(rows: list[dict[str, Any]]) -> str:
     """railscope_finding_active{kind,severity,subject_type,subject}=1 per current finding, and a
     count per kind/severity: what the alert rules select on."""
-    from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.core import GaugeMetricFamily
 
     active = GaugeMetricFamily(
@@ -187,15 +191,7 @@ def findings_prometheus(rows: list[dict[str, Any]]) -> str:
         per[key] = per.get(key, 0) + 1
     for key, n in sorted(per.items()):
         count.add_metric(list(key), n)
-
-    class _C:
-        def collect(self):  # type: ignore[no-untyped-def]
-            yield active
-            yield count
-
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(_C())  # type: ignore[arg-type]
-    return generate_latest(reg).decode()
+    return prometheus_text(active, count)
 
 
 class FindingsCollector:

@@ -8,7 +8,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from telemetry.commands.common import add_store_args, config_from_args, open_store
+from telemetry.commands.common import add_store_args, config_from_args, open_store, prometheus_text
 from telemetry.times import parse_time
 
 # the JSON keys every line carries (issue 19's contract), then the rest
@@ -113,8 +113,6 @@ def incidents_prometheus(rows: list[dict[str, Any]]) -> str:
     """railscope_incident_open{cluster,incident,kind,subject,severity,tenant}=1 per open incident
     (one series per tenant it touches; tenant="" when none) and a count per severity and state."""
     from prometheus_client.core import GaugeMetricFamily
-    from prometheus_client.exposition import generate_latest
-    from prometheus_client.registry import CollectorRegistry
 
     open_ = GaugeMetricFamily(
         "railscope_incident_open",
@@ -145,14 +143,4 @@ def incidents_prometheus(rows: list[dict[str, Any]]) -> str:
         per[key] = per.get(key, 0) + 1
     for key, n in sorted(per.items()):
         count.add_metric(list(key), n)
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(_Families([open_, count]))  # type: ignore[arg-type]
-    return generate_latest(reg).decode()
-
-
-class _Families:
-    def __init__(self, families: list[Any]) -> None:
-        self.families = families
-
-    def collect(self) -> Any:
-        yield from self.families
+    return prometheus_text(open_, count)

@@ -627,19 +627,13 @@ def read(
 ) -> list[dict[str, Any]]:
     """Current incidents (latest version of each, merged ones left out), newest first, each with
     its member findings' ids (root first) under `finding_ids`."""
-    where = ["merged_into = ''"]
-    params: dict[str, Any] = {"limit": limit}
-    if cluster:
-        where.append("cluster = {cluster:String}")
-        params["cluster"] = cluster
+    from telemetry.correlate.findings import span_where
+
+    where, params = span_where(cluster, since, until)
+    where.append("merged_into = ''")
+    params["limit"] = limit
     if open_only:
         where.append("state = 'open'")
-    if since:
-        where.append("last_seen >= {since:DateTime64(3, 'UTC')}")
-        params["since"] = since
-    if until:
-        where.append("first_seen < {until:DateTime64(3, 'UTC')}")
-        params["until"] = until
     cols = ", ".join(INCIDENT.columns)
     rows = store.query_rows(
         f"SELECT {cols} FROM {store.table(INCIDENT, final=True)} WHERE {' AND '.join(where)} "
