@@ -483,10 +483,12 @@ class IncidentTracker:
         changed = [i for i in changed if self._digest(i) != self._written.get(i.incident_id)]
         self._write(changed, now)
         self.open = {i.incident_id: i for i in incidents if i.state == "open" and not i.merged_into}
+        live = {fid for i in self.open.values() for fid in i.group.roles}
         for inc in incidents:
-            if inc.incident_id not in self.open:
+            if inc.incident_id not in self.open:  # resolved or merged: final, out of memory
                 for m in inc.group.members:
-                    self.members.pop(m.finding_id, None)
+                    if m.finding_id not in live:  # (a merged one's findings live on elsewhere)
+                        self.members.pop(m.finding_id, None)
                 self._impact.pop(inc.incident_id, None)
                 self._written.pop(inc.incident_id, None)
         return changed

@@ -141,6 +141,38 @@ def test_two_open_incidents_merged_by_a_regrouping_leave_one(store: Store) -> No
     assert len(incidents.read(store, cluster="m")) == 1
 
 
+def test_two_open_incidents_joined_later_become_one_and_keep_their_findings(
+    store: Store,
+) -> None:
+    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    ft = fstore.Tracker(store, "j", HYST)
+    it = IncidentTracker(store, "j", HYST)
+    quiet = _ecn()
+    quiet.evidence = {"queues": [3]}  # names no NIC yet: an incident of its own
+    bare = _storm()
+    bare.evidence = {}  # nor does the storm name the port yet
+    first = _tick(ft, it, t0, [quiet, bare])
+    assert sorted(i.root.kind for i in first) == ["ecn_hotspot", "pfc_storm"]
+    # the CNP receivers now name the storm's NIC: one incident, the other marked merged into it
+    joined = _tick(ft, it, t0 + STEP, [_ecn(), _storm()])
+    merged = [i for i in joined if i.merged_into]
+    (kept,) = [i for i in joined if not i.merged_into]
+    assert len(merged) == 1 and merged[0].merged_into == kept.incident_id
+    assert kept.root.kind == "pfc_storm" and len(kept.group.members) == 2
+    # a tick where neither holds: nothing changes, the incident stays open with both findings
+    assert _tick(ft, it, t0 + 2 * STEP, []) == []
+    assert it.open is not None and list(it.open) == [kept.incident_id]
+    assert len(it.open[kept.incident_id].group.members) == 2
+    rows = incidents.read(store, cluster="j")
+    assert [(r["incident_id"], len(r["finding_ids"])) for r in rows] == [(kept.incident_id, 2)]
+    gone = store.query_rows(
+        f"SELECT merged_into FROM {store.table('incident', final=True)} "
+        "WHERE cluster = 'j' AND incident_id = {i:String}",
+        {"i": merged[0].incident_id},
+    )
+    assert gone == [(kept.incident_id,)]
+
+
 @pytest.mark.parametrize("scenario", ["small", "rail-2nic", "multi-idc"])
 def test_every_fault_is_one_incident_and_evidence_agrees(
     store: Store, tmp_path: Path, scenario: str
