@@ -118,7 +118,7 @@ def overview() -> g.Dashboard:
     return _dashboard(
         "railscope-overview",
         "railscope / Cluster overview",
-        "Findings, GPUs and fabric of one cluster at a glance.",
+        "Incidents, findings, GPUs and fabric of one cluster at a glance.",
         [],
         [
             stat(
@@ -163,6 +163,14 @@ def overview() -> g.Dashboard:
             prom(
                 "railscope exporters up",
                 [('sum by (job) (up{job=~"railscope.*"})', "{{job}}")],
+            ),
+            table(
+                "Incidents (findings grouped by root cause)",
+                f"SELECT severity, state, root_kind, root_subject, findings, jobs, tenants, "
+                f"round(gpu_hours, 1) AS gpu_hours, first_seen, last_seen, summary, incident_id "
+                f"FROM {tbl('incident', final=True)} WHERE {FINDINGS_IN_RANGE} AND merged_into = '' "
+                "ORDER BY state = 'open' DESC, severity = 'critical' DESC, last_seen DESC LIMIT 200",
+                h=10,
             ),
             table(
                 "Current findings",

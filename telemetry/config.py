@@ -234,6 +234,48 @@ class CorrelateConfig(_Model):
         return v
 
 
+class AlertmanagerConfig(_Model):
+    """`alertmanager:` where `correlate --follow` and `serve` post incidents (Alertmanager v2
+    API; telemetry/sinks/alertmanager.py, docs/incidents.md)."""
+
+    enabled: bool = False
+    url: str | None = Field(None, description="http(s)://host:port of Alertmanager.")
+    timeout_seconds: float = Field(5.0, gt=0)
+    resend_seconds: float = Field(
+        60.0, gt=0, description="Re-post open incidents this often (below its resolve_timeout)."
+    )
+    retry_initial_seconds: float = Field(1.0, gt=0)
+    retry_max_seconds: float = Field(60.0, gt=0)
+    min_severity: Literal["critical", "warning", "info"] = "warning"
+    team: str = Field("railscope", description="`team` label when no tenant receiver applies.")
+    receivers: dict[str, str] = Field(
+        default_factory=dict,
+        description="tenant -> `team` label: each tenant's incidents route to its own receiver.",
+    )
+    runbook_url: str = Field("docs/incidents.md#{kind}", description="Template: {kind} {id}.")
+    report_url: str | None = Field(
+        None, description="Template for the report link: {id} {kind} {subject} {cluster}."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> AlertmanagerConfig:
+        from urllib.parse import urlsplit
+
+        if self.enabled and not self.url:
+            raise ValueError("url: required when enabled")
+        if self.url:
+            u = urlsplit(self.url)
+            if u.scheme not in ("http", "https") or not u.hostname:
+                raise ValueError(f"url: expected http(s)://host:port, got {self.url!r}")
+        for key in ("runbook_url", "report_url"):
+            tmpl = getattr(self, key)
+            try:
+                (tmpl or "").format(id="i", kind="k", subject="s", cluster="c")
+            except (KeyError, IndexError, ValueError) as e:
+                raise ValueError(f"{key}: bad template {tmpl!r} ({e})") from None
+        return self
+
+
 class Config(_Model):
     cluster: str = Field(
         default_factory=lambda: os.environ.get("RAILSCOPE_CLUSTER", "default"),
@@ -247,6 +289,7 @@ class Config(_Model):
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)  # type: ignore[arg-type]
     otlp: OtlpConfig = Field(default_factory=OtlpConfig)  # type: ignore[arg-type]
     correlate: CorrelateConfig = Field(default_factory=CorrelateConfig)  # type: ignore[arg-type]
+    alertmanager: AlertmanagerConfig = Field(default_factory=AlertmanagerConfig)  # type: ignore[arg-type]
     serve: ServeConfig = Field(
         default_factory=ServeConfig,
         description="`railscope serve`: query endpoint and its users (telemetry/serve/config.py).",

@@ -1457,6 +1457,67 @@ FINDING = _register(
     )
 )
 
+INCIDENT = _register(
+    RecordKind(
+        name="incident",
+        doc="Findings that share one root cause (telemetry/correlate/incidents.py); an update is a newer version of the same incident_id.",
+        fields=(
+            _f(
+                "incident_id",
+                "str",
+                "Stable id: hash of the root finding when the incident opened.",
+            ),
+            CLUSTER,
+            label("state", "open | resolved."),
+            label(
+                "severity",
+                "critical | warning | info: the highest of the members, raised by blast radius.",
+            ),
+            _f("root_finding_id", "str", "The finding the others follow from."),
+            label("root_kind", "Kind of the root finding."),
+            _f("root_subject_type", "lstr", "Subject type of the root finding."),
+            _f("root_subject", "str", "Subject of the root finding."),
+            _f("summary", "str", "Summary of the root finding and what else it explains."),
+            _f("findings", "u32", "Member findings (root included)."),
+            _f("kinds", "str", "JSON list: kinds of the member findings."),
+            _f("jobs", "str", "JSON list of namespace/job affected."),
+            _f("tenants", "str", "JSON list of tenants affected."),
+            _f("gpus", "u32", "GPUs of the affected jobs."),
+            _f("gpu_hours", "f64", "GPU-hours of the affected jobs over the span of the incident."),
+            _f("first_seen", "time", "Earliest first_seen of the members."),
+            _f("last_seen", "time", "Latest last_seen of the members."),
+            _f("merged_into", "str", "Set when a later regrouping folded it into that incident."),
+            _f("updated_at", "time", "Row version."),
+        ),
+        order_by=("cluster", "incident_id"),
+        time_field="first_seen",
+        ttl_days=180,
+        version_field="updated_at",
+        partition_by=None,
+    )
+)
+
+INCIDENT_FINDING = _register(
+    RecordKind(
+        name="incident_finding",
+        doc="Membership: which findings an incident groups (member = 0 once regrouping moved it out).",
+        fields=(
+            CLUSTER,
+            _f("incident_id", "str", "The incident."),
+            _f("finding_id", "str", "A member finding."),
+            _f("role", "lstr", "root | cause | consequence."),
+            _f("member", "u8", "1 while the finding belongs to the incident."),
+            _f("first_seen", "time", "first_seen of the finding."),
+            _f("updated_at", "time", "Row version."),
+        ),
+        order_by=("cluster", "incident_id", "finding_id"),
+        time_field="first_seen",
+        ttl_days=180,
+        version_field="updated_at",
+        partition_by=None,
+    )
+)
+
 # --- railscope itself --------------------------------------------------------------------------
 COMPONENT_STAT = _register(
     RecordKind(

@@ -231,3 +231,16 @@ def write_output(
 
         out.write(render_prometheus(batches, components))
     out.flush()
+
+
+def prometheus_text(*families: Any) -> str:
+    """Prometheus text exposition of metric families built by hand (GaugeMetricFamily ...)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    class _Families:
+        def collect(self) -> Any:
+            yield from families
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(_Families())  # type: ignore[arg-type]
+    return generate_latest(reg).decode()

@@ -22,6 +22,7 @@ from telemetry.commands.common import (
     add_listen_arg,
     add_range_args,
     add_store_args,
+    prometheus_text,
     store_from_args,
 )
 from telemetry.errors import UserError
@@ -143,7 +144,6 @@ def run_findings(args: argparse.Namespace) -> int:
 def findings_prometheus(rows: list[dict[str, Any]]) -> str:
     """railscope_finding_active{kind,severity,subject_type,subject}=1 per current finding, and a
     count per kind/severity: what the alert rules select on."""
-    from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.core import GaugeMetricFamily
 
     active = GaugeMetricFamily(
@@ -173,15 +173,7 @@ def findings_prometheus(rows: list[dict[str, Any]]) -> str:
         per[key] = per.get(key, 0) + 1
     for key, n in sorted(per.items()):
         count.add_metric(list(key), n)
-
-    class _C:
-        def collect(self):  # type: ignore[no-untyped-def]
-            yield active
-            yield count
-
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(_C())  # type: ignore[arg-type]
-    return generate_latest(reg).decode()
+    return prometheus_text(active, count)
 
 
 class FindingsCollector:
@@ -210,10 +202,19 @@ def follow(corr: Any, cfg: Any, args: argparse.Namespace, on_cycle: Any = None) 
     import threading
 
     from telemetry.correlate.engine import follow as follow_engine
+    from telemetry.sinks import alertmanager
     from telemetry.sinks.prometheus import PrometheusSink
 
     log = logging.getLogger("railscope.correlate")
-    sink = PrometheusSink(components=lambda: [corr.attribution_stats, *corr.stats.values()])
+    alerts = alertmanager.build(cfg)
+    sink = PrometheusSink(
+        components=lambda: [
+            corr.attribution_stats,
+            *corr.stats.values(),
+            corr.incidents.stats,
+            *([alerts.stats] if alerts else []),
+        ]
+    )
     sink.registry.register(FindingsCollector(corr.store, corr.cluster, corr.hysteresis))  # type: ignore[arg-type]
     host, _, port = (args.listen or cfg.prometheus.listen).rpartition(":")
     bound = sink.serve(host, int(port), **cfg.prometheus.server_options())
@@ -229,6 +230,8 @@ def follow(corr: Any, cfg: Any, args: argparse.Namespace, on_cycle: Any = None) 
     def tick(_corr: Any, _t: datetime, _res: Any) -> None:
         nonlocal cycles
         cycles += 1
+        if alerts is not None:
+            alerts.on_cycle(_corr, _t, _res)
         if on_cycle is not None:
             on_cycle(*bound)
         if args.cycles is not None and cycles >= args.cycles:
@@ -239,5 +242,7 @@ def follow(corr: Any, cfg: Any, args: argparse.Namespace, on_cycle: Any = None) 
     except KeyboardInterrupt:
         pass
     finally:
+        if alerts is not None:
+            alerts.close()
         sink.close()
     return 0

@@ -112,13 +112,16 @@ def _run(args: argparse.Namespace) -> int:
 
 def _score(args: argparse.Namespace) -> int:
     from telemetry.sim.faults import GroundTruth
-    from telemetry.sim.score import read_findings, render, score
+    from telemetry.sim.score import read_findings, read_incidents, render, score, score_incidents
 
     over, truth_path = _paths(args)
     truth = GroundTruth.read(truth_path)
     cfg, store = store_from_args(args, **over)
     findings = read_findings(store, cfg.cluster, truth.start_ms, truth.end_ms)
     result = score(truth, findings, tolerance_s=args.tolerance)
+    if findings:
+        roots = read_incidents(store, cfg.cluster, truth.start_ms, truth.end_ms)
+        result.incidents = score_incidents(truth, roots, tolerance_s=args.tolerance)
     if args.json:
         print(json.dumps(result.to_json(), sort_keys=True))
     else:

@@ -19,6 +19,7 @@ from typing import Any
 from telemetry.correlate import findings as fstore
 from telemetry.correlate.clock import Clock, SystemClock
 from telemetry.correlate.findings import Finding
+from telemetry.correlate.incidents import IncidentTracker
 from telemetry.correlate.registry import Context, Window, detectors
 from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
 from telemetry.pipeline import ComponentStats
@@ -96,6 +97,7 @@ class Correlator:
             d.name: timedelta(seconds=d.lookback_seconds(self.thresholds)) for d in self.detectors
         }
         self.tracker = fstore.Tracker(store, cluster, self.hysteresis)
+        self.incidents = IncidentTracker(store, cluster, self.hysteresis)
         self._attributed_until: datetime | None = None
         self._memo: dict[str, tuple[str, Any]] = {}
 
@@ -177,6 +179,7 @@ class Correlator:
                 f.window_start, f.window_end = w.start, w.end
             found += got
         result.findings = self.tracker.observe(now, found)
+        self.incidents.observe(now, result.findings)  # incidents.py: regroup, write what changed
         result.cpu_seconds = time.process_time() - cpu
         return result
 

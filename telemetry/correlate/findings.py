@@ -125,6 +125,25 @@ class Tracker:
         return list(findings)
 
 
+def span_where(
+    cluster: str | None, since: datetime | None, until: datetime | None
+) -> tuple[list[str], dict[str, Any]]:
+    """WHERE terms (and their parameters) for rows of `cluster` whose first_seen..last_seen span
+    meets [since, until): findings and incidents."""
+    where = ["1"]
+    params: dict[str, Any] = {}
+    if cluster:
+        where.append("cluster = {cluster:String}")
+        params["cluster"] = cluster
+    if since:
+        where.append("last_seen >= {since:DateTime64(3, 'UTC')}")
+        params["since"] = since
+    if until:
+        where.append("first_seen < {until:DateTime64(3, 'UTC')}")
+        params["until"] = until
+    return where, params
+
+
 def read(
     store: Store,
     *,
@@ -133,23 +152,18 @@ def read(
     since: datetime | None = None,
     until: datetime | None = None,
     subject_like: str | None = None,
+    ids: Iterable[str] | None = None,
     limit: int = 1000,
 ) -> list[dict[str, Any]]:
     """Current findings (latest version of each), newest first."""
-    where = ["1"]
-    params: dict[str, Any] = {"limit": limit}
-    if cluster:
-        where.append("cluster = {cluster:String}")
-        params["cluster"] = cluster
+    where, params = span_where(cluster, since, until)
+    params["limit"] = limit
+    if ids is not None:
+        where.append("finding_id IN {ids:Array(String)}")
+        params["ids"] = list(ids)
     if kinds:
         where.append("kind IN {kinds:Array(String)}")
         params["kinds"] = list(kinds)
-    if since:
-        where.append("last_seen >= {since:DateTime64(3, 'UTC')}")
-        params["since"] = since
-    if until:
-        where.append("first_seen < {until:DateTime64(3, 'UTC')}")
-        params["until"] = until
     if subject_like:
         where.append("subject LIKE {subj:String}")
         params["subj"] = subject_like

@@ -1,5 +1,6 @@
 """Self-contained HTML report: inline SVG charts, no scripts, no network. A fabric heatmap of link
-utilization, each reported job's path with its bottleneck highlighted, and a findings timeline.
+utilization, each reported job's path with its bottleneck highlighted, and a timeline of
+incidents (findings grouped by root cause) with each incident's findings folded under it.
 Reads the store; writes one file.
 """
 
@@ -10,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from telemetry.correlate import findings as fstore
+from telemetry.correlate import incidents as istore
 from telemetry.correlate.report import JobReport
 from telemetry.store import Store, time_range
 
@@ -126,16 +128,19 @@ def path_svg(rep: JobReport) -> str:
     return "".join(parts)
 
 
-def timeline_svg(rows: list[dict[str, Any]], start: datetime, end: datetime) -> str:
+def timeline_svg(
+    rows: list[dict[str, Any]], start: datetime, end: datetime, what: str = "findings"
+) -> str:
+    """One bar per row (kind, subject, severity, summary, first_seen, last_seen)."""
     if not rows:
-        return '<p class="empty">No findings in this range.</p>'
+        return f'<p class="empty">No {what} in this range.</p>'
     rows = sorted(rows, key=lambda f: (f["first_seen"], f["kind"]))[:60]
     span = max(1.0, (end - start).total_seconds())
     left, width, rh = 330, 640, 16
     h = 30 + len(rows) * rh
     parts = [
         f'<svg class="chart timeline" xmlns="http://www.w3.org/2000/svg" width="{left + width + 20}" height="{h}" '
-        f'role="img" aria-label="findings timeline">'
+        f'role="img" aria-label="{what} timeline">'
     ]
     for i, f in enumerate(rows):
         y = 10 + i * rh
@@ -163,21 +168,69 @@ CSS = """
 body{font:14px system-ui,sans-serif;margin:24px;color:#222} h1{font-size:22px} h2{font-size:18px;margin-top:28px}
 .lbl{font:10px monospace;fill:#333} .hdr{font:12px sans-serif;font-weight:bold} .box{font:10px monospace;fill:#111}
 .arrow{stroke:#666;stroke-width:2} table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:3px 6px;font-size:12px}
+details.incident{margin:4px 0} details.incident summary{cursor:pointer;font-size:13px}
 .critical{color:#d62728;font-weight:bold} .warning{color:#b35900} .info{color:#1f77b4} .empty{color:#777;font-style:italic}
 """
+
+
+def incidents_html(incs: list[dict[str, Any]], findings: list[dict[str, Any]]) -> str:
+    """Each incident as a <details> block: its line, then its findings (root first) folded."""
+    by_id = {f["finding_id"]: f for f in findings}
+    out = []
+    for inc in sorted(incs, key=lambda r: (r["first_seen"], r["incident_id"])):
+        sev = _e(inc["severity"])
+        jobs = ", ".join(inc["jobs"]) or "no job"
+        out.append(
+            f'<details class="incident"><summary><span class="{sev}">{sev}</span> {_e(inc["state"])} · '
+            f"{inc['first_seen']:%H:%M}..{inc['last_seen']:%H:%M}Z · <b>{_e(inc['root_kind'])}</b> "
+            f"{_e(inc['root_subject'])} · {inc['findings']} finding(s) · {_e(jobs)} · "
+            f"{inc['gpu_hours']:.1f} GPU-h · {_e(inc['summary'])}</summary>"
+            "<table><tr><th>role</th><th>severity</th><th>kind</th><th>subject</th><th>first seen</th><th>summary</th></tr>"
+        )
+        for i, fid in enumerate(inc["finding_ids"]):
+            f = by_id.get(fid)
+            if f is None:
+                continue
+            out.append(
+                f"<tr><td>{'root' if i == 0 else ''}</td>"
+                f'<td class="{_e(f["severity"])}">{_e(f["severity"])}</td><td>{_e(f["kind"])}</td>'
+                f"<td>{_e(f['subject'])}</td><td>{f['first_seen']:%H:%M:%S}Z</td><td>{_e(f['summary'])}</td></tr>"
+            )
+        out.append("</table></details>")
+    return "".join(out)
 
 
 def render_html(
     store: Store, start: datetime, end: datetime, *, cluster: str, jobs: list[JobReport]
 ) -> str:
     rows = fstore.read(store, cluster=cluster, since=start, until=end, limit=5000)
+    incs = istore.read(store, cluster=cluster, since=start, until=end, limit=1000)
+    grouped = {fid for i in incs for fid in i["finding_ids"]}
+    members = [f for f in rows if f["finding_id"] in grouped]
+    missing = grouped - {f["finding_id"] for f in members}
+    if missing:  # a member outside the range: read it by id
+        members += fstore.read(store, cluster=cluster, ids=sorted(missing), limit=len(missing))
+    bars = [
+        {
+            "kind": f"{i['findings']}x {i['root_kind']}",
+            "subject": i["root_subject"],
+            "severity": i["severity"],
+            "summary": i["summary"],
+            "first_seen": i["first_seen"],
+            "last_seen": i["last_seen"],
+        }
+        for i in incs
+    ]
     body = [
         f"<h1>railscope report — cluster {_e(cluster)}</h1>",
-        f"<p>{start:%Y-%m-%d %H:%M}Z .. {end:%Y-%m-%d %H:%M}Z · {len(rows)} finding(s)</p>",
+        f"<p>{start:%Y-%m-%d %H:%M}Z .. {end:%Y-%m-%d %H:%M}Z · {len(incs)} incident(s) from "
+        f"{len(rows)} finding(s)</p>",
         "<h2>Fabric: link utilization</h2>",
         heatmap_svg(store, start, end, cluster),
-        "<h2>Findings timeline</h2>",
-        timeline_svg(rows, start, end),
+        "<h2>Incidents timeline</h2>",
+        timeline_svg(bars, start, end, "incidents"),
+        "<h2>Incidents</h2>",
+        incidents_html(incs, members) or '<p class="empty">No incidents in this range.</p>',
     ]
     for rep in jobs:
         body += [
@@ -192,15 +245,18 @@ def render_html(
                 f"<td>{_e('; '.join(hp.evidence_for))}</td><td>{_e('; '.join(hp.evidence_against))}</td></tr>"
             )
         body.append("</table>")
-    body.append(
-        "<h2>Findings</h2><table><tr><th>severity</th><th>kind</th><th>subject</th><th>first seen</th><th>summary</th></tr>"
-    )
-    for f in rows[:300]:
+    loose = [f for f in rows if f["finding_id"] not in grouped]
+    if loose:
         body.append(
-            f'<tr><td class="{_e(f["severity"])}">{_e(f["severity"])}</td><td>{_e(f["kind"])}</td><td>{_e(f["subject"])}</td>'
-            f"<td>{f['first_seen']:%H:%M}Z</td><td>{_e(f['summary'])}</td></tr>"
+            "<h2>Findings not in an incident</h2><table><tr><th>severity</th><th>kind</th><th>subject</th>"
+            "<th>first seen</th><th>summary</th></tr>"
         )
-    body.append("</table>")
+        for f in loose[:300]:
+            body.append(
+                f'<tr><td class="{_e(f["severity"])}">{_e(f["severity"])}</td><td>{_e(f["kind"])}</td><td>{_e(f["subject"])}</td>'
+                f"<td>{f['first_seen']:%H:%M}Z</td><td>{_e(f['summary'])}</td></tr>"
+            )
+        body.append("</table>")
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>railscope report</title>"
         f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>"

@@ -98,6 +98,7 @@ class Service:
         self.metrics_bound: tuple[str, int] | None = None
         self._prom: Any = None
         self._corr: Any = None
+        self._alerts: Any = None  # AlertmanagerSink when alertmanager.enabled
         self._extra: list[Any] = []  # sinks from extra_sinks (otlp), shared by every source
         self._corr_thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -180,6 +181,9 @@ class Service:
             cluster=self.cfg.cluster,
             thresholds=self.cfg.correlate.thresholds,
         )
+        from telemetry.sinks import alertmanager
+
+        self._alerts = alertmanager.build(self.cfg)
         if self._prom is not None:
             self._prom.registry.register(
                 FindingsCollector(self._corr.store, self.cfg.cluster, self._corr.hysteresis)
@@ -222,7 +226,14 @@ class Service:
 
         while not self._stop.is_set():
             try:
-                follow(self._corr.store, None, self._stop, corr=self._corr, lag_seconds=self.lag)
+                follow(
+                    self._corr.store,
+                    None,
+                    self._stop,
+                    corr=self._corr,
+                    lag_seconds=self.lag,
+                    on_cycle=self._alerts.on_cycle if self._alerts else None,
+                )
             except Exception as e:  # e.g. the store went away: sources and the endpoint go on
                 log.error("correlate failed (retrying in 5 s): %s", e)
                 self._stop.wait(5.0)
@@ -233,6 +244,9 @@ class Service:
             out += c.pipeline.components()
         if self._corr is not None:
             out += [self._corr.attribution_stats, *self._corr.stats.values()]
+            out.append(self._corr.incidents.stats)
+        if self._alerts is not None:
+            out.append(self._alerts.stats)
         if self.query_server is not None:
             out.append(self.query_server.stats)
         return out
@@ -266,6 +280,8 @@ class Service:
             t.join(max(0.0, deadline - time.monotonic()) + 1)
         if self._corr_thread is not None:
             self._corr_thread.join(max(1.0, deadline - time.monotonic()))
+        if self._alerts is not None:
+            self._alerts.close(max(1.0, deadline - time.monotonic()))
         if self.query_server is not None:
             self.query_server.stop()
             self.query_server.engine.close()

@@ -2,7 +2,8 @@
 
 Reads findings (kind, subject, window) from the store and maps their kinds onto fault kinds with
 `finding_map.yaml` only — never the engine's internals. Precision is per finding, recall and
-localization per injected fault. With no findings it says so and computes nothing.
+localization per injected fault. With no findings it says so and computes nothing. Incidents are
+scored the same way by their root finding (`score_incidents`): what a person is paged for.
 """
 
 from __future__ import annotations
@@ -55,11 +56,52 @@ class KindScore:
 
 
 @dataclass
+class IncidentScore:
+    """Incidents judged by their root finding: true when the root's kind detects a fault (or is
+    implied by it) whose window it overlaps and whose names include the root's subject."""
+
+    incidents: int = 0  # scored: roots that are causes
+    true_incidents: int = 0
+    faults: int = 0
+    detected: int = 0  # faults with a true incident
+    consequence_roots: int = 0  # incidents whose root is an effect: not scored
+    false: list[str] = field(default_factory=list)  # root kind + subject of each false incident
+    missed: list[str] = field(default_factory=list)  # fault kind + subject of each missed fault
+
+    @property
+    def precision(self) -> float | None:
+        return self.true_incidents / self.incidents if self.incidents else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.detected / self.faults if self.faults else None
+
+    @property
+    def incidents_per_fault(self) -> float | None:
+        return self.incidents / self.faults if self.faults else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "incidents": self.incidents,
+            "true_incidents": self.true_incidents,
+            "faults": self.faults,
+            "detected": self.detected,
+            "consequence_roots": self.consequence_roots,
+            "precision": self.precision,
+            "recall": self.recall,
+            "incidents_per_fault": self.incidents_per_fault,
+            "false": self.false,
+            "missed": self.missed,
+        }
+
+
+@dataclass
 class Score:
     findings_total: int
     kinds: list[KindScore]
     unmapped: dict[str, int] = field(default_factory=dict)
     consequences: dict[str, int] = field(default_factory=dict)
+    incidents: IncidentScore | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +109,7 @@ class Score:
             "kinds": [k.to_json() for k in self.kinds],
             "unmapped": self.unmapped,
             "consequences": self.consequences,
+            "incidents": self.incidents.to_json() if self.incidents else None,
         }
 
 
@@ -88,6 +131,55 @@ def read_findings(store: Any, cluster: str, start_ms: int, end_ms: int) -> list[
         {"c": cluster, "s": start_ms, "e": end_ms},
     )
     return [Finding(str(k), str(s), int(a), int(b)) for k, s, a, b in rows]
+
+
+def read_incidents(store: Any, cluster: str, start_ms: int, end_ms: int) -> list[Finding]:
+    """Incidents in the window as their root: (root kind, root subject, first .. last seen)."""
+    rows = store.query_rows(
+        f"SELECT root_kind, root_subject, toUnixTimestamp64Milli(first_seen), toUnixTimestamp64Milli(last_seen) "
+        f"FROM {store.table('incident', final=True)} WHERE cluster = {{c:String}} AND merged_into = '' "
+        "AND last_seen >= fromUnixTimestamp64Milli({s:Int64}, 'UTC') AND first_seen <= fromUnixTimestamp64Milli({e:Int64}, 'UTC')",
+        {"c": cluster, "s": start_ms, "e": end_ms},
+    )
+    return [Finding(str(k), str(s), int(a), int(b)) for k, s, a, b in rows]
+
+
+def score_incidents(
+    truth: GroundTruth,
+    roots: list[Finding],
+    *,
+    tolerance_s: float = 60.0,
+    mapping: dict[str, str] | None = None,
+    consequences: set[str] | None = None,
+) -> IncidentScore:
+    """Incident-level precision and recall, and incidents per fault (see IncidentScore)."""
+    if mapping is None or consequences is None:
+        mapping, consequences = load_finding_map()
+    tol = int(tolerance_s * 1000)
+    out = IncidentScore(faults=len(truth.faults))
+    hit: set[str] = set()
+    for r in roots:
+        if r.kind in consequences:
+            out.consequence_roots += 1
+            continue
+        out.incidents += 1
+        fk = mapping.get(r.kind)
+        subj = _norm(r.subject)
+        match = [
+            g
+            for g in truth.faults
+            if (g.kind == fk or fk in g.implied_kinds)
+            and _overlaps(r, g, tol)
+            and subj in {_norm(x) for x in g.subjects}
+        ]
+        if match:
+            out.true_incidents += 1
+            hit.update(g.id for g in match)
+        else:
+            out.false.append(f"{r.kind} {r.subject}")
+    out.detected = sum(1 for g in truth.faults if g.id in hit)
+    out.missed = [f"{g.kind} {g.subject}" for g in truth.faults if g.id not in hit]
+    return out
 
 
 def _overlaps(f: Finding, fault: Fault, tol_ms: int) -> bool:
@@ -193,6 +285,22 @@ def render(s: Score, truth: GroundTruth) -> str:
             "  consequence findings (not scored): "
             + ", ".join(f"{k} ({n})" for k, n in sorted(s.consequences.items()))
         )
+    inc = s.incidents
+    if inc is not None:
+        per = inc.incidents_per_fault
+        lines.append(
+            f"  incidents: {inc.incidents} for {inc.faults} fault(s) ({'-' if per is None else f'{per:.2f}'} per fault), "
+            f"precision {pct(inc.precision).strip()}, recall {pct(inc.recall).strip()}"
+            + (
+                f"; {inc.consequence_roots} rooted in a consequence (not scored)"
+                if inc.consequence_roots
+                else ""
+            )
+        )
+        for x in inc.false:
+            lines.append(f"    false incident: {x}")
+        for x in inc.missed:
+            lines.append(f"    fault without an incident: {x}")
     return "\n".join(lines)
 
 
@@ -202,4 +310,14 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-__all__ = ["Finding", "Score", "load_finding_map", "read_findings", "render", "score"]
+__all__ = [
+    "Finding",
+    "IncidentScore",
+    "Score",
+    "load_finding_map",
+    "read_findings",
+    "read_incidents",
+    "render",
+    "score",
+    "score_incidents",
+]

@@ -180,6 +180,7 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
                 {
                     "marked_packets": marked,
                     "tx_packets": pkts,
+                    "marked_ratio": round(marked / pkts, 3),  # the summary's percentage
                     "queues": sorted(int(q["queue"]) for q in qs),
                     "cnp_receivers": receivers[:10],
                     "cnp_senders": senders[:10],
@@ -350,6 +351,7 @@ def dci_near_capacity(ctx: Context) -> list[Finding]:
                 subject,
                 f"DCI link {subject} above {limit:.0%} of capacity for {seconds:.0f}s (mean {r['util']:.0%} then, peak {r['peak']:.0%})",
                 {
+                    "capacity_ratio": limit,  # the summary's "above N% of capacity"
                     "seconds_near_capacity": round(seconds),
                     "utilization_when_hot": round(float(r["util"]), 3),
                     "peak": round(float(r["peak"] or 0), 3),

@@ -52,6 +52,17 @@ def _crossed_bytes(ctx: Context, ns: str, job: str, above: int) -> int:
     return int(r["b"] or 0)
 
 
+def _between_sus_bytes(ctx: Context, ns: str, job: str) -> int:
+    (r,) = ctx.rows(
+        f"""
+        SELECT sum(bytes) AS b FROM {ctx.table("attributed_flow")}
+        WHERE {ctx.where("attributed_flow")}
+          AND src_namespace = {{ns:String}} AND src_job = {{job:String}} AND src_su != dst_su AND dst_su != ''""",
+        {"ns": ns, "job": job},
+    )
+    return int(r["b"] or 0)
+
+
 @detector("placement_violation", needs=("pod",), lookback=("sliding.state_seconds",))
 def placement(ctx: Context) -> list[Finding]:
     anc: Ancestry = ctx.extra["ancestry"]
@@ -81,15 +92,21 @@ def placement(ctx: Context) -> list[Finding]:
         crossed = _crossed_bytes(ctx, j["namespace"], j["job"], int(allowed))
         hard = j["mode"] == "hard"
         where = f"tier {tier} ({hn})" if tier is not None else "no common HyperNode"
+        how = f"above tier {allowed}"
+        evidence: dict[str, object] = {}
         if wired_above and tier is not None and tier <= allowed:
             where = f"{len(sus)} scalable units ({', '.join(sus)}) although the declared HyperNodes put it in {hn}"
+            # the declared tree says tier `allowed`, the wiring says the spine: count what the
+            # headline is about, the bytes between the scalable units (as job_spans_su does)
+            crossed, how = _between_sus_bytes(ctx, j["namespace"], j["job"]), "between them"
+            evidence["sus"] = sus
         out.append(
             ctx.finding(
                 "critical" if hard else "warning",
                 "job",
                 key,
                 f"job {key} ({j['mode']}, highest tier allowed {allowed}) spans {where}; "
-                f"{crossed / 1e9:.2f} GB crossed above tier {allowed} in the window",
+                f"{crossed / 1e9:.2f} GB crossed {how} in the window",
                 {
                     "mode": j["mode"],
                     "highest_tier_allowed": allowed,
@@ -97,6 +114,7 @@ def placement(ctx: Context) -> list[Finding]:
                     "spanned_hypernode": hn,
                     "nodes": nodes,
                     "bytes_above_allowed_tier": crossed,
+                    **evidence,
                 },
                 kind="placement_violation" if hard else "placement_warning",
             )
@@ -113,13 +131,6 @@ def job_spans_su(ctx: Context) -> list[Finding]:
         if len(sus) < 2:
             continue
         key = f"{j['namespace']}/{j['job']}"
-        (r,) = ctx.rows(
-            f"""
-            SELECT sum(bytes) AS b FROM {ctx.table("attributed_flow")}
-            WHERE {ctx.where("attributed_flow")}
-              AND src_namespace = {{ns:String}} AND src_job = {{job:String}} AND src_su != dst_su AND dst_su != ''""",
-            {"ns": j["namespace"], "job": j["job"]},
-        )
         out.append(
             ctx.finding(
                 "warning" if j["mode"] else "info",
@@ -130,7 +141,7 @@ def job_spans_su(ctx: Context) -> list[Finding]:
                     "sus": sus,
                     "nodes": sorted(j["nodes"]),
                     "mode": j["mode"] or "",
-                    "bytes_between_sus": int(r["b"] or 0),
+                    "bytes_between_sus": _between_sus_bytes(ctx, j["namespace"], j["job"]),
                 },
             )
         )

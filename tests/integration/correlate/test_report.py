@@ -12,6 +12,8 @@ import pytest
 
 from telemetry import analysis
 from telemetry.correlate import Correlator
+from telemetry.correlate import findings as fstore
+from telemetry.correlate import incidents as istore
 from telemetry.correlate.html import render_html
 from telemetry.correlate.report import job_report, render_text
 from telemetry.records import FLOW_SAMPLE, GPU_SAMPLE, LLDP_LINK, NIC_SAMPLE, SWITCH_PORT_SAMPLE
@@ -144,6 +146,13 @@ def test_html_report_draws_charts(store: Store, tmp_path: Path) -> None:
         and 'class="bottleneck"' in page
         and "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
     )
+    # one <details> block per incident, each finding folded under exactly one of them
+    incs = istore.read(store, cluster="c")
+    assert incs and page.count('<details class="incident">') == len(incs)
+    assert "Incidents timeline" in page and "Findings timeline" not in page
+    found = fstore.read(store, cluster="c")
+    for f in found:
+        assert sum(f["finding_id"] in i["finding_ids"] for i in incs) == 1
     out = tmp_path / "report.html"
     out.write_text(page)
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -26,7 +26,7 @@ from telemetry.records import KINDS
 
 ROOT = Path(__file__).parents[3]
 CONFIG = ROOT / "deploy" / "clickhouse" / "config.yaml"
-ENGINE_TABLES = {"findings", "attributed_flows"}
+ENGINE_TABLES = {"findings", "attributed_flows", "incidents", "incident_findings"}
 INVENTORY_TABLES = {"pods", "pod_ip_leases", "namespaces", "nodes", "hypernodes", "jobs"}
 ACCESS_DENIED, READONLY, SETTING_CONSTRAINT = 497, 164, 452
 
@@ -206,9 +206,11 @@ def test_writer_runs_the_collectors_store_code(store_path: Path) -> None:
 # What a role may do besides reading every record table: statement -> the outcomes allowed (rows,
 # or an error code), run in this order as that role.
 ROLE_PROBES: dict[str, dict[str, tuple[Any, ...]]] = {
-    # the correlation engine writes findings and rewrites attributed flows, nothing else
+    # the correlation engine writes findings and incidents and rewrites attributed flows, nothing else
     "railscope_engine": {
         "INSERT INTO railscope.findings (updated_at) VALUES (now64())": ([],),
+        "INSERT INTO railscope.incidents (updated_at) VALUES (now64())": ([],),
+        "INSERT INTO railscope.incident_findings (updated_at) VALUES (now64())": ([],),
         "DELETE FROM railscope.attributed_flows WHERE src_namespace = 'team-c'": ([],),
         "INSERT INTO railscope.attributed_flows (ts) VALUES (now64())": ([],),
         "INSERT INTO railscope.gpu_samples (ts) VALUES (now64())": (ACCESS_DENIED,),

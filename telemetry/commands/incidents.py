@@ -1,0 +1,146 @@
+"""`railscope incidents`: findings grouped by root cause, from the store (written by the
+correlation engine after each evaluation; docs/incidents.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from telemetry.commands.common import add_store_args, config_from_args, open_store, prometheus_text
+from telemetry.times import parse_time
+
+# the JSON keys every line carries (issue 19's contract), then the rest
+JSON_KEYS = (
+    "id",
+    "root_kind",
+    "root_subject",
+    "severity",
+    "state",
+    "first_seen",
+    "last_seen",
+    "findings",
+    "jobs",
+    "tenants",
+)
+
+
+def register(sub: Any) -> list[str]:
+    p = sub.add_parser(
+        "incidents",
+        help="list incidents: findings grouped by root cause",
+        description="One line per incident: its root finding (the cause), severity (the highest of "
+        "its findings, raised one step when it touches several jobs or tenants), state, span and "
+        "impact. Incidents are kept up to date by `railscope correlate` / `serve` after each "
+        "evaluation.",
+    )
+    p.add_argument("--open", action="store_true", help="only incidents still open")
+    p.add_argument("--since", help="last seen after: ISO time or duration ago (e.g. 2h)")
+    p.add_argument("--limit", type=int, default=200)
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "prom"],
+        default="table",
+        help="table (people), json (one object per line), prom (metrics for alerting)",
+    )
+    add_store_args(p)
+    p.set_defaults(func=run)
+    return ["incidents"]
+
+
+def to_json(r: dict[str, Any]) -> dict[str, Any]:
+    """A stored incident (incidents.read) as one JSON object: JSON_KEYS first."""
+    out = {
+        "id": r["incident_id"],
+        "root_kind": r["root_kind"],
+        "root_subject": r["root_subject"],
+        "severity": r["severity"],
+        "state": r["state"],
+        "first_seen": _iso(r["first_seen"]),
+        "last_seen": _iso(r["last_seen"]),
+        "findings": r["finding_ids"],
+        "jobs": r["jobs"],
+        "tenants": r["tenants"],
+    }
+    out.update(
+        cluster=r["cluster"],
+        root_subject_type=r["root_subject_type"],
+        root_finding_id=r["root_finding_id"],
+        kinds=r["kinds"],
+        gpus=r["gpus"],
+        gpu_hours=r["gpu_hours"],
+        summary=r["summary"],
+    )
+    return out
+
+
+def _iso(t: datetime) -> str:
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).isoformat().replace("+00:00", "Z")
+
+
+def run(args: argparse.Namespace) -> int:
+    from telemetry.correlate import incidents
+
+    cfg = config_from_args(args)
+    store = open_store(cfg)
+    rows = incidents.read(
+        store,
+        open_only=args.open,
+        since=parse_time(args.since) if args.since else None,
+        limit=args.limit,
+    )
+    if args.format == "json":
+        for r in rows:
+            print(json.dumps(to_json(r)))
+    elif args.format == "prom":
+        print(incidents_prometheus(rows), end="")
+    else:
+        if not rows:
+            print("no incidents")
+        for r in rows:
+            impact = ", ".join(r["jobs"][:3]) + (" ..." if len(r["jobs"]) > 3 else "")
+            print(
+                f"{r['severity']:<8} {r['state']:<8} {r['incident_id'][:12]}  {r['root_kind']:<22} "
+                f"{r['root_subject']:<36} {r['findings']:>3} finding(s) "
+                f"{r['first_seen']:%m-%d %H:%M}..{r['last_seen']:%H:%M}Z  "
+                f"{impact or '-'}  {r['summary']}"
+            )
+    return 0
+
+
+def incidents_prometheus(rows: list[dict[str, Any]]) -> str:
+    """railscope_incident_open{cluster,incident,kind,subject,severity,tenant}=1 per open incident
+    (one series per tenant it touches; tenant="" when none) and a count per severity and state."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    open_ = GaugeMetricFamily(
+        "railscope_incident_open",
+        "An open incident (root cause), 1 while open.",
+        labels=["cluster", "incident", "kind", "subject", "severity", "tenant"],
+    )
+    count = GaugeMetricFamily(
+        "railscope_incidents",
+        "Incidents per severity and state.",
+        labels=["cluster", "severity", "state"],
+    )
+    per: dict[tuple[str, str, str], int] = {}
+    for r in rows:
+        if r["state"] == "open":
+            for tenant in r["tenants"] or [""]:
+                open_.add_metric(
+                    [
+                        r["cluster"],
+                        r["incident_id"],
+                        r["root_kind"],
+                        r["root_subject"],
+                        r["severity"],
+                        tenant,
+                    ],
+                    1,
+                )
+        key = (r["cluster"], r["severity"], r["state"])
+        per[key] = per.get(key, 0) + 1
+    for key, n in sorted(per.items()):
+        count.add_metric(list(key), n)
+    return prometheus_text(open_, count)

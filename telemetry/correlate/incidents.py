@@ -1,0 +1,662 @@
+"""Incidents: findings grouped by root cause, stored in `incidents` + `incident_findings`.
+
+Reads the findings each evaluation wrote (`IncidentTracker.observe`, called by the engine after
+the findings are stored) and groups them: one cause seen many times (the same subject, the same
+link seen from both ends, the same IDC pair, the same placement-policy failure) overlapping in
+time is one incident; a consequence finding (finding_map.yaml `consequences`, the kinds that
+describe an effect) joins the incident of the cause its evidence names. It never changes a
+finding and never runs a detector; an incident is updated by writing a newer version of the same
+id (ReplacingMergeTree), so nothing is duplicated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from telemetry.records import FINDING, INCIDENT, INCIDENT_FINDING
+from telemetry.store import Store
+
+log = logging.getLogger(__name__)
+
+SEVERITIES = ("critical", "warning", "info")
+_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+# Blast radius that raises an incident one severity step above its worst member: a fault that
+# slows two jobs, two tenants or 1,024 GPUs pages louder than one that touches a single job.
+RAISE_AT = {"jobs": 2, "tenants": 2, "gpus": 1024}
+STATES = ("open", "resolved")
+
+
+def _utc(dt: datetime) -> datetime:
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+@dataclass
+class Member:
+    """A finding as incidents see it."""
+
+    finding_id: str
+    kind: str
+    severity: str
+    subject_type: str
+    subject: str
+    summary: str
+    evidence: dict[str, Any]
+    first_seen: datetime
+    last_seen: datetime
+
+    @classmethod
+    def of(cls, f: Any) -> Member:
+        """From a `findings.Finding` (ids set) or a findings row (dict)."""
+        g: Any = f.get if isinstance(f, Mapping) else lambda k: getattr(f, k)
+        ev = g("evidence")
+        return cls(
+            str(g("finding_id")),
+            str(g("kind")),
+            str(g("severity")),
+            str(g("subject_type")),
+            str(g("subject")),
+            str(g("summary")),
+            json.loads(ev) if isinstance(ev, str) and ev else dict(ev or {}),
+            _utc(g("first_seen")),
+            _utc(g("last_seen")),
+        )
+
+    @property
+    def seconds(self) -> float:
+        return (self.last_seen - self.first_seen).total_seconds()
+
+
+# --- grouping ------------------------------------------------------------------------------------
+
+
+def _norm(name: str) -> str:
+    # detectors write a port as switch:port or switch/port; both name the same thing
+    return name.strip().replace(":", "/")
+
+
+def _link(a: str, b: str) -> str:
+    return "<->".join(sorted((_norm(a), _norm(b))))
+
+
+# The level of the subject hierarchy at which one cause shows up as many findings, for the kinds
+# whose subject is finer than their cause: every client of one IDC pair reads across the DCI;
+# every file written while a placement policy misfires violates it the same way; every DCI link
+# fills when the interconnect does. Other kinds: the subject itself (a port: its link).
+_SCOPES: dict[str, Any] = {
+    "hdfs_cross_idc_read": lambda ev: "idc/" + _link(ev.get("from_idc", ""), ev.get("to_idc", "")),
+    "hdfs_replica_violation": lambda ev: "policy/" + json.dumps(ev.get("layouts"), sort_keys=True),
+    "dci_near_capacity": lambda ev: "dci",
+}
+
+_ENTITY = re.compile(r"^[^\s]*[-/:.][^\s]*$")  # names of things: no spaces, a separator
+_TIME = re.compile(r"^\d{4}-\d\d-\d\d")
+
+
+def scope(m: Member, peers: Mapping[str, str]) -> str:
+    """What `m` is about at the level its cause lives at (see _SCOPES); ports become links."""
+    by_kind = _SCOPES.get(m.kind)
+    if by_kind is not None:
+        return f"{m.kind}/{by_kind(m.evidence)}"
+    if m.subject_type == "port":
+        peer = peers.get(_norm(m.subject))
+        return "link/" + _link(m.subject, peer) if peer else "port/" + _norm(m.subject)
+    if m.subject_type == "link" and "<->" in m.subject:
+        return "link/" + _link(*m.subject.split("<->", 1))
+    return f"{m.subject_type}/{_norm(m.subject)}"
+
+
+def refs(m: Member, peers: Mapping[str, str]) -> set[str]:
+    """Every name `m` mentions: its subject, its scope and the entity names in its evidence
+    (ports, NICs, jobs, IPs; not numbers, words or times)."""
+    out = {_norm(m.subject), scope(m, peers)}
+    stack: list[Any] = [m.evidence]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Mapping):
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+        elif isinstance(v, str) and _ENTITY.match(v) and not _TIME.match(v):
+            out.add(_norm(v))
+            if _norm(v) in peers:
+                out.add("link/" + _link(v, peers[_norm(v)]))
+    return out
+
+
+def _overlap(a: Member | Sequence[datetime], b: Member, gap: timedelta) -> float | None:
+    """Seconds the two spans share (0 when they only come within `gap`); None when apart."""
+    a0, a1 = (a.first_seen, a.last_seen) if isinstance(a, Member) else a
+    if a0 > b.last_seen + gap or b.first_seen > a1 + gap:
+        return None
+    return max((min(a1, b.last_seen) - max(a0, b.first_seen)).total_seconds(), 0.0)
+
+
+@dataclass
+class Group:
+    members: list[Member]  # root first
+    roles: dict[str, str]  # finding_id -> root | cause | consequence
+
+    @property
+    def root(self) -> Member:
+        return self.members[0]
+
+    @property
+    def first_seen(self) -> datetime:
+        return min(m.first_seen for m in self.members)
+
+    @property
+    def last_seen(self) -> datetime:
+        return max(m.last_seen for m in self.members)
+
+
+def _root_key(m: Member, consequences: set[str]) -> tuple[Any, ...]:
+    # a cause before an effect; then the earliest; the most severe; the longest-lasting
+    return (
+        m.kind in consequences,
+        m.first_seen,
+        _RANK.get(m.severity, 9),
+        -m.seconds,
+        m.kind,
+        m.subject,
+        m.finding_id,
+    )
+
+
+def _components(items: list[Member], linked: Any) -> list[list[Member]]:
+    parent = list(range(len(items)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(len(items)):
+        for j in range(i + 1, len(items)):
+            if linked(items[i], items[j]):
+                parent[find(i)] = find(j)
+    out: dict[int, list[Member]] = {}
+    for i, m in enumerate(items):
+        out.setdefault(find(i), []).append(m)
+    return list(out.values())
+
+
+def group(
+    members: Iterable[Member],
+    *,
+    consequences: set[str],
+    gap: timedelta,
+    peers: Mapping[str, str] | None = None,
+) -> list[Group]:
+    """Group findings by root cause. Causes (kinds not in `consequences`) that share a scope and
+    overlap in time (within `gap`) are one incident. A consequence joins the incident whose member
+    it shares a name with (its evidence names the cause's subject, or both name the same port)
+    over the longest common time, directly or through another consequence; a consequence that
+    names no cause is an incident of its own (grouped by scope like causes)."""
+    peers = peers or {}
+    ms = sorted(members, key=lambda m: (m.first_seen, m.kind, m.subject, m.finding_id))
+    scopes = {m.finding_id: scope(m, peers) for m in ms}
+    names = {m.finding_id: refs(m, peers) for m in ms}
+
+    def same_cause(a: Member, b: Member) -> bool:
+        return scopes[a.finding_id] == scopes[b.finding_id] and _overlap(a, b, gap) is not None
+
+    causes = [m for m in ms if m.kind not in consequences]
+    groups = _components(causes, same_cause)
+    effects = [m for m in ms if m.kind in consequences]
+    home: dict[str, int] = {}
+    changed = True
+    while changed and effects:
+        changed = False
+        for c in effects:
+            if c.finding_id in home:
+                continue
+            best: tuple[float, int, int] | None = None
+            for gi, g in enumerate(groups):
+                for m in g:
+                    shared = names[c.finding_id] & names[m.finding_id]
+                    ov = _overlap(m, c, gap) if shared else None
+                    if ov is not None:
+                        cand = (ov, len(shared), -gi)
+                        best = cand if best is None or cand > best else best
+            if best is not None:
+                home[c.finding_id] = -best[2]
+                groups[-best[2]].append(c)
+                changed = True
+    groups += _components([c for c in effects if c.finding_id not in home], same_cause)
+    out = []
+    for g in groups:
+        g.sort(key=lambda m: _root_key(m, consequences))
+        roles = {
+            m.finding_id: "root" if i == 0 else "consequence" if m.kind in consequences else "cause"
+            for i, m in enumerate(g)
+        }
+        out.append(Group(g, roles))
+    out.sort(key=lambda g: (g.first_seen, g.root.finding_id))
+    return out
+
+
+# --- the incident ---------------------------------------------------------------------------------
+
+
+def incident_id(cluster: str, root: Member) -> str:
+    key = f"{cluster}\x1f{root.kind}\x1f{root.subject}\x1f{int(root.first_seen.timestamp() * 1000)}"
+    return hashlib.sha1(key.encode()).hexdigest()[:20]
+
+
+@dataclass
+class Impact:
+    jobs: list[str] = field(default_factory=list)  # namespace/job
+    tenants: list[str] = field(default_factory=list)
+    gpus: int = 0
+
+
+@dataclass
+class Incident:
+    incident_id: str
+    cluster: str
+    group: Group
+    state: str
+    impact: Impact
+    merged_into: str = ""
+
+    @property
+    def root(self) -> Member:
+        return self.group.root
+
+    @property
+    def first_seen(self) -> datetime:
+        return self.group.first_seen
+
+    @property
+    def last_seen(self) -> datetime:
+        return self.group.last_seen
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.impact.gpus * (self.last_seen - self.first_seen).total_seconds() / 3600
+
+    @property
+    def severity(self) -> str:
+        worst = min(_RANK.get(m.severity, 2) for m in self.group.members)
+        i = self.impact
+        wide = (
+            len(i.jobs) >= RAISE_AT["jobs"]
+            or len(i.tenants) >= RAISE_AT["tenants"]
+            or i.gpus >= RAISE_AT["gpus"]
+        )
+        return SEVERITIES[max(worst - 1, 0) if wide else worst]
+
+    @property
+    def summary(self) -> str:
+        others: dict[str, int] = {}
+        for m in self.group.members[1:]:
+            others[m.kind] = others.get(m.kind, 0) + 1
+        tail = ", ".join(f"{n} {k}" for k, n in sorted(others.items()))
+        return self.root.summary + (f" (with {tail})" if tail else "")
+
+    def row(self, now: datetime) -> dict[str, Any]:
+        return {
+            "incident_id": self.incident_id,
+            "cluster": self.cluster,
+            "state": self.state,
+            "severity": self.severity,
+            "root_finding_id": self.root.finding_id,
+            "root_kind": self.root.kind,
+            "root_subject_type": self.root.subject_type,
+            "root_subject": self.root.subject,
+            "summary": self.summary,
+            "findings": len(self.group.members),
+            "kinds": json.dumps(sorted({m.kind for m in self.group.members})),
+            "jobs": json.dumps(self.impact.jobs),
+            "tenants": json.dumps(self.impact.tenants),
+            "gpus": self.impact.gpus,
+            "gpu_hours": round(self.gpu_hours, 3),
+            "first_seen": self.first_seen,
+            "last_seen": self.last_seen,
+            "merged_into": self.merged_into,
+            "updated_at": now,
+        }
+
+
+def impact(store: Store, cluster: str, g: Group) -> Impact:
+    """The jobs (and their tenants and GPUs) an incident touches: jobs it names, jobs with pods
+    on the nodes of its GPUs/NICs/nodes, and jobs whose flows left through its ports, while it
+    lasted (inventory as of that span)."""
+    nodes: set[str] = set()
+    pods: set[str] = set()
+    jobs: set[str] = set()
+    ports: set[tuple[str, ...]] = set()
+    for m in g.members:
+        if m.subject_type in ("gpu", "nic", "node"):
+            nodes.add(m.subject.split("/")[0])
+        elif m.subject_type == "job":
+            jobs.add(m.subject)
+        elif m.subject_type == "flow" and "->" in m.subject:
+            pods.update(p for p in m.subject.split("->") if "/" in p)
+        elif m.subject_type == "port" and ":" in m.subject:
+            ports.add(tuple(m.subject.split(":", 1)))
+        nodes.update(n for n in m.evidence.get("nodes", []) if isinstance(n, str))
+        pods.update(p for p in m.evidence.get("pods", []) if isinstance(p, str))
+    p: dict[str, Any] = {
+        "c": cluster,
+        "lo": g.first_seen,
+        "hi": g.last_seen,
+        "nodes": sorted(nodes),
+        "pods": sorted(pods),
+        "ports": sorted(ports),
+    }
+    during = "valid_from <= {hi:DateTime64(3, 'UTC')} AND (valid_to IS NULL OR valid_to >= {lo:DateTime64(3, 'UTC')})"
+    pods_t = store.table("pod", final=True)
+    if nodes or pods:
+        for ns, job in store.query_rows(
+            f"SELECT DISTINCT namespace, job FROM {pods_t} WHERE cluster = {{c:String}} AND job != '' "
+            f"AND (node IN {{nodes:Array(String)}} OR concat(namespace, '/', pod) IN {{pods:Array(String)}}) AND {during}",
+            p,
+        ):
+            jobs.add(f"{ns}/{job}")
+    if ports:
+        for row in store.query_rows(
+            f"SELECT DISTINCT src_namespace, src_job, dst_namespace, dst_job FROM {store.table('attributed_flow')} "
+            "WHERE cluster = {c:String} AND ts >= {lo:DateTime64(3, 'UTC')} - INTERVAL 1 MINUTE "
+            "AND ts <= {hi:DateTime64(3, 'UTC')} AND (switch, out_port) IN {ports:Array(Tuple(String, String))}",
+            p,
+        ):
+            for ns, job in (row[:2], row[2:]):
+                if ns and job:
+                    jobs.add(f"{ns}/{job}")
+    if not jobs:
+        return Impact()
+    p["jobs"] = sorted(tuple(j.split("/", 1)) for j in jobs)
+    gpus = store.query_rows(
+        f"SELECT sum(n) FROM (SELECT namespace, pod, length(JSONExtractArrayRaw(argMax(gpus, valid_from))) AS n "
+        f"FROM {pods_t} WHERE cluster = {{c:String}} AND (namespace, job) IN {{jobs:Array(Tuple(String, String))}} "
+        f"AND {during} GROUP BY namespace, pod)",
+        p,
+    )
+    nss = sorted({j.split("/", 1)[0] for j in jobs})
+    p["nss"] = nss
+    tenant = dict(
+        store.query_rows(
+            f"SELECT namespace, argMax(tenant, valid_from) FROM {store.table('namespace', final=True)} "
+            "WHERE cluster = {c:String} AND namespace IN {nss:Array(String)} GROUP BY namespace",
+            p,
+        )
+    )
+    return Impact(
+        sorted(jobs),
+        sorted({tenant.get(ns) or ns for ns in nss}),
+        int(gpus[0][0] or 0) if gpus else 0,
+    )
+
+
+# --- tracking across evaluations -------------------------------------------------------------------
+
+
+def consequence_kinds() -> set[str]:
+    """The finding kinds that describe an effect, not a cause: finding_map.yaml's list (the one
+    the scorer reads)."""
+    from telemetry.sim.score import load_finding_map
+
+    return load_finding_map()[1]
+
+
+class IncidentTracker:
+    """Keeps the incidents of one cluster up to date across evaluations. In memory: the member
+    findings of open incidents and the findings seen since. Each evaluation regroups them, keeps
+    each incident's id while any of its findings stays in it (a merge keeps the older id and marks
+    the other `merged_into`), resolves an incident once no member has held for `hysteresis`, and
+    writes the incidents and memberships that changed. A restarted follower reads the open
+    incidents and their findings back from the store."""
+
+    def __init__(self, store: Store, cluster: str, hysteresis: timedelta) -> None:
+        from telemetry.pipeline import ComponentStats
+
+        self.store, self.cluster, self.hysteresis = store, cluster, hysteresis
+        self.stats = ComponentStats("correlate:incidents", unit="findings")
+        self.members: dict[str, Member] = {}
+        self.open: dict[str, Incident] | None = None  # by id, as last written
+        self.changed: list[Incident] = []  # written by the last observe()
+        self._consequences: set[str] | None = None
+        self._peers: dict[str, str] = {}
+        self._written: dict[str, tuple[Any, ...]] = {}
+        self._impact: dict[str, tuple[frozenset[Any], Impact]] = {}
+        self._written_members: dict[str, dict[str, str]] = {}  # incident -> finding -> role
+
+    def observe(self, now: datetime, findings: Sequence[Any]) -> list[Incident]:
+        """After the evaluation at `now` wrote `findings` (ids set): regroup, write what changed.
+        A failure is logged and counted; the engine goes on."""
+        try:
+            self.changed = self._observe(_utc(now), findings)
+            self.stats.last_success = True
+        except Exception as e:
+            self.changed = []
+            self.stats.last_success = False
+            self.stats.error(type(e).__name__)
+            log.error("incidents failed at %s: %s", now.isoformat(), str(e).splitlines()[:1])
+        return self.changed
+
+    def _observe(self, now: datetime, findings: Sequence[Any]) -> list[Incident]:
+        if self.open is None:
+            self.open = self._load(now)
+        if not findings and not self.open:
+            return []
+        if self._consequences is None:
+            self._consequences = consequence_kinds()
+        self.stats.received += len(findings)
+        for f in findings:
+            self.members[f.finding_id] = Member.of(f)
+        if any(
+            m.subject_type == "port" and _norm(m.subject) not in self._peers
+            for m in self.members.values()
+        ):
+            self._peers = self._lldp_peers(now)
+        groups = group(
+            self.members.values(),
+            consequences=self._consequences,
+            gap=self.hysteresis,
+            peers=self._peers,
+        )
+        incidents = self._assign(groups)
+        changed: list[Incident] = []
+        for inc in incidents:
+            if inc.merged_into:
+                changed.append(inc)
+                continue
+            inc.state = "resolved" if inc.last_seen < now - self.hysteresis else "open"
+            key = frozenset(inc.group.roles.items())
+            cached = self._impact.get(inc.incident_id)
+            if cached is None or cached[0] != key:
+                cached = self._impact[inc.incident_id] = (
+                    key,
+                    impact(self.store, self.cluster, inc.group),
+                )
+            inc.impact = cached[1]
+            changed.append(inc)
+        changed = [i for i in changed if self._digest(i) != self._written.get(i.incident_id)]
+        self._write(changed, now)
+        self.open = {i.incident_id: i for i in incidents if i.state == "open" and not i.merged_into}
+        live = {fid for i in self.open.values() for fid in i.group.roles}
+        for inc in incidents:
+            if inc.incident_id not in self.open:  # resolved or merged: final, out of memory
+                for m in inc.group.members:
+                    if m.finding_id not in live:  # (a merged one's findings live on elsewhere)
+                        self.members.pop(m.finding_id, None)
+                self._impact.pop(inc.incident_id, None)
+                self._written.pop(inc.incident_id, None)
+        return changed
+
+    def _assign(self, groups: list[Group]) -> list[Incident]:
+        """Ids: a group keeps the id of the (oldest) open incident any of its findings belonged
+        to; a group with none gets the hash of its root. An open incident whose findings all went
+        to another group is marked merged into it."""
+        assert self.open is not None
+        owner = {m.finding_id: i.incident_id for i in self.open.values() for m in i.group.members}
+        age = {i.incident_id: i.first_seen for i in self.open.values()}
+        used: set[str] = set()
+        out: list[Incident] = []
+        for g in groups:
+            old = sorted(
+                {owner[m.finding_id] for m in g.members if m.finding_id in owner} - used,
+                key=lambda i: (age[i], i),
+            )
+            iid = old[0] if old else incident_id(self.cluster, g.root)
+            used.add(iid)
+            out.append(Incident(iid, self.cluster, g, "open", Impact()))
+        for iid, inc in self.open.items():
+            if iid in used:
+                continue
+            into = next(
+                (
+                    o.incident_id
+                    for o in out
+                    for m in o.group.members
+                    if owner.get(m.finding_id) == iid
+                ),
+                "",
+            )
+            out.append(Incident(iid, self.cluster, inc.group, "resolved", inc.impact, into))
+        return out
+
+    @staticmethod
+    def _digest(inc: Incident) -> tuple[Any, ...]:
+        r = inc.row(datetime.now(UTC))
+        del r["updated_at"]
+        return (*r.values(), tuple(sorted(inc.group.roles.items())))
+
+    def _write(self, changed: list[Incident], now: datetime) -> None:
+        if not changed:
+            return
+        stamp = datetime.now(UTC)
+        rows, members = [], []
+        for inc in changed:
+            rows.append(inc.row(stamp))
+            before = self._written_members.get(inc.incident_id, {})
+            now_members = {} if inc.merged_into else inc.group.roles
+            for m in inc.group.members:
+                fid = m.finding_id
+                if fid in now_members and before.get(fid) != now_members[fid]:
+                    members.append(self._member_row(inc, m, now_members[fid], 1, stamp))
+                elif fid not in now_members and fid in before:
+                    members.append(self._member_row(inc, m, before[fid], 0, stamp))
+            self._written_members[inc.incident_id] = dict(now_members)
+            self._written[inc.incident_id] = self._digest(inc)
+        self.store.insert(INCIDENT, INCIDENT.to_arrow(rows))
+        if members:
+            self.store.insert(INCIDENT_FINDING, INCIDENT_FINDING.to_arrow(members))
+        self.stats.sent += len(rows)
+
+    def _member_row(
+        self, inc: Incident, m: Member, role: str, member: int, stamp: datetime
+    ) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "incident_id": inc.incident_id,
+            "finding_id": m.finding_id,
+            "role": role,
+            "member": member,
+            "first_seen": m.first_seen,
+            "updated_at": stamp,
+        }
+
+    def _lldp_peers(self, now: datetime) -> dict[str, str]:
+        from telemetry.topology.store_io import latest_lldp_sql
+
+        res = self.store.client.query(
+            latest_lldp_sql(self.store, lo=None, hi="hi"),
+            parameters={"cluster": self.cluster, "hi": now},
+        )
+        return {
+            _norm(f"{r[0]}:{r[1]}"): _norm(f"{r[2]}:{r[3]}")
+            for r in res.result_rows
+            if r[2] and r[3]
+        }
+
+    def _load(self, now: datetime) -> dict[str, Incident]:
+        """Open incidents as of `now` and their member findings, from the store."""
+        ids = [
+            r[0]
+            for r in self.store.query_rows(
+                f"SELECT incident_id FROM {self.store.table(INCIDENT, final=True)} "
+                "WHERE cluster = {c:String} AND merged_into = '' AND first_seen <= {now:DateTime64(3, 'UTC')} "
+                "AND last_seen >= {t:DateTime64(3, 'UTC')}",
+                {"c": self.cluster, "now": now, "t": now - self.hysteresis},
+            )
+        ]
+        if not ids:
+            return {}
+        cols = ", ".join(f"f.{c}" for c in FINDING.columns)
+        rows = self.store.query_rows(
+            f"SELECT m.incident_id, m.role, {cols} FROM (SELECT incident_id, finding_id, role "
+            f"FROM {self.store.table(INCIDENT_FINDING, final=True)} WHERE cluster = {{c:String}} "
+            "AND member = 1 AND incident_id IN {ids:Array(String)}) AS m "
+            f"INNER JOIN (SELECT * FROM {self.store.table(FINDING, final=True)} WHERE cluster = {{c:String}} "
+            "AND first_seen <= {now:DateTime64(3, 'UTC')}) AS f ON f.finding_id = m.finding_id",
+            {"c": self.cluster, "ids": ids, "now": now},
+        )
+        by: dict[str, list[tuple[str, Member]]] = {}
+        for r in rows:
+            m = Member.of(dict(zip(FINDING.columns, r[2:], strict=True)))
+            self.members[m.finding_id] = m
+            by.setdefault(r[0], []).append((r[1], m))
+        out = {}
+        for iid, ms in by.items():
+            ms.sort(key=lambda rm: rm[0] != "root")
+            g = Group([m for _, m in ms], {m.finding_id: role for role, m in ms})
+            out[iid] = Incident(iid, self.cluster, g, "open", Impact())
+            self._written_members[iid] = dict(g.roles)
+        return out
+
+
+# --- reading ------------------------------------------------------------------------------------------
+
+
+def read(
+    store: Store,
+    *,
+    cluster: str | None = None,
+    open_only: bool = False,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 1000,
+) -> list[dict[str, Any]]:
+    """Current incidents (latest version of each, merged ones left out), newest first, each with
+    its member findings' ids (root first) under `finding_ids`."""
+    from telemetry.correlate.findings import span_where
+
+    where, params = span_where(cluster, since, until)
+    where.append("merged_into = ''")
+    params["limit"] = limit
+    if open_only:
+        where.append("state = 'open'")
+    cols = ", ".join(INCIDENT.columns)
+    rows = store.query_rows(
+        f"SELECT {cols} FROM {store.table(INCIDENT, final=True)} WHERE {' AND '.join(where)} "
+        "ORDER BY last_seen DESC, severity, incident_id LIMIT {limit:UInt32}",
+        params,
+    )
+    out = [dict(zip(INCIDENT.columns, r, strict=True)) for r in rows]
+    if not out:
+        return out
+    members: dict[str, list[tuple[bool, Any, str]]] = {}
+    for iid, fid, role, first in store.query_rows(
+        f"SELECT incident_id, finding_id, role, first_seen FROM {store.table(INCIDENT_FINDING, final=True)} "
+        "WHERE member = 1 AND incident_id IN {ids:Array(String)}",
+        {"ids": [r["incident_id"] for r in out]},
+    ):
+        members.setdefault(iid, []).append((role != "root", first, fid))
+    for r in out:
+        for k in ("kinds", "jobs", "tenants"):
+            r[k] = json.loads(r[k]) if r[k] else []
+        r["finding_ids"] = [fid for *_, fid in sorted(members.get(r["incident_id"], []))]
+    return out
+
+
+__all__ = ["Incident", "IncidentTracker", "Member", "group", "read"]

@@ -1,0 +1,300 @@
+"""Incidents on the embedded store: tracked across evaluations (ids kept through a merge and a
+restart, resolved after the hysteresis, one row per id), and on the simulator: every fault of the
+built-in scenarios is one incident rooted in a finding that localizes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from telemetry.commands.incidents import JSON_KEYS
+from telemetry.correlate import findings as fstore
+from telemetry.correlate import incidents
+from telemetry.correlate.engine import Correlator
+from telemetry.correlate.findings import Finding
+from telemetry.correlate.incidents import IncidentTracker
+from telemetry.sim import build, load_scenario
+from telemetry.sim.run import ingest
+from telemetry.sim.score import read_incidents, score_incidents
+from telemetry.sinks.clickhouse import ClickHouseSink
+from telemetry.store import Store
+from telemetry.transforms import StampCluster
+
+HYST = timedelta(seconds=60)
+STEP = timedelta(seconds=10)
+
+
+def _ecn() -> Finding:
+    return Finding(
+        "ecn_hotspot",
+        "fabric",
+        "warning",
+        "port",
+        "leaf6:Ethernet64",
+        "leaf6:Ethernet64: 28% of packets ECN-marked",
+        {"cnp_receivers": [{"nic": "n8/mlx5_6", "cnp_sent_per_s": 8136}]},
+    )
+
+
+def _storm() -> Finding:
+    return Finding(
+        "pfc_storm",
+        "fabric",
+        "critical",
+        "nic",
+        "n8/mlx5_6",
+        "PFC storm from n8/mlx5_6",
+        {"leaf_port": "leaf6:Ethernet64"},
+    )
+
+
+def _tick(
+    ft: fstore.Tracker, it: IncidentTracker, t: datetime, fs: list[Finding]
+) -> list[incidents.Incident]:
+    for f in fs:
+        f.window_start, f.window_end = t - STEP, t
+    return it.observe(t, ft.observe(t, fs))
+
+
+def test_consequence_first_then_cause_keeps_the_id_survives_a_restart_and_resolves(
+    store: Store,
+) -> None:
+    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    ft = fstore.Tracker(store, "c", HYST)
+    it = IncidentTracker(store, "c", HYST)
+    first = _tick(ft, it, t0, [_ecn()])
+    assert [i.root.kind for i in first] == ["ecn_hotspot"]
+    iid = first[0].incident_id
+    _tick(ft, it, t0 + STEP, [_ecn()])
+    # the cause shows up: the incident keeps its id, its root becomes the storm
+    now = _tick(ft, it, t0 + 2 * STEP, [_ecn(), _storm()])
+    assert [(i.incident_id, i.root.kind, i.state) for i in now] == [(iid, "pfc_storm", "open")]
+    # a restarted engine reads the open incident back and continues it
+    ft = fstore.Tracker(store, "c", HYST)
+    it = IncidentTracker(store, "c", HYST)
+    again = _tick(ft, it, t0 + 3 * STEP, [_ecn(), _storm()])
+    assert [i.incident_id for i in again] == [iid]
+    assert sorted(again[0].group.roles.values()) == ["consequence", "root"]
+    # nothing holds any more: resolved once the hysteresis has passed, not before
+    t = t0 + 3 * STEP
+    states = []
+    while t < t0 + 3 * STEP + HYST + 2 * STEP:
+        t += STEP
+        states += [i.state for i in _tick(ft, it, t, [])]
+    assert states == ["resolved"]
+    rows = incidents.read(store, cluster="c")
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r["incident_id"], r["root_kind"], r["state"], r["severity"]) == (
+        iid,
+        "pfc_storm",
+        "resolved",
+        "critical",
+    )
+    assert len(r["finding_ids"]) == 2 and r["finding_ids"][0] == r["root_finding_id"]
+    assert r["kinds"] == ["ecn_hotspot", "pfc_storm"]
+    # updates are versions of one row, never new rows
+    raw = store.query_rows(f"SELECT count() FROM {store.table('incident')} WHERE cluster = 'c'")
+    assert raw[0][0] > 1
+    final = store.query_rows(
+        f"SELECT count() FROM {store.table('incident', final=True)} WHERE cluster = 'c'"
+    )
+    assert final[0][0] == 1
+    assert incidents.read(store, cluster="c", open_only=True) == []
+
+
+def test_two_open_incidents_merged_by_a_regrouping_leave_one(store: Store) -> None:
+    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    ft = fstore.Tracker(store, "m", HYST)
+    it = IncidentTracker(store, "m", HYST)
+    read_a = Finding(
+        "hdfs_cross_idc_read",
+        "storage",
+        "warning",
+        "host",
+        "10.0.0.1",
+        "10.0.0.1 read",
+        {"from_idc": "b", "to_idc": "a"},
+    )
+    read_b = Finding(
+        "hdfs_cross_idc_read",
+        "storage",
+        "warning",
+        "host",
+        "10.0.0.2",
+        "10.0.0.2 read",
+        {"from_idc": "b", "to_idc": "a"},
+    )
+    a = _tick(ft, it, t0, [read_a])
+    b = _tick(ft, it, t0 + STEP, [read_a, read_b])
+    assert [i.incident_id for i in b] == [a[0].incident_id]  # the second client joined
+    assert len(incidents.read(store, cluster="m")) == 1
+
+
+def test_two_open_incidents_joined_later_become_one_and_keep_their_findings(
+    store: Store,
+) -> None:
+    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    ft = fstore.Tracker(store, "j", HYST)
+    it = IncidentTracker(store, "j", HYST)
+    quiet = _ecn()
+    quiet.evidence = {"queues": [3]}  # names no NIC yet: an incident of its own
+    bare = _storm()
+    bare.evidence = {}  # nor does the storm name the port yet
+    first = _tick(ft, it, t0, [quiet, bare])
+    assert sorted(i.root.kind for i in first) == ["ecn_hotspot", "pfc_storm"]
+    # the CNP receivers now name the storm's NIC: one incident, the other marked merged into it
+    joined = _tick(ft, it, t0 + STEP, [_ecn(), _storm()])
+    merged = [i for i in joined if i.merged_into]
+    (kept,) = [i for i in joined if not i.merged_into]
+    assert len(merged) == 1 and merged[0].merged_into == kept.incident_id
+    assert kept.root.kind == "pfc_storm" and len(kept.group.members) == 2
+    # a tick where neither holds: nothing changes, the incident stays open with both findings
+    assert _tick(ft, it, t0 + 2 * STEP, []) == []
+    assert it.open is not None and list(it.open) == [kept.incident_id]
+    assert len(it.open[kept.incident_id].group.members) == 2
+    rows = incidents.read(store, cluster="j")
+    assert [(r["incident_id"], len(r["finding_ids"])) for r in rows] == [(kept.incident_id, 2)]
+    gone = store.query_rows(
+        f"SELECT merged_into FROM {store.table('incident', final=True)} "
+        "WHERE cluster = 'j' AND incident_id = {i:String}",
+        {"i": merged[0].incident_id},
+    )
+    assert gone == [(kept.incident_id,)]
+
+
+@pytest.mark.parametrize("scenario", ["small", "rail-2nic", "multi-idc"])
+def test_every_fault_is_one_incident_and_evidence_agrees(
+    store: Store, tmp_path: Path, scenario: str
+) -> None:
+    sim = build(load_scenario(scenario), now_s=time.time() - 3600)
+    ingest(sim, [ClickHouseSink(store, spool_dir=str(tmp_path))], [StampCluster("default")])
+    start = datetime.fromtimestamp(sim.start_ms / 1000, UTC)
+    corr = Correlator(store)
+    assert corr.run(start, start + timedelta(seconds=sim.steps * sim.dt)).failed == {}
+    assert corr.incidents.stats.failed == 0
+    truth = sim.ground_truth()
+    s = score_incidents(truth, read_incidents(store, "default", truth.start_ms, truth.end_ms))
+    assert (s.precision, s.recall) == (1.0, 1.0), s
+    assert s.incidents_per_fault is not None and s.incidents_per_fault <= 1.2, s
+    # evidence agrees with itself: every number a summary states is in its evidence
+    found = fstore.read(store, cluster="default", limit=100_000)
+    assert len({f["kind"] for f in found}) >= 9
+    for f in found:
+        assert unexplained_numbers(f["summary"], f["subject"], f["evidence"]) == [], f
+    # a job that spans scalable units reports the same bytes between them wherever it is said
+    spans = {f["subject"]: f for f in found if f["kind"] == "job_spans_su"}
+    for f in found:
+        if f["kind"].startswith("placement_") and "scalable units" in f["summary"]:
+            other = spans[f["subject"]]
+            assert f["evidence"].get("sus") == other["evidence"]["sus"]
+            if f["last_seen"] == other["last_seen"]:
+                assert (
+                    f["evidence"]["bytes_above_allowed_tier"]
+                    == other["evidence"]["bytes_between_sus"]
+                )
+
+
+# a name (port, node, path, IP): its digits are not figures
+_ENTITY = re.compile(r"\S*[A-Za-z]\S*[-/:_.]\S*|\S*[-/:_.]\S*[A-Za-z]\S*|\d+\.\d+\.\d+\.\d+")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def _figures(v: Any, out: list[float]) -> None:
+    if isinstance(v, bool | int | float):
+        out.append(float(v))
+    elif isinstance(v, str):
+        out += [float(x) for x in re.findall(r"\d+(?:\.\d+)?", v)]
+    elif isinstance(v, dict):
+        for x in v.values():
+            _figures(x, out)
+    elif isinstance(v, list | tuple):
+        out.append(float(len(v)))  # "2 scalable units" is a list of two
+        for x in v:
+            _figures(x, out)
+
+
+def unexplained_numbers(summary: str, subject: str, evidence: dict[str, Any]) -> list[str]:
+    """The figures in `summary` that no value of `evidence` (or the subject's own digits) gives,
+    as printed: itself, as a percentage, in G/M/k units, to the digits shown."""
+    refs: list[float] = [float(x) for x in re.findall(r"\d+", subject)]
+    _figures(evidence, refs)
+    out = []
+    for tok in _NUMBER.findall(_ENTITY.sub(" ", summary)):
+        t = tok.replace(",", "")
+        mantissa, _, exp = t.partition("e")
+        decimals = len(mantissa.partition(".")[2])
+        tol = 0.5 * 10 ** (int(exp or 0) - decimals) * (1 + 1e-9)
+        val = float(t)
+        if not any(abs(r * k - val) <= tol for r in refs for k in (1, 100, 1e-9, 1e-6, 1e-3)):
+            out.append(tok)
+    return out
+
+
+def test_unexplained_numbers() -> None:
+    ev = {"marked_packets": 665479.0, "tx_packets": 2395708.0, "marked_ratio": 0.278}
+    assert unexplained_numbers("p: 28% of 2,395,708 packets marked", "leaf:E64", ev) == []
+    assert unexplained_numbers("p: 0.67 M marked, 31%", "leaf:E64", ev) == ["31"]
+    crossed = {"sus": ["su0", "su1"], "bytes_above_allowed_tier": 2_492_400_000_000}
+    text = "job a/b spans 2 scalable units (idc-a-su000, idc-a-su001); {} GB crossed between them"
+    assert unexplained_numbers(text.format("2492.40"), "a/b", crossed) == []
+    assert unexplained_numbers(text.format("1.25"), "a/b", crossed) == ["1.25"]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "telemetry.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+    )
+
+
+def test_incidents_command_json_open_and_prom(store: Store, query_endpoint: str) -> None:
+    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=30)
+    ft = fstore.Tracker(store, "default", HYST)
+    it = IncidentTracker(store, "default", HYST)
+    old = Finding("gpu_xid", "node", "critical", "gpu", "n1/gpu0", "XID 79 on n1 GPU 0", {})
+    _tick(ft, it, t0, [old])
+    t = t0
+    for _ in range(10):  # the XID incident resolves
+        t += STEP
+        _tick(ft, it, t, [_ecn(), _storm()])
+    dsn = f"{query_endpoint}/{store.database}"
+    r = _cli("incidents", "--format", "json", "--dsn", dsn)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [(x["root_kind"], x["state"]) for x in lines] == [
+        ("pfc_storm", "open"),
+        ("gpu_xid", "resolved"),
+    ]
+    for x in lines:
+        assert list(x)[:10] == list(JSON_KEYS)
+    storm = lines[0]
+    assert storm["root_subject"] == "n8/mlx5_6" and storm["severity"] == "critical"
+    assert len(storm["findings"]) == 2 and storm["first_seen"].endswith("Z")
+    r = _cli("incidents", "--open", "--format", "json", "--dsn", dsn)
+    assert [json.loads(x)["id"] for x in r.stdout.splitlines()] == [storm["id"]]
+    r = _cli("incidents", "--format", "prom", "--dsn", dsn)
+    fams = {f.name: f for f in text_string_to_metric_families(r.stdout)}
+    (s,) = fams["railscope_incident_open"].samples
+    assert s.labels["incident"] == storm["id"] and s.labels["kind"] == "pfc_storm"
+    counts = {
+        (x.labels["severity"], x.labels["state"]): x.value
+        for x in fams["railscope_incidents"].samples
+    }
+    assert counts == {("critical", "open"): 1, ("critical", "resolved"): 1}
+    r = _cli("incidents", "--since", "yesterday-ish", "--dsn", dsn)
+    assert r.returncode == 2 and r.stderr.startswith("railscope: error: time 'yesterday-ish'")
+    assert "Traceback" not in r.stderr

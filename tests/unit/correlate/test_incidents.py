@@ -1,0 +1,168 @@
+"""Grouping findings into incidents (telemetry/correlate/incidents.group): pure, no store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from telemetry.correlate.incidents import Member, group
+from telemetry.sim.score import load_finding_map
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+GAP = timedelta(seconds=60)
+CONSEQUENCES = load_finding_map()[1]
+_n = 0
+
+
+def m(
+    kind: str,
+    subject_type: str,
+    subject: str,
+    start: int,
+    end: int,
+    sev: str = "warning",
+    **ev: Any,
+) -> Member:
+    global _n
+    _n += 1
+    return Member(
+        f"f{_n:03d}",
+        kind,
+        sev,
+        subject_type,
+        subject,
+        f"{kind} {subject}",
+        ev,
+        T0 + timedelta(seconds=start),
+        T0 + timedelta(seconds=end),
+    )
+
+
+def kinds(g: Any) -> list[str]:
+    return [x.kind for x in g.members]
+
+
+def test_one_idc_pair_of_cross_idc_reads_is_one_incident() -> None:
+    reads = [
+        m(
+            "hdfs_cross_idc_read",
+            "host",
+            f"10.250.0.{i}",
+            10 * i,
+            10 * i + 50,
+            from_idc="b",
+            to_idc="a",
+        )
+        for i in range(25)
+    ]
+    other = m("hdfs_cross_idc_read", "host", "10.250.9.9", 20, 60, from_idc="c", to_idc="a")
+    gs = group([*reads, other], consequences=CONSEQUENCES, gap=GAP)
+    assert sorted(len(g.members) for g in gs) == [1, 25]
+    big = next(g for g in gs if len(g.members) == 25)
+    assert big.root.subject == "10.250.0.0"  # the earliest
+    assert set(big.roles.values()) == {"root", "cause"}
+
+
+def test_episodes_apart_in_time_are_two_incidents() -> None:
+    a = m("gpu_xid", "gpu", "n1/gpu0", 0, 30, "critical")
+    b = m("gpu_xid", "gpu", "n1/gpu0", 30 + 61, 120, "critical")  # more than the gap later
+    c = m("gpu_xid", "gpu", "n1/gpu0", 30 + 59, 100, "critical")
+    assert len(group([a, b], consequences=CONSEQUENCES, gap=GAP)) == 2
+    assert len(group([a, c], consequences=CONSEQUENCES, gap=GAP)) == 1
+
+
+def test_a_link_seen_from_both_ends_is_one_incident() -> None:
+    peers = {"leaf1/Ethernet128": "spine0/Ethernet64", "spine0/Ethernet64": "leaf1/Ethernet128"}
+    ms = [
+        m("link_flap", "port", "leaf1:Ethernet128", 0, 100),
+        m("link_flap", "port", "spine0:Ethernet64", 0, 100),
+        m("link_errors", "port", "leaf1:Ethernet128", 0, 110),
+        m("link_errors", "port", "spine0:Ethernet64", 0, 110),
+    ]
+    gs = group(ms, consequences=CONSEQUENCES, gap=GAP, peers=peers)
+    assert len(gs) == 1 and len(gs[0].members) == 4
+    # without LLDP the two ends are different subjects
+    assert len(group(ms, consequences=CONSEQUENCES, gap=GAP)) == 2
+
+
+def test_pfc_storm_takes_its_consequences_and_is_the_root() -> None:
+    storm = m(
+        "pfc_storm",
+        "nic",
+        "n8/mlx5_6",
+        10,
+        130,
+        "critical",
+        leaf_port="leaf6:Ethernet64",
+        propagation=[{"port": "leaf6:Ethernet56"}],
+    )
+    ecn = m(
+        "ecn_hotspot",
+        "port",
+        "leaf6:Ethernet64",
+        0,  # seen before the storm is: still its consequence, not the root
+        120,
+        cnp_receivers=[{"nic": "n8/mlx5_6", "cnp_sent_per_s": 8000}],
+    )
+    slow = m("network_bound", "job", "team-a/llm", 30, 90, hot_port="leaf6:Ethernet56")
+    gs = group([ecn, slow, storm], consequences=CONSEQUENCES, gap=GAP)
+    assert len(gs) == 1
+    g = gs[0]
+    assert g.root is storm
+    assert g.roles == {
+        storm.finding_id: "root",
+        ecn.finding_id: "consequence",
+        slow.finding_id: "consequence",
+    }
+
+
+def test_a_consequence_naming_two_causes_joins_the_one_it_overlaps_longest() -> None:
+    stall = m("nic_pcie_stall", "nic", "n3/mlx5_2", 0, 120)
+    storm = m("pfc_storm", "nic", "n8/mlx5_6", 120, 240, "critical")
+    ecn = m(
+        "ecn_hotspot",
+        "port",
+        "leaf2:Ethernet24",
+        0,
+        120,
+        cnp_receivers=[{"nic": "n8/mlx5_6"}, {"nic": "n3/mlx5_2"}],
+    )
+    gs = group([stall, storm, ecn], consequences=CONSEQUENCES, gap=GAP)
+    assert len(gs) == 2
+    assert next(g for g in gs if g.root is stall).roles[ecn.finding_id] == "consequence"
+
+
+def test_a_consequence_without_a_cause_is_its_own_incident() -> None:
+    ecn = m("ecn_hotspot", "port", "leaf2:Ethernet24", 0, 120, queues=[3])
+    other = m("gpu_throttle", "gpu", "n3/gpu1", 0, 120)
+    gs = group([ecn, other], consequences=CONSEQUENCES, gap=GAP)
+    assert sorted(g.root.kind for g in gs) == ["ecn_hotspot", "gpu_throttle"]
+
+
+def test_same_subject_different_kinds_root_is_the_longest_then_most_severe() -> None:
+    lost = m("gpu_lost", "gpu", "n4/gpu0", 0, 80, "critical")
+    xid = m("gpu_xid", "gpu", "n4/gpu0", 0, 20, "critical", first="2026-01-01 00:00:00")
+    gs = group([xid, lost], consequences=CONSEQUENCES, gap=GAP)
+    assert len(gs) == 1 and gs[0].root is lost
+    hard = m("placement_violation", "job", "team-c/rl-c", 0, 600, "critical")
+    spans = m("job_spans_su", "job", "team-c/rl-c", 0, 600)
+    gs = group([spans, hard], consequences=CONSEQUENCES, gap=GAP)
+    assert kinds(gs[0]) == ["placement_violation", "job_spans_su"]
+
+
+def test_one_placement_policy_failure_over_many_files_is_one_incident() -> None:
+    layout = ['{"idc-a": 3, "idc-b": 1}']
+    files = [
+        m(
+            "hdfs_replica_violation",
+            "file",
+            f"/ckpt/step-{i}/shard.pt",
+            10 * i,
+            10 * i + 50,
+            layouts=layout,
+        )
+        for i in range(21)
+    ]
+    odd = m("hdfs_replica_violation", "file", "/x", 0, 50, layouts=['{"idc-a": 4}'])
+    gs = group([*files, odd], consequences=CONSEQUENCES, gap=GAP)
+    assert sorted(len(g.members) for g in gs) == [1, 21]
