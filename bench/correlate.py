@@ -1,7 +1,9 @@
 """Attribution throughput: flow samples joined, as of their own time, to the pods holding their
 source and destination IPs (with lease ends honoured) and to those pods' jobs. railscope runs it
-inside the embedded ClickHouse (ASOF JOINs, `telemetry.correlate.attribution`); the baseline is a
-straightforward polars `join_asof` of the same data in the same run. Last line: one JSON object.
+inside the embedded ClickHouse (ASOF JOINs, `telemetry.correlate.attribution`); the baseline is
+polars `join_asof` of the same data in the same run, computing the same output columns (pod,
+node, job, rail, NIC, leaf port, SU, IDC, lowest common HyperNode and tier on both ends); a
+sample of flows (by source IP) is compared row for row. Last line: one JSON object.
 
     python bench/correlate.py [--sizes 1000000,3000000,10000000] [--leases 100000]
 """
@@ -25,7 +27,14 @@ from bench.results import report, timed
 from telemetry.correlate.attribution import Ancestry, attribute_window
 from telemetry.correlate.registry import Context, Window
 from telemetry.correlate.thresholds import default_thresholds
-from telemetry.records import FLOW_SAMPLE, NODE, POD, POD_IP_LEASE
+from telemetry.records import (
+    ATTRIBUTED_FLOW,
+    FLOW_SAMPLE,
+    GPU_NIC_AFFINITY,
+    NODE,
+    POD,
+    POD_IP_LEASE,
+)
 from telemetry.store import Store
 
 HOUR_MS = 3_600_000
@@ -43,6 +52,8 @@ def leases(n: int, t0: int) -> tuple[pa.Table, pa.Table]:
         "pod": np.array([f"p{i}" for i in range(n)]),
         "node": np.array([f"n{i % 2048}" for i in range(n)]),
         "primary": np.zeros(n, bool),
+        # half the leases on a rail network (Multus rdma-railN), half on the primary one
+        "network": np.array([f"rdma-rail{i % 8}" if i % 2 else "" for i in range(n)]),
         "valid_from": np.concatenate([np.full(ips, t0 - HOUR_MS), np.full(ips, half + 60_000)]),
         "valid_to": pa.array(
             np.concatenate([np.full(ips, half), np.full(ips, 0)]),
@@ -116,37 +127,153 @@ def flows(n: int, ips: int, t0: int, rng: np.random.Generator) -> pa.Table:
     )
 
 
-def polars_attribution(fl: pa.Table, ls: pa.Table, pods: pa.Table) -> pl.DataFrame:
-    f = pl.from_arrow(fl.select(["ts", "src_ip", "dst_ip", "bytes"])).sort("ts")
-    lease = pl.from_arrow(ls.select(["ip", "valid_from", "valid_to", "namespace", "pod"])).sort(
-        "valid_from"
+RAIL_RE = r"(?i)rail[-_]?(\d+)"
+
+
+def polars_attribution(
+    fl: pa.Table,
+    ls: pa.Table,
+    pods: pa.Table,
+    nodes: dict[str, tuple[str, str]],
+    anc: Ancestry,
+    nics: list[tuple[str, int, str, str]],
+) -> pl.DataFrame:
+    """The same joins and the same output columns as `attribute_sql` (ATTRIBUTED_FLOW), in
+    polars: lease as of the flow's time on each side (lease end honoured), the pod's job as of
+    then, rail from the Multus network name, SU/IDC/ancestors per node, NIC and leaf port per
+    (node, rail), lowest common HyperNode and its tier. `nodes`: node -> (su, idc); `nics`:
+    (node, rail, nic, leaf port)."""
+    f = pl.from_arrow(
+        fl.select(
+            [
+                "ts",
+                "cluster",
+                "switch",
+                "out_port",
+                "src_ip",
+                "dst_ip",
+                "dst_port",
+                "dest_qp",
+                "bytes",
+            ]
+        )
     )
-    pj = pl.from_arrow(pods.select(["namespace", "pod", "valid_from", "job"])).sort("valid_from")
+    assert isinstance(f, pl.DataFrame)
+    f = f.sort("ts").with_columns((pl.col("dst_port") == 4791).alias("rdma"))
+    lease = pl.from_arrow(
+        ls.select(["ip", "valid_from", "valid_to", "namespace", "pod", "node", "network"])
+    )
+    assert isinstance(lease, pl.DataFrame)
+    lease = lease.sort("valid_from")
+    pj = pl.from_arrow(pods.select(["namespace", "pod", "valid_from", "valid_to", "job"]))
+    assert isinstance(pj, pl.DataFrame)
+    pj = pj.sort("valid_from")
+    names = sorted(set(nodes) | set(anc.ancestors))
+    node_info = pl.DataFrame(
+        {
+            "node": names,
+            "su": [nodes.get(n, ("", ""))[0] for n in names],
+            "idc": [nodes.get(n, ("", ""))[1] for n in names],
+            "anc": [anc.ancestors.get(n, []) for n in names],
+        },
+        schema={"node": pl.String, "su": pl.String, "idc": pl.String, "anc": pl.List(pl.String)},
+    )
+    nic_info = pl.DataFrame(
+        nics,
+        schema={"node": pl.String, "rail": pl.Int64, "nic": pl.String, "leaf_port": pl.String},
+        orient="row",
+    )
 
     def side(df: pl.DataFrame, col: str, p: str) -> pl.DataFrame:
-        j = df.join_asof(
-            lease.rename({"ip": col}),
-            left_on="ts",
-            right_on="valid_from",
-            by=col,
-            strategy="backward",
-        )
+        j = df.join_asof(lease.rename({"ip": col}), left_on="ts", right_on="valid_from", by=col)
         ok = pl.col("valid_to").is_null() | (pl.col("ts") < pl.col("valid_to"))
+        rail = pl.col("network").str.extract(RAIL_RE, 1).cast(pl.Int64, strict=False).fill_null(-1)
         j = j.with_columns(
-            pl.when(ok).then(pl.col("namespace")).otherwise(pl.lit("")).alias(f"{p}_namespace"),
-            pl.when(ok).then(pl.col("pod")).otherwise(pl.lit("")).alias(f"{p}_pod"),
-        ).drop(["valid_from", "valid_to", "namespace", "pod"])
+            *(
+                pl.when(ok).then(pl.col(c)).otherwise(pl.lit("")).fill_null("").alias(f"{p}_{c}")
+                for c in ("namespace", "pod", "node")
+            ),
+            pl.when(ok).then(rail).otherwise(-1).alias(f"{p}_rail"),
+        ).drop(["valid_from", "valid_to", "namespace", "pod", "node", "network"])
         j = j.join_asof(
-            pj.rename({"namespace": f"{p}_namespace", "pod": f"{p}_pod", "job": f"{p}_job"}),
+            pj.rename({"namespace": f"{p}_namespace", "pod": f"{p}_pod"}),
             left_on="ts",
             right_on="valid_from",
             by=[f"{p}_namespace", f"{p}_pod"],
-            strategy="backward",
         )
-        return j.drop("valid_from")
+        ok = pl.col("valid_to").is_null() | (pl.col("ts") < pl.col("valid_to"))
+        j = j.with_columns(
+            pl.when(ok).then(pl.col("job")).otherwise(pl.lit("")).fill_null("").alias(f"{p}_job")
+        ).drop(["valid_from", "valid_to", "job"])
+        j = j.join(
+            node_info.rename(
+                {"node": f"{p}_node", "su": f"{p}_su", "idc": f"{p}_idc", "anc": f"{p}_anc"}
+            ),
+            on=f"{p}_node",
+            how="left",
+        )
+        j = j.join(
+            nic_info.rename(
+                {
+                    "node": f"{p}_node",
+                    "rail": f"{p}_rail",
+                    "nic": f"{p}_nic",
+                    "leaf_port": f"{p}_leaf_port",
+                }
+            ),
+            on=[f"{p}_node", f"{p}_rail"],
+            how="left",
+        )
+        return j.with_columns(
+            pl.col(f"{p}_su", f"{p}_idc", f"{p}_nic", f"{p}_leaf_port").fill_null(""),
+            pl.col(f"{p}_anc").fill_null([]),
+        )
 
-    assert isinstance(f, pl.DataFrame)
-    return side(side(f, "src_ip", "src"), "dst_ip", "dst")
+    out = side(side(f, "src_ip", "src"), "dst_ip", "dst")
+    # the lowest common HyperNode: the first of the source's ancestors (lowest tier first) that
+    # the destination also has, vectorised over the ancestor depth
+    depth = max((len(v) for v in anc.ancestors.values()), default=0)
+    cand = [pl.col("src_anc").list.get(k, null_on_oob=True) for k in range(depth)]
+    tiers = pl.DataFrame(
+        {"lca_hypernode": list(anc.tiers), "lca_tier": list(anc.tiers.values())},
+        schema={"lca_hypernode": pl.String, "lca_tier": pl.UInt8},
+    )
+    return (
+        out.with_columns(
+            pl.coalesce(
+                *(pl.when(pl.col("dst_anc").list.contains(c)).then(c) for c in cand), pl.lit("")
+            ).alias("lca_hypernode")
+        )
+        .join(tiers, on="lca_hypernode", how="left")
+        .with_columns(pl.col("lca_tier").fill_null(0))
+        .drop("src_anc", "dst_anc")
+    )
+
+
+COMPARED = [c for c in ATTRIBUTED_FLOW.columns if c != "cluster"]
+
+
+def compare(store: Store, df: pl.DataFrame, ips: list[str]) -> int:
+    """Row for row, every output column: the ClickHouse attributed rows of flows from `ips`
+    (a sample) against the polars rows of the same flows. Returns the rows compared."""
+    cols = ", ".join(f"`{c}`" for c in COMPARED)
+    ch = store.client.query_arrow(
+        f"SELECT {cols} FROM {store.table('attributed_flow')} WHERE src_ip IN {{ips:Array(String)}}",
+        parameters={"ips": ips},
+    )
+    a = pl.from_arrow(ch)
+    assert isinstance(a, pl.DataFrame)
+    b = df.filter(pl.col("src_ip").is_in(ips)).select(COMPARED)
+    a = a.with_columns(pl.col(c).cast(b.schema[c]) for c in COMPARED).sort(COMPARED)
+    b = b.sort(COMPARED)
+    assert a.height == b.height, (a.height, b.height)
+    for c in COMPARED:
+        if not a[c].equals(b[c]):
+            bad = (a[c] != b[c]).arg_true()[0]
+            raise AssertionError(
+                f"{c} differs: {a.row(bad, named=True)} vs {b.row(bad, named=True)}"
+            )
+    return a.height
 
 
 def main() -> None:
@@ -183,6 +310,28 @@ def main() -> None:
             ]
         ),
     )
+    # 8 GPUs per node, GPU g on rail g through NIC mlx5_g (no LLDP: leaf ports stay empty)
+    store.insert(
+        GPU_NIC_AFFINITY,
+        GPU_NIC_AFFINITY.to_arrow(
+            [
+                {
+                    "ts": t0 - HOUR_MS,
+                    "cluster": "b",
+                    "node": n,
+                    "gpu": g,
+                    "nic": f"mlx5_{g}",
+                    "netdev": f"eth{g}",
+                    "direct_nic": 1,
+                    "rail": g,
+                }
+                for n in nodes
+                for g in range(8)
+            ]
+        ),
+    )
+    facts = {n: (f"su{i // 32}", f"idc{i // 1024}") for i, n in enumerate(nodes)}
+    nics = [(n, g, f"mlx5_{g}", "") for n in nodes for g in range(8)]
     anc = Ancestry(
         {
             n: [f"su{i // 32}", f"pod{i // 256}", f"plane{i // 1024}", "root"]
@@ -203,10 +352,14 @@ def main() -> None:
         start = datetime.fromtimestamp(t0 / 1000, UTC)
         ctx = Context(store, Window(start, start + timedelta(hours=1)), default_thresholds(), "b")
         ch_s, counts = timed(attribute_window, ctx, anc, clock=time.perf_counter)
-        pl_s, df = timed(polars_attribution, fl, ls, pods, clock=time.perf_counter)
-        # same answer: owned-by-nobody counts agree
+        pl_s, df = timed(
+            polars_attribution, fl, ls, pods, facts, anc, nics, clock=time.perf_counter
+        )
+        # same answer: owned-by-nobody counts agree, and a sample compared row for row
         pl_unowned = int((df["src_pod"] == "").sum())
         assert counts["flows"] == n and pl_unowned == counts["src_unowned"], (counts, pl_unowned)
+        ips = df["src_ip"].unique().sort().gather_every(max(1, args.leases // 2 // 200)).to_list()
+        compared = compare(store, df, ips)
         results.append(
             {
                 "flows": n,
@@ -216,6 +369,7 @@ def main() -> None:
                 "polars_flows_per_s": round(n / pl_s),
                 "ratio_vs_polars": round(pl_s / ch_s, 3),
                 "unowned_src": pl_unowned,
+                "rows_compared": compared,
             }
         )
         print(

@@ -205,17 +205,24 @@ def node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
     return _node_facts(ctx)
 
 
-def attribute_window(ctx: Context, anc: Ancestry | None = None) -> dict[str, Any]:
-    """(Re)write the window's attributed flows. Returns counts for self-report."""
-    (had,) = ctx.rows(
-        f"SELECT count() AS n FROM {ctx.table('attributed_flow')} WHERE {ctx.where('attributed_flow')}"
-    )
+def attribute_window(
+    ctx: Context,
+    anc: Ancestry | None = None,
+    facts: tuple[dict[str, str], dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """(Re)write the window's attributed flows. Returns counts for self-report. `anc` and
+    `facts` (node_facts) are what the caller already read for this tick."""
+    (had,) = ctx.rows(f"""
+        SELECT (SELECT count() FROM {ctx.table("attributed_flow")} WHERE {ctx.where("attributed_flow")}) AS n,
+               (SELECT count() FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")}) AS flows""")
     if had["n"]:  # a re-run: replace, never add twice (new flows skip the mutation)
         ctx.command(
             f"DELETE FROM {ctx.table('attributed_flow')} WHERE {ctx.where('attributed_flow')}"
         )
+    elif not had["flows"]:  # nothing arrived: no facts to read, nothing to join
+        return {"flows": 0, "src_unowned": 0, "dst_unowned": 0}
     anc = anc if anc is not None else ancestry(ctx)
-    su, idc = _node_facts(ctx)
+    su, idc = facts if facts is not None else _node_facts(ctx)
     among = _flow_nodes(ctx)
     ctx.command(
         attribute_sql(ctx),

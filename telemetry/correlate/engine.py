@@ -24,12 +24,54 @@ from telemetry.correlate.registry import Context, Window, detectors
 from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
 from telemetry.pipeline import ComponentStats
 from telemetry.records import KINDS
-from telemetry.store import Store
+from telemetry.store import Store, time_range
 from telemetry.store.schema import LOCAL_SUFFIX
 
 log = logging.getLogger(__name__)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# Kinds a detector reads as state (as of the tick, not only inside its window): inventory with
+# valid_from/valid_to, GPU-NIC affinity and LLDP (latest before the tick). A detector needing one
+# of them may find something at any tick after their first row; the others need rows in window.
+STATE_KINDS = frozenset(
+    {k for k, v in KINDS.items() if "valid_to" in v.by_name} | {"gpu_nic_affinity", "lldp_link"}
+)
+
+
+def _ms(t: datetime) -> int:
+    return (t - EPOCH) // timedelta(milliseconds=1)
+
+
+@dataclass
+class Activity:
+    """Where the data a batch run reads lies: per sample kind the interval buckets (epoch ms //
+    interval ms) holding rows, per state kind its first row. Read once per run, so that ticks
+    whose detectors would see empty windows are not evaluated (they find nothing)."""
+
+    interval_ms: int
+    buckets: dict[str, set[int]]
+    first: dict[str, int]  # state kind -> first row (epoch ms)
+
+    def any_in(self, kind: str, lo_ms: int, hi_ms: int) -> bool:
+        """Rows of sample kind `kind` may lie in [lo_ms, hi_ms) (bucket granularity)."""
+        got = self.buckets.get(kind)
+        if not got:
+            return False
+        b_lo, b_hi = lo_ms // self.interval_ms, (hi_ms - 1) // self.interval_ms
+        if b_hi - b_lo < len(got):
+            return any(b in got for b in range(b_lo, b_hi + 1))
+        return any(b_lo <= b <= b_hi for b in got)
+
+    def active(self, kinds: tuple[str, ...], t_ms: int, lookback_ms: int) -> bool:
+        """A detector needing `kinds`, judging [t - lookback, t), may find something at t."""
+        for k in kinds:
+            if k in STATE_KINDS:
+                if k in self.first and self.first[k] < t_ms:
+                    return True
+            elif self.any_in(k, t_ms - lookback_ms, t_ms):
+                return True
+        return False
 
 
 def ticks(start: datetime, end: datetime, seconds: float) -> Iterator[datetime]:
@@ -50,6 +92,7 @@ def last_tick(t: datetime, seconds: float) -> datetime:
 @dataclass
 class RunResult:
     windows: int = 0  # evaluations (ticks)
+    skipped: int = 0  # batch ticks not evaluated: every detector's window was empty
     findings: list[Finding] = field(default_factory=list)
     failed: dict[str, str] = field(
         default_factory=dict
@@ -62,6 +105,7 @@ class RunResult:
 
     def merge(self, other: RunResult) -> None:
         self.windows += other.windows
+        self.skipped += other.skipped
         self.findings += other.findings
         self.failed.update(other.failed)
         self.cpu_seconds += other.cpu_seconds
@@ -122,7 +166,10 @@ class Correlator:
     ) -> RunResult:
         """Batch: evaluate every tick in (start, end + one interval], as a follower would have
         (the last tick judges the data up to `end`). Findings are returned once each, as last
-        written."""
+        written. Where the data lies is read once (`activity`): a tick is evaluated with only
+        the detectors whose window holds data they read, and skipped when none does and no flow
+        arrived in its interval - those detectors would find nothing, so the findings are the
+        same as evaluating every tick, and a range mostly without data costs little."""
         result = RunResult()
         ts = list(
             ticks(
@@ -131,21 +178,60 @@ class Correlator:
                 self.interval,
             )
         )
+        act = self.activity(ts[0], ts[-1]) if ts else None
         latest: dict[str, Finding] = {}
         for i, t in enumerate(ts):
-            r = self.evaluate(t)
-            for f in r.findings:
-                latest[f.finding_id] = f
-            r.findings = []
-            result.merge(r)
+            assert act is not None
+            t_ms = _ms(t)
+            names = {
+                d.name
+                for d in self.detectors
+                if act.active(d.needs, t_ms, self.lookbacks[d.name] // timedelta(milliseconds=1))
+            }
+            if not names and not act.any_in("flow_sample", t_ms - act.interval_ms, t_ms):
+                self.tracker.observe(t, [])  # closes what has not held for the hysteresis
+                result.skipped += 1
+            else:
+                r = self.evaluate(t, only=names)
+                for f in r.findings:
+                    latest[f.finding_id] = f
+                r.findings = []
+                result.merge(r)
             if progress:
                 progress(i + 1, len(ts))
         result.findings = list(latest.values())
         return result
 
-    def evaluate(self, now: datetime) -> RunResult:
+    def activity(self, first_tick: datetime, last_tick: datetime) -> Activity:
+        """Where the data the detectors read lies, for ticks first_tick..last_tick (one query
+        per kind)."""
+        step_ms = int(self.interval * 1000)
+        lo = first_tick - max(self.lookbacks.values(), default=timedelta(0))
+        act = Activity(step_ms, {}, {})
+        kinds = {k for d in self.detectors for k in d.needs} | {"flow_sample"}
+        for kind in sorted(kinds):
+            col = f"`{KINDS[kind].time_field}`"
+            where = "cluster = {c:String}"
+            if kind in STATE_KINDS:
+                r = self.store.query_rows(
+                    f"SELECT min({col}), count() FROM {self.store.table(kind)} WHERE {where}",
+                    {"c": self.cluster},
+                )
+                if r and r[0][1]:
+                    act.first[kind] = _ms(r[0][0].replace(tzinfo=UTC))
+                continue
+            rows = self.store.query_rows(
+                f"""SELECT DISTINCT intDiv(toUnixTimestamp64Milli({col}), {step_ms})
+                    FROM {self.store.table(kind)} WHERE {where} AND {time_range(kind)}""",
+                {"c": self.cluster, "ws": lo, "we": last_tick},
+            )
+            act.buckets[kind] = {int(r[0]) for r in rows}
+        return act
+
+    def evaluate(self, now: datetime, only: set[str] | None = None) -> RunResult:
         """One tick: attribute the flows that arrived since the last tick, run every detector
-        over its trailing window ending at `now`, and open/update/close findings."""
+        (or those named in `only`) over its trailing window ending at `now`, and open/update/
+        close findings."""
         cpu = time.process_time()
         result = RunResult(windows=1)
         nonempty = self._nonempty_kinds()
@@ -159,8 +245,8 @@ class Correlator:
         )
         found: list[Finding] = []
         for d in self.detectors:
-            if not set(d.needs) & nonempty:
-                continue  # nothing of that kind stored: a quiet outcome
+            if not set(d.needs) & nonempty or (only is not None and d.name not in only):
+                continue  # nothing of that kind stored (or in its window): a quiet outcome
             w = Window(now - self.lookbacks[d.name], now)
             ctx = Context(self.store, w, self.thresholds, self.cluster, dict(shared))
             st = self.stats[d.name]
@@ -213,7 +299,9 @@ class Correlator:
             t = time.perf_counter()
             actx = Context(self.store, Window(lo, now), self.thresholds, self.cluster, shared)
             try:
-                counts = attribute_window(actx, anc)
+                # the tick's node facts are the attribution's when both read the same window
+                same = lo == ctx.window.start
+                counts = attribute_window(actx, anc, (su, idc) if same else None)
             except Exception as e:
                 st.error(type(e).__name__)
                 result.fail("attribution", actx.window, e)

@@ -381,3 +381,23 @@ def test_flows_carry_rail_nic_and_leaf_port_of_both_ends(store: Store) -> None:
         (1, "mlx5_1", "leaf-n1-r1:Ethernet8", 1, "mlx5_1", "leaf-n3-r1:Ethernet8"),
         (1, "mlx5_1", "leaf-n1-r1:Ethernet8", -1, "", ""),
     ]
+
+
+def test_polars_baseline_equals_clickhouse_row_for_row() -> None:
+    """bench/correlate.py's polars baseline computes every attributed column ClickHouse does
+    (pod, node, job, rail, NIC, leaf port, SU, IDC, LCA and tier on both ends): on a small case
+    the bench compares a sample of flows row for row and fails on any difference."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[3] / "bench" / "correlate.py"
+    out = subprocess.run(
+        [sys.executable, str(bench), "--sizes", "20000", "--leases", "2000"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    (size,) = json.loads(out.stdout.strip().splitlines()[-1])["sizes"]
+    assert size["flows"] == 20000 and size["rows_compared"] > 1000, size
