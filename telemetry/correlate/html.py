@@ -12,7 +12,7 @@ from typing import Any
 
 from telemetry.correlate import findings as fstore
 from telemetry.correlate import incidents as istore
-from telemetry.correlate.report import JobReport
+from telemetry.correlate.report import JobReport, collective_lines
 from telemetry.store import Store, time_range
 
 SEVERITY_COLOR = {"critical": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
@@ -236,6 +236,13 @@ def render_html(
         body += [
             f"<h2>Job {_e(rep.namespace)}/{_e(rep.job)}</h2>",
             f"<p>{_e(rep.verdict)}</p>",
+            *(
+                ["<h3>Collective bandwidth (NCCL Inspector)</h3><ul>"]
+                + [f"<li>{_e(c)}</li>" for c in collective_lines(rep)]
+                + ["</ul>"]
+                if rep.collectives
+                else []
+            ),
             path_svg(rep),
             "<table><tr><th>rank</th><th>score</th><th>layer</th><th>hop</th><th>evidence for</th><th>against</th></tr>",
         ]

@@ -40,6 +40,9 @@ class JobReport:
     findings: list[dict[str, Any]]
     bytes_sent: int
     verdict: str
+    # NCCL Inspector: bus bandwidth per collective and message size, this window vs the baseline
+    # before it (collective.baseline_seconds); empty when the job's ranks write no Inspector dumps
+    collectives: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -148,7 +151,54 @@ def job_report(
         if top and top.score >= 0.5
         else "no hop on the path looks saturated or impaired"
     )
-    return JobReport(ns, name, start, end, pods, hops, related, int(sent), verdict)
+    return JobReport(
+        ns, name, start, end, pods, hops, related, int(sent), verdict, _collectives(ctx, ns, name)
+    )
+
+
+def _collectives(ctx: Context, ns: str, job: str) -> list[dict[str, Any]]:
+    """What the job's collectives felt: the median bus bandwidth of each (collective, message
+    size) in the window and in the baseline before it, and the change; largest drop first."""
+    base_s = float(ctx.t("collective.baseline_seconds"))
+    rows = ctx.rows(
+        f"""
+        SELECT collective, msg_size_bucket AS size,
+               quantileExactIf(0.5)(bus_bandwidth_gbs, ts >= {{ws:DateTime64(3, 'UTC')}}) AS now_gbs,
+               quantileExactIf(0.5)(bus_bandwidth_gbs, ts < {{ws:DateTime64(3, 'UTC')}}) AS base_gbs,
+               countIf(ts >= {{ws:DateTime64(3, 'UTC')}}) AS n
+        FROM {ctx.table("collective_sample")}
+        WHERE cluster = {{cluster:String}} AND namespace = {{ns:String}} AND job = {{job:String}}
+          AND ts >= {{ws:DateTime64(3, 'UTC')}} - toIntervalMillisecond({{base_ms:Int64}})
+          AND ts < {{we:DateTime64(3, 'UTC')}}
+        GROUP BY collective, size HAVING n > 0""",
+        {"ns": ns, "job": job, "base_ms": int(base_s * 1000)},
+    )
+    out = []
+    for r in rows:
+        now, base = float(r["now_gbs"]), float(r["base_gbs"] or 0.0)
+        change = (now - base) / base if base > 0 else None
+        out.append(
+            {
+                "collective": r["collective"],
+                "msg_size": r["size"],
+                "bus_bandwidth_gbs": round(now, 2),
+                "baseline_gbs": round(base, 2) if base > 0 else None,
+                "change_ratio": round(change, 3) if change is not None else None,
+                "samples": int(r["n"]),
+            }
+        )
+    return sorted(out, key=lambda c: c["change_ratio"] if c["change_ratio"] is not None else 0.0)
+
+
+def collective_lines(rep: JobReport) -> list[str]:
+    """One sentence per collective and size, for the text and HTML reports."""
+    out = []
+    for c in rep.collectives:
+        line = f"{c['collective']} {c['msg_size']}: bus bandwidth {c['bus_bandwidth_gbs']:.2f} GB/s"
+        if c["change_ratio"] is not None:
+            line += f" ({c['change_ratio']:+.0%} vs {c['baseline_gbs']:.2f} GB/s before)"
+        out.append(line + f", {c['samples']} samples")
+    return out
 
 
 def _gpu_hops(ctx: Context, nodes: list[str]) -> list[Hop]:
@@ -309,9 +359,12 @@ def render_text(rep: JobReport) -> str:
         f"job {rep.namespace}/{rep.job}  {rep.start:%Y-%m-%d %H:%M}Z .. {rep.end:%Y-%m-%d %H:%M}Z",
         f"  pods: {len(rep.pods)} on {len({p['node'] for p in rep.pods})} node(s); sent {rep.bytes_sent / 1e9:.2f} GB (sampled flows)",
         f"  {rep.verdict}",
-        "",
-        "  rank  score  layer        hop                                   evidence",
     ]
+    if rep.collectives:  # what the job felt, above the hops that may explain it
+        lines += ["", "  collectives (NCCL Inspector):"] + [
+            f"    {c}" for c in collective_lines(rep)
+        ]
+    lines += ["", "  rank  score  layer        hop                                   evidence"]
     for i, h in enumerate(rep.hops[:25], 1):
         ev = "; ".join(h.evidence_for[:2]) or (
             "(against) " + "; ".join(h.evidence_against[:1]) if h.evidence_against else ""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from telemetry.correlate import findings as fstore
 from telemetry.correlate.engine import Correlator
-from telemetry.correlate.report import job_report
+from telemetry.correlate.report import job_report, render_text
 from telemetry.sim import build, load_scenario
 from telemetry.sim.collectives import comm_id
 from telemetry.sim.engine import Simulation
@@ -55,6 +55,14 @@ def test_ecmp_collision_slows_collectives_and_ranks_first_in_the_job_report(
     rep = job_report(store, "team-c/rl-c", t0, t0 + timedelta(minutes=2))
     top = next(h for h in rep.hops if h.evidence_for)
     assert (top.layer, top.name) == ("fabric_port", ecmp.subject)
+    # ... above the hops, what the job felt: its AllReduce bandwidth fell against the minutes
+    # before the collision (the simulator slows the job's pace by the collided uplink's share)
+    (coll,) = rep.collectives
+    assert coll["collective"] == "AllReduce" and coll["samples"] > 0
+    assert coll["change_ratio"] is not None and coll["change_ratio"] < -0.2, coll
+    text = render_text(rep)
+    assert text.index("collectives (NCCL Inspector)") < text.index("rank  score")
+    assert f"{coll['change_ratio']:+.0%}" in text
     # ... and so does its collective_slowdown finding
     (f,) = [
         f
