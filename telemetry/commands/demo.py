@@ -152,7 +152,7 @@ def _correlate(sim: Any, cfg: Any, store: Any, con: Any) -> bool:
     """Run the correlation engine over the simulated window when it is built; score its findings."""
     from datetime import UTC, datetime
 
-    from telemetry.sim.score import read_findings, render, score
+    from telemetry.sim.score import read_findings, read_incidents, render, score, score_incidents
 
     try:
         from telemetry.correlate.engine import Correlator
@@ -176,8 +176,9 @@ def _correlate(sim: Any, cfg: Any, store: Any, con: Any) -> bool:
         + (f"; detectors failed: {', '.join(sorted(res.failed))}" if res.failed else "")
     )
     truth = sim.ground_truth()
-    con.print(
-        render(score(truth, read_findings(store, cfg.cluster, sim.start_ms, sim.end_ms)), truth),
-        markup=False,
-    )
+    result = score(truth, read_findings(store, cfg.cluster, sim.start_ms, sim.end_ms))
+    # what a person is paged for: the incidents, scored by their root finding
+    roots = read_incidents(store, cfg.cluster, sim.start_ms, sim.end_ms)
+    result.incidents = score_incidents(truth, roots)
+    con.print(render(result, truth), markup=False)
     return True

@@ -402,10 +402,14 @@ def impact(store: Store, cluster: str, g: Group) -> Impact:
 
 def consequence_kinds() -> set[str]:
     """The finding kinds that describe an effect, not a cause: finding_map.yaml's list (the one
-    the scorer reads)."""
+    the scorer reads), and the kinds scored on their own whose truth is always caused by another
+    fault (a job's collectives slowed by a collision on its path, a rank behind a throttled GPU):
+    they join their cause's incident."""
+    from telemetry.sim.faults import CONSEQUENCE_FAULT_KINDS
     from telemetry.sim.score import load_finding_map
 
-    return load_finding_map()[1]
+    mapping, consequences = load_finding_map()
+    return consequences | {k for k, v in mapping.items() if v in CONSEQUENCE_FAULT_KINDS}
 
 
 class IncidentTracker:

@@ -155,8 +155,13 @@ def score_incidents(
     """Incident-level precision and recall, and incidents per fault (see IncidentScore)."""
     if mapping is None or consequences is None:
         mapping, consequences = load_finding_map()
+    # derived truth (a slowdown caused by a collision) is paged for as part of its cause's
+    # incident: such kinds are effects here, and only root faults are counted
+    derived = {k for k, v in mapping.items() if v in CONSEQUENCE_FAULT_KINDS}
+    consequences = consequences | derived
+    faults = [g for g in truth.faults if g.kind not in CONSEQUENCE_FAULT_KINDS]
     tol = int(tolerance_s * 1000)
-    out = IncidentScore(faults=len(truth.faults))
+    out = IncidentScore(faults=len(faults))
     hit: set[str] = set()
     for r in roots:
         if r.kind in consequences:
@@ -167,7 +172,7 @@ def score_incidents(
         subj = _norm(r.subject)
         match = [
             g
-            for g in truth.faults
+            for g in faults
             if (g.kind == fk or fk in g.implied_kinds)
             and _overlaps(r, g, tol)
             and subj in {_norm(x) for x in g.subjects}
@@ -177,8 +182,8 @@ def score_incidents(
             hit.update(g.id for g in match)
         else:
             out.false.append(f"{r.kind} {r.subject}")
-    out.detected = sum(1 for g in truth.faults if g.id in hit)
-    out.missed = [f"{g.kind} {g.subject}" for g in truth.faults if g.id not in hit]
+    out.detected = sum(1 for g in faults if g.id in hit)
+    out.missed = [f"{g.kind} {g.subject}" for g in faults if g.id not in hit]
     return out
 
 
