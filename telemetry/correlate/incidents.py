@@ -22,6 +22,7 @@ from typing import Any
 
 from telemetry.records import FINDING, INCIDENT, INCIDENT_FINDING
 from telemetry.store import Store
+from telemetry.unionfind import DisjointSets
 
 log = logging.getLogger(__name__)
 
@@ -170,21 +171,14 @@ def _root_key(m: Member, consequences: set[str]) -> tuple[Any, ...]:
 
 
 def _components(items: list[Member], linked: Any) -> list[list[Member]]:
-    parent = list(range(len(items)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+    sets = DisjointSets(len(items))
     for i in range(len(items)):
         for j in range(i + 1, len(items)):
             if linked(items[i], items[j]):
-                parent[find(i)] = find(j)
+                sets.union(i, j)
     out: dict[int, list[Member]] = {}
     for i, m in enumerate(items):
-        out.setdefault(find(i), []).append(m)
+        out.setdefault(sets.find(i), []).append(m)
     return list(out.values())
 
 

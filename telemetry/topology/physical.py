@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from telemetry.topology.hypernodes import HyperNodeSpec, HyperNodeTree, Member
+from telemetry.unionfind import DisjointSets
 
 DEFAULT_TIER_NAMES = ("leaf", "spine", "superspine")
 # Host sources: a device that reports neighbours through one of these is a server.
@@ -330,14 +331,7 @@ class Fabric:
                     if nb not in comp and 1 <= self.level.get(nb, 0) <= layer:
                         comp[nb] = cid
                         stack.append(nb)
-        parent = list(range(len(su)))
-
-        def find(i: int) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
+        sets = DisjointSets(len(su))
         first: dict[int, int] = {}
         for i, g in enumerate(su):
             for leaf in g.switches:
@@ -345,10 +339,10 @@ class Fabric:
                 if c is None:
                     continue
                 if c in first:
-                    parent[find(i)] = find(first[c])
+                    sets.union(i, first[c])
                 else:
                     first[c] = i
-        return {n: find(i) for i, g in enumerate(su) for n in g.nodes}
+        return {n: sets.find(i) for i, g in enumerate(su) for n in g.nodes}
 
     def _reach(self, groups: Sequence[Group], layer: int) -> set[str]:
         """Switches of level <= `layer` reachable from these groups' switches within that level."""
