@@ -1,5 +1,9 @@
-"""`railscope incidents`: findings grouped by root cause, from the store (written by the
-correlation engine after each evaluation; docs/incidents.md)."""
+"""list incidents: findings grouped by root cause
+
+One line per incident: its root finding (the cause), severity (the highest of its findings, raised
+one step when it touches several jobs or tenants), state, span and impact. Incidents are kept up
+to date by `railscope correlate` / `serve` after each evaluation (docs/incidents.md).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,13 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from telemetry.commands.common import add_store_args, config_from_args, open_store, prometheus_text
+from telemetry.commands.common import (
+    add_command,
+    add_store_args,
+    config_from_args,
+    open_store,
+    prometheus_text,
+)
 from telemetry.times import parse_time
 
 # the JSON keys every line carries (issue 19's contract), then the rest
@@ -27,14 +37,7 @@ JSON_KEYS = (
 
 
 def register(sub: Any) -> list[str]:
-    p = sub.add_parser(
-        "incidents",
-        help="list incidents: findings grouped by root cause",
-        description="One line per incident: its root finding (the cause), severity (the highest of "
-        "its findings, raised one step when it touches several jobs or tenants), state, span and "
-        "impact. Incidents are kept up to date by `railscope correlate` / `serve` after each "
-        "evaluation.",
-    )
+    p = add_command(sub, "incidents", __doc__)
     p.add_argument("--open", action="store_true", help="only incidents still open")
     p.add_argument("--since", help="last seen after: ISO time or duration ago (e.g. 2h)")
     p.add_argument("--limit", type=int, default=200)

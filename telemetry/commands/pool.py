@@ -1,6 +1,10 @@
-"""`railscope pool`: GPU pool accounting per interval — total, allocatable, allocated, busy,
-idle-allocated and free GPUs, for the whole pool or by tenant, queue, priority, provisioning type,
-GPU model or HyperNode; quota beside allocation per queue; GPU-hours over the range."""
+"""GPU pool accounting: allocated, busy, idle-allocated and free GPUs per interval
+
+Per interval (--step): GPUs total/allocatable (nodes), allocated (Running pods' nvidia.com/gpu
+requests), busy (mean utilization >= pool.busy_utilization_floor), idle-allocated and free, for
+the whole pool or --by tenant, queue, priority, provisioning type, GPU model or HyperNode; per
+queue its deserved/guarantee/capability; GPU-hours over the range. Definitions: docs/pool.md.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from telemetry.commands.common import add_store_args, config_from_args, open_store
+from telemetry.commands.common import add_command, add_store_args, config_from_args, open_store
 from telemetry.commands.correlate import add_range_args, time_range
 from telemetry.errors import UserError
 
@@ -16,14 +20,7 @@ from telemetry.errors import UserError
 def register(sub: Any) -> list[str]:
     from telemetry.pool import DIMENSIONS
 
-    p = sub.add_parser(
-        "pool",
-        help="GPU pool accounting: allocated, busy, idle-allocated and free GPUs per interval",
-        description="Per interval (--step): GPUs total/allocatable (nodes), allocated (Running pods' "
-        "nvidia.com/gpu requests), busy (mean utilization >= pool.busy_utilization_floor), "
-        "idle-allocated and free; --by groups them; per queue its deserved/guarantee/capability. "
-        "Definitions: docs/pool.md.",
-    )
+    p = add_command(sub, "pool", __doc__)
     p.add_argument("--by", choices=DIMENSIONS, help="group by (default: the whole pool)")
     add_range_args(p)
     p.add_argument(
