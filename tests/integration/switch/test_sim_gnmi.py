@@ -62,26 +62,17 @@ def test_sim_score_over_gnmi_equals_the_fast_path(store: Store, tmp_path: Path) 
     finally:
         store.client.command(f"DROP DATABASE IF EXISTS `{other.database}`")
     assert n[0] > 0 and n[0] == n[1]
-    # One difference is inherent to reading counters over gNMI: SONiC telemetry has no RATES path,
-    # so a port's rate needs two samples and the first step has none. small's natural ECMP
-    # collision (origin=workload) is hot (>= ecmp.min_hot_utilization) in steps 0-5 only, i.e.
-    # exactly ecmp.min_seconds (60 s) on the fast path and 50 s over gNMI: not a finding there.
+    # Reading counters over gNMI has one inherent difference: SONiC telemetry has no RATES path,
+    # so a port's rate needs two samples and the first step has none. small's collisions stay hot
+    # well past ecmp.min_seconds, so every fault kind scores the same through both paths.
     fk = {k["kind"]: k for k in fast["kinds"]}
     gk = {k["kind"]: k for k in over_gnmi["kinds"]}
     assert set(gk) == set(fk) and over_gnmi["findings_total"] > 0
     for kind, k in fk.items():
-        if kind == "ecmp_collision":
-            g = gk[kind]
-            assert (g["faults"], g["detected"], g["findings"]) == (
-                k["faults"],
-                k["detected"] - 1,
-                k["findings"] - 1,
-            ), (g, k)
-            assert (g["precision"], g["localization"]) == (1.0, 1.0), g
-            continue
         assert gk[kind] == k, (kind, gk[kind], k)
         assert (k["precision"], k["recall"], k["localization"]) == (1.0, 1.0, 1.0), k
-    assert over_gnmi["findings_total"] == fast["findings_total"] - 1
+    # consequence findings judged on rates (ecn hotspots) may start one step later over gNMI
+    assert fast["findings_total"] - 2 <= over_gnmi["findings_total"] <= fast["findings_total"]
 
 
 def test_a_step_over_gnmi_equals_the_dump(tmp_path: Path) -> None:
