@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+if TYPE_CHECKING:  # polars is loaded by the functions that build frames: `railscope node` imports
+    import polars as pl  # this module's names (the pool command's choices) and must stay light
 
 from telemetry.records import (
     GPU_SAMPLE,
@@ -309,6 +310,8 @@ def accounting_polars(
     (namespace, pod, node, phase, gpu_requests, valid_from, valid_to); `samples`: GPU samples
     (ts, node, gpu, namespace, pod, utilization_ratio); `key`: (namespace, pod, key), default one
     key '' for all. Returns (interval_start, key, allocated_gpus, busy_gpus, idle_allocated_gpus)."""
+    import polars as pl
+
     rng = Range.of(start, end, step_s)
     s_ms = int(start.timestamp() * 1000)
     buckets = pl.DataFrame({"bi": range(rng.intervals)}).with_columns(
