@@ -127,13 +127,14 @@ def test_panels_show_the_injected_faults(sim: dict[str, Any]) -> None:
     assert job[:2] == ("team-a", "llm-a") and job[4] == "soft"
     sus = _query(sim, "job", "Pods per scalable unit and IDC", ALL_VARS)
     assert len(sus) == 2 and sum(r[2] for r in sus) == 24
-    # the ECMP collision: the hottest uplink member of the table is the collided port
-    collided = next(f for f in truth.faults if f.kind == "ecmp_collision")
+    # the ECMP collisions: the hottest uplink member of the table is a collided port (small has
+    # the injected collision and the collisions its workload makes on its own)
+    collided = {f.subject for f in truth.faults if f.kind == "ecmp_collision"}
     spread = _query(
         sim, "fabric", "ECMP member spread: leaf uplinks to spines (from LLDP)", ALL_VARS
     )
     top = spread[0]
-    assert f"{top[0]}:{top[4]}" == collided.subject and top[2] > 1.3
+    assert f"{top[0]}:{top[4]}" in collided and top[2] > 1.3
     # cross-tenant RDMA: the injected flow shows between two different tenants
     pairs = _query(sim, "placement", "Traffic between tenants (RDMA)", ALL_VARS)
     assert pairs and all(a != b for a, b, *_ in pairs)
