@@ -399,11 +399,9 @@ def consequence_kinds() -> set[str]:
     the scorer reads), and the kinds scored on their own whose truth is always caused by another
     fault (a job's collectives slowed by a collision on its path, a rank behind a throttled GPU):
     they join their cause's incident."""
-    from telemetry.sim.faults import CONSEQUENCE_FAULT_KINDS
-    from telemetry.sim.score import load_finding_map
+    from telemetry.sim.score import incident_effects, load_finding_map
 
-    mapping, consequences = load_finding_map()
-    return consequences | {k for k, v in mapping.items() if v in CONSEQUENCE_FAULT_KINDS}
+    return incident_effects(*load_finding_map())
 
 
 class IncidentTracker:

@@ -122,6 +122,13 @@ def load_finding_map(path: str | Path = FINDING_MAP_FILE) -> tuple[dict[str, str
     return mapping, set(d.get("consequences") or [])
 
 
+def incident_effects(mapping: dict[str, str], consequences: set[str]) -> set[str]:
+    """The finding kinds that join their cause's incident: the map's consequences, and the kinds
+    scored on their own whose truth is always caused by another fault (a job's collectives slowed
+    by a collision on its path, a rank behind a throttled GPU)."""
+    return consequences | {k for k, v in mapping.items() if v in CONSEQUENCE_FAULT_KINDS}
+
+
 def read_findings(store: Any, cluster: str, start_ms: int, end_ms: int) -> list[Finding]:
     # a finding that persisted stands for its whole span, first_seen .. last_seen
     rows = store.query_rows(
@@ -157,8 +164,7 @@ def score_incidents(
         mapping, consequences = load_finding_map()
     # derived truth (a slowdown caused by a collision) is paged for as part of its cause's
     # incident: such kinds are effects here, and only root faults are counted
-    derived = {k for k, v in mapping.items() if v in CONSEQUENCE_FAULT_KINDS}
-    consequences = consequences | derived
+    consequences = incident_effects(mapping, consequences)
     faults = [g for g in truth.faults if g.kind not in CONSEQUENCE_FAULT_KINDS]
     tol = int(tolerance_s * 1000)
     out = IncidentScore(faults=len(faults))
