@@ -22,7 +22,7 @@ from telemetry.commands.common import (
     add_listen_arg,
     add_range_args,
     add_store_args,
-    prometheus_text,
+    state_gauges,
     store_from_args,
 )
 from telemetry.errors import UserError
@@ -144,36 +144,18 @@ def run_findings(args: argparse.Namespace) -> int:
 def findings_prometheus(rows: list[dict[str, Any]]) -> str:
     """railscope_finding_active{kind,severity,subject_type,subject}=1 per current finding, and a
     count per kind/severity: what the alert rules select on."""
-    from prometheus_client.core import GaugeMetricFamily
-
-    active = GaugeMetricFamily(
-        "railscope_finding_active",
-        "A finding, 1 while it is current.",
-        labels=["cluster", "kind", "category", "severity", "subject_type", "subject"],
+    fields = ["cluster", "kind", "category", "severity", "subject_type", "subject"]
+    return state_gauges(
+        rows,
+        ("railscope_finding_active", "A finding, 1 while it is current.", fields),
+        lambda r: [[r[f] for f in fields]],
+        (
+            "railscope_findings",
+            "Current findings per kind and severity.",
+            ["cluster", "kind", "severity"],
+        ),
+        lambda r: (r["cluster"], r["kind"], r["severity"]),
     )
-    count = GaugeMetricFamily(
-        "railscope_findings",
-        "Current findings per kind and severity.",
-        labels=["cluster", "kind", "severity"],
-    )
-    per: dict[tuple[str, str, str], int] = {}
-    for r in rows:
-        active.add_metric(
-            [
-                r["cluster"],
-                r["kind"],
-                r["category"],
-                r["severity"],
-                r["subject_type"],
-                r["subject"],
-            ],
-            1,
-        )
-        key = (r["cluster"], r["kind"], r["severity"])
-        per[key] = per.get(key, 0) + 1
-    for key, n in sorted(per.items()):
-        count.add_metric(list(key), n)
-    return prometheus_text(active, count)
 
 
 class FindingsCollector:

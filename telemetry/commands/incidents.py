@@ -17,7 +17,7 @@ from telemetry.commands.common import (
     add_store_args,
     config_from_args,
     open_store,
-    prometheus_text,
+    state_gauges,
 )
 from telemetry.times import parse_time
 
@@ -115,35 +115,23 @@ def run(args: argparse.Namespace) -> int:
 def incidents_prometheus(rows: list[dict[str, Any]]) -> str:
     """railscope_incident_open{cluster,incident,kind,subject,severity,tenant}=1 per open incident
     (one series per tenant it touches; tenant="" when none) and a count per severity and state."""
-    from prometheus_client.core import GaugeMetricFamily
-
-    open_ = GaugeMetricFamily(
-        "railscope_incident_open",
-        "An open incident (root cause), 1 while open.",
-        labels=["cluster", "incident", "kind", "subject", "severity", "tenant"],
+    fields = ["cluster", "incident_id", "root_kind", "root_subject", "severity"]
+    return state_gauges(
+        rows,
+        (
+            "railscope_incident_open",
+            "An open incident (root cause), 1 while open.",
+            ["cluster", "incident", "kind", "subject", "severity", "tenant"],
+        ),
+        lambda r: (
+            [[*(r[f] for f in fields), t] for t in r["tenants"] or [""]]
+            if r["state"] == "open"
+            else []
+        ),
+        (
+            "railscope_incidents",
+            "Incidents per severity and state.",
+            ["cluster", "severity", "state"],
+        ),
+        lambda r: (r["cluster"], r["severity"], r["state"]),
     )
-    count = GaugeMetricFamily(
-        "railscope_incidents",
-        "Incidents per severity and state.",
-        labels=["cluster", "severity", "state"],
-    )
-    per: dict[tuple[str, str, str], int] = {}
-    for r in rows:
-        if r["state"] == "open":
-            for tenant in r["tenants"] or [""]:
-                open_.add_metric(
-                    [
-                        r["cluster"],
-                        r["incident_id"],
-                        r["root_kind"],
-                        r["root_subject"],
-                        r["severity"],
-                        tenant,
-                    ],
-                    1,
-                )
-        key = (r["cluster"], r["severity"], r["state"])
-        per[key] = per.get(key, 0) + 1
-    for key, n in sorted(per.items()):
-        count.add_metric(list(key), n)
-    return prometheus_text(open_, count)
