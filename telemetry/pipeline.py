@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import pyarrow as pa
@@ -159,9 +160,15 @@ class BaseSource:
     reasons: ClassVar[tuple[str, ...]] = ()
     interval_seconds: float = 10.0  # set by telemetry.registry.build_source from the config
 
-    def __init__(self) -> None:
+    def __init__(self, config: Any = None, from_path: str | None = None) -> None:
+        """`config`: the source's section (its `Config` model; the defaults when None);
+        `from_path`: --from FILE|DIR, replay instead of live (None)."""
         from telemetry.problems import Problems
 
+        model = getattr(self, "Config", None)
+        if model is not None:
+            self.cfg = config if config is not None else model()
+        self.from_path = Path(from_path) if from_path else None
         self.stats = ComponentStats(f"source:{self.name}", unit=self.unit)
         self.problems = Problems(
             self.stats, self.name, self.reasons, logger=logging.getLogger(type(self).__module__)

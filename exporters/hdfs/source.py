@@ -76,6 +76,7 @@ class HdfsSource(BaseSource):
     unit = "entries"  # each /jmx document, clienttrace log line and fsck/WebHDFS block read
     reasons = REASONS
     Config = HdfsConfig
+    cfg: HdfsConfig
 
     def __init__(
         self,
@@ -87,9 +88,7 @@ class HdfsSource(BaseSource):
         clock: Any = time.time,
         offsets: clienttrace.TailOffsets | None = None,
     ) -> None:
-        super().__init__()
-        self.cfg = config or HdfsConfig()
-        self.from_path = Path(from_path) if from_path else None
+        super().__init__(config, from_path)
         self.hdfs_path = hdfs_path
         self.datanode = datanode
         self.clock = clock

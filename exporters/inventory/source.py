@@ -45,6 +45,7 @@ class InventorySource(BaseSource):
     unit = "objects"  # Kubernetes objects listed, watched or loaded from a dump
     reasons = ("malformed_object", "connection", *API_REASONS)
     Config = InventoryConfig
+    cfg: InventoryConfig
     config_flags: ClassVar[ConfigFlags] = {
         "--kubeconfig": ("kubeconfig", "FILE"),
         "--context": ("context", None),
@@ -61,11 +62,9 @@ class InventorySource(BaseSource):
         cluster: str = "default",
         clock: Any = _now_ms,
     ) -> None:
-        super().__init__()
+        super().__init__(config, from_path)
         from exporters.inventory.state import InventoryState
 
-        self.cfg = config or InventoryConfig()
-        self.from_path = from_path
         self.once = once
         self.store = store  # seeds open facts so a restart does not repeat history
         self.cluster = cluster
@@ -161,7 +160,7 @@ class InventorySource(BaseSource):
     def _load_dump(self) -> None:
         from exporters.inventory.objects import load_dump
 
-        objs = load_dump(self.from_path)  # type: ignore[arg-type]
+        objs = load_dump(self.from_path) if self.from_path else []
         self.stats.received += len(objs)
         with self.lock:
             self.state.apply_dump(objs)

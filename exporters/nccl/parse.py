@@ -32,6 +32,7 @@ REASONS = (
 MAX_LINE_BYTES = 1 << 20
 _U32 = (1 << 32) - 1
 _U64 = (1 << 64) - 1
+_NUMBER = frozenset({int, float})  # a JSON number (bool excluded: type(True) is bool)
 
 COLUMNS = (
     "ts",  # ms since the epoch (dump_timestamp_us / 1000)
@@ -178,30 +179,15 @@ def parse_json_lines(lines: Iterable[str | bytes], rows: Rows | None = None) -> 
             src = p.get("coll_timing_source", "")
             if not (
                 v in versions
-                and type(ts) is int
-                and 0 <= ts <= _U64
-                and type(pid) is int
-                and 0 <= pid <= _U32
-                and type(rank) is int
-                and 0 <= rank <= _U32
-                and type(nr) is int
-                and 0 <= nr <= _U32
-                and type(nn) is int
-                and 0 <= nn <= _U32
-                and type(sn) is int
-                and 0 <= sn <= _U64
-                and type(size) is int
-                and 0 <= size <= _U64
-                and type(host) is str
-                and type(cid) is str
-                and type(coll) is str
-                and type(src) is str
-                and (type(us) is float or type(us) is int)
-                and 0 <= us < inf
-                and (type(algo) is float or type(algo) is int)
-                and 0 <= algo < inf
-                and (type(bus) is float or type(bus) is int)
-                and 0 <= bus < inf
+                and type(ts) is type(sn) is type(size) is type(pid) is type(rank) is int
+                and type(nr) is type(nn) is int
+                and type(host) is type(cid) is type(coll) is type(src) is str
+                and type(us) in _NUMBER
+                and type(algo) in _NUMBER
+                and type(bus) in _NUMBER
+                and (0 <= ts <= _U64 and 0 <= sn <= _U64 and 0 <= size <= _U64)
+                and (0 <= pid <= _U32 and 0 <= rank <= _U32 and 0 <= nr <= _U32 and 0 <= nn <= _U32)
+                and (0 <= us < inf and 0 <= algo < inf and 0 <= bus < inf)  # NaN fails
             ):
                 raise ValueError
         except Exception:  # the slow path names what is wrong (or skips a blank line)

@@ -57,6 +57,7 @@ class NcclSource(BaseSource):
     unit = "entries"  # JSON lines and Prom textfile samples read
     reasons = REASONS
     Config = NcclConfig
+    cfg: NcclConfig
 
     def __init__(
         self,
@@ -66,9 +67,7 @@ class NcclSource(BaseSource):
         offsets: TailOffsets | None = None,
         cluster: str = "",
     ) -> None:
-        super().__init__()
-        self.cfg = config or NcclConfig()
-        self.from_path = Path(from_path) if from_path else None
+        super().__init__(config, from_path)
         self.cluster = cluster
         self.node_name = self.cfg.node_name or os.environ.get("NODE_NAME") or socket.gethostname()
         self.attributor = Attributor(self.cfg.proc_root)

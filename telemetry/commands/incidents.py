@@ -21,7 +21,9 @@ from telemetry.commands.common import (
 )
 from telemetry.times import parse_time
 
-# the JSON keys every line carries (issue 19's contract), then the rest
+# JSON key -> the stored incident's column: the keys every line carries (issue 19's contract)
+# first, then the rest
+_COLUMNS = {"id": "incident_id", "findings": "finding_ids"}
 JSON_KEYS = (
     "id",
     "root_kind",
@@ -34,6 +36,16 @@ JSON_KEYS = (
     "jobs",
     "tenants",
 )
+EXTRA_KEYS = (
+    "cluster",
+    "root_subject_type",
+    "root_finding_id",
+    "kinds",
+    "gpus",
+    "gpu_hours",
+    "summary",
+)
+_TIMES = ("first_seen", "last_seen")
 
 
 def register(sub: Any) -> list[str]:
@@ -54,27 +66,9 @@ def register(sub: Any) -> list[str]:
 
 def to_json(r: dict[str, Any]) -> dict[str, Any]:
     """A stored incident (incidents.read) as one JSON object: JSON_KEYS first."""
-    out = {
-        "id": r["incident_id"],
-        "root_kind": r["root_kind"],
-        "root_subject": r["root_subject"],
-        "severity": r["severity"],
-        "state": r["state"],
-        "first_seen": _iso(r["first_seen"]),
-        "last_seen": _iso(r["last_seen"]),
-        "findings": r["finding_ids"],
-        "jobs": r["jobs"],
-        "tenants": r["tenants"],
-    }
-    out.update(
-        cluster=r["cluster"],
-        root_subject_type=r["root_subject_type"],
-        root_finding_id=r["root_finding_id"],
-        kinds=r["kinds"],
-        gpus=r["gpus"],
-        gpu_hours=r["gpu_hours"],
-        summary=r["summary"],
-    )
+    out = {k: r[_COLUMNS.get(k, k)] for k in (*JSON_KEYS, *EXTRA_KEYS)}
+    for k in _TIMES:
+        out[k] = _iso(out[k])
     return out
 
 

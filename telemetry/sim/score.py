@@ -29,8 +29,30 @@ class Finding:
     end_ms: int
 
 
+class Rate:
+    """A score's rate: one of its counts over another, None when the denominator is 0."""
+
+    def __init__(self, num: str, den: str) -> None:
+        self.num, self.den = num, den
+
+    def __get__(self, obj: Any, owner: Any = None) -> float | None:
+        d = getattr(obj, self.den)
+        return getattr(obj, self.num) / d if d else None
+
+
+class Counts:
+    """A dataclass of counts (and lists of names) with Rate attributes; as JSON: the counts, the
+    rates, then the lists."""
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)  # type: ignore[call-overload]
+        lists = {k: d.pop(k) for k in list(d) if isinstance(d[k], list)}
+        rates = {k: getattr(self, k) for k, v in vars(type(self)).items() if isinstance(v, Rate)}
+        return {**d, **rates, **lists}
+
+
 @dataclass
-class KindScore:
+class KindScore(Counts):
     kind: str
     faults: int = 0
     detected: int = 0
@@ -38,25 +60,13 @@ class KindScore:
     findings: int = 0
     true_findings: int = 0
 
-    @property
-    def precision(self) -> float | None:
-        return self.true_findings / self.findings if self.findings else None
-
-    @property
-    def recall(self) -> float | None:
-        return self.detected / self.faults if self.faults else None
-
-    @property
-    def localization(self) -> float | None:
-        return self.localized / self.detected if self.detected else None
-
-    def to_json(self) -> dict[str, Any]:
-        rates = ("precision", "recall", "localization")  # properties, derived from the counts
-        return {**asdict(self), **{r: getattr(self, r) for r in rates}}
+    precision = Rate("true_findings", "findings")
+    recall = Rate("detected", "faults")
+    localization = Rate("localized", "detected")
 
 
 @dataclass
-class IncidentScore:
+class IncidentScore(Counts):
     """Incidents judged by their root finding: true when the root's kind detects a fault (or is
     implied by it) whose window it overlaps and whose names include the root's subject."""
 
@@ -68,31 +78,9 @@ class IncidentScore:
     false: list[str] = field(default_factory=list)  # root kind + subject of each false incident
     missed: list[str] = field(default_factory=list)  # fault kind + subject of each missed fault
 
-    @property
-    def precision(self) -> float | None:
-        return self.true_incidents / self.incidents if self.incidents else None
-
-    @property
-    def recall(self) -> float | None:
-        return self.detected / self.faults if self.faults else None
-
-    @property
-    def incidents_per_fault(self) -> float | None:
-        return self.incidents / self.faults if self.faults else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "incidents": self.incidents,
-            "true_incidents": self.true_incidents,
-            "faults": self.faults,
-            "detected": self.detected,
-            "consequence_roots": self.consequence_roots,
-            "precision": self.precision,
-            "recall": self.recall,
-            "incidents_per_fault": self.incidents_per_fault,
-            "false": self.false,
-            "missed": self.missed,
-        }
+    precision = Rate("true_incidents", "incidents")
+    recall = Rate("detected", "faults")
+    incidents_per_fault = Rate("incidents", "faults")
 
 
 @dataclass

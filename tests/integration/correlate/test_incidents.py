@@ -58,6 +58,16 @@ def _storm() -> Finding:
     )
 
 
+def _ago(**delta: float) -> datetime:
+    return datetime.now(UTC).replace(microsecond=0) - timedelta(**delta)
+
+
+def _trackers(store: Store, cluster: str) -> tuple[fstore.Tracker, IncidentTracker]:
+    """A finding tracker and an incident tracker over `store` for `cluster` (a restart is a new
+    pair over the same store)."""
+    return fstore.Tracker(store, cluster, HYST), IncidentTracker(store, cluster, HYST)
+
+
 def _tick(
     ft: fstore.Tracker, it: IncidentTracker, t: datetime, fs: list[Finding]
 ) -> list[incidents.Incident]:
@@ -69,9 +79,8 @@ def _tick(
 def test_consequence_first_then_cause_keeps_the_id_survives_a_restart_and_resolves(
     store: Store,
 ) -> None:
-    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
-    ft = fstore.Tracker(store, "c", HYST)
-    it = IncidentTracker(store, "c", HYST)
+    t0 = _ago(hours=1)
+    ft, it = _trackers(store, "c")
     first = _tick(ft, it, t0, [_ecn()])
     assert [i.root.kind for i in first] == ["ecn_hotspot"]
     iid = first[0].incident_id
@@ -80,8 +89,7 @@ def test_consequence_first_then_cause_keeps_the_id_survives_a_restart_and_resolv
     now = _tick(ft, it, t0 + 2 * STEP, [_ecn(), _storm()])
     assert [(i.incident_id, i.root.kind, i.state) for i in now] == [(iid, "pfc_storm", "open")]
     # a restarted engine reads the open incident back and continues it
-    ft = fstore.Tracker(store, "c", HYST)
-    it = IncidentTracker(store, "c", HYST)
+    ft, it = _trackers(store, "c")
     again = _tick(ft, it, t0 + 3 * STEP, [_ecn(), _storm()])
     assert [i.incident_id for i in again] == [iid]
     assert sorted(again[0].group.roles.values()) == ["consequence", "root"]
@@ -114,9 +122,8 @@ def test_consequence_first_then_cause_keeps_the_id_survives_a_restart_and_resolv
 
 
 def test_two_open_incidents_merged_by_a_regrouping_leave_one(store: Store) -> None:
-    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
-    ft = fstore.Tracker(store, "m", HYST)
-    it = IncidentTracker(store, "m", HYST)
+    t0 = _ago(hours=1)
+    ft, it = _trackers(store, "m")
     read_a = Finding(
         "hdfs_cross_idc_read",
         "storage",
@@ -144,9 +151,8 @@ def test_two_open_incidents_merged_by_a_regrouping_leave_one(store: Store) -> No
 def test_two_open_incidents_joined_later_become_one_and_keep_their_findings(
     store: Store,
 ) -> None:
-    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
-    ft = fstore.Tracker(store, "j", HYST)
-    it = IncidentTracker(store, "j", HYST)
+    t0 = _ago(hours=1)
+    ft, it = _trackers(store, "j")
     quiet = _ecn()
     quiet.evidence = {"queues": [3]}  # names no NIC yet: an incident of its own
     bare = _storm()
@@ -262,9 +268,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_incidents_command_json_open_and_prom(store: Store, query_endpoint: str) -> None:
-    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=30)
-    ft = fstore.Tracker(store, "default", HYST)
-    it = IncidentTracker(store, "default", HYST)
+    t0 = _ago(minutes=30)
+    ft, it = _trackers(store, "default")
     old = Finding("gpu_xid", "node", "critical", "gpu", "n1/gpu0", "XID 79 on n1 GPU 0", {})
     _tick(ft, it, t0, [old])
     t = t0
