@@ -127,6 +127,18 @@ def add_json_arg(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", action="store_true", help=f"print {what} as JSON")
 
 
+def add_listing_args(p: Any) -> None:
+    """--since, --limit and --format (table | json | prom) of a command that lists stored rows."""
+    p.add_argument("--since", help="last seen after: ISO time or duration ago (e.g. 2h)")
+    p.add_argument("--limit", type=int, default=200, help="at most this many rows")
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "prom"],
+        default="table",
+        help="table (people), json (one object per line), prom (metrics for alerting)",
+    )
+
+
 def add_store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dsn",

@@ -20,6 +20,7 @@ from telemetry.commands.common import (
     add_command,
     add_lag_arg,
     add_listen_arg,
+    add_listing_args,
     add_range_args,
     add_store_args,
     state_gauges,
@@ -69,15 +70,8 @@ def register(sub: Any) -> list[str]:
 
     f = sub.add_parser("findings", help="list findings from the store")
     f.add_argument("--kind", action="append", help="only these kinds (repeatable)")
-    f.add_argument("--since", help="last seen after: ISO time or duration ago")
     f.add_argument("--subject", help="subject contains this text")
-    f.add_argument("--limit", type=int, default=200)
-    f.add_argument(
-        "--format",
-        choices=["table", "json", "prom"],
-        default="table",
-        help="table (people), json (one object per line), prom (metrics for alerting)",
-    )
+    add_listing_args(f)
     add_store_args(f)
     f.set_defaults(func=run_findings)
     return ["correlate", "findings"]

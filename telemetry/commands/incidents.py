@@ -14,6 +14,7 @@ from typing import Any
 
 from telemetry.commands.common import (
     add_command,
+    add_listing_args,
     add_store_args,
     config_from_args,
     open_store,
@@ -51,14 +52,7 @@ _TIMES = ("first_seen", "last_seen")
 def register(sub: Any) -> list[str]:
     p = add_command(sub, "incidents", __doc__)
     p.add_argument("--open", action="store_true", help="only incidents still open")
-    p.add_argument("--since", help="last seen after: ISO time or duration ago (e.g. 2h)")
-    p.add_argument("--limit", type=int, default=200)
-    p.add_argument(
-        "--format",
-        choices=["table", "json", "prom"],
-        default="table",
-        help="table (people), json (one object per line), prom (metrics for alerting)",
-    )
+    add_listing_args(p)
     add_store_args(p)
     p.set_defaults(func=run)
     return ["incidents"]
