@@ -152,11 +152,14 @@ class Query:
 
 
 def queries(models: dict[str, dict[str, Any]] | None = None) -> Iterator[Query]:
-    """Every panel target and every ClickHouse template variable of the dashboards."""
+    """Every panel target, every ClickHouse template variable and annotation of the dashboards."""
     for name, d in (models or build_all()).items():
         for v in d.get("templating", {}).get("list", []):
             if v.get("type") == "query" and v.get("datasource", {}).get("type") == PLUGIN:
                 yield Query(name, f"${v['name']}", "variable", v["query"]["rawSql"])
+        for a in d.get("annotations", {}).get("list", []):
+            if a.get("datasource", {}).get("type") == PLUGIN:
+                yield Query(name, f"annotation: {a['name']}", "clickhouse", a["target"]["rawSql"])
         for p in d.get("panels", []):
             for t in p.get("targets", []):
                 ds = (t.get("datasource") or p.get("datasource") or {}).get("type")

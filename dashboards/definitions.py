@@ -11,7 +11,18 @@ from typing import Any
 from grafanalib import core as g
 
 from dashboards.clickhouse import ALL, variable
-from dashboards.panels import CLUSTER, any_of, job_of, layout, prom, stat, table, tbl, ts
+from dashboards.panels import (
+    CLUSTER,
+    annotation,
+    any_of,
+    job_of,
+    layout,
+    prom,
+    stat,
+    table,
+    tbl,
+    ts,
+)
 from telemetry.records import KINDS
 
 
@@ -86,9 +97,15 @@ def job_nodes() -> str:
 
 
 def _dashboard(
-    uid: str, title: str, description: str, variables: list[dict[str, object]], panels: list
+    uid: str,
+    title: str,
+    description: str,
+    variables: list[dict[str, object]],
+    panels: list,
+    annotations: list[dict[str, Any]] | None = None,
 ) -> g.Dashboard:
-    """A railscope dashboard: scoped to one cluster ($cluster first), narrowed by `variables`."""
+    """A railscope dashboard: scoped to one cluster ($cluster first), narrowed by `variables`,
+    with `annotations` drawn on its time series."""
     return g.Dashboard(
         title=title,
         uid=uid,
@@ -100,6 +117,7 @@ def _dashboard(
         time=g.Time("now-1h", "now"),
         templating=g.Templating(list=[v_cluster(), *variables]),
         panels=layout(panels),
+        annotations=g.Annotations(list=annotations or []),
         links=[
             g.DashboardLink(
                 title="railscope",
@@ -214,6 +232,17 @@ LEFT JOIN (
 ) AS q ON q.switch = h.switch AND q.port = h.port
 ORDER BY max_tx_utilization DESC, job_bytes DESC
 LIMIT 100"""
+    # findings about the job, its pods (JOB-...), its nodes (NODE/...) or a fabric port its
+    # traffic took (SWITCH:PORT, the hops `railscope report --job` ranks)
+    on_job = (
+        f"{FINDINGS_IN_RANGE} AND (subject = ${{job:sqlstring}} "
+        "OR position(subject, concat(${job:sqlstring}, '-')) > 0 "
+        "OR startsWith(subject, concat(${job:sqlstring}, '/')) "
+        f"OR splitByChar('/', subject)[1] IN ({job_nodes()}) "
+        f"OR subject IN (SELECT concat(switch, ':', out_port) FROM {tbl('attributed_flow')} "
+        f"WHERE {CLUSTER} AND $__timeFilter(ts) AND ({one.format(ns='src_namespace', job='src_job')} "
+        f"OR {one.format(ns='dst_namespace', job='dst_job')})))"
+    )
     return _dashboard(
         "railscope-job",
         "railscope / Job end to end",
@@ -294,18 +323,25 @@ LIMIT 100"""
                 unit="GBs",
                 w=24,
                 description="Median over the job's ranks per collective and message size; "
-                "collective_slowdown / collective_straggler and the findings on the job's path "
-                "are in the table below (`railscope nccl`, docs/nccl.md).",
+                "the findings on the job, its nodes and the fabric ports its traffic took "
+                "(collective_slowdown / collective_straggler among them) are drawn as regions "
+                "and listed in the table below (`railscope nccl`, docs/nccl.md).",
             ),
             table(
-                "Findings on the job, its pods and its nodes",
+                "Findings on the job, its pods, its nodes and its path",
                 f"SELECT severity, kind, subject, summary, first_seen, last_seen "
-                f"FROM {tbl('finding', final=True)} WHERE {FINDINGS_IN_RANGE} AND ("
-                "subject = ${job:sqlstring} OR position(subject, concat(${job:sqlstring}, '-')) > 0 "
-                "OR startsWith(subject, concat(${job:sqlstring}, '/')) "
-                f"OR splitByChar('/', subject)[1] IN ({job_nodes()})) "
+                f"FROM {tbl('finding', final=True)} WHERE {on_job} "
                 "ORDER BY last_seen DESC LIMIT 200",
             ),
+        ],
+        annotations=[
+            annotation(
+                "Findings on the job and its path",
+                "SELECT first_seen AS time, last_seen AS timeEnd, "
+                "concat(severity, ' ', kind, ' on ', subject, ': ', summary) AS text, "
+                f"concat(kind, ',', severity) AS tags FROM {tbl('finding', final=True)} "
+                f"WHERE {on_job} ORDER BY time LIMIT 500",
+            )
         ],
     )
 

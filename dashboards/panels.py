@@ -65,6 +65,20 @@ def _panel(
     )
 
 
+def annotation(name: str, sql: str, color: str = "red") -> dict[str, Any]:
+    """A dashboard annotation from ClickHouse, drawn on every time series panel: the query
+    returns `time`, `timeEnd` (a region), `text` and `tags` (comma-separated)."""
+    target = ClickHouseTarget.table(sql).to_json_data()
+    return {
+        "name": name,
+        "enable": True,
+        "hide": False,
+        "iconColor": color,
+        "datasource": target["datasource"],
+        "target": target,
+    }
+
+
 def ts(title: str, sql: str, unit: str = "", w: int = 12, description: str = "") -> g.Panel:
     return _panel(g.TimeSeries, title, description, [ClickHouseTarget.timeseries(sql)], 8, w,
                   unit=unit)  # fmt: skip

@@ -19,6 +19,7 @@ import dashboards
 from dashboards.clickhouse import ALL, expand
 from telemetry.cli import main
 from telemetry.records import KINDS
+from telemetry.sim.score import load_finding_map
 from telemetry.store import Store
 
 CLUSTER = "simdash"
@@ -135,6 +136,19 @@ def test_panels_show_the_injected_faults(sim: dict[str, Any]) -> None:
     )
     top = spread[0]
     assert f"{top[0]}:{top[4]}" in collided and top[2] > 1.3
+    # the job behind the injected collision: the findings on its path are drawn over its time
+    # series (bus bandwidth among them) as regions, the collision among them
+    behind = {**ALL_VARS, "job": "team-c/rl-c"}
+    regions = _query(sim, "job", "annotation: Findings on the job and its path", behind)
+    assert all(start <= end for start, end, *_ in regions)
+    ecmp_kinds = {k for k, fault in load_finding_map()[0].items() if fault == "ecmp_collision"}
+    assert any(
+        tags.split(",")[0] in ecmp_kinds and any(f" on {c}: " in text for c in collided)
+        for _, _, text, tags in regions
+    ), regions
+    # a job on other hops does not get rl-c's path findings
+    elsewhere = _query(sim, "job", "annotation: Findings on the job and its path", ALL_VARS)
+    assert {r[2] for r in elsewhere} != {r[2] for r in regions}
     # cross-tenant RDMA: the injected flow shows between two different tenants
     pairs = _query(sim, "placement", "Traffic between tenants (RDMA)", ALL_VARS)
     assert pairs and all(a != b for a, b, *_ in pairs)
