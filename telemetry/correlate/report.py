@@ -43,6 +43,8 @@ class JobReport:
     # NCCL Inspector: bus bandwidth per collective and message size, this window vs the baseline
     # before it (collective.baseline_seconds); empty when the job's ranks write no Inspector dumps
     collectives: list[dict[str, Any]] = field(default_factory=list)
+    # the job's NCCL communicators seen in the window (comm id, ranks, nodes, collectives)
+    communicators: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -152,7 +154,17 @@ def job_report(
         else "no hop on the path looks saturated or impaired"
     )
     return JobReport(
-        ns, name, start, end, pods, hops, related, int(sent), verdict, _collectives(ctx, ns, name)
+        ns,
+        name,
+        start,
+        end,
+        pods,
+        hops,
+        related,
+        int(sent),
+        verdict,
+        _collectives(ctx, ns, name),
+        _communicators(ctx, ns, name),
     )
 
 
@@ -190,14 +202,50 @@ def _collectives(ctx: Context, ns: str, job: str) -> list[dict[str, Any]]:
     return sorted(out, key=lambda c: c["change_ratio"] if c["change_ratio"] is not None else 0.0)
 
 
+def _communicators(ctx: Context, ns: str, job: str) -> list[dict[str, Any]]:
+    """The job's communicators (NCCL comm ids) in the window: the size each declares (ranks,
+    nodes), how many of its ranks reported, on which nodes, running which collectives."""
+    rows = ctx.rows(
+        f"""
+        SELECT comm_id, max(n_ranks) AS n_ranks, max(n_nodes) AS n_nodes,
+               uniqExact(rank) AS ranks_seen, arraySort(groupUniqArray(node)) AS nodes,
+               arraySort(groupUniqArray(collective)) AS collectives, count() AS samples
+        FROM {ctx.table("collective_sample")}
+        WHERE {ctx.where("collective_sample")} AND namespace = {{ns:String}} AND job = {{job:String}}
+        GROUP BY comm_id ORDER BY n_ranks DESC, comm_id""",
+        {"ns": ns, "job": job},
+    )
+    return [
+        {
+            "comm_id": r["comm_id"],
+            "n_ranks": int(r["n_ranks"]),
+            "n_nodes": int(r["n_nodes"]),
+            "ranks_seen": int(r["ranks_seen"]),
+            "nodes": list(r["nodes"]),
+            "collectives": list(r["collectives"]),
+            "samples": int(r["samples"]),
+        }
+        for r in rows
+    ]
+
+
 def collective_lines(rep: JobReport) -> list[str]:
-    """One sentence per collective and size, for the text and HTML reports."""
+    """One sentence per collective and size, then one per communicator, for the text and HTML
+    reports."""
     out = []
     for c in rep.collectives:
         line = f"{c['collective']} {c['msg_size']}: bus bandwidth {c['bus_bandwidth_gbs']:.2f} GB/s"
         if c["change_ratio"] is not None:
             line += f" ({c['change_ratio']:+.0%} vs {c['baseline_gbs']:.2f} GB/s before)"
         out.append(line + f", {c['samples']} samples")
+    for m in rep.communicators:
+        nodes = ", ".join(m["nodes"][:4]) + (
+            f" (+{len(m['nodes']) - 4})" if len(m["nodes"]) > 4 else ""
+        )
+        out.append(
+            f"communicator {m['comm_id']}: {m['ranks_seen']} of {m['n_ranks']} ranks reporting "
+            f"on {len(m['nodes'])} of {m['n_nodes']} nodes ({nodes}); {', '.join(m['collectives'])}"
+        )
     return out
 
 

@@ -63,6 +63,11 @@ def test_ecmp_collision_slows_collectives_and_ranks_first_in_the_job_report(
     text = render_text(rep)
     assert text.index("collectives (NCCL Inspector)") < text.index("rank  score")
     assert f"{coll['change_ratio']:+.0%}" in text
+    # ... with the job's communicator: its comm id, every rank and node of it reporting
+    (comm,) = rep.communicators
+    assert comm["comm_id"] == comm_id("team-c/rl-c") and comm["collectives"] == ["AllReduce"]
+    assert comm["ranks_seen"] == comm["n_ranks"] > 1 and len(comm["nodes"]) == comm["n_nodes"]
+    assert f"communicator {comm['comm_id']}: {comm['n_ranks']} of {comm['n_ranks']} ranks" in text
     # ... and so does its collective_slowdown finding
     (f,) = [
         f
