@@ -120,11 +120,8 @@ def job_report(
         s = f["subject"]
         return s == job or s in hop_names or s.split("/")[0] in nodes
 
-    related = [
-        f
-        for f in fstore.read(store, cluster=cluster, since=start, until=end, limit=5000)
-        if touches(f)
-    ]
+    window = fstore.read(store, cluster=cluster, since=start, until=end, limit=5000)
+    related = [f for f in window if touches(f)]
     placement = [f for f in related if f["category"] == "placement" and f["subject"] == job]
     if placement:  # one hop for the job's placement, whatever number of findings say so
         crit = any(f["severity"] == "critical" for f in placement)
@@ -143,6 +140,7 @@ def job_report(
             if f["subject"] == h.name and f["summary"] not in h.evidence_for:
                 h.evidence_for.append(f"[{f['kind']}] {f['summary']}")
                 h.score = max(h.score, 0.9 if f["severity"] == "critical" else 0.7)
+    hops += _pause_sources(hops, window, related)
     hops.sort(key=lambda h: -h.score)
     top = hops[0] if hops else None
     verdict = (
@@ -166,6 +164,41 @@ def job_report(
         _collectives(ctx, ns, name),
         _communicators(ctx, ns, name),
     )
+
+
+def _pause_sources(
+    hops: list[Hop], window: list[dict[str, Any]], related: list[dict[str, Any]]
+) -> list[Hop]:
+    """PFC spreads congestion backwards: a leaf port that pauses the job's NIC may carry none of
+    the congested traffic itself; the congestion sits on another port of the same switch (a
+    collided uplink, a storming neighbour) whose queue filled the shared buffer. Each finding on
+    another port of a switch that paused the job becomes a hop of its own, ranked just above the
+    paused hop it explains (a cause above an effect), its evidence naming the pause it causes."""
+    paused = {
+        h.name.split(":")[0]: h
+        for h in sorted(hops, key=lambda h: h.score)
+        if h.layer == "leaf_port" and any(e.startswith("PFC pauses") for e in h.evidence_for)
+    }
+    from telemetry.correlate.incidents import consequence_kinds
+
+    effects = consequence_kinds()  # an effect (ECN marks) ranks below a cause (a collision)
+    names = {h.name for h in hops}
+    out: dict[str, Hop] = {}
+    for f in window:
+        switch, sep, _ = f["subject"].partition(":")
+        victim = paused.get(switch) if sep else None
+        if victim is None or f["subject"] in names:
+            continue
+        h = out.setdefault(f["subject"], Hop("fabric_port", f["subject"], 0.0))
+        lead = 0.02 if f["kind"] in effects else 0.05
+        h.score = max(h.score, min(1.0, victim.score + lead))
+        h.evidence_for.append(f"[{f['kind']}] {f['summary']}")
+        if not any(e.startswith("congestion on the switch") for e in h.evidence_for):
+            h.evidence_for.append(
+                f"congestion on the switch that pauses the job at {victim.name} (PFC)"
+            )
+        related.append(f)
+    return list(out.values())
 
 
 def _collectives(ctx: Context, ns: str, job: str) -> list[dict[str, Any]]:

@@ -77,6 +77,15 @@ def test_ecmp_collision_slows_collectives_and_ranks_first_in_the_job_report(
     ev = f["evidence"]
     assert ev["causes"][0]["name"] == ecmp.subject, ev["causes"]
     assert f"top cause: fabric_port {ecmp.subject}" in f["summary"]
+    # llm-a is behind the same collision without sampled flows on the collided uplink in this
+    # window: the leaf pauses its NIC (PFC), and the congestion on that leaf that fills its buffer
+    # (the collided uplink, a cause) ranks first, above the paused port and NIC (the victims)
+    llm = job_report(store, "team-a/llm-a", t0, t0 + timedelta(minutes=2))
+    top = next(h for h in llm.hops if h.evidence_for)
+    assert (top.layer, top.name) == ("fabric_port", ecmp.subject), [
+        (h.score, h.name) for h in llm.hops[:4]
+    ]
+    assert any(e.startswith("congestion on the switch that pauses") for e in top.evidence_for)
 
 
 def test_inspector_files_the_simulator_writes_parse_exactly(tmp_path: Path) -> None:
