@@ -139,6 +139,28 @@ def add_listing_args(p: Any) -> None:
     )
 
 
+def print_listing(
+    rows: list[dict[str, Any]],
+    fmt: str,
+    what: str,
+    as_json: Callable[[dict[str, Any]], Any],
+    as_prom: Callable[[list[dict[str, Any]]], str],
+    as_line: Callable[[dict[str, Any]], str],
+) -> None:
+    """A listing command's output (add_listing_args' --format): one JSON object per row,
+    Prometheus text, or one line per row for people ("no WHAT" when there is none)."""
+    if fmt == "json":
+        for r in rows:
+            print(json.dumps(as_json(r), default=str))
+    elif fmt == "prom":
+        print(as_prom(rows), end="")
+    else:
+        if not rows:
+            print(f"no {what}")
+        for r in rows:
+            print(as_line(r))
+
+
 def add_store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dsn",

@@ -11,7 +11,6 @@ first holds and closes after sliding.hysteresis_seconds without. Batch (--since/
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +22,7 @@ from telemetry.commands.common import (
     add_listing_args,
     add_range_args,
     add_store_args,
+    print_listing,
     state_gauges,
     store_from_args,
 )
@@ -120,18 +120,17 @@ def run_findings(args: argparse.Namespace) -> int:
         subject_like=f"%{args.subject}%" if args.subject else None,
         limit=args.limit,
     )
-    if args.format == "json":
-        for r in rows:
-            print(json.dumps(r, default=str))
-    elif args.format == "prom":
-        print(findings_prometheus(rows), end="")
-    else:
-        if not rows:
-            print("no findings")
-        for r in rows:
-            print(
-                f"{r['severity']:<8} {r['kind']:<24} {r['subject']:<36} {r['last_seen']:%Y-%m-%d %H:%M}Z  {r['summary']}"
-            )
+    print_listing(
+        rows,
+        args.format,
+        "findings",
+        lambda r: r,
+        findings_prometheus,
+        lambda r: (
+            f"{r['severity']:<8} {r['kind']:<24} {r['subject']:<36} "
+            f"{r['last_seen']:%Y-%m-%d %H:%M}Z  {r['summary']}"
+        ),
+    )
     return 0
 
 

@@ -8,7 +8,6 @@ to date by `railscope correlate` / `serve` after each evaluation (docs/incidents
 from __future__ import annotations
 
 import argparse
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +17,7 @@ from telemetry.commands.common import (
     add_store_args,
     config_from_args,
     open_store,
+    print_listing,
     state_gauges,
 )
 from telemetry.times import parse_time
@@ -81,23 +81,18 @@ def run(args: argparse.Namespace) -> int:
         since=parse_time(args.since) if args.since else None,
         limit=args.limit,
     )
-    if args.format == "json":
-        for r in rows:
-            print(json.dumps(to_json(r)))
-    elif args.format == "prom":
-        print(incidents_prometheus(rows), end="")
-    else:
-        if not rows:
-            print("no incidents")
-        for r in rows:
-            impact = ", ".join(r["jobs"][:3]) + (" ..." if len(r["jobs"]) > 3 else "")
-            print(
-                f"{r['severity']:<8} {r['state']:<8} {r['incident_id'][:12]}  {r['root_kind']:<22} "
-                f"{r['root_subject']:<36} {r['findings']:>3} finding(s) "
-                f"{r['first_seen']:%m-%d %H:%M}..{r['last_seen']:%H:%M}Z  "
-                f"{impact or '-'}  {r['summary']}"
-            )
+    print_listing(rows, args.format, "incidents", to_json, incidents_prometheus, _line)
     return 0
+
+
+def _line(r: dict[str, Any]) -> str:
+    impact = ", ".join(r["jobs"][:3]) + (" ..." if len(r["jobs"]) > 3 else "")
+    return (
+        f"{r['severity']:<8} {r['state']:<8} {r['incident_id'][:12]}  {r['root_kind']:<22} "
+        f"{r['root_subject']:<36} {r['findings']:>3} finding(s) "
+        f"{r['first_seen']:%m-%d %H:%M}..{r['last_seen']:%H:%M}Z  "
+        f"{impact or '-'}  {r['summary']}"
+    )
 
 
 def incidents_prometheus(rows: list[dict[str, Any]]) -> str:
