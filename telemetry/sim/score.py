@@ -117,39 +117,36 @@ def incident_effects(mapping: dict[str, str], consequences: set[str]) -> set[str
     return consequences | {k for k, v in mapping.items() if v in CONSEQUENCE_FAULT_KINDS}
 
 
-def read_findings(store: Any, cluster: str, start_ms: int, end_ms: int) -> list[Finding]:
-    # a finding that persisted stands for its whole span, first_seen .. last_seen
+def _spans(
+    store: Any, kind: str, what: str, where: str, cluster: str, start_ms: int, end_ms: int
+) -> list[Finding]:
+    """`what` (a kind and a subject column) of the `kind` table's rows of `cluster` that overlap
+    start .. end, each standing for its whole span, first_seen .. last_seen."""
     rows = store.query_rows(
-        f"SELECT kind, subject, toUnixTimestamp64Milli(first_seen), toUnixTimestamp64Milli(last_seen) "
-        f"FROM {store.table('finding', final=True)} WHERE cluster = {{c:String}} "
+        f"SELECT {what}, toUnixTimestamp64Milli(first_seen), toUnixTimestamp64Milli(last_seen) "
+        f"FROM {store.table(kind, final=True)} WHERE cluster = {{c:String}}{where} "
         "AND last_seen >= fromUnixTimestamp64Milli({s:Int64}, 'UTC') AND first_seen <= fromUnixTimestamp64Milli({e:Int64}, 'UTC')",
         {"c": cluster, "s": start_ms, "e": end_ms},
     )
     return [Finding(str(k), str(s), int(a), int(b)) for k, s, a, b in rows]
+
+
+def read_findings(store: Any, cluster: str, start_ms: int, end_ms: int) -> list[Finding]:
+    """Findings in the window (a finding that persisted stands for its whole span)."""
+    return _spans(store, "finding", "kind, subject", "", cluster, start_ms, end_ms)
 
 
 def read_incidents(store: Any, cluster: str, start_ms: int, end_ms: int) -> list[Finding]:
     """Incidents in the window as their root: (root kind, root subject, first .. last seen)."""
-    rows = store.query_rows(
-        f"SELECT root_kind, root_subject, toUnixTimestamp64Milli(first_seen), toUnixTimestamp64Milli(last_seen) "
-        f"FROM {store.table('incident', final=True)} WHERE cluster = {{c:String}} AND merged_into = '' "
-        "AND last_seen >= fromUnixTimestamp64Milli({s:Int64}, 'UTC') AND first_seen <= fromUnixTimestamp64Milli({e:Int64}, 'UTC')",
-        {"c": cluster, "s": start_ms, "e": end_ms},
-    )
-    return [Finding(str(k), str(s), int(a), int(b)) for k, s, a, b in rows]
+    live = " AND merged_into = ''"  # a merged incident lives on in the one it joined
+    return _spans(store, "incident", "root_kind, root_subject", live, cluster, start_ms, end_ms)
 
 
 def score_incidents(
-    truth: GroundTruth,
-    roots: list[Finding],
-    *,
-    tolerance_s: float = 60.0,
-    mapping: dict[str, str] | None = None,
-    consequences: set[str] | None = None,
+    truth: GroundTruth, roots: list[Finding], tolerance_s: float = 60.0
 ) -> IncidentScore:
     """Incident-level precision and recall, and incidents per fault (see IncidentScore)."""
-    if mapping is None or consequences is None:
-        mapping, consequences = load_finding_map()
+    mapping, consequences = load_finding_map()
     # derived truth (a slowdown caused by a collision) is paged for as part of its cause's
     # incident: such kinds are effects here, and only root faults are counted
     consequences = incident_effects(mapping, consequences)
@@ -185,16 +182,9 @@ def _overlaps(f: Finding, fault: Fault, tol_ms: int) -> bool:
     return f.start_ms <= fault.end_ms + tol_ms and f.end_ms >= fault.start_ms - tol_ms
 
 
-def score(
-    truth: GroundTruth,
-    findings: list[Finding],
-    *,
-    tolerance_s: float = 60.0,
-    mapping: dict[str, str] | None = None,
-    consequences: set[str] | None = None,
-) -> Score:
-    if mapping is None or consequences is None:
-        mapping, consequences = load_finding_map()
+def score(truth: GroundTruth, findings: list[Finding], tolerance_s: float = 60.0) -> Score:
+    """Per fault kind: precision (per finding), recall and localization (per injected fault)."""
+    mapping, consequences = load_finding_map()
     tol = int(tolerance_s * 1000)
     kinds = {k: KindScore(k) for k in (*FAULT_KINDS, *CONSEQUENCE_FAULT_KINDS)}
     out = Score(len(findings), [])
