@@ -99,6 +99,10 @@ def netns_fabric() -> Iterator[dict[str, str]]:
                 time.sleep(0.1)
             _run("lldpcli", "-u", sock, "configure", "lldp", "portidsubtype", "ifname")
             _run("lldpcli", "-u", sock, "configure", "lldp", "tx-interval", "1")
+            # TTL = tx-interval x tx-hold: lldpd's default hold of 4 lets a neighbour expire
+            # after 4 s without an announcement, which a loaded CI machine (the first store
+            # open takes seconds) reached between "seen" and `topology lldp`
+            _run("lldpcli", "-u", sock, "configure", "lldp", "tx-hold", "120")
         yield {"h1": str(sock_dir / "h1.sock"), "h2": str(sock_dir / "h2.sock"), "tag": tag}
     finally:
         for p in procs:
