@@ -5,11 +5,13 @@ attributed flows (so every byte is charged to the pod that held the IP at that m
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import timedelta
 from typing import Any
 
 from telemetry.correlate.attribution import Ancestry
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
+from telemetry.store import time_range
 
 
 def _jobs(ctx: Context) -> list[dict[str, Any]]:
@@ -40,27 +42,33 @@ def span_tier(anc: Ancestry, nodes: list[str]) -> tuple[str, int | None]:
     return (common[0], anc.tiers[common[0]]) if common else ("", None)
 
 
-def _crossed_bytes(ctx: Context, ns: str, job: str, above: int) -> int:
+def _flow_bytes(ctx: Context, ns: str, job: str, condition: str, **params: Any) -> int:
+    """Bytes the job's pods sent on flows meeting `condition` over the flow window: the trailing
+    `sliding.flow_seconds` before the tick. The placement detectors judge what is placed now (a
+    one-interval window) but sampled flows are sparse, so the bytes they charge are counted over
+    the window the flow detectors use (10 s of 1:16k samples often holds none)."""
     (r,) = ctx.rows(
         f"""
         SELECT sum(bytes) AS b FROM {ctx.table("attributed_flow")}
-        WHERE {ctx.where("attributed_flow")}
-          AND src_namespace = {{ns:String}} AND src_job = {{job:String}} AND (lca_tier > {{t:UInt8}} OR lca_tier = 0)
-          AND dst_pod != ''""",
-        {"ns": ns, "job": job, "t": above},
+        WHERE cluster = {{cluster:String}} AND {time_range("attributed_flow", lo="fws")}
+          AND src_namespace = {{ns:String}} AND src_job = {{job:String}} AND {condition}""",
+        {"ns": ns, "job": job, "fws": ctx.window.end - timedelta(seconds=_flow_s(ctx)), **params},
     )
     return int(r["b"] or 0)
+
+
+def _flow_s(ctx: Context) -> int:
+    return int(float(ctx.t("sliding.flow_seconds")))
+
+
+def _crossed_bytes(ctx: Context, ns: str, job: str, above: int) -> int:
+    return _flow_bytes(
+        ctx, ns, job, "(lca_tier > {t:UInt8} OR lca_tier = 0) AND dst_pod != ''", t=above
+    )
 
 
 def _between_sus_bytes(ctx: Context, ns: str, job: str) -> int:
-    (r,) = ctx.rows(
-        f"""
-        SELECT sum(bytes) AS b FROM {ctx.table("attributed_flow")}
-        WHERE {ctx.where("attributed_flow")}
-          AND src_namespace = {{ns:String}} AND src_job = {{job:String}} AND src_su != dst_su AND dst_su != ''""",
-        {"ns": ns, "job": job},
-    )
-    return int(r["b"] or 0)
+    return _flow_bytes(ctx, ns, job, "src_su != dst_su AND dst_su != ''")
 
 
 @detector("placement_violation", needs=("pod",), lookback=("sliding.state_seconds",))
@@ -106,7 +114,7 @@ def placement(ctx: Context) -> list[Finding]:
                 "job",
                 key,
                 f"job {key} ({j['mode']}, highest tier allowed {allowed}) spans {where}; "
-                f"{crossed / 1e9:.2f} GB crossed {how} in the window",
+                f"{crossed / 1e9:.2f} GB crossed {how} in the last {_flow_s(ctx)}s",
                 {
                     "mode": j["mode"],
                     "highest_tier_allowed": allowed,
@@ -114,6 +122,7 @@ def placement(ctx: Context) -> list[Finding]:
                     "spanned_hypernode": hn,
                     "nodes": nodes,
                     "bytes_above_allowed_tier": crossed,
+                    "flow_window_seconds": _flow_s(ctx),
                     **evidence,
                 },
                 kind="placement_violation" if hard else "placement_warning",
@@ -142,6 +151,7 @@ def job_spans_su(ctx: Context) -> list[Finding]:
                     "nodes": sorted(j["nodes"]),
                     "mode": j["mode"] or "",
                     "bytes_between_sus": _between_sus_bytes(ctx, j["namespace"], j["job"]),
+                    "flow_window_seconds": _flow_s(ctx),
                 },
             )
         )

@@ -238,11 +238,13 @@ def test_flows_attributed_as_of_their_time_and_placement(store: Store) -> None:
     s = t0()
     inventory(store, ms(s))
     flows(store, ms(s))
-    res = Correlator(store, cluster="c").run(s, s + timedelta(seconds=70))
+    res = Correlator(store, cluster="c").run(s, s + timedelta(seconds=100))
     v = fstore.read(store, kinds=["placement_violation"])[0]
-    assert (
-        v["evidence"]["bytes_above_allowed_tier"] == 4_096_000
-    )  # train1's one flow (60 s) in the last evaluation's window (60 s .. 70 s)
+    # train1's one flow (at 60 s) is outside the last evaluation's 10 s placement window
+    # (90 s .. 100 s) but inside the trailing flow window the bytes are counted over (40 .. 100 s)
+    assert v["evidence"]["bytes_above_allowed_tier"] == 4_096_000
+    assert v["evidence"]["flow_window_seconds"] == 60
+    assert v["summary"].endswith("GB crossed above tier 1 in the last 60s"), v["summary"]
     res = Correlator(store, cluster="c").run(s + timedelta(minutes=5), s + timedelta(minutes=10))
     assert res.failed == {}
     got = store.query_rows(
