@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -176,7 +177,19 @@ def config_from_args(args: argparse.Namespace, **dotted: Any) -> Config:
     return load_config(getattr(args, "config", None), overrides=overrides)
 
 
-def store_from_config(cfg: Config) -> Store:
+def store_from_config(cfg: Config, *, reading: bool = False) -> Store:
+    """The configured store. `reading`: the command only reads what was collected, so an
+    embedded store that does not exist yet is a mistyped path, not one to create (opening it
+    would create it empty and every answer would be "nothing found")."""
+    from telemetry.errors import StoreUnavailable
+    from telemetry.store.dsn import parse_dsn
+
+    dsn = parse_dsn(cfg.store.dsn)
+    if reading and dsn.embedded and dsn.path and not os.path.isdir(dsn.path):
+        raise StoreUnavailable(
+            f"no embedded store at {dsn.path}: nothing was collected there (name the store with "
+            "--dsn or RAILSCOPE_DSN; `railscope demo`, `railscope serve` and the sources create one)"
+        )
     return Store(
         cfg.store.dsn,
         database=cfg.store.database,
@@ -185,12 +198,13 @@ def store_from_config(cfg: Config) -> Store:
     )
 
 
-def open_store(cfg: Config, *, migrate: bool | None = None) -> Store:
+def open_store(cfg: Config, *, migrate: bool | None = None, reading: bool = False) -> Store:
     """Open the store and make sure its schema is current. Embedded stores are migrated on the
-    spot; a server must be migrated by `railscope db migrate` (one place runs cluster DDL)."""
+    spot; a server must be migrated by `railscope db migrate` (one place runs cluster DDL).
+    `reading`: as for store_from_config."""
     from telemetry.errors import StoreUnavailable
 
-    store = store_from_config(cfg)
+    store = store_from_config(cfg, reading=reading)
     store.ping()
     if migrate if migrate is not None else store.dsn.embedded:
         store.migrate()
@@ -201,10 +215,12 @@ def open_store(cfg: Config, *, migrate: bool | None = None) -> Store:
     return store
 
 
-def store_from_args(args: argparse.Namespace, **dotted: Any) -> tuple[Config, Store]:
+def store_from_args(
+    args: argparse.Namespace, *, reading: bool = False, **dotted: Any
+) -> tuple[Config, Store]:
     """The config (flags over file over environment) and its store, opened as `open_store` does."""
     cfg = config_from_args(args, **dotted)
-    return cfg, open_store(cfg)
+    return cfg, open_store(cfg, reading=reading)
 
 
 def clickhouse_sink(cfg: Config, store: Store) -> Any:

@@ -80,7 +80,7 @@ def register(sub: Any) -> list[str]:
 def run_correlate(args: argparse.Namespace) -> int:
     from telemetry.correlate import Correlator
 
-    cfg, store = store_from_args(args)
+    cfg, store = store_from_args(args, reading=True)
     corr = Correlator(
         store,
         cluster=cfg.cluster,
@@ -112,7 +112,7 @@ def run_correlate(args: argparse.Namespace) -> int:
 def run_findings(args: argparse.Namespace) -> int:
     from telemetry.correlate import findings as fstore
 
-    _, store = store_from_args(args)
+    _, store = store_from_args(args, reading=True)
     rows = fstore.read(
         store,
         kinds=args.kind,

@@ -49,7 +49,7 @@ def run_check(args: argparse.Namespace) -> int:
     from dashboards.clickhouse import ALL
     from telemetry.times import parse_time
 
-    cfg, store = store_from_args(args)
+    cfg, store = store_from_args(args, reading=True)
     start = parse_time(args.since)
     end = parse_time(args.until) if args.until else datetime.now(UTC)
     if end <= start:

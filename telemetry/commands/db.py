@@ -31,9 +31,9 @@ def register(sub: Any) -> list[str]:
     return ["db"]
 
 
-def _store(args: argparse.Namespace) -> Any:
+def _store(args: argparse.Namespace, *, reading: bool = False) -> Any:
     cfg = config_from_args(args, store__cluster=args.cluster)
-    return store_from_config(cfg)
+    return store_from_config(cfg, reading=reading)
 
 
 def migrate(args: argparse.Namespace) -> int:
@@ -48,7 +48,7 @@ def migrate(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = _store(args, reading=True)
     applied = store.applied_versions()
     print(f"store {store.dsn.redacted()} database {store.database}")
     for v, desc, at in applied:

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from telemetry.correlate import incidents
 
     cfg = config_from_args(args)
-    store = open_store(cfg)
+    store = open_store(cfg, reading=True)
     rows = incidents.read(
         store,
         open_only=args.open,

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"pool: --step {step} must be a positive number of seconds")
     if not 0 <= floor <= 1:
         raise UserError(f"pool: --floor {floor} is not a ratio between 0 and 1")
-    store = open_store(cfg)
+    store = open_store(cfg, reading=True)
     rng = time_range(Correlator(store), args.since, args.until)
     if rng is None:
         raise UserError("pool: the store holds no data; run the demo or a source first")

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.job and not args.html:
         raise UserError("report: give --job NAMESPACE/NAME (repeatable) and/or --html OUT")
-    cfg, store = store_from_args(args)
+    cfg, store = store_from_args(args, reading=True)
     start, end = _range(store, args)
     from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
 

@@ -116,7 +116,7 @@ def _score(args: argparse.Namespace) -> int:
 
     over, truth_path = _paths(args)
     truth = GroundTruth.read(truth_path)
-    cfg, store = store_from_args(args, **over)
+    cfg, store = store_from_args(args, reading=True, **over)
     findings = read_findings(store, cfg.cluster, truth.start_ms, truth.end_ms)
     result = score(truth, findings, tolerance_s=args.tolerance)
     if findings:

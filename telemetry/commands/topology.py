@@ -139,7 +139,7 @@ def _declared(args: argparse.Namespace, paths: list[str] | None) -> Any:
 
     cfg = config_from_args(args)
     at = parse_at(args.at) if getattr(args, "at", None) else None
-    specs, nodes = declared_from_store(open_store(cfg), cfg.cluster, at)
+    specs, nodes = declared_from_store(open_store(cfg, reading=True), cfg.cluster, at)
     return HyperNodeTree.build(specs, nodes or None)
 
 
@@ -153,7 +153,9 @@ def _fabric(args: argparse.Namespace) -> Any:
         from telemetry.topology.store_io import fabric_inputs_from_store
 
         cfg = config_from_args(args)
-        links, aff = fabric_inputs_from_store(open_store(cfg), cfg.cluster, args.since_hours)
+        links, aff = fabric_inputs_from_store(
+            open_store(cfg, reading=True), cfg.cluster, args.since_hours
+        )
     if not links:
         raise UserError(
             "no LLDP links found (give lldpcli JSON / lldp_link JSONL with --from, or collect them first)"

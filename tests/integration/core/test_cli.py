@@ -90,6 +90,17 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
 
 def test_correlate_and_findings_on_an_empty_store(tmp_path: Path) -> None:
     dsn = f"chdb://{tmp_path / 'store'}"
+    # a read-only command on a path where no store exists (a mistyped --dsn) says so and leaves
+    # nothing behind, instead of creating an empty store and answering "no findings"
+    for cmd in (("findings",), ("correlate",), ("db", "status"), ("incidents",)):
+        r = rs(*cmd, "--dsn", dsn)
+        assert r.returncode == 2 and r.stderr.strip() == (
+            f"railscope: error: no embedded store at {tmp_path / 'store'}: nothing was collected "
+            "there (name the store with --dsn or RAILSCOPE_DSN; `railscope demo`, `railscope "
+            "serve` and the sources create one)"
+        ), (cmd, r.stderr)
+    assert not (tmp_path / "store").exists()
+    assert rs("db", "migrate", "--dsn", dsn).returncode == 0  # an empty store
     r = rs("correlate", "--dsn", dsn)
     assert r.returncode == 0 and "nothing to do" in r.stdout, r.stderr
     r = rs("findings", "--dsn", dsn)
