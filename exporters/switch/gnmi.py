@@ -535,9 +535,11 @@ class SonicGnmi(_Stream):
                 problems.add("missing_counters", keys[i])
             names, keys, hashes = ([c[i] for i in have] for c in (names, keys, hashes))
         cache: dict[str, tuple[Sequence[Any], C.Column]] = {}
+        # the port and priority records read the same hashes: their counters in one batch
+        C.read_counters(_PORT_TERMS, keys, hashes, problems, cache)
         pc: dict[str, C.Column] = {
             "port": names,
-            "ts": list(map(port_ts.get, names)),
+            "ts": _ts_column(list(map(port_ts.get, names))),
             **C.field_columns("port", keys, hashes, problems, cache=cache),
         }
         up, speed = [], []
@@ -552,7 +554,7 @@ class SonicGnmi(_Stream):
         for p in C.PRIORITIES:
             f = C.field_columns("priority", keys, hashes, problems, p, cache=cache)
             if any(C.full(c) for c in f.values()):  # a value on every port: every row
-                part = {"port": names, "ts": pc["ts"], "priority": [p] * len(names), **f}
+                part = {"port": names, "ts": pc["ts"], "priority": np.full(len(names), p), **f}
             else:
                 have = [i for i in range(len(names)) if any(c[i] is not None for c in f.values())]
                 part = {
@@ -576,9 +578,9 @@ class SonicGnmi(_Stream):
                 C._split(qname, idx, problems, C.QUEUE_NAME_MAP)
         qc: dict[str, C.Column] = {
             "port": qport,
-            "queue": qidx,
+            "queue": np.asarray(qidx, dtype=np.int64),
             "queue_type": qtype,
-            "ts": list(map(queue_ts.get, qnames)),
+            "ts": _ts_column(list(map(queue_ts.get, qnames))),
             **C.field_columns("queue", qkeys, qhashes, problems),
         }
         wd = [h.get("PFC_WD_STATUS") for h in qhashes]
@@ -712,6 +714,19 @@ class OpenConfigGnmi(_Stream):
             for (port, _), h in sorted(neigh.items(), key=lambda kv: C._natural(kv[0][0]))
         ]
         return prow, qrow, lrow
+
+
+_PORT_TERMS = tuple(
+    t for k, p in [("port", None), *(("priority", p) for p in C.PRIORITIES)] for t in C.terms(k, p)
+)
+
+
+def _ts_column(ts: list[int | None]) -> C.Column:
+    """Rows' update times: one array where they are one time (a notification's ports or
+    queues, the common case), else the list."""
+    if ts and ts[0] is not None and ts.count(ts[0]) == len(ts):
+        return np.full(len(ts), ts[0], dtype=np.int64)
+    return ts
 
 
 def _concat(chunks: list[C.Column]) -> C.Column:
