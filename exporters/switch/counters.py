@@ -301,6 +301,46 @@ class _Present(Sequence[Any]):
         return 0 if v is None else self.n
 
 
+def read_batch(
+    names: Sequence[str], hashes: Sequence[Mapping[str, Any]]
+) -> dict[str, tuple[Sequence[Any], Column]] | None:
+    """Counters `names` of hashes alike (a switch model has the same counters on every port), in
+    one batch: one itemgetter call per hash and one numpy conversion for all of them (int()'s
+    rules and 0 <= n < 2**64, as `_counter_column`'s), each counter a uint64 array; counters on
+    no hash are null. None where they cannot all be read so (a hash lacks one of the first's
+    counters, a value is not a string or not a counter): `read_counters` then reads them column
+    by column and names what is wrong. Names no problem itself, so it can run as samples arrive."""
+    n = len(hashes)
+    need = list(dict.fromkeys(names))
+    if not n:
+        return None
+    have = [t for t in need if t in hashes[0]]
+    out: dict[str, tuple[Sequence[Any], Column]] = {}
+    if have:
+        try:
+            rows = list(map(itemgetter(*have), hashes))
+        except KeyError:
+            return None
+        if len(have) == 1:  # itemgetter of one name gives the value, not a 1-tuple
+            rows = [(r,) for r in rows]
+        if set(map(type, itertools.chain.from_iterable(rows))) != _STR:
+            return None
+        try:  # counters x hashes, each counter's row contiguous (Arrow takes it as it is)
+            arr = np.array(rows, dtype=np.uint64).T.copy()
+        except (ValueError, OverflowError):
+            return None
+        present = _Present(n)
+        out = {t: (present, arr[j]) for j, t in enumerate(have)}
+    absent = [t for t in need if t not in out]
+    if absent:  # counters the model lacks are on no hash: one check of each hash
+        a = frozenset(absent)
+        if not all(map(methodcaller("isdisjoint", a), map(methodcaller("keys"), hashes))):
+            return None
+        nones = (None,) * n
+        out.update((t, (nones, [None] * n)) for t in absent)
+    return out
+
+
 def read_counters(
     names: Sequence[str],
     keys: Sequence[str],
@@ -309,41 +349,20 @@ def read_counters(
     cache: dict[str, tuple[Sequence[Any], Column]],
 ) -> None:
     """Counters `names` of every hash into `cache` (name -> (raw values, column)), those already
-    there skipped. A switch model has the same counters on every port: where every hash has each
-    counter of the first as a string, they are read with one itemgetter call per hash and parsed
-    with one numpy conversion for all of them (int()'s rules and 0 <= n < 2**64, as
-    `_counter_column`'s); anything else (a hash without one, a value that is not a string or not
-    a counter) sends them column by column through `_counter_column`, each bad value named."""
+    there skipped: in one batch where `read_batch` can, else column by column through
+    `_counter_column`, each bad value named."""
     need = [t for t in dict.fromkeys(names) if t not in cache]
-    n = len(hashes)
     if not need:
         return
-    if not n:
+    if not hashes:
         cache.update((t, ((), [])) for t in need)
         return
-    have = [t for t in need if t in hashes[0]]
-    if len(have) > 1:
-        try:
-            rows: list[Any] | None = list(map(itemgetter(*have), hashes))
-        except KeyError:
-            rows = None
-        if rows is not None and set(map(type, itertools.chain.from_iterable(rows))) == _STR:
-            try:  # counters x hashes, each counter's row contiguous (Arrow takes it as it is)
-                arr = np.array(rows, dtype=np.uint64).T.copy()
-            except (ValueError, OverflowError):
-                arr = None
-            if arr is not None:
-                present = _Present(n)
-                cache.update((t, (present, arr[j])) for j, t in enumerate(have))
-                need = [t for t in need if t not in cache]
-    absent = frozenset(need)  # counters this switch model lacks are on no hash: one check each
-    if need and all(map(methodcaller("isdisjoint", absent), map(methodcaller("keys"), hashes))):
-        nones = (None,) * n
-        cache.update((t, (nones, [None] * n)) for t in need)
+    got = read_batch(need, hashes)
+    if got is not None:
+        cache.update(got)
         return
-    if need:
-        for t, raw in zip(need, _raw_columns(hashes, need), strict=True):
-            cache[t] = (raw, _counter_column(t, raw, keys, problems))
+    for t, raw in zip(need, _raw_columns(hashes, need), strict=True):
+        cache[t] = (raw, _counter_column(t, raw, keys, problems))
 
 
 def _raw_columns(hashes: Sequence[Mapping[str, Any]], need: list[str]) -> list[Sequence[Any]]:
@@ -561,6 +580,7 @@ __all__ = [
     "port_rows",
     "priority_rows",
     "queue_rows",
+    "read_batch",
     "read_counters",
     "terms",
 ]
