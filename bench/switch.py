@@ -7,11 +7,13 @@ same poll done one switch at a time and a naive one-HGETALL-per-key loop. Last l
     python bench/switch.py --snmp [--switches 64]
 
 --gnmi: that many gNMI targets (SONiC telemetry paths, the same synthetic switches, served by
-a separate process so their CPU is not ours) stream SAMPLE at --interval into one collector for
---seconds; reports the collector's CPU per interval (streams decoded + one poll of the caches) and
-port/queue counter sets per second per CPU-second, next to the Redis poll's ports per
-CPU-second measured in the same run on 64 switches (best of --repeat; or given with
---redis-ports-per-cpu-s).
+one child process, each answer rendered once so that they keep up) stream SAMPLE at --interval
+into one collector in another child process for --seconds; the collector measures its own CPU
+(getrusage, every thread) and reports it per interval, split by thread (polls, streams, gRPC),
+with port/queue counter sets per second per CPU-second, next to the Redis poll's ports per
+CPU-second measured in the same run on 64 switches, also in a process of its own and by
+getrusage (best of --repeat; or given with --redis-ports-per-cpu-s). The Redis poll reads more
+per port than the gNMI subscription carries (RATES, priority groups, watermarks).
 --snmp: that many SNMP switches, all walked against one local snmpd (this machine's
 interfaces): CPU per poll.
 
@@ -22,12 +24,16 @@ side is one single-threaded process; real switches are separate servers, which o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import resource
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -99,14 +105,32 @@ def naive_poll(port: int, switches: int) -> None:
         c.close()
 
 
+def cpu_s() -> float:
+    """This process's CPU time, every thread, user + system (getrusage)."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def thread_cpu_s() -> dict[int, float]:
+    """CPU time of each thread of this process by native id (Linux /proc; empty elsewhere)."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    with contextlib.suppress(OSError):
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError), open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+                out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def timed(fn: Any, repeat: int) -> tuple[float, float, Any]:
     best_wall = best_cpu = float("inf")
     out = None
     for _ in range(repeat):
-        t, c = time.perf_counter(), time.process_time()
+        t, c = time.perf_counter(), cpu_s()
         out = fn()
         best_wall = min(best_wall, time.perf_counter() - t)
-        best_cpu = min(best_cpu, time.process_time() - c)
+        best_cpu = min(best_cpu, cpu_s() - c)
     return best_wall, best_cpu, out
 
 
@@ -119,7 +143,8 @@ def serve_gnmi(a: argparse.Namespace) -> None:
         db = switch_db(a.ports, a.queues, i)
         appl = {k: v for k, v in db.items() if k.startswith(("PORT_TABLE:", "LLDP_ENTRY_TABLE:"))}
         counters = {k: v for k, v in db.items() if k not in appl}
-        server, port = serve(Target(counters, appl, {}), workers=3)
+        # rendered once per state: the targets keep up with 256 switches on a small machine
+        server, port = serve(Target(counters, appl, {}, rendered=True), workers=3)
         servers.append(server)
         ports.append(port)
     print(json.dumps(ports), flush=True)
@@ -127,54 +152,80 @@ def serve_gnmi(a: argparse.Namespace) -> None:
 
 
 def bench_gnmi(a: argparse.Namespace, redis_ports_per_cpu_s: float | None) -> dict[str, Any]:
+    """Targets in one child process, the collector in another (its own CPU, measured there)."""
+    size = ["--switches", str(a.switches), "--ports", str(a.ports), "--queues", str(a.queues)]
+    targets = subprocess.Popen([sys.executable, __file__, "--serve-gnmi", *size],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert targets.stdout is not None
+        ports = targets.stdout.readline()
+        collector = subprocess.run(
+            [sys.executable, __file__, "--collect-gnmi", *size, "--interval", str(a.interval),
+             "--seconds", str(a.seconds)],
+            input=ports, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if collector.returncode:
+            sys.exit(f"gNMI collector failed: {collector.stderr.strip()[-2000:]}")
+        out: dict[str, Any] = json.loads(collector.stdout.strip().splitlines()[-1])
+    finally:
+        assert targets.stdin is not None
+        targets.stdin.close()
+        targets.wait(30)
+    if redis_ports_per_cpu_s:
+        out["redis_ports_per_cpu_s"] = round(redis_ports_per_cpu_s)
+        out["gnmi_vs_redis_ports_per_cpu_s"] = round(
+            out["gnmi_ports_per_cpu_s"] / redis_ports_per_cpu_s, 1
+        )
+    return out
+
+
+def collect_gnmi(a: argparse.Namespace) -> dict[str, Any]:
+    """Child process: the collector. One SwitchSource streams from the targets (ports on stdin)
+    and is polled every interval; this process's CPU (getrusage: every thread, the gRPC
+    library's included) over the window, and by thread: the polls (main thread), the streams
+    (the asyncio loop: receive, decode, cache) and the rest (gRPC's own threads)."""
     from exporters.switch.config import GnmiConfig, SwitchConfig, SwitchSourceConfig
 
-    child = subprocess.Popen(
-        [sys.executable, __file__, "--serve-gnmi", "--switches", str(a.switches),
-         "--ports", str(a.ports), "--queues", str(a.queues)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    ports = json.loads(sys.stdin.readline())
+    sws = [SwitchConfig(name=f"leaf{i:03d}", role="leaf", gnmi=GnmiConfig(address=f"127.0.0.1:{p}"))
+           for i, p in enumerate(ports)]  # fmt: skip
+    cfg = SwitchSourceConfig(switches=sws, timeout_seconds=max(30.0, a.interval * 3))
+    src = SwitchSource([], cfg, gnmi=sws, interval=a.interval)
     try:
-        assert child.stdout is not None
-        ports = json.loads(child.stdout.readline())
-        sws = [SwitchConfig(name=f"leaf{i:03d}", role="leaf", gnmi=GnmiConfig(address=f"127.0.0.1:{p}"))
-               for i, p in enumerate(ports)]  # fmt: skip
-        cfg = SwitchSourceConfig(switches=sws, timeout_seconds=max(30.0, a.interval * 3))
-        src = SwitchSource([], cfg, gnmi=sws, interval=a.interval)
-        try:
-            first = src.collect()  # waits for every switch's first full sample
-            up = sum(int(x) for b in first if b.kind.name == "switch_status"
-                     for x in b.table.column("up").to_pylist())  # fmt: skip
-            v0 = sum(st.values for st in src._streams)
-            c0, t0 = time.process_time(), time.perf_counter()
-            polls = 0
-            while time.perf_counter() - t0 < a.seconds:
-                time.sleep(max(0.0, a.interval - (time.perf_counter() - t0) % a.interval))
-                batches = src.collect()
-                polls += 1
-            cpu, wall = time.process_time() - c0, time.perf_counter() - t0
-            values = sum(st.values for st in src._streams) - v0
-            rows = {b.kind.name: b.num_rows for b in batches}
-        finally:
-            src.close()
+        first = src.collect()  # waits for every switch's first full sample
+        up = sum(int(x) for b in first if b.kind.name == "switch_status"
+                 for x in b.table.column("up").to_pylist())  # fmt: skip
+        v0 = sum(st.values for st in src._streams)
+        th0, c0, t0 = thread_cpu_s(), cpu_s(), time.perf_counter()
+        polls = 0
+        while time.perf_counter() - t0 < a.seconds:
+            time.sleep(max(0.0, a.interval - (time.perf_counter() - t0) % a.interval))
+            batches = src.collect()
+            polls += 1
+        cpu, wall, th1 = cpu_s() - c0, time.perf_counter() - t0, thread_cpu_s()
+        values = sum(st.values for st in src._streams) - v0
+        rows = {b.kind.name: b.num_rows for b in batches}
+        loop = src._gnmi_loop.thread.native_id
     finally:
-        assert child.stdin is not None
-        child.stdin.close()
-        child.wait(30)
+        src.close()
     intervals = wall / a.interval
+    by = {k: th1.get(k, 0.0) - th0.get(k, 0.0) for k in th1}
+    main = by.pop(threading.main_thread().native_id or 0, 0.0)
+    streams = by.pop(loop, 0.0)
     port_sets = values * a.ports / (a.ports + a.ports * a.queues)  # ports' share of the sets
-    out = {
+    return {
         "gnmi_switches": a.switches, "gnmi_switches_up": up, "gnmi_interval_s": a.interval,
         "gnmi_seconds": round(wall, 1), "gnmi_polls": polls, "gnmi_rows_last_poll": rows,
         "gnmi_cpu_s": round(cpu, 2), "gnmi_cpu_per_interval_s": round(cpu / intervals, 3),
+        "gnmi_cpu_per_interval_by_thread_s": {
+            "polls": round(main / intervals, 3), "streams": round(streams / intervals, 3),
+            "grpc_and_other": round(sum(by.values()) / intervals, 3),
+        } if th1 else None,
         "gnmi_counter_sets_per_s": round(values / wall),
+        "gnmi_counter_sets_expected_per_s": round(a.switches * (a.ports + a.ports * a.queues) / a.interval),
         "gnmi_counter_sets_per_s_per_core": round(values / cpu) if cpu else None,
         "gnmi_ports_per_cpu_s": round(port_sets / cpu) if cpu else None,
     }  # fmt: skip
-    if redis_ports_per_cpu_s:
-        out["redis_ports_per_cpu_s"] = round(redis_ports_per_cpu_s)
-        out["gnmi_vs_redis_ports_per_cpu_s"] = round(port_sets / cpu / redis_ports_per_cpu_s, 1)
-    return out
 
 
 def bench_snmp(a: argparse.Namespace) -> dict[str, Any]:
@@ -229,9 +280,15 @@ def main() -> None:
     ap.add_argument("--redis-ports-per-cpu-s", type=float, default=None,
                     help="--gnmi: the Redis poll's figure to compare with (else measured)")  # fmt: skip
     ap.add_argument("--serve-gnmi", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--collect-gnmi", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--poll-only", action="store_true",
+                    help="the Redis poll alone (no sequential/naive baselines)")  # fmt: skip
     a = ap.parse_args()
     if a.serve_gnmi:
         serve_gnmi(a)
+        return
+    if a.collect_gnmi:
+        print(json.dumps(collect_gnmi(a)))
         return
     if a.snmp:
         print(json.dumps({"bench": "switch-snmp", **bench_snmp(a)}))
@@ -239,15 +296,23 @@ def main() -> None:
     if a.gnmi:
         redis_rate = a.redis_ports_per_cpu_s
         redis: dict[str, Any] = {}
-        if redis_rate is None:  # the Redis poll in the same run, on the issue's 64 switches
-            redis = bench_redis(argparse.Namespace(**{**vars(a), "switches": 64}), compare=False)
+        if redis_rate is None:  # the Redis poll in the same run, on the issue's 64 switches,
+            # in a process of its own like the gNMI collector
+            r = subprocess.run(
+                [sys.executable, __file__, "--poll-only", "--switches", "64", "--ports",
+                 str(a.ports), "--queues", str(a.queues), "--repeat", str(a.repeat)],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if r.returncode:
+                sys.exit(f"Redis poll failed: {r.stderr.strip()[-2000:]}")
+            redis = json.loads(r.stdout.strip().splitlines()[-1])
             redis_rate = redis["ports_per_cpu_s"]
         out = bench_gnmi(a, redis_rate)
         if redis:
             out["redis_poll_cpu_s_64_switches"] = redis["poll_cpu_s"]
         print(json.dumps({"bench": "switch-gnmi", **out}))
         return
-    print(json.dumps({"bench": "switch", **bench_redis(a)}))
+    print(json.dumps({"bench": "switch", **bench_redis(a, compare=not a.poll_only)}))
 
 
 def bench_redis(a: argparse.Namespace, compare: bool = True) -> dict[str, Any]:

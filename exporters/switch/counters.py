@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import itertools
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -259,21 +260,17 @@ def field_columns(
     """`fields_from` for many hashes at once, column by column (the same mapping and rules:
     first alternative whose terms are all present, sums only of present terms, unit scale).
     `keys` name each hash in problems; `cache` shares parsed counters between calls on the same
-    hashes (the port kind's PFC sums and the priority rows read the same counters)."""
+    hashes (the port kind's PFC sums and the priority rows read the same counters; a caller can
+    fill it for several kinds at once with `read_counters`)."""
     cols = cache if cache is not None else {}
     n = len(hashes)
-    need = [t for t in _terms(kind, priority, table) if t not in cols]
-    if need and n:
-        for t, raw in zip(need, _raw_columns(hashes, need), strict=True):
-            cols[t] = (raw, _counter_column(t, raw, keys, problems))
-    elif need:
-        cols.update((t, ((), [])) for t in need)
+    read_counters(terms(kind, priority, table), keys, hashes, problems, cols)
     out: dict[str, Column] = {}
     for m in _for_kind(kind, priority, table):
         if len(m.alternatives) == 1 and len(m.alternatives[0]) == 1:
             vals = cols[m.alternatives[0][0]][1]
         else:
-            vals = _alternatives([[cols[t] for t in terms] for terms in m.alternatives], n)
+            vals = _alternatives([[cols[t] for t in alt] for alt in m.alternatives], n)
         if m.scale is not None:
             vals = (
                 vals * m.scale
@@ -282,6 +279,90 @@ def field_columns(
             )
         out[m.field] = vals
     return out
+
+
+class _Present(Sequence[Any]):
+    """The raw values of a counter that every hash has, read in one batch (`read_counters`):
+    `_alternatives` only asks whether each is there, so they are not kept."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: Any) -> Any:
+        return True  # present (not None)
+
+    def __contains__(self, v: object) -> bool:
+        return v is not None
+
+    def count(self, v: Any) -> int:
+        return 0 if v is None else self.n
+
+
+def read_batch(
+    names: Sequence[str], hashes: Sequence[Mapping[str, Any]]
+) -> dict[str, tuple[Sequence[Any], Column]] | None:
+    """Counters `names` of hashes alike (a switch model has the same counters on every port), in
+    one batch: one itemgetter call per hash and one numpy conversion for all of them (int()'s
+    rules and 0 <= n < 2**64, as `_counter_column`'s), each counter a uint64 array; counters on
+    no hash are null. None where they cannot all be read so (a hash lacks one of the first's
+    counters, a value is not a string or not a counter): `read_counters` then reads them column
+    by column and names what is wrong. Names no problem itself, so it can run as samples arrive."""
+    n = len(hashes)
+    need = list(dict.fromkeys(names))
+    if not n:
+        return None
+    have = [t for t in need if t in hashes[0]]
+    out: dict[str, tuple[Sequence[Any], Column]] = {}
+    if have:
+        try:
+            rows = list(map(itemgetter(*have), hashes))
+        except KeyError:
+            return None
+        if len(have) == 1:  # itemgetter of one name gives the value, not a 1-tuple
+            rows = [(r,) for r in rows]
+        if set(map(type, itertools.chain.from_iterable(rows))) != _STR:
+            return None
+        try:  # counters x hashes, each counter's row contiguous (Arrow takes it as it is)
+            arr = np.array(rows, dtype=np.uint64).T.copy()
+        except (ValueError, OverflowError):
+            return None
+        present = _Present(n)
+        out = {t: (present, arr[j]) for j, t in enumerate(have)}
+    absent = [t for t in need if t not in out]
+    if absent:  # counters the model lacks are on no hash: one check of each hash
+        a = frozenset(absent)
+        if not all(map(methodcaller("isdisjoint", a), map(methodcaller("keys"), hashes))):
+            return None
+        nones = (None,) * n
+        out.update((t, (nones, [None] * n)) for t in absent)
+    return out
+
+
+def read_counters(
+    names: Sequence[str],
+    keys: Sequence[str],
+    hashes: Sequence[Mapping[str, Any]],
+    problems: Problems,
+    cache: dict[str, tuple[Sequence[Any], Column]],
+) -> None:
+    """Counters `names` of every hash into `cache` (name -> (raw values, column)), those already
+    there skipped: in one batch where `read_batch` can, else column by column through
+    `_counter_column`, each bad value named."""
+    need = [t for t in dict.fromkeys(names) if t not in cache]
+    if not need:
+        return
+    if not hashes:
+        cache.update((t, ((), [])) for t in need)
+        return
+    got = read_batch(need, hashes)
+    if got is not None:
+        cache.update(got)
+        return
+    for t, raw in zip(need, _raw_columns(hashes, need), strict=True):
+        cache[t] = (raw, _counter_column(t, raw, keys, problems))
 
 
 def _raw_columns(hashes: Sequence[Mapping[str, Any]], need: list[str]) -> list[Sequence[Any]]:
@@ -306,7 +387,7 @@ def _raw_columns(hashes: Sequence[Mapping[str, Any]], need: list[str]) -> list[S
 
 
 @lru_cache(maxsize=64)
-def _terms(kind: str, priority: int | None, table: Path) -> tuple[str, ...]:
+def terms(kind: str, priority: int | None = None, table: Path = CSV_PATH) -> tuple[str, ...]:
     """Every counter name the mappings of `kind` read, once each."""
     return tuple(
         dict.fromkeys(
@@ -499,4 +580,7 @@ __all__ = [
     "port_rows",
     "priority_rows",
     "queue_rows",
+    "read_batch",
+    "read_counters",
+    "terms",
 ]

@@ -435,6 +435,10 @@ class SonicGnmi(_Stream):
         self._queues: tuple[list[Any], ...] = ([], [], [], [], [])
         self._bad_queues: list[tuple[str, str]] = []
         self._lldp: list[dict[str, Any]] | None = None  # lldp rows of `appl` (None: to be read)
+        # the counters of an update that brought every port (or queue), read as it arrives
+        # (`counters.read_batch`, while its values are fresh in memory) and used by the polls
+        # until the next update (which replaces them, or leaves None for the poll to read)
+        self._block: dict[str, dict[str, Any] | None] = {"port": None, "queue": None}
 
     async def _prepare(self, md: list[tuple[str, str]]) -> None:
         maps: dict[str, dict[str, str]] = {}
@@ -472,6 +476,7 @@ class SonicGnmi(_Stream):
             self._ports = ([n for n, _ in ports], [f"COUNTERS:{o}" for _, o in ports])
             self._queues = queues
             self._bad_queues = bad
+            self._block = {"port": None, "queue": None}
 
     def _apply(self, elems: list[tuple[str, dict[str, str]]], value: Any, ts_ms: int) -> bool:
         names = [e[0] for e in elems]
@@ -502,6 +507,14 @@ class SonicGnmi(_Stream):
         (self.queue_h if queues else self.port_h).update(groups)
         (self.queue_ts if queues else self.port_ts).update(dict.fromkeys(groups, ts_ms))
         self.values += len(groups)
+        names = self._queues[0] if queues else self._ports[0]
+        hashes: list[Any] = list(map(groups.get, names))
+        cols = (
+            C.read_batch(_QUEUE_TERMS if queues else _PORT_TERMS, hashes)
+            if names and None not in hashes
+            else None
+        )
+        self._block["queue" if queues else "port"] = cols
         return True
 
     def caught_up(self, ts_ms: int) -> bool:
@@ -521,6 +534,7 @@ class SonicGnmi(_Stream):
         self.check_up()
         with self.lock:
             port_h, queue_h = dict(self.port_h), dict(self.queue_h)
+            pre, qpre = self._block["port"] or {}, self._block["queue"] or {}  # read on arrival
             port_ts, queue_ts = dict(self.port_ts), dict(self.queue_ts)
             appl = self.appl
             ports, queues = self._ports, self._queues
@@ -534,10 +548,15 @@ class SonicGnmi(_Stream):
             for i in sorted(set(range(len(names))) - set(have)):
                 problems.add("missing_counters", keys[i])
             names, keys, hashes = ([c[i] for i in have] for c in (names, keys, hashes))
-        cache: dict[str, tuple[Sequence[Any], C.Column]] = {}
+        # (read as they arrived: every port, none left out here)
+        cache: dict[str, tuple[Sequence[Any], C.Column]] = (
+            dict(pre) if len(names) == len(ports[0]) else {}
+        )
+        # the port and priority records read the same hashes: their counters in one batch
+        C.read_counters(_PORT_TERMS, keys, hashes, problems, cache)
         pc: dict[str, C.Column] = {
             "port": names,
-            "ts": list(map(port_ts.get, names)),
+            "ts": _ts_column(list(map(port_ts.get, names))),
             **C.field_columns("port", keys, hashes, problems, cache=cache),
         }
         up, speed = [], []
@@ -552,7 +571,7 @@ class SonicGnmi(_Stream):
         for p in C.PRIORITIES:
             f = C.field_columns("priority", keys, hashes, problems, p, cache=cache)
             if any(C.full(c) for c in f.values()):  # a value on every port: every row
-                part = {"port": names, "ts": pc["ts"], "priority": [p] * len(names), **f}
+                part = {"port": names, "ts": pc["ts"], "priority": np.full(len(names), p), **f}
             else:
                 have = [i for i in range(len(names)) if any(c[i] is not None for c in f.values())]
                 part = {
@@ -576,10 +595,16 @@ class SonicGnmi(_Stream):
                 C._split(qname, idx, problems, C.QUEUE_NAME_MAP)
         qc: dict[str, C.Column] = {
             "port": qport,
-            "queue": qidx,
+            "queue": np.asarray(qidx, dtype=np.int64),
             "queue_type": qtype,
-            "ts": list(map(queue_ts.get, qnames)),
-            **C.field_columns("queue", qkeys, qhashes, problems),
+            "ts": _ts_column(list(map(queue_ts.get, qnames))),
+            **C.field_columns(
+                "queue",
+                qkeys,
+                qhashes,
+                problems,
+                cache=dict(qpre) if len(qnames) == len(queues[0]) else {},
+            ),
         }
         wd = [h.get("PFC_WD_STATUS") for h in qhashes]
         if wd.count(None) != len(wd):
@@ -712,6 +737,20 @@ class OpenConfigGnmi(_Stream):
             for (port, _), h in sorted(neigh.items(), key=lambda kv: C._natural(kv[0][0]))
         ]
         return prow, qrow, lrow
+
+
+_PORT_TERMS = tuple(
+    t for k, p in [("port", None), *(("priority", p) for p in C.PRIORITIES)] for t in C.terms(k, p)
+)
+_QUEUE_TERMS = C.terms("queue")
+
+
+def _ts_column(ts: list[int | None]) -> C.Column:
+    """Rows' update times: one array where they are one time (a notification's ports or
+    queues, the common case), else the list."""
+    if ts and ts[0] is not None and ts.count(ts[0]) == len(ts):
+        return np.full(len(ts), ts[0], dtype=np.int64)
+    return ts
 
 
 def _concat(chunks: list[C.Column]) -> C.Column:

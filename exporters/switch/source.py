@@ -182,17 +182,21 @@ class SwitchSource(BaseSource):
         rows: dict[str, list[dict[str, Any]]] = {k: [] for k in _KINDS}
         tables: dict[str, list[pa.Table]] = {k: [] for k in _KINDS}
         status: list[dict[str, Any]] = []
+        columns: dict[str, list[Any]] = {k: [] for k in _KINDS}  # each switch's columns
         for t in self.targets:
             st, p, q, ll = results[id(t)]
             st.update(ts=ts, switch=t.switch, asic=t.asic)
             status.append(st)
             if isinstance(p, tuple):  # columns: (ports, priorities, queues)
-                self._merge_columns(t, p, ts, tables)
+                self._merge_columns(t, p, ts, columns)
             else:
                 self._merge_rows(t, p, q, ts, rows)
             for r in ll:
                 r.update(ts=ts, local_device=t.switch)
                 rows["lldp_link"].append(r)
+        for kind, ps in columns.items():  # every switch's columns of a kind: one table
+            if ps:
+                tables[kind].append(_table(KINDS[kind], ps))
         n = {k: len(rows[k]) + sum(x.num_rows for x in tables[k]) for k in _KINDS}
         self.stats.received += n["switch_port_sample"] + n["switch_queue_sample"] + n["lldp_link"]
         up = sum(1 for s in status if s["up"])
@@ -235,7 +239,7 @@ class SwitchSource(BaseSource):
 
     def _merge_columns(
         self, t: Target, cols: tuple[dict[str, list[Any]], ...], ts: int,
-        tables: dict[str, list[pa.Table]],
+        parts: dict[str, list[Any]],
     ) -> None:  # fmt: skip
         pc, prio, qc = cols
         for kind, c in zip(_KINDS[:3], (pc, prio, qc), strict=True):
@@ -260,7 +264,7 @@ class SwitchSource(BaseSource):
                     ("rx_bytes_per_second", "tx_bytes_per_second", "tx_utilization_ratio")
                 ):
                     c[f] = [r[i] for r in rates]
-            tables[kind].append(_table(KINDS[kind], c, const))
+            parts[kind].append((c, const))
 
     def _poll_one(self, t: Target) -> tuple[dict[str, Any], Any, Any, list[Any]]:
         who = t.switch + (f"/{t.asic}" if t.asic else "")
@@ -376,28 +380,51 @@ class SwitchSource(BaseSource):
 _KINDS = ("switch_port_sample", "switch_priority_sample", "switch_queue_sample", "lldp_link")
 
 
-def _table(kind: RecordKind, cols: dict[str, Any], const: dict[str, Any]) -> pa.Table:
-    """A table of `kind` from columns (lists of equal length) and values the same on every row
-    (`const`); absent fields are null, an absent label ''."""
-    n = len(cols["ts"])
-    unknown = (set(cols) | set(const)) - set(kind.by_name)
-    if unknown:
-        raise ValueError(f"{kind.name}: unknown field(s) {sorted(unknown)}")
+def _table(kind: RecordKind, parts: list[tuple[dict[str, Any], dict[str, Any]]]) -> pa.Table:
+    """One table of `kind` from many switches' columns: each part is (columns: lists or arrays
+    of equal length, values the same on each of its rows); absent fields are null, an absent
+    label ''. A field that is an array in every part becomes one array (no Python objects)."""
+    ns = [len(c["ts"]) for c, _ in parts]
+    n = sum(ns)
+    for c, const in parts:
+        unknown = (set(c) | set(const)) - set(kind.by_name)
+        if unknown:
+            raise ValueError(f"{kind.name}: unknown field(s) {sorted(unknown)}")
+    which: Any = None  # the part of each row, where constants differ between parts
     arrays = []
     for f in kind.fields:
-        v = cols.get(f.name)
-        if f.name in const:
-            arrays.append(pa.repeat(pa.scalar(const[f.name], f.arrow_type), n))
-        elif isinstance(v, np.ndarray):  # a counter on every row: no Python objects
-            arrays.append(pa.array(v, f.arrow_type))
-        elif v is None or v.count(None) == n:
+        if f.name in parts[0][1]:
+            vals = [const[f.name] for _, const in parts]
+            if vals.count(vals[0]) == len(vals):
+                arrays.append(pa.repeat(pa.scalar(vals[0], f.arrow_type), n))
+            else:
+                if which is None:
+                    which = pa.array(np.repeat(np.arange(len(parts)), ns))
+                arrays.append(pa.array(vals, f.arrow_type).take(which))
+            continue
+        chunks = [c.get(f.name) for c, _ in parts]
+        arrs = [v for v in chunks if isinstance(v, np.ndarray)]
+        if len(arrs) == len(chunks) and len({v.dtype for v in arrs}) == 1:
+            arrays.append(pa.array(arrs[0] if len(arrs) == 1 else np.concatenate(arrs),
+                                   f.arrow_type))  # fmt: skip
+            continue
+        if all(v is None or (isinstance(v, list) and v.count(None) == len(v)) for v in chunks):
             arrays.append(
                 pa.nulls(n, f.arrow_type)
                 if f.nullable
                 else pa.repeat(pa.scalar("", f.arrow_type), n)
             )
-        else:
-            arrays.append(pa.array(v, f.arrow_type))
+            continue
+        flat: list[Any] = []
+        fill = None if f.nullable else ""  # a part without the field, as a table of its own
+        for v, k in zip(chunks, ns, strict=True):
+            if isinstance(v, np.ndarray):
+                flat.extend(v.tolist())
+            elif v is None or v.count(None) == k:
+                flat.extend([fill] * k)
+            else:
+                flat.extend(v)
+        arrays.append(pa.array(flat, f.arrow_type))
     return pa.Table.from_arrays(arrays, schema=kind.arrow_schema)
 
 

@@ -9,7 +9,8 @@ subscribers get the APPL_DB tables again, and notifications carry the given swit
 Behaviours a test can ask for: `users` (username/password metadata checked), `behaviour`
 "ok" | "hang" (takes the call, never answers) | "garbage" (counters that are not JSON / not
 numbers) | "no_stream" (STREAM refused: UNIMPLEMENTED) | "no_subscribe" (Subscribe refused),
-`stop_after` (samples sent in all before the target goes silent), and TLS credentials.
+`stop_after` (samples sent in all before the target goes silent), and TLS credentials;
+`rendered` renders each answer once per state (bench/switch.py's targets).
 Without `set_state` times, every notification carries `base_ns` + 1 s per sample sent.
 """
 
@@ -49,8 +50,14 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         behaviour: str = "ok",
         stop_after: int | None = None,
         base_ns: int | None = None,
+        rendered: bool = False,
     ) -> None:
         self.counters, self.appl, self.oc = counters, appl, oc
+        # rendered: the state changes only through set_state, so each answer is rendered once
+        # per state (a benchmark's targets keep up with many switches); without it, every
+        # sample is rendered from the state as it is (a test may edit it in place)
+        self.rendered = rendered
+        self._renders: dict[Any, list[Any]] = {}
         self.users = users
         self.behaviour = behaviour
         self.stop_after = stop_after
@@ -168,8 +175,14 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
 
     def _notification(self, target: str, paths: list[Any]) -> Any:
         with self.lock:  # one state per notification, however set_state interleaves
-            counters, appl, ts = self.counters, self.appl, self._ts()
-        ups = [u for p in paths for u in self.answer(target, p, counters, appl)]
+            counters, appl, ts, version = self.counters, self.appl, self._ts(), self.version
+        key = (version, target, tuple(p.SerializeToString() for p in paths))
+        ups = self._renders.get(key) if self.rendered else None
+        if ups is None:
+            ups = [u for p in paths for u in self.answer(target, p, counters, appl)]
+            if self.rendered:
+                self._renders = {k: v for k, v in self._renders.items() if k[0] == version}
+                self._renders[key] = ups
         return pb.Notification(timestamp=ts, prefix=pb.Path(target=target), update=ups)
 
     # -- gNMI ------------------------------------------------------------------------------

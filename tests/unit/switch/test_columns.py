@@ -119,3 +119,37 @@ def test_uniform_hashes_read_by_the_fast_path_equal_rows() -> None:
     q = [{"SAI_QUEUE_STAT_PACKETS": str(i)} for i in range(3)]
     cols = C.field_columns("queue", ["a", "b", "c"], q, Seen())
     assert list(cols["tx_packets_total"]) == [0, 1, 2] and cols["tx_bytes_total"] == [None] * 3
+
+
+def test_batched_read_equals_rows_whatever_one_value_is() -> None:
+    """Hashes alike (one switch model) are read in one batch (read_counters); one awkward value
+    anywhere (not a string, not a counter, out of range, int()'s own spellings) must give the
+    row-wise values and name the same problems, through the batch or the column fallback;
+    counters on no hash are null."""
+    _, hs = _hashes()
+    base = {k: v for k, v in hs[0].items() if v.isdigit()}
+    ukeys = [f"COUNTERS:u{i}" for i in range(4)]
+    kinds = [("port", None), *(("priority", p) for p in range(8))]
+    awkward: list[Any] = ["lots", 5.5, 5.0, 7, True, "-1", str(1 << 64), str((1 << 64) - 1),
+                          "1_000", " 12", "+5", "1e3", "", "٣"]  # fmt: skip
+    for bad in [None, *awkward]:
+        uniform = [{k: str(int(v) + i) for k, v in base.items()} for i in range(4)]
+        if bad is not None:
+            uniform[2]["SAI_PORT_STAT_IF_IN_OCTETS"] = bad
+            if bad != str((1 << 64) - 1):  # summed over priorities: past 64 bits (not asked)
+                uniform[2]["SAI_PORT_STAT_PFC_3_RX_PKTS"] = bad
+        cache: dict[str, Any] = {}
+        seen = Seen()
+        every = [t for k, p in kinds for t in C.terms(k, p)]
+        C.read_counters(every, ukeys, uniform, seen, cache)
+        if bad is None:  # the batch: arrays, every counter the first hash has
+            assert all(hasattr(cache[t][1], "dtype") for t in every if t in uniform[0]), (
+                "not read in one batch"
+            )
+        for kind, p in kinds:
+            rows, seen_rows = _row_wise(kind, ukeys, uniform, p)
+            cols = C.field_columns(kind, ukeys, uniform, seen, p, cache=cache)
+            for field, col in cols.items():
+                assert list(col) == [r[field] for r in rows], (bad, kind, p, field)
+            assert set(seen_rows.got) <= set(seen.got), (bad, kind, p)
+        assert cache["SAI_PORT_STAT_PFC_0_TX_PAUSE_DURATION_US"][1] == [None] * 4
