@@ -10,7 +10,6 @@ unparseable counter leaves the field null and is reported through `problems.add(
 from __future__ import annotations
 
 import csv
-import functools
 import itertools
 import json
 import re
@@ -203,9 +202,7 @@ def fields_from(
                 break
             if all(t in h for t in terms):
                 vals = [_int(key, t, h[t], problems) for t in terms]
-                value = (
-                    None if any(v is None for v in vals) else sum(v for v in vals if v is not None)
-                )
+                value = _sum_u64([v for v in vals if v is not None], len(vals))
                 break
         out[m.field] = value if value is None or m.scale is None else value * m.scale
     return out
@@ -406,17 +403,39 @@ def _alternatives(alts: list[list[tuple[Sequence[Any], Column]]], n: int) -> Col
         if all(None not in raw for raw, _ in alt):
             vcols = [v for _, v in alt]
             if all(isinstance(v, np.ndarray) for v in vcols):
-                return functools.reduce(lambda x, y: x + y, vcols)
-            return [None if any(x is None for x in t) else sum(t) for t in zip(*vcols, strict=True)]
+                return _sum_u64_columns(vcols)
+            return [_sum_u64(t, len(t)) for t in zip(*vcols, strict=True)]
         out: list[Any] = [None] * n
         for i in range(n):
             for a in alts[k:]:
                 if all(raw[i] is not None for raw, _ in a):
-                    vs = [v[i] for _, v in a]
-                    out[i] = None if any(x is None for x in vs) else sum(vs)
+                    out[i] = _sum_u64([v[i] for _, v in a], len(a))
                     break
         return out
     return [None] * n
+
+
+def _sum_u64(terms: Sequence[int | None], n: int) -> int | None:
+    """The sum of `n` counter terms, None when one of them has no value or the sum does not fit
+    the 64-bit counter it is stored in (a wrong number is worse than none)."""
+    if len(terms) != n or any(t is None for t in terms):
+        return None
+    total = sum(t for t in terms if t is not None)
+    return total if total < 2**64 else None
+
+
+def _sum_u64_columns(cols: list[np.ndarray[Any, Any]]) -> Column:
+    """`_sum_u64` row by row over uint64 columns: numpy wraps a uint64 sum past 2**64 silently,
+    so a row whose sum wrapped (the running sum fell below what it was) has no value."""
+    total = cols[0]
+    wrapped = np.zeros(len(total), dtype=bool)
+    for c in cols[1:]:
+        nxt = total + c
+        wrapped |= nxt < total
+        total = nxt
+    if not wrapped.any():
+        return total
+    return [None if w else int(v) for v, w in zip(total.tolist(), wrapped.tolist(), strict=True)]
 
 
 def priority_rows(

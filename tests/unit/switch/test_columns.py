@@ -153,3 +153,19 @@ def test_batched_read_equals_rows_whatever_one_value_is() -> None:
                 assert list(col) == [r[field] for r in rows], (bad, kind, p, field)
             assert set(seen_rows.got) <= set(seen.got), (bad, kind, p)
         assert cache["SAI_PORT_STAT_PFC_0_TX_PAUSE_DURATION_US"][1] == [None] * 4
+
+
+def test_a_sum_past_64_bits_has_no_value_on_both_paths() -> None:
+    """rx_packets_total = unicast + non-unicast: numpy wraps a uint64 sum past 2**64 silently
+    (a counter that seems to go backwards, read as a reset); both paths store no value there."""
+    big = str(2**63 + 5)
+    hs = [
+        {"SAI_PORT_STAT_IF_IN_UCAST_PKTS": "7", "SAI_PORT_STAT_IF_IN_NON_UCAST_PKTS": "3"},
+        {"SAI_PORT_STAT_IF_IN_UCAST_PKTS": big, "SAI_PORT_STAT_IF_IN_NON_UCAST_PKTS": big},
+        {"SAI_PORT_STAT_IF_IN_UCAST_PKTS": big, "SAI_PORT_STAT_IF_IN_NON_UCAST_PKTS": "9"},
+    ]
+    keys = [f"COUNTERS:oid:{i}" for i in range(len(hs))]
+    cols = C.field_columns("port", keys, hs, Seen())
+    rows, _ = _row_wise("port", keys, hs, None)
+    assert list(cols["rx_packets_total"]) == [10, None, 2**63 + 14]
+    assert [r["rx_packets_total"] for r in rows] == [10, None, 2**63 + 14]
