@@ -402,8 +402,9 @@ def _alternatives(alts: list[list[tuple[Sequence[Any], Column]]], n: int) -> Col
             continue  # absent on every row: the next alternative
         if all(None not in raw for raw, _ in alt):
             vcols = [v for _, v in alt]
-            if all(isinstance(v, np.ndarray) for v in vcols):
-                return _sum_u64_columns(vcols)
+            arrays = [v for v in vcols if isinstance(v, np.ndarray)]
+            if len(arrays) == len(vcols):
+                return _sum_u64_columns(arrays)
             return [_sum_u64(t, len(t)) for t in zip(*vcols, strict=True)]
         out: list[Any] = [None] * n
         for i in range(n):
