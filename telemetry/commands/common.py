@@ -9,11 +9,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from telemetry.config import Config, load_config, set_in
 from telemetry.pipeline import Batch, ComponentStats
-from telemetry.store import Store
+
+if TYPE_CHECKING:
+    from telemetry.store import Store
 
 
 def add_command(sub: Any, name: str, doc: str | None) -> argparse.ArgumentParser:
@@ -177,6 +179,8 @@ def config_from_args(args: argparse.Namespace, **dotted: Any) -> Config:
 
 
 def store_from_config(cfg: Config) -> Store:
+    from telemetry.store import Store  # the client imports pyarrow: not for a /metrics-only node
+
     return Store(
         cfg.store.dsn,
         database=cfg.store.database,
