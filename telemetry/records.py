@@ -476,6 +476,40 @@ GPU_EVENT = _register(
     )
 )
 
+GPU_PROCESS = _register(
+    RecordKind(
+        name="gpu_process",
+        doc="A process holding a context on a GPU (NVML's running compute and graphics "
+        "processes): the GPU memory it uses, and its pod from /proc/PID/cgroup.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("node", "Kubernetes node name."),
+            label("gpu", "GPU index on the node.", "u16"),
+            label("uuid", "GPU UUID."),
+            label(
+                "mig",
+                "MIG instance (GPU instance/compute instance) the process runs in, empty "
+                "for a full GPU.",
+            ),
+            label("pid", "Process id, in the host's pid namespace (NVML's).", "u32"),
+            label("type", "compute | graphics (a process with both contexts has a row each)."),
+            label(
+                "pod_uid", "Pod UID from the process's cgroup path; '' when not in a pod.", "str"
+            ),
+            label("container_id", "Container id from the process's cgroup path.", "str"),
+            gauge(
+                "used_memory_bytes",
+                "GPU memory used by the process; null when NVML reports it not available "
+                "(Windows/WSL WDDM, and MIG without the privilege to read it).",
+                "bytes",
+                type_="u64",
+            ),
+        ),
+        order_by=("cluster", "node", "gpu", "pid", "ts"),
+    )
+)
+
 GPU_NIC_AFFINITY = _register(
     RecordKind(
         name="gpu_nic_affinity",
