@@ -255,8 +255,9 @@ class NodeSource(BaseSource):
         g.add_argument(
             "--no-store",
             action="store_true",
-            help="serve /metrics only (the DaemonSet mode): no store is opened and no ClickHouse "
-            "client, polars, Kubernetes client or simulator is imported; with --once, one cycle",
+            help="serve /metrics only (the DaemonSet mode): no store is opened and no pyarrow, "
+            "numpy, ClickHouse client, polars, Kubernetes client or simulator is imported; with "
+            "--once, one cycle",
         )
         c = p.add_argument_group("collectors (all on by default; config: collectors.NAME)")
         for name, help_ in COLLECTORS.items():
