@@ -48,10 +48,11 @@ def cpu(fn, n):
         fn()
     return (time.process_time() - t0) / n
 
-# What runs every interval in the DaemonSet: collect (sysfs + 8 fake GPUs; same sysfs collectors
-# as node_exporter's infiniband+netclass, no ethtool) and hand the batches to the /metrics sink.
+# What runs every interval in the DaemonSet: collect (sysfs + 8 fake GPUs and their process lists;
+# same sysfs collectors as node_exporter's infiniband+netclass, no ethtool) and hand the batches
+# to the /metrics sink.
 live = NodeSource.live(sysfs_root=node8 + "/sys", gpu_backend="fake", gpu_fake=node8 + "/nvml.json",
-                       collectors=frozenset({"gpu", "rdma", "pcie", "podresources"}),
+                       collectors=frozenset({"gpu", "rdma", "pcie", "podresources", "processes"}),
                        podresources_socket="/nonexistent/kubelet.sock", node_name="bench")
 sink = PrometheusSink(components=lambda: [live.stats])
 t0 = time.process_time()

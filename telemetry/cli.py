@@ -23,7 +23,21 @@ from telemetry.errors import UserError
 log = logging.getLogger("railscope")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command `argv` runs: its first word that is not a global option or its value."""
+    it = iter(argv)
+    for word in it:
+        if word in ("--config", "--log-level"):
+            next(it, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The `railscope` parser. Given the command line `argv` that runs a source, it holds that
+    source's command only: the other sources' modules (and their libraries) are not imported,
+    so `railscope node --no-store` loads the node exporter and nothing else."""
     parser = argparse.ArgumentParser(
         prog="railscope",
         description=(
@@ -43,7 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     from telemetry.commands import sources as source_commands
     from telemetry.commands.common import register_verbs
+    from telemetry.registry import SOURCES
 
+    word = command_word(argv) if argv is not None else None
+    if word in SOURCES:
+        source_commands.register(sub, only=word)
+        return parser
     source_commands.register(sub)
     for m in pkgutil.iter_modules(importlib.import_module("telemetry.commands").__path__):
         if m.name.startswith("_") or m.name == "sources":
@@ -63,7 +82,8 @@ def _quiet_clients(record: logging.LogRecord) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),

@@ -14,21 +14,41 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from telemetry.records import KINDS, RecordKind
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
 class Batch:
-    """Records of one kind, as an Arrow table conforming to `kind.arrow_schema`."""
+    """Records of one kind, as an Arrow table conforming to `kind.arrow_schema`.
 
-    kind: RecordKind
-    table: pa.Table
+    A batch built from rows of plain Python values (`from_rows`, what most sources do) keeps them
+    as columns and builds its Arrow table the first time `table` is read: by a sink that stores
+    or ships Arrow (ClickHouse, memory, JSON lines). The /metrics path reads `pylists` and never
+    does, so `railscope node --no-store` does not import pyarrow. Rows that need Arrow to convert
+    them (a datetime, a float in an integer field ...) are converted, and refused, at `from_rows`
+    as always."""
+
+    __slots__ = ("_cols", "_table", "kind")
+
+    def __init__(
+        self,
+        kind: RecordKind,
+        table: pa.Table | None = None,
+        *,
+        columns: dict[str, list[Any]] | None = None,
+    ) -> None:
+        """`table` conforming to `kind`, or `columns`: `kind.plain_columns` output."""
+        if (table is None) == (columns is None):
+            raise ValueError("Batch: give a table or plain columns, not both")
+        self.kind = kind
+        self._table = table
+        self._cols = columns
 
     @classmethod
     def of(cls, kind: RecordKind | str, table: pa.Table) -> Batch:
@@ -38,11 +58,64 @@ class Batch:
     @classmethod
     def from_rows(cls, kind: RecordKind | str, rows: Iterable[dict[str, Any]]) -> Batch:
         k = KINDS[kind] if isinstance(kind, str) else kind
-        return cls(k, k.to_arrow(list(rows)))
+        cols = k.to_columns(rows)
+        plain = k.plain_columns(cols)
+        if plain is None:
+            return cls(k, k.arrow_from_columns(cols))
+        return cls(k, columns=plain)
+
+    @property
+    def table(self) -> pa.Table:
+        t = self._table
+        if t is None:
+            cols = self._cols
+            if cols is None:  # another thread built it since (it sets the table first)
+                return self._table
+            t = self._table = self.kind.arrow_from_columns(cols)
+            self._cols = None  # one copy of the rows
+        return t
 
     @property
     def num_rows(self) -> int:
+        cols = self._cols
+        if cols is not None:
+            return len(next(iter(cols.values()), ()))
         return int(self.table.num_rows)
+
+    def pylists(self, names: Sequence[str]) -> dict[str, list[Any]]:
+        """The values of these fields, as Python lists (`table.select(names).to_pydict()`), without
+        building the Arrow table of a batch that has none. Not for time fields (an Arrow table
+        gives datetimes, plain columns epoch milliseconds)."""
+        cols = self._cols
+        if cols is not None:
+            return {n: cols[n] for n in names}
+        return dict(self.table.select(list(names)).to_pydict())
+
+    def fill_empty(self, name: str, value: str) -> Batch:
+        """This batch with null or '' in string field `name` replaced by `value` (itself when
+        none is)."""
+        cols = self._cols
+        if cols is not None:
+            col = cols[name]
+            if not any(v is None or v == "" for v in col):
+                return self
+            filled = [value if v is None or v == "" else v for v in col]
+            return Batch(self.kind, columns={**cols, name: filled})
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        t = self.table
+        col = t.column(name)
+        empty = pc.or_(pc.is_null(col), pc.equal(col, ""))
+        if not pc.any(empty).as_py():
+            return self
+        filled = pc.if_else(empty, pa.scalar(value), col)
+        idx = t.column_names.index(name)
+        return Batch(self.kind, t.set_column(idx, t.schema.field(idx), filled))
+
+    def __repr__(self) -> str:
+        form = "columns" if self._cols is not None else "table"
+        return f"Batch({self.kind.name}, {self.num_rows} rows as {form})"
 
 
 @dataclass

@@ -1,8 +1,12 @@
 """Record kinds: the one definition of every typed record railscope collects or derives.
 
-Sources build Arrow tables with `kind.arrow_schema`, the store renders its DDL from the same
-fields, the Prometheus sink names metrics after them and the docs list them. Adding a field is
-one line here plus a migration (`telemetry/store/migrations.py`). Never define a column elsewhere.
+Sources build Arrow tables with `kind.arrow_schema` (or plain columns with `kind.to_columns`,
+which become that table when a sink reads it), the store renders its DDL from the same fields,
+the Prometheus sink names metrics after them and the docs list them. Adding a field is one line
+here plus a migration (`telemetry/store/migrations.py`). Never define a column elsewhere.
+
+pyarrow is imported when an Arrow type or table is first asked for, not with this module: the
+/metrics-only node exporter (`railscope node --no-store`) never asks, and stays small.
 """
 
 from __future__ import annotations
@@ -10,24 +14,94 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-# Logical types: (arrow type, ClickHouse type, default codec).
-_TYPES: dict[str, tuple[pa.DataType, str, str | None]] = {
-    "time": (pa.timestamp("ms", tz="UTC"), "DateTime64(3, 'UTC')", "DoubleDelta, ZSTD(1)"),
-    "str": (pa.string(), "String", "ZSTD(1)"),
-    "lstr": (pa.string(), "LowCardinality(String)", None),
-    "bool": (pa.bool_(), "Bool", None),
-    "u8": (pa.uint8(), "UInt8", None),
-    "u16": (pa.uint16(), "UInt16", None),
-    "u32": (pa.uint32(), "UInt32", "T64, ZSTD(1)"),
-    "u64": (pa.uint64(), "UInt64", "T64, ZSTD(1)"),
-    "i64": (pa.int64(), "Int64", "T64, ZSTD(1)"),
-    "counter": (pa.uint64(), "UInt64", "Delta, ZSTD(1)"),  # monotonically rising totals
-    "f64": (pa.float64(), "Float64", "Gorilla, ZSTD(1)"),
+# Logical types: (arrow type, ClickHouse type, default codec). The arrow type is named by its
+# pyarrow factory and its arguments (`_arrow_type` builds it).
+_TYPES: dict[str, tuple[tuple[str, ...], str, str | None]] = {
+    "time": (("timestamp", "ms", "UTC"), "DateTime64(3, 'UTC')", "DoubleDelta, ZSTD(1)"),
+    "str": (("string",), "String", "ZSTD(1)"),
+    "lstr": (("string",), "LowCardinality(String)", None),
+    "bool": (("bool_",), "Bool", None),
+    "u8": (("uint8",), "UInt8", None),
+    "u16": (("uint16",), "UInt16", None),
+    "u32": (("uint32",), "UInt32", "T64, ZSTD(1)"),
+    "u64": (("uint64",), "UInt64", "T64, ZSTD(1)"),
+    "i64": (("int64",), "Int64", "T64, ZSTD(1)"),
+    "counter": (("uint64",), "UInt64", "Delta, ZSTD(1)"),  # monotonically rising totals
+    "f64": (("float64",), "Float64", "Gorilla, ZSTD(1)"),
 }
+_ARROW: dict[str, pa.DataType] = {}
+
+
+def _arrow_type(type_: str) -> pa.DataType:
+    t = _ARROW.get(type_)
+    if t is None:
+        import pyarrow as pa
+
+        factory, *args = _TYPES[type_][0]
+        t = _ARROW[type_] = getattr(pa, factory)(*args[:1], **({"tz": args[1]} if args[1:] else {}))
+    return t
+
+
+# The integer range of each integer type: a Python int inside it converts to Arrow exactly.
+_INT_RANGE = {
+    "u8": (0, 2**8 - 1),
+    "u16": (0, 2**16 - 1),
+    "u32": (0, 2**32 - 1),
+    "u64": (0, 2**64 - 1),
+    "counter": (0, 2**64 - 1),
+    "i64": (-(2**63), 2**63 - 1),
+}
+_EXACT_DOUBLE = 2**53  # ints up to this magnitude are exact as a float64 (Arrow checks the same)
+
+
+def _plain(type_: str, values: list[Any]) -> list[Any] | None:
+    """`values` as the Arrow column of `type_` gives them back (`to_pylist`), when every value is
+    a plain Python value of that type (None, str, bool, an int in range, a float; ints in a
+    float64 column become floats and floats in an integer one are truncated, as Arrow does; a
+    time as epoch milliseconds, kept as the int). None when one
+    is not: the caller converts through Arrow, which casts it or names the error."""
+    if type_ in ("str", "lstr"):
+        ok: Any = str
+    elif type_ == "bool":
+        ok = bool
+    elif type_ == "f64":
+        out = values
+        for i, v in enumerate(values):
+            t = type(v)
+            if t is float or v is None:
+                continue
+            if t is not int or not -_EXACT_DOUBLE <= v <= _EXACT_DOUBLE:
+                return None
+            if out is values:
+                out = list(values)
+            out[i] = float(v)
+        return out
+    else:  # integers, and time as epoch milliseconds
+        lo, hi = _INT_RANGE.get(type_, _INT_RANGE["i64"])
+        out = values
+        for i, v in enumerate(values):
+            t = type(v)
+            if v is None or (t is int and lo <= v <= hi):
+                continue
+            # Arrow truncates a float into an integer field; do the same where that is plain
+            # (0 <= v < 2**53; a negative, huge or non-finite one goes through Arrow)
+            if t is not float or not 0.0 <= v < _EXACT_DOUBLE or type_ == "time":
+                return None
+            if out is values:
+                out = list(values)
+            out[i] = int(v)
+        return out
+    for v in values:
+        if v is not None and type(v) is not ok:
+            return None
+    return values
+
 
 Role = Literal["time", "label", "gauge", "counter", "info"]
 
@@ -51,7 +125,7 @@ class Field:
 
     @property
     def arrow_type(self) -> pa.DataType:
-        return _TYPES[self.type][0]
+        return _arrow_type(self.type)
 
     @property
     def clickhouse_type(self) -> str:
@@ -147,8 +221,10 @@ class RecordKind:
         trailing `_sample` (every kind is a sample of something; the metric names its subject)."""
         return self.name.removesuffix("_sample")
 
-    @property
+    @cached_property
     def arrow_schema(self) -> pa.Schema:
+        import pyarrow as pa
+
         return pa.schema(
             [pa.field(f.name, f.arrow_type, nullable=f.nullable) for f in self.fields],
             metadata={"railscope.kind": self.name},
@@ -164,25 +240,53 @@ class RecordKind:
     def values(self) -> list[Field]:
         return [f for f in self.fields if f.role in ("gauge", "counter")]
 
-    def to_arrow(self, rows: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]]) -> pa.Table:
-        """Build a table of this kind from dict rows; missing keys become null (or error when the
-        field is not nullable)."""
+    def to_columns(
+        self, rows: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]]
+    ) -> dict[str, list[Any]]:
+        """The columns of this kind from dict rows (field -> values, in field order); missing
+        keys become null, or '' in a non-nullable string field (an error in any other
+        non-nullable field)."""
         rows = list(rows)
         cols = {}
         for f in self.fields:
             values = [r.get(f.name) for r in rows]
             if not f.nullable and any(v is None for v in values):
-                if f.arrow_type != pa.string():
+                if f.type not in ("str", "lstr"):
                     raise SchemaError(
                         f"{self.name}.{f.name}: missing value in a non-nullable field"
                     )
                 values = ["" if v is None else v for v in values]  # '' = not known / none
-            cols[f.name] = pa.array(values, type=f.arrow_type)
-        return pa.Table.from_pydict(cols, schema=self.arrow_schema)
+            cols[f.name] = values
+        return cols
+
+    def plain_columns(self, cols: dict[str, list[Any]]) -> dict[str, list[Any]] | None:
+        """`to_columns` output as its Arrow table would give it back (see `_plain`), or None
+        when a value needs Arrow to convert it (or to refuse it)."""
+        out = {}
+        for f in self.fields:
+            values = _plain(f.type, cols[f.name])
+            if values is None:
+                return None
+            out[f.name] = values
+        return out
+
+    def arrow_from_columns(self, cols: Mapping[str, list[Any]]) -> pa.Table:
+        """The Arrow table of `to_columns` output."""
+        import pyarrow as pa
+
+        arrays = {f.name: pa.array(cols[f.name], type=f.arrow_type) for f in self.fields}
+        return pa.Table.from_pydict(arrays, schema=self.arrow_schema)
+
+    def to_arrow(self, rows: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]]) -> pa.Table:
+        """Build a table of this kind from dict rows; missing keys become null (or error when the
+        field is not nullable)."""
+        return self.arrow_from_columns(self.to_columns(rows))
 
     def conform(self, table: pa.Table) -> pa.Table:
         """Cast/reorder a table to this kind's schema; fills absent nullable columns with nulls.
         Raises SchemaError naming the column that does not fit."""
+        import pyarrow as pa
+
         if table.schema.equals(self.arrow_schema, check_metadata=False):
             return table
         out = []
@@ -369,6 +473,40 @@ GPU_EVENT = _register(
         ),
         order_by=("cluster", "node", "ts"),
         ttl_days=365,
+    )
+)
+
+GPU_PROCESS = _register(
+    RecordKind(
+        name="gpu_process",
+        doc="A process holding a context on a GPU (NVML's running compute and graphics "
+        "processes): the GPU memory it uses, and its pod from /proc/PID/cgroup.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("node", "Kubernetes node name."),
+            label("gpu", "GPU index on the node.", "u16"),
+            label("uuid", "GPU UUID."),
+            label(
+                "mig",
+                "MIG instance (GPU instance/compute instance) the process runs in, empty "
+                "for a full GPU.",
+            ),
+            label("pid", "Process id, in the host's pid namespace (NVML's).", "u32"),
+            label("type", "compute | graphics (a process with both contexts has a row each)."),
+            label(
+                "pod_uid", "Pod UID from the process's cgroup path; '' when not in a pod.", "str"
+            ),
+            label("container_id", "Container id from the process's cgroup path.", "str"),
+            gauge(
+                "used_memory_bytes",
+                "GPU memory used by the process; null when NVML reports it not available "
+                "(Windows/WSL WDDM, and MIG without the privilege to read it).",
+                "bytes",
+                type_="u64",
+            ),
+        ),
+        order_by=("cluster", "node", "gpu", "pid", "ts"),
     )
 )
 

@@ -52,7 +52,14 @@ SOURCES: dict[str, SourceEntry] = {
             "exporters.node.source:NodeSource",
             "exporters.node.config:NodeConfig",
             "GPU (NVML), RDMA NIC, per-priority PFC, GPU<->NIC affinity and GPU/VF->pod on this node",
-            ("gpu_sample", "gpu_event", "gpu_nic_affinity", "nic_sample", "nic_priority_sample"),
+            (
+                "gpu_sample",
+                "gpu_event",
+                "gpu_nic_affinity",
+                "nic_sample",
+                "nic_priority_sample",
+                "gpu_process",
+            ),
         ),
         SourceEntry(
             "switch",

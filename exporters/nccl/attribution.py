@@ -87,6 +87,12 @@ class Attributor:
         o = self._owners[pid] = owner_from_cgroup(text)
         return o
 
+    def retain(self, pids: set[int]) -> None:
+        """Forget the owners of pids not in `pids` (processes that ended: their pid may be
+        reused by another pod's process)."""
+        for pid in [p for p in self._owners if p not in pids]:
+            del self._owners[pid]
+
     def attribute(
         self, pid: int, rank: int, n_ranks: int, n_nodes: int, gpu: str, *, host: str = ""
     ) -> dict[str, Any]:

@@ -115,6 +115,17 @@ def capture(source: NodeSource, out: Path) -> dict[str, Any]:
                 cp.copy(f"bus/pci/devices/{a}/{f}")
     if gpu_spec is not None:
         (out / "nvml.json").write_text(json.dumps(gpu_spec, indent=1) + "\n")
+    cgroups = 0
+    if source.procs is not None and gpu_spec is not None:
+        # each GPU process's cgroup file: the replay maps its pid to the same pod (DIR/proc)
+        for pid in sorted({p["pid"] for g in gpu_spec["gpus"] for p in g.get("processes", ())}):
+            try:
+                text = (source.procs.proc_root / str(pid) / "cgroup").read_text(errors="replace")
+            except OSError:
+                continue  # ended since NVML listed it
+            (out / "proc" / str(pid)).mkdir(parents=True, exist_ok=True)
+            (out / "proc" / str(pid) / "cgroup").write_text(text)
+            cgroups += 1
 
     ethtool_files = 0
     reader = source.nics.ethtool if source.nics is not None else None
@@ -140,6 +151,7 @@ def capture(source: NodeSource, out: Path) -> dict[str, Any]:
         "sysfs_files": cp.files,
         "ethtool_files": ethtool_files,
         "gpus": len(gpu_spec["gpus"]) if gpu_spec else 0,
+        "process_cgroups": cgroups,
         "podresources": pods is not None,
         "problems": problems,
     }
@@ -174,6 +186,19 @@ def _nvml_snapshot(source: NodeSource, problem: Any) -> dict[str, Any] | None:
                 except nvml.NvmlError as e:
                     if e.code == nvml.NOT_SUPPORTED:
                         unsupported.append(f.name)
+            procs: list[dict[str, Any]] = []
+            for type_ in nvml.PROCESS_TYPES if source.procs is not None else ():
+                try:
+                    listed = b.processes(i, type_)
+                except nvml.NvmlError as e:
+                    if e.code == nvml.NOT_SUPPORTED:
+                        unsupported.append(f"{type_}_processes")
+                    continue
+                procs += [
+                    {"pid": p.pid, "type": type_, "used_memory_bytes": p.used_memory_bytes,
+                     "mig": p.mig}
+                    for p in listed
+                ]  # fmt: skip
             gpus.append(
                 {
                     "uuid": ident.uuid,
@@ -181,6 +206,7 @@ def _nvml_snapshot(source: NodeSource, problem: Any) -> dict[str, Any] | None:
                     "pci_bus_id": ident.pci_bus_id,
                     "fields": fields,
                     "unsupported": unsupported,
+                    "processes": procs,
                 }
             )
     finally:

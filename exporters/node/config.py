@@ -19,6 +19,7 @@ COLLECTORS: dict[str, str] = {
     "ethtool": "ethtool statistics of each RDMA port's netdev: per-priority PFC, NIC health",
     "pcie": "GPU<->NIC PCIe affinity from the PCI tree",
     "podresources": "the pod holding each GPU / VF, from the kubelet pod-resources socket",
+    "processes": "GPU memory per process (NVML) and each process's pod, from /proc/PID/cgroup",
 }
 
 
@@ -29,6 +30,7 @@ class NodeCollectors(BaseModel):
     ethtool: bool = Field(default=True, description=COLLECTORS["ethtool"])
     pcie: bool = Field(default=True, description=COLLECTORS["pcie"])
     podresources: bool = Field(default=True, description=COLLECTORS["podresources"])
+    processes: bool = Field(default=True, description=COLLECTORS["processes"])
 
     def enabled(self) -> frozenset[str]:
         return frozenset(n for n in COLLECTORS if getattr(self, n))
@@ -46,6 +48,11 @@ class NodeConfig(SourceConfig):
     )
     gpu_fake: str | None = Field(
         default=None, description="JSON spec of the fake GPUs (gpu_backend: fake)."
+    )
+    proc_root: str = Field(
+        default="/proc",
+        description="The host's /proc (/host/proc in the DaemonSet): /proc/PID/cgroup gives the "
+        "pod of each process NVML lists on a GPU (NVML's pids are the host's).",
     )
     collectors: NodeCollectors = Field(
         default_factory=NodeCollectors, description="Collectors to run (all by default)."

@@ -182,6 +182,50 @@ class GpuCollector:
             out[f.name] = _scaled(raw, f.scale)
         return out
 
+    def processes(
+        self, ts: int, owner: Callable[[int], Any], problem: Problem
+    ) -> list[dict[str, Any]]:
+        """gpu_process rows: every process NVML lists (compute and graphics contexts) on each GPU
+        that answered this cycle, with the pod and container its cgroup names (`owner(pid)`: an
+        `exporters.nccl.attribution.Owner`, or None when the process is in no pod or gone).
+        A list the GPU cannot give (NOT_SUPPORTED) is not asked again, like a field."""
+        if not self._ready or self.backend is None:
+            return []
+        rows: list[dict[str, Any]] = []
+        for i, ident in sorted(self._identity.items()):
+            if i in self._lost:
+                continue  # its gpu_sample row says up=0
+            skip = self._unsupported.setdefault((i, ""), set())
+            for type_ in nvml.PROCESS_TYPES:
+                key = f"__{type_}_processes__"
+                if key in skip:
+                    continue
+                try:
+                    procs = self.backend.processes(i, type_)
+                except nvml.NvmlError as e:
+                    if e.code == nvml.NOT_SUPPORTED:
+                        skip.add(key)
+                    elif e.code != nvml.GPU_IS_LOST:  # lost: reported by the GPU's own rows
+                        problem(f"gpu_{e.reason}", f"GPU {i} {type_} processes: {e}")
+                    continue
+                for p in procs:
+                    o = owner(p.pid)
+                    rows.append(
+                        {
+                            "ts": ts,
+                            "node": self.node,
+                            "gpu": i,
+                            "uuid": ident.uuid,
+                            "mig": p.mig,
+                            "pid": p.pid,
+                            "type": type_,
+                            "pod_uid": o.pod_uid if o is not None else "",
+                            "container_id": o.container_id if o is not None else "",
+                            "used_memory_bytes": p.used_memory_bytes,
+                        }
+                    )
+        return rows
+
     def _migs(self, i: int) -> list[nvml.MigInstance]:
         assert self.backend is not None
         if "__mig__" in self._unsupported.get((i, ""), set()):

@@ -59,6 +59,20 @@ class MigInstance:
 
 
 @dataclass(frozen=True)
+class GpuProcess:
+    """One entry of nvmlDeviceGetComputeRunningProcesses / GetGraphicsRunningProcesses (v3)."""
+
+    pid: int  # in the host's pid namespace
+    # usedGpuMemory; None where NVML answers NVML_VALUE_NOT_AVAILABLE (always under Windows WDDM,
+    # so in WSL; in MIG mode when the caller lacks the privilege for the aggregate view)
+    used_memory_bytes: int | None
+    mig: str = ""  # "gi/ci" when MIG is enabled (gpuInstanceId/computeInstanceId), else ''
+
+
+PROCESS_TYPES = ("compute", "graphics")
+
+
+@dataclass(frozen=True)
 class XidEvent:
     gpu: int
     xid: int
@@ -74,6 +88,11 @@ class GpuBackend(Protocol):
     def identity(self, gpu: int) -> GpuIdentity: ...
     def read(self, gpu: int, field: str, mig: str | None = None) -> float: ...
     def mig_instances(self, gpu: int) -> list[MigInstance]: ...
+    def processes(self, gpu: int, type_: str) -> list[GpuProcess]:
+        """The processes with a `type_` (compute | graphics) context on the GPU; NOT_SUPPORTED
+        where the GPU (or the driver in this environment) cannot list them."""
+        ...
+
     def register_xid_events(self, gpu: int) -> None: ...
     def wait_xid(self, timeout_ms: int) -> XidEvent:
         """The next XID event; raises NvmlError(TIMEOUT) when none arrives in time."""
@@ -152,6 +171,9 @@ class FakeGpu:
     mig: list[dict[str, Any]] = field(
         default_factory=list
     )  # [{"label": "1/0", "uuid":..., "fields": {...}}]
+    # running processes: [{"pid": N, "type": "compute"|"graphics", "used_memory_bytes": N|null,
+    # "mig": "gi/ci"}]; null memory = NVML_VALUE_NOT_AVAILABLE
+    processes: list[dict[str, Any]] = field(default_factory=list)
     lost_after_reads: int | None = None  # GPU_IS_LOST once this many field reads happened
     lost: bool = False
     events_supported: bool = True
@@ -164,12 +186,16 @@ class FakeNvml:
     {"init_error": null | "driver_not_loaded" | "library_not_found",
      "gpus": [{"uuid": ..., "model": ..., "pci_bus_id": ..., "fields": {field: raw value},
                "unsupported": [field, ...], "mig": [...], "lost_after_reads": N,
+               "processes": [{"pid": N, "type": "compute" | "graphics",
+                              "used_memory_bytes": N | null, "mig": "gi/ci"}],
                "xid": [79, ...]}]}
 
     Like NVML: every call before init() raises UNINITIALIZED; a field the GPU does not have
     (absent from its spec, listed in `unsupported`, or not on that model: MODEL_UNSUPPORTED)
     raises NOT_SUPPORTED; a lost GPU raises GPU_IS_LOST on every call; wait_xid raises TIMEOUT
-    when no event is queued.
+    when no event is queued. The process lists are the pseudo-fields `compute_processes` and
+    `graphics_processes` for `unsupported` and MODEL_UNSUPPORTED; a process's memory given as
+    null is NVML_VALUE_NOT_AVAILABLE.
     """
 
     def __init__(self, gpus: list[FakeGpu] | None = None, init_error: str | None = None) -> None:
@@ -195,6 +221,7 @@ class FakeNvml:
                     fields={k: float(v) for k, v in g.get("fields", {}).items()},
                     unsupported=set(g.get("unsupported", [])),
                     mig=list(g.get("mig", [])),
+                    processes=list(g.get("processes", [])),
                     lost_after_reads=g.get("lost_after_reads"),
                     lost=bool(g.get("lost", False)),
                     events_supported=bool(g.get("events_supported", True)),
@@ -272,6 +299,23 @@ class FakeNvml:
         if not g.mig:
             raise NvmlError(NOT_SUPPORTED)
         return [MigInstance(str(m["label"]), str(m.get("uuid", ""))) for m in g.mig]
+
+    def processes(self, gpu: int, type_: str) -> list[GpuProcess]:
+        g = self._gpu(gpu)
+        if type_ not in PROCESS_TYPES:
+            raise NvmlError(NOT_SUPPORTED)  # no other NVML process list
+        name = f"{type_}_processes"
+        if name in g.unsupported or name in model_unsupported(g.model):
+            raise NvmlError(NOT_SUPPORTED)
+        out = []
+        for p in g.processes:
+            if p.get("type", "compute") != type_:
+                continue
+            used = p.get("used_memory_bytes")
+            out.append(
+                GpuProcess(int(p["pid"]), None if used is None else int(used), p.get("mig", ""))
+            )
+        return out
 
     def register_xid_events(self, gpu: int) -> None:
         g = self._gpu(gpu)
@@ -431,6 +475,22 @@ class RealNvml:
             raise NvmlError(int(mg.metrics[0].nvmlReturn))
         return float(mg.metrics[0].value)
 
+    def processes(self, gpu: int, type_: str) -> list[GpuProcess]:
+        nv, h = self._nv, self._h(gpu)
+        fn = {
+            "compute": nv.nvmlDeviceGetComputeRunningProcesses,
+            "graphics": nv.nvmlDeviceGetGraphicsRunningProcesses,
+        }.get(type_)
+        if fn is None:
+            raise NvmlError(NOT_SUPPORTED)
+        out = []
+        for p in self._call(fn, h):  # pynvml: usedGpuMemory None for NVML_VALUE_NOT_AVAILABLE
+            gi, ci = getattr(p, "gpuInstanceId", _NO_ID), getattr(p, "computeInstanceId", _NO_ID)
+            mig = f"{gi}/{ci}" if gi != _NO_ID and ci != _NO_ID else ""
+            used = p.usedGpuMemory
+            out.append(GpuProcess(int(p.pid), None if used is None else int(used), mig))
+        return out
+
     def register_xid_events(self, gpu: int) -> None:
         nv, h = self._nv, self._h(gpu)
         if self._events is None:
@@ -444,6 +504,9 @@ class RealNvml:
         data = self._call(nv.nvmlEventSetWait_v2, self._events, timeout_ms)
         uuid = _s(self._call(nv.nvmlDeviceGetUUID, data.device))
         return XidEvent(self._uuid_index.get(uuid, -1), int(data.eventData), uuid)
+
+
+_NO_ID = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId outside MIG mode
 
 
 def _s(v: Any) -> str:

@@ -58,6 +58,7 @@ REASONS: tuple[str, ...] = (
     "podresources:podresources_rpc",
     "podresources:malformed_podresources",
     "pcie:missing_device",
+    *(f"processes:gpu_{r}" for r in _NVML_REASONS),
     *(f"{c}:exception" for c in COLLECTORS),
 )
 
@@ -74,6 +75,10 @@ class NodeSource(BaseSource):
 
     --gpu-backend: auto = NVML when it loads, else no GPUs (quietly); nvml = NVML, failures
     counted; fake = the NVML fake (spec from --gpu-fake or DIR/nvml.json); none = no GPUs.
+
+    The processes collector lists the processes on each GPU (NVML) with the GPU memory each
+    uses, and reads each one's pod from --proc-root/PID/cgroup (the host's /proc; DIR/proc in a
+    replay).
     """
 
     name = "node"
@@ -82,13 +87,22 @@ class NodeSource(BaseSource):
     Config = NodeConfig
 
     def __init__(
-        self, *, node: str, root: Path, gpus: Any, nics: Any, pods: Any, from_capture: bool = False
+        self,
+        *,
+        node: str,
+        root: Path,
+        gpus: Any,
+        nics: Any,
+        pods: Any,
+        from_capture: bool = False,
+        procs: Any = None,
     ) -> None:
         """Prefer `live()` / `replay()`. A collector given as None is switched off (except pcie,
-        which runs when `nics` or `gpus` give it something to place; see `pcie`)."""
+        which runs when `nics` or `gpus` give it something to place; see `pcie`). `procs`: the
+        `exporters.nccl.attribution.Attributor` that maps a GPU process's pid to its pod."""
         super().__init__()
         self.node, self.root, self.from_capture = node, root, from_capture
-        self.gpus, self.nics, self.pods = gpus, nics, pods
+        self.gpus, self.nics, self.pods, self.procs = gpus, nics, pods, procs
         self.pcie = True
         self._affinity_key: Any = None
         self._affinity_at = 0.0
@@ -109,6 +123,7 @@ class NodeSource(BaseSource):
         gpu_backend_impl: Any = None,
         ethtool_reader: Any = None,
         xid_thread: bool = False,
+        proc_root: str = "/proc",
     ) -> NodeSource:
         """This host: NVML, /sys, the ethtool ioctl and the kubelet socket."""
         from exporters.node import ethtool, podresources, rdma
@@ -126,7 +141,9 @@ class NodeSource(BaseSource):
         if "podresources" in on:
             matcher = _matcher(gpu_resources, nic_resources)
             pods = podresources.GrpcPodResources(podresources_socket, matcher)
-        src = cls(node=node, root=root, gpus=gpus, nics=nics, pods=pods)
+        src = cls(
+            node=node, root=root, gpus=gpus, nics=nics, pods=pods, procs=_procs(proc_root, on)
+        )
         src.pcie = "pcie" in on
         return src
 
@@ -171,7 +188,15 @@ class NodeSource(BaseSource):
         if "podresources" in on:
             matcher = _matcher(gpu_resources, nic_resources)
             pods = podresources.JsonPodResources(d / "podresources.json", matcher)
-        src = cls(node=node, root=root, gpus=gpus, nics=nics, pods=pods, from_capture=True)
+        src = cls(
+            node=node,
+            root=root,
+            gpus=gpus,
+            nics=nics,
+            pods=pods,
+            from_capture=True,
+            procs=_procs(d / "proc", on),
+        )
         src.pcie = "pcie" in on
         return src
 
@@ -196,6 +221,7 @@ class NodeSource(BaseSource):
         return cls.live(
             sysfs_root=c.sysfs_root,
             podresources_socket=c.podresources_socket,
+            proc_root=c.proc_root,
             xid_thread=not once,
             **common,
         )
@@ -207,6 +233,7 @@ class NodeSource(BaseSource):
         "--gpu-fake": ("gpu_fake", "JSON"),
         "--node-name": ("node_name", "NAME"),
         "--podresources-socket": ("podresources_socket", "PATH"),
+        "--proc-root": ("proc_root", "DIR"),
     }
 
     @classmethod
@@ -228,8 +255,9 @@ class NodeSource(BaseSource):
         g.add_argument(
             "--no-store",
             action="store_true",
-            help="serve /metrics only (the DaemonSet mode): no store is opened and no ClickHouse "
-            "client, polars, Kubernetes client or simulator is imported; with --once, one cycle",
+            help="serve /metrics only (the DaemonSet mode): no store is opened and no pyarrow, "
+            "numpy, ClickHouse client, polars, Kubernetes client or simulator is imported; with "
+            "--once, one cycle",
         )
         c = p.add_argument_group("collectors (all on by default; config: collectors.NAME)")
         for name, help_ in COLLECTORS.items():
@@ -300,8 +328,11 @@ class NodeSource(BaseSource):
         gpu_events: list[dict[str, Any]] = []
         nic_rows: list[dict[str, Any]] = []
         prio_rows: list[dict[str, Any]] = []
+        proc_rows: list[dict[str, Any]] = []
         if self.gpus is not None:
             gpu_rows, gpu_events = self._run("gpu", self.gpus.collect, ts) or ([], [])
+            if self.procs is not None:
+                proc_rows = self._run("processes", self._processes, ts) or []
         if self.nics is not None:
             nic_rows, prio_rows = self._run("rdma", self._nics, ts) or ([], [])
             if "ethtool" in self.stats.collectors:  # rdma's own time, without ethtool's
@@ -323,6 +354,7 @@ class NodeSource(BaseSource):
             Batch.from_rows("nic_sample", nic_rows),
             Batch.from_rows("nic_priority_sample", prio_rows),
             Batch.from_rows("gpu_nic_affinity", affinity),
+            Batch.from_rows("gpu_process", proc_rows),
         ]
         self.stats.received += sum(b.num_rows for b in out)
         if self.from_capture and self.nics is not None:  # a capture is read once: close its files
@@ -337,6 +369,11 @@ class NodeSource(BaseSource):
         finally:
             if eth is not None:
                 self.stats.collectors["ethtool"] = (self.nics.ethtool_seconds, eth.count == 0)
+
+    def _processes(self, ts: int, problem: Any) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = self.gpus.processes(ts, self.procs.owner, problem)
+        self.procs.retain({r["pid"] for r in rows})  # an ended process's pid may be reused
+        return rows
 
     def _pods(self, problem: Any) -> Any:
         from exporters.node.podresources import PodResourcesError
@@ -384,6 +421,15 @@ class NodeSource(BaseSource):
         closer = getattr(getattr(self.nics, "ethtool", None), "close", None)
         if closer is not None:
             closer()
+
+
+def _procs(proc_root: str | Path, on: Any) -> Any:
+    """The pid -> pod mapping of the processes collector (the NCCL source's), or None when off."""
+    if "processes" not in on:
+        return None
+    from exporters.nccl.attribution import Attributor
+
+    return Attributor(proc_root)
 
 
 def _node_name(name: str | None) -> str:

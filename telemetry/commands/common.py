@@ -10,11 +10,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from telemetry.config import Config, load_config, set_in
 from telemetry.pipeline import Batch, ComponentStats
-from telemetry.store import Store
+
+if TYPE_CHECKING:
+    from telemetry.store import Store
 
 
 def add_command(sub: Any, name: str, doc: str | None) -> argparse.ArgumentParser:
@@ -182,6 +184,7 @@ def store_from_config(cfg: Config, *, reading: bool = False) -> Store:
     embedded store that does not exist yet is a mistyped path, not one to create (opening it
     would create it empty and every answer would be "nothing found")."""
     from telemetry.errors import StoreUnavailable
+    from telemetry.store import Store  # the client imports pyarrow: not for a /metrics-only node
     from telemetry.store.dsn import parse_dsn
 
     dsn = parse_dsn(cfg.store.dsn)

@@ -69,8 +69,11 @@ def add_source_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-metrics", action="store_true", help="do not serve /metrics")
 
 
-def register(sub: Any) -> list[str]:
+def register(sub: Any, only: str | None = None) -> list[str]:
+    """A command per source (`only`: that source's alone)."""
     for e in SOURCES.values():
+        if only is not None and e.name != only:
+            continue
         cls = e.load()
         p = sub.add_parser(
             e.name,

@@ -45,7 +45,7 @@ class LatestValues:
         if not values:
             return
         labels = kind.labels()
-        cols = batch.table.select([f.name for f in (*labels, *values)]).to_pydict()
+        cols = batch.pylists([f.name for f in (*labels, *values)])
         n = batch.num_rows
         now = self.clock()
         with self._lock:

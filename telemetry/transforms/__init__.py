@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from telemetry.pipeline import Batch, Transform
 
 if TYPE_CHECKING:
@@ -29,16 +26,9 @@ class StampCluster:
         self.cluster = cluster
 
     def process(self, batch: Batch) -> Batch:
-        t = batch.table
-        if "cluster" not in t.column_names or t.num_rows == 0:
+        if "cluster" not in batch.kind.by_name or batch.num_rows == 0:
             return batch
-        col = t.column("cluster")
-        empty = pc.or_(pc.is_null(col), pc.equal(col, ""))
-        if not pc.any(empty).as_py():
-            return batch
-        filled = pc.if_else(empty, pa.scalar(self.cluster), col)
-        idx = t.column_names.index("cluster")
-        return Batch(batch.kind, t.set_column(idx, t.schema.field(idx), filled))
+        return batch.fill_empty("cluster", self.cluster)
 
 
 def build_transforms(cfg: Config) -> list[Transform]:

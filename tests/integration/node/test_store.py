@@ -32,3 +32,35 @@ def test_node8_into_store(store) -> None:
     assert aff[0] == (0, "mlx5_0", 1, 0) and aff[7] == (7, "", 0, None)
     ev = store.query_rows(f"SELECT gpu, event, xid FROM {store.table('gpu_event')}")
     assert ev == [(2, "xid", 94)]
+
+
+def test_gpu_processes_into_store_with_their_pod(store, tmp_path) -> None:
+    """A replay bundle whose nvml.json lists GPU processes and whose proc/PID/cgroup names their
+    pods (what `--capture` writes): gpu_process rows in the store, NOT_AVAILABLE memory NULL."""
+    import json
+    import shutil
+
+    d = tmp_path / "node8"
+    shutil.copytree(NODE8, d, symlinks=True)
+    spec = json.loads((d / "nvml.json").read_text())
+    uid = "0b7e4f2a-1c3d-4e5f-8a9b-0c1d2e3f4a5b"
+    spec["gpus"][0]["processes"] = [
+        {"pid": 31337, "type": "compute", "used_memory_bytes": 40 * 2**30},
+        {"pid": 31338, "type": "compute", "used_memory_bytes": None},
+    ]
+    (d / "nvml.json").write_text(json.dumps(spec))
+    (d / "proc" / "31337").mkdir(parents=True)
+    (d / "proc" / "31337" / "cgroup").write_text(
+        f"12:memory:/kubepods/burstable/pod{uid}/{'c' * 64}\n"  # cgroup v1, cgroupfs driver
+    )
+    src = NodeSource.replay(str(d), node_name="n1")
+    for b in src.collect():
+        store.insert(b.kind, b.table)
+    rows = store.query_rows(
+        f"SELECT gpu, uuid, pid, type, pod_uid, container_id, used_memory_bytes "
+        f"FROM {store.table('gpu_process')} ORDER BY pid"
+    )
+    assert rows == [
+        (0, spec["gpus"][0]["uuid"], 31337, "compute", uid, "c" * 64, 40 * 2**30),
+        (0, spec["gpus"][0]["uuid"], 31338, "compute", "", "", None),
+    ]

@@ -492,7 +492,7 @@ def test_pod_security_restricted_everywhere_but_the_node_exporter() -> None:
             got = restricted_violations(spec)
             assert sorted(got) == sorted(
                 ["hostNetwork", "volume sys: hostPath", "volume pod-resources: hostPath",
-                 "volume spool: hostPath", "node-exporter: runAsNonRoot",
+                 "volume proc: hostPath", "volume spool: hostPath", "node-exporter: runAsNonRoot",
                  "node-exporter: runAsUser 0"]
             ), got  # fmt: skip
     assert privileged == [("railscope-node", "DaemonSet/railscope-node")]

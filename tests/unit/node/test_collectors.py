@@ -31,18 +31,20 @@ def collect(argv: list[str], config: str | None = None) -> tuple[set[str], set[s
 def test_all_collectors_by_default() -> None:
     kinds, ran, _ = collect([])
     assert kinds == ALL
-    assert ran == {"gpu", "rdma", "ethtool", "pcie", "podresources"}
+    assert ran == {"gpu", "rdma", "ethtool", "pcie", "podresources", "processes"}
 
 
 @pytest.mark.parametrize(
     ("flags", "kinds", "ran"),
     [
+        # processes runs with gpu only (node8's fake GPUs run no process: no gpu_process rows)
         (["--no-collector.gpu"], ALL - {"gpu_sample", "gpu_event"}, {"rdma", "ethtool", "pcie", "podresources"}),
-        (["--no-collector.rdma"], {"gpu_sample", "gpu_event", "gpu_nic_affinity"}, {"gpu", "pcie", "podresources"}),
-        (["--no-collector.ethtool"], ALL - {"nic_priority_sample"}, {"gpu", "rdma", "pcie", "podresources"}),
-        (["--no-ethtool"], ALL - {"nic_priority_sample"}, {"gpu", "rdma", "pcie", "podresources"}),
-        (["--no-collector.pcie"], ALL - {"gpu_nic_affinity"}, {"gpu", "rdma", "ethtool", "podresources"}),
-        (["--no-collector.podresources"], ALL, {"gpu", "rdma", "ethtool", "pcie"}),
+        (["--no-collector.rdma"], {"gpu_sample", "gpu_event", "gpu_nic_affinity"}, {"gpu", "pcie", "podresources", "processes"}),
+        (["--no-collector.ethtool"], ALL - {"nic_priority_sample"}, {"gpu", "rdma", "pcie", "podresources", "processes"}),
+        (["--no-ethtool"], ALL - {"nic_priority_sample"}, {"gpu", "rdma", "pcie", "podresources", "processes"}),
+        (["--no-collector.pcie"], ALL - {"gpu_nic_affinity"}, {"gpu", "rdma", "ethtool", "podresources", "processes"}),
+        (["--no-collector.podresources"], ALL, {"gpu", "rdma", "ethtool", "pcie", "processes"}),
+        (["--no-collector.processes"], ALL, {"gpu", "rdma", "ethtool", "pcie", "podresources"}),
     ],
 )  # fmt: skip
 def test_no_collector_flag_switches_one_off(
@@ -73,7 +75,7 @@ def test_config_switches_and_the_flag_turns_one_back_on(tmp_path: Path) -> None:
     assert ran == {"rdma", "podresources"}
     assert kinds == {"nic_sample"}
     kinds, ran, _ = collect(["--collector.gpu", "--collector.ethtool"], str(f))
-    assert ran == {"gpu", "rdma", "ethtool", "podresources"}
+    assert ran == {"gpu", "rdma", "ethtool", "podresources", "processes"}
     assert kinds == ALL - {"gpu_nic_affinity"}
 
 

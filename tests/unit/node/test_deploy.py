@@ -26,7 +26,9 @@ def test_daemonset_security_and_resources() -> None:
     assert sc["readOnlyRootFilesystem"] is True
     mounts = {m["name"]: m for m in c["volumeMounts"]}
     host = {v["name"] for v in pod["volumes"] if "hostPath" in v}
-    assert host == {"sys", "pod-resources", "spool"}  # the spool survives a pod restart
+    # the spool survives a pod restart; /proc: the pod of each GPU process (its cgroup file)
+    assert host == {"sys", "pod-resources", "proc", "spool"}
+    assert mounts["proc"]["mountPath"] == "/host/proc"
     assert all(mounts[n].get("readOnly") is True for n in host - {"spool"})
     for kind in ("requests", "limits"):
         assert {"cpu", "memory"} <= set(c["resources"][kind])
