@@ -1,8 +1,8 @@
 """Attribution: every flow sample of a window joined, as of its own timestamp, to the pod that held
 each IP then (primary or Multus secondary), its tenant and job, the nodes' SU and IDC, and the
-lowest common HyperNode of the two ends. Runs inside ClickHouse (ASOF JOINs) once per evaluation
-tick over the flows that arrived since the previous one; re-running a range replaces its rows, so
-it is idempotent.
+lowest common HyperNode of the two ends. Runs inside ClickHouse once per evaluation tick over the
+flows that arrived since the previous one: one ASOF JOIN per end against lease segments built from
+the inventory (see _segments); re-running a range replaces its rows, so it is idempotent.
 """
 
 from __future__ import annotations
@@ -59,73 +59,128 @@ def declared_hypernodes(ctx: Context) -> tuple[Any, Any]:
     )  # type: ignore[no-any-return]
 
 
-def _lease(ctx: Context, side: str) -> str:
-    return f"""(SELECT ip, valid_from, valid_to, namespace, pod, node, network FROM {ctx.table("pod_ip_lease", final=True)}
-               WHERE cluster = {{cluster:String}} AND {time_range("pod_ip_lease", None, "we")}) AS {side}"""
-
-
-def _pod(ctx: Context, side: str) -> str:
-    return f"""(SELECT namespace, pod, valid_from, valid_to, job FROM {ctx.table("pod", final=True)}
-               WHERE cluster = {{cluster:String}} AND {time_range("pod", None, "we")}) AS {side}"""
-
-
 def _rail(network: str) -> str:
     """The rail of a Multus network named like rdma-rail3 / rail_3 (rail-optimized clusters
     give each rail its own network); -1 when the name carries none (the primary network)."""
     return f"toInt64(ifNull(toInt64OrNull(extract({network}, '(?i)rail[-_]?(\\d+)')), -1))"
 
 
-# Node facts (SU, IDC, HyperNode ancestors) arrive as parallel array parameters and are joined
-# as a small table: a hash join per side, not a per-row map lookup.
-def attribute_sql(ctx: Context) -> str:
-    """INSERT ... SELECT of the window's attributed flows."""
+def _versions(ctx: Context, kind: str, key: str, cols: str) -> str:
+    """The versions of an inventory kind that began before the window's end, each with the
+    start of the next version of the same `key` (`nxt`, NULL for the last): an ASOF lookup
+    at time t picks the version with the latest valid_from <= t, which holds until the
+    earlier of its valid_to and `nxt`."""
+    return f"""SELECT {key}, valid_from, valid_to, {cols},
+               leadInFrame(toNullable(valid_from)) OVER (PARTITION BY {key} ORDER BY valid_from
+                   ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING) AS nxt
+        FROM {ctx.table(kind, final=True)}
+        WHERE cluster = {{cluster:String}} AND {time_range(kind, None, "we")}"""
+
+
+# Where the time went (CPU seconds, 1 M flows / 100,000 leases of bench/correlate.py, INSERT
+# into a Null table): the old query (two lease ASOF JOINs, two pod ASOF JOINs keyed by their
+# output, four node/NIC hash joins, nested subqueries carrying every column) 4.2-4.4 s. Tried:
+# range-hashed dictionaries (dictGet per row and attribute: slower than the ASOF JOIN of the
+# same rows, 0.72 s vs 0.63 s for 300 k lookups of one attribute, 1.2 s for four); polars
+# between store reads and an Arrow insert (reading the flows out 0.56 s, the segments 0.5 s,
+# two join_asof 0.5 s: more than the in-memory baseline before inserting anything); gathering
+# columns by segment id from scalar arrays (16 s). Kept: one ASOF JOIN per end against
+# *segments* built per tick from the small inventory tables (an IP's lease history cut where
+# the holding pod's job changes, each segment carrying pod, tenant, job, node, rail, NIC, leaf
+# port, SU, IDC and HyperNode ancestry; a lease that ended with no successor leaves an empty
+# segment), and the lowest common HyperNode unrolled over integer ids: 2.9-3.1 s. Same
+# answers as the ASOF chain, row for row (tests/integration/correlate, the bench).
+def _segments(ctx: Context) -> str:
+    """One row per (IP, start): the attribution of a flow sent at t from/to that IP is the
+    segment with the latest start <= t (ASOF), or nothing before the IP's first lease."""
+    return f"""
+    lease AS (
+        SELECT ip, valid_from AS a, namespace, pod, node, network,
+               multiIf(valid_to IS NULL, nxt, nxt IS NULL, valid_to, least(valid_to, assumeNotNull(nxt))) AS b,
+               b IS NOT NULL AND (nxt IS NULL OR b < nxt) AS gap_after
+        FROM ({_versions(ctx, "pod_ip_lease", "ip", "namespace, pod, node, network")})
+    ),
+    pv AS (
+        SELECT namespace, pod, valid_from AS pa, valid_to AS pb, job,
+               -- its end, where no next version begins there: a boundary of its own
+               pb IS NOT NULL AND (nxt IS NULL OR pb < nxt) AS gap_after
+        FROM ({_versions(ctx, "pod", "namespace, pod", "job")})
+    ),
+    starts AS (  -- where a segment begins: the lease's start, and each start or end of a
+                 -- version of its pod strictly inside the lease (distinct by construction)
+        SELECT ip, a AS s, namespace, pod, node, network FROM lease WHERE b IS NULL OR b > a
+        UNION ALL
+        SELECT ip, s, namespace, pod, node, network FROM (
+            SELECT l.ip AS ip, l.namespace AS namespace, l.pod AS pod, l.node AS node,
+                   l.network AS network,
+                   arrayJoin(arrayFilter(x -> x > l.a AND (l.b IS NULL OR x < l.b),
+                                         if(p.gap_after, [p.pa, assumeNotNull(p.pb)], [p.pa]))) AS s
+            FROM lease AS l INNER JOIN pv AS p ON l.namespace = p.namespace AND l.pod = p.pod
+        )
+    ),
+    owned AS (
+        SELECT st.ip AS ip, st.s AS s, st.namespace AS namespace, st.pod AS pod, st.node AS node,
+               {_rail("st.network")} AS rail,
+               if(p.pb IS NULL OR st.s < p.pb, p.job, '') AS job
+        FROM starts AS st
+        ASOF LEFT JOIN pv AS p ON st.namespace = p.namespace AND st.pod = p.pod AND st.s >= p.pa
+    ),
+    segment AS (
+        SELECT o.ip AS ip, o.s AS s, o.namespace AS namespace, o.pod AS pod, o.node AS node,
+               o.job AS job, o.rail + 1 AS rail1, n.su AS su, n.idc AS idc, n.anc AS anc,
+               r.nic AS nic, r.leaf_port AS leaf_port
+        FROM owned AS o
+        LEFT JOIN node_info AS n ON o.node = n.node
+        LEFT JOIN nic_info AS r ON o.node = r.node AND o.rail = r.rail
+        UNION ALL  -- a lease that ended with no successor yet: its IP is nobody's from then on
+        SELECT ip, if(b > a, assumeNotNull(b), a) AS s, '', '', '', '', toInt64(0), '', '',
+               CAST([] AS Array(UInt32)), '', ''
+        FROM lease WHERE gap_after
+    )"""
+
+
+# Node facts (SU, IDC, HyperNode ancestors) arrive as one string parameter (array parameters
+# of 2,048 nodes' facts cost 0.1 s to parse, per use); NIC facts are read in the same query.
+# Both are joined to the segments (a few per lease), not to the flows.
+def _lca(src: str, dst: str, depth: int) -> str:
+    """The lowest common HyperNode of two ancestor id arrays (lowest tier first): the first of
+    the source's that the destination also has, 0 for none. Unrolled over the tree's depth: a
+    lambda (arrayFirst(h -> has(dst, h), src)) copies dst once per element and cost a third
+    of the whole attribution."""
+    if depth <= 0:
+        return "toUInt32(0)"
+    arms = ", ".join(f"has({dst}, {src}[{k}]), {src}[{k}]" for k in range(1, depth + 1))
+    return f"multiIf({arms}, toUInt32(0))"
+
+
+def attribute_sql(ctx: Context, depth: int = 0) -> str:
+    """INSERT ... SELECT of the window's attributed flows; `depth`: the most HyperNode
+    ancestors any node has."""
     return f"""
 INSERT INTO {ctx.table("attributed_flow")} ({", ".join(ATTRIBUTED_FLOW.columns)})
-WITH node_info AS (
-    SELECT n.1 AS node, n.2 AS su, n.3 AS idc, n.4 AS anc
-    FROM (SELECT arrayJoin(arrayZip({{n_node:Array(String)}}, {{n_su:Array(String)}}, {{n_idc:Array(String)}},
-                                    {{n_anc:Array(Array(String))}})) AS n)
+WITH node_info AS (  -- {{nodes:String}}: one line per node, node US su US idc US ancestor...
+    SELECT f[1] AS node, f[2] AS su, f[3] AS idc, arrayMap(x -> toUInt32(x), arraySlice(f, 4)) AS anc
+    FROM (SELECT splitByChar('\\x1f', arrayJoin(splitByChar('\\x1e', {{nodes:String}}))) AS f)
+    WHERE length(f) >= 3
 ),
 nic_info AS (
-    SELECT r.1 AS node, r.2 AS rail, r.3 AS nic, r.4 AS leaf_port
-    FROM (SELECT arrayJoin(arrayZip({{r_node:Array(String)}}, {{r_rail:Array(Int64)}}, {{r_nic:Array(String)}},
-                                    {{r_port:Array(String)}})) AS r)
-)
-SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, rdma, bytes,
-       src_namespace, src_pod, src_node, src_job, dst_namespace, dst_pod, dst_node, dst_job,
-       src_rail, src_nic, src_leaf_port, dst_rail, dst_nic, dst_leaf_port,
-       src_su, dst_su, src_idc, dst_idc,
-       arrayFirst(h -> has(dst_anc, h), src_anc) AS lca_hypernode,
-       toUInt8(transform(lca_hypernode, {{tier_k:Array(String)}}, {{tier_v:Array(UInt8)}}, 0)) AS lca_tier
-FROM (
-    SELECT a.*,
-           if(pj.valid_to IS NULL OR a.ts < pj.valid_to, pj.job, '') AS src_job,
-           if(qj.valid_to IS NULL OR a.ts < qj.valid_to, qj.job, '') AS dst_job,
-           sn.su AS src_su, dn.su AS dst_su, sn.idc AS src_idc, dn.idc AS dst_idc, sn.anc AS src_anc, dn.anc AS dst_anc,
-           sr.nic AS src_nic, sr.leaf_port AS src_leaf_port, dr.nic AS dst_nic, dr.leaf_port AS dst_leaf_port
-    FROM (
-        SELECT f.ts AS ts, f.cluster AS cluster, f.switch AS switch, f.out_port AS out_port,
-               f.src_ip AS src_ip, f.dst_ip AS dst_ip, f.dst_port AS dst_port, f.dest_qp AS dest_qp,
-               f.dst_port = 4791 AS rdma, f.bytes AS bytes,
-               if(s.valid_to IS NULL OR f.ts < s.valid_to, s.namespace, '') AS src_namespace,
-               if(s.valid_to IS NULL OR f.ts < s.valid_to, s.pod, '') AS src_pod,
-               if(s.valid_to IS NULL OR f.ts < s.valid_to, s.node, '') AS src_node,
-               if(d.valid_to IS NULL OR f.ts < d.valid_to, d.namespace, '') AS dst_namespace,
-               if(d.valid_to IS NULL OR f.ts < d.valid_to, d.pod, '') AS dst_pod,
-               if(d.valid_to IS NULL OR f.ts < d.valid_to, d.node, '') AS dst_node,
-               if(s.valid_to IS NULL OR f.ts < s.valid_to, {_rail("s.network")}, -1) AS src_rail,
-               if(d.valid_to IS NULL OR f.ts < d.valid_to, {_rail("d.network")}, -1) AS dst_rail
-        FROM (SELECT * FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")}) AS f
-        ASOF LEFT JOIN {_lease(ctx, "s")} ON f.src_ip = s.ip AND f.ts >= s.valid_from
-        ASOF LEFT JOIN {_lease(ctx, "d")} ON f.dst_ip = d.ip AND f.ts >= d.valid_from
-    ) AS a
-    ASOF LEFT JOIN {_pod(ctx, "pj")} ON a.src_namespace = pj.namespace AND a.src_pod = pj.pod AND a.ts >= pj.valid_from
-    ASOF LEFT JOIN {_pod(ctx, "qj")} ON a.dst_namespace = qj.namespace AND a.dst_pod = qj.pod AND a.ts >= qj.valid_from
-    LEFT JOIN node_info AS sn ON a.src_node = sn.node
-    LEFT JOIN node_info AS dn ON a.dst_node = dn.node
-    LEFT JOIN nic_info AS sr ON a.src_node = sr.node AND a.src_rail = sr.rail
-    LEFT JOIN nic_info AS dr ON a.dst_node = dr.node AND a.dst_rail = dr.rail
-)
+    SELECT node, toInt64(rail) AS rail, nic, port AS leaf_port FROM ({nic_sql(ctx)})
+),
+{_segments(ctx)}
+SELECT f.ts AS ts, f.cluster AS cluster, f.switch AS switch, f.out_port AS out_port,
+       f.src_ip AS src_ip, f.dst_ip AS dst_ip, f.dst_port AS dst_port, f.dest_qp AS dest_qp,
+       f.dst_port = 4791 AS rdma, f.bytes AS bytes,
+       s.namespace AS src_namespace, s.pod AS src_pod, s.node AS src_node, s.job AS src_job,
+       d.namespace AS dst_namespace, d.pod AS dst_pod, d.node AS dst_node, d.job AS dst_job,
+       s.rail1 - 1 AS src_rail, s.nic AS src_nic, s.leaf_port AS src_leaf_port,
+       d.rail1 - 1 AS dst_rail, d.nic AS dst_nic, d.leaf_port AS dst_leaf_port,
+       s.su AS src_su, d.su AS dst_su, s.idc AS src_idc, d.idc AS dst_idc,
+       arrayElement({{hn:Array(String)}}, {_lca("s.anc", "d.anc", depth)} AS lca) AS lca_hypernode,
+       arrayElement({{hn_tier:Array(UInt8)}}, lca) AS lca_tier
+FROM (SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, bytes
+      FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")}) AS f
+ASOF LEFT JOIN segment AS s ON f.src_ip = s.ip AND f.ts >= s.s
+ASOF LEFT JOIN segment AS d ON f.dst_ip = d.ip AND f.ts >= d.s
 """
 
 
@@ -138,66 +193,34 @@ def _node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
     return {r["node"]: r["su"] for r in rows}, {r["node"]: r["idc"] for r in rows}
 
 
-def _map(name: str, d: dict[str, Any]) -> dict[str, list[Any]]:
-    """A dict as two array parameters (keys, values), e.g. for transform() in SQL."""
-    keys = sorted(d)
-    return {f"{name}_k": keys, f"{name}_v": [d[k] for k in keys]}
-
-
-def _node_table(
-    su: dict[str, str], idc: dict[str, str], anc: Ancestry, among: set[str] | None = None
-) -> dict[str, list[Any]]:
-    nodes = sorted(
-        (set(su) | set(idc) | set(anc.ancestors)) & (among or set())
-        if among is not None
-        else set(su) | set(idc) | set(anc.ancestors)
+def _node_params(su: dict[str, str], idc: dict[str, str], anc: Ancestry) -> dict[str, Any]:
+    """attribute_sql's parameters: `hn`/`hn_tier`, every HyperNode and its tier (0 unknown);
+    `nodes`, per node its SU, IDC and HyperNode ancestors (lowest tier first) as 1-based
+    indexes into `hn`, fields split by US (0x1f), nodes by RS (0x1e): one string, not array
+    parameters (those of 2,048 nodes cost 0.1 s to parse). Kubernetes object names never hold
+    control characters."""
+    hns = sorted(set(anc.tiers) | {h for hs in anc.ancestors.values() for h in hs})
+    ids = {h: str(i) for i, h in enumerate(hns, 1)}
+    nodes = sorted(set(su) | set(idc) | set(anc.ancestors))
+    lines = "\x1e".join(
+        "\x1f".join([n, su.get(n, ""), idc.get(n, ""), *(ids[h] for h in anc.ancestors.get(n, []))])
+        for n in nodes
     )
-    return {
-        "n_node": nodes,
-        "n_su": [su.get(n, "") for n in nodes],
-        "n_idc": [idc.get(n, "") for n in nodes],
-        "n_anc": [anc.ancestors.get(n, []) for n in nodes],
-    }
+    return {"nodes": lines, "hn": hns, "hn_tier": [anc.tiers.get(h, 0) for h in hns]}
 
 
-def _flow_nodes(ctx: Context) -> set[str]:
-    """Nodes that held (at any time up to the window's end) an IP seen in the window's flows:
-    only their facts go into the attribution query. A tick of sampled flows touches a few
-    nodes; sending every node's facts as parameters cost more than the joins at 2,048 servers."""
-    flows = f"SELECT SIDE FROM {ctx.table('flow_sample')} WHERE {ctx.where('flow_sample')}"
-    return {
-        r["node"]
-        for r in ctx.rows(f"""
-        SELECT DISTINCT node FROM {ctx.table("pod_ip_lease", final=True)}
-        WHERE cluster = {{cluster:String}} AND {time_range("pod_ip_lease", None, "we")}
-          AND ip IN ({flows.replace("SIDE", "src_ip")} UNION ALL {flows.replace("SIDE", "dst_ip")})""")
-    }
-
-
-def _only(facts: dict[str, list[Any]], key: str, among: set[str]) -> dict[str, list[Any]]:
-    """Parallel array parameters restricted to the rows whose `key` array value is in `among`."""
-    keep = [i for i, v in enumerate(facts[key]) if v in among]
-    return {k: [v[i] for i in keep] for k, v in facts.items()}
-
-
-def nic_facts(ctx: Context) -> dict[str, list[Any]]:
-    """(node, rail) -> RDMA device and the leaf port LLDP shows it cabled to, as array
-    parameters. Rails come from the node exporter's GPU<->NIC affinity (rail = NIC index)."""
-    rows = ctx.rows(f"""
-        SELECT a.node AS node, a.g_rail AS rail, a.g_nic AS nic, if(empty(l.remote_device), '', concat(l.remote_device, ':', l.remote_port)) AS port
+def nic_sql(ctx: Context) -> str:
+    """(node, rail) -> RDMA device and the leaf port LLDP shows it cabled to, as of the window's
+    end. Rails come from the node exporter's GPU<->NIC affinity (rail = NIC index)."""
+    return f"""
+        SELECT a.node AS node, assumeNotNull(a.g_rail) AS rail, a.g_nic AS nic, if(empty(l.remote_device), '', concat(l.remote_device, ':', l.remote_port)) AS port
         FROM (SELECT node, argMax(rail, ts) AS g_rail, argMax(nic, ts) AS g_nic, argMax(netdev, ts) AS g_netdev
               FROM {ctx.table("gpu_nic_affinity")}
               WHERE cluster = {{cluster:String}} AND {time_range("gpu_nic_affinity", None, "we")}
               GROUP BY node, gpu HAVING g_nic != '' AND g_rail IS NOT NULL) AS a
         LEFT JOIN ({latest_lldp_sql(ctx.store, lo=None, hi="we")}) AS l
           ON l.local_device = a.node AND l.local_port = a.g_netdev
-        GROUP BY node, rail, nic, port ORDER BY node, rail""")
-    return {
-        "r_node": [r["node"] for r in rows],
-        "r_rail": [int(r["rail"]) for r in rows],
-        "r_nic": [r["nic"] for r in rows],
-        "r_port": [r["port"] for r in rows],
-    }
+        GROUP BY node, rail, nic, port"""
 
 
 def node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
@@ -223,15 +246,8 @@ def attribute_window(
         return {"flows": 0, "src_unowned": 0, "dst_unowned": 0}
     anc = anc if anc is not None else ancestry(ctx)
     su, idc = facts if facts is not None else _node_facts(ctx)
-    among = _flow_nodes(ctx)
-    ctx.command(
-        attribute_sql(ctx),
-        {
-            **_node_table(su, idc, anc, among),
-            **_map("tier", anc.tiers),
-            **_only(nic_facts(ctx), "r_node", among),
-        },
-    )
+    depth = max((len(v) for v in anc.ancestors.values()), default=0)
+    ctx.command(attribute_sql(ctx, depth), _node_params(su, idc, anc))
     (r,) = ctx.rows(f"""
         SELECT count() AS flows, countIf(src_pod = '') AS src_unowned, countIf(dst_pod = '') AS dst_unowned
         FROM {ctx.table("attributed_flow")} WHERE {ctx.where("attributed_flow")}""")

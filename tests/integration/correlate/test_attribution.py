@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import polars as pl
+
 from telemetry.correlate import Correlator
 from telemetry.correlate import findings as fstore
 from telemetry.records import FLOW_SAMPLE, HYPERNODE, JOB, NODE, POD, POD_IP_LEASE
@@ -403,3 +405,213 @@ def test_polars_baseline_equals_clickhouse_row_for_row() -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     (size,) = json.loads(out.stdout.strip().splitlines()[-1])["sizes"]
     assert size["flows"] == 20000 and size["rows_compared"] > 1000, size
+
+
+def test_lease_and_pod_histories_attributed_as_the_asof_chain_would(store: Store) -> None:
+    """The segments the attribution joins flows to (a lease cut where its pod's job changes,
+    gaps where a lease ended) give, row for row and column for column, what the polars ASOF
+    chain of bench/correlate.py gives (lease as of the flow's time, lease end honoured, the
+    pod's job as of then): an unclosed lease superseded by a later one, a zero-length lease,
+    a lease ending with no successor, a pod whose job changes mid-lease (contiguously and with
+    a gap), a flow exactly at a lease start, an IP nobody held."""
+    from bench.correlate import COMPARED, polars_attribution
+    from telemetry.correlate.attribution import Ancestry, attribute_window
+    from telemetry.correlate.registry import Context, Window
+    from telemetry.correlate.thresholds import default_thresholds
+    from telemetry.records import ATTRIBUTED_FLOW, GPU_NIC_AFFINITY
+
+    s = ms(t0())
+    m = 60_000
+    inv = {"cluster": "c", "updated_at": s}
+    lease = {**inv, "primary": False, "interface": "net1"}
+    ls = POD_IP_LEASE.to_arrow(
+        [
+            # 10.0.0.1: never closed, superseded at +20 by b/p2 until +30, then nobody's
+            {
+                **lease,
+                "ip": "10.0.0.1",
+                "namespace": "a",
+                "pod": "p1",
+                "node": "n1",
+                "network": "rdma-rail1",
+                "valid_from": s - 10 * m,
+                "valid_to": None,
+            },
+            {
+                **lease,
+                "ip": "10.0.0.1",
+                "namespace": "b",
+                "pod": "p2",
+                "node": "n2",
+                "network": "",
+                "valid_from": s + 20 * m,
+                "valid_to": s + 30 * m,
+            },
+            # 10.0.0.2: unclosed from -5, then a zero-length lease at +10 (nobody's from then)
+            {
+                **lease,
+                "ip": "10.0.0.2",
+                "namespace": "a",
+                "pod": "p3",
+                "node": "n2",
+                "network": "rail_0",
+                "valid_from": s - 5 * m,
+                "valid_to": None,
+            },
+            {
+                **lease,
+                "ip": "10.0.0.2",
+                "namespace": "a",
+                "pod": "p4",
+                "node": "n1",
+                "network": "",
+                "valid_from": s + 10 * m,
+                "valid_to": s + 10 * m,
+            },
+            # 10.0.0.3: one lease; its pod's job changes at +15 and the pod ends at +40
+            {
+                **lease,
+                "ip": "10.0.0.3",
+                "namespace": "a",
+                "pod": "p5",
+                "node": "n2",
+                "network": "rdma-rail0",
+                "valid_from": s - 60 * m,
+                "valid_to": None,
+            },
+        ]
+    )
+    pods = POD.to_arrow(
+        [
+            # p1: job ja until +2, jb from +2 on (contiguous versions)
+            {
+                **inv,
+                "namespace": "a",
+                "pod": "p1",
+                "node": "n1",
+                "job": "ja",
+                "valid_from": s - 60 * m,
+                "valid_to": s + 2 * m,
+            },
+            {
+                **inv,
+                "namespace": "a",
+                "pod": "p1",
+                "node": "n1",
+                "job": "jb",
+                "valid_from": s + 2 * m,
+                "valid_to": None,
+            },
+            {
+                **inv,
+                "namespace": "b",
+                "pod": "p2",
+                "node": "n2",
+                "job": "jc",
+                "valid_from": s + 19 * m,
+                "valid_to": None,
+            },
+            {
+                **inv,
+                "namespace": "a",
+                "pod": "p3",
+                "node": "n2",
+                "job": "jd",
+                "valid_from": s - 60 * m,
+                "valid_to": None,
+            },
+            # p5: j1 never closed, superseded by j2 at +15 until +40, then no version
+            {
+                **inv,
+                "namespace": "a",
+                "pod": "p5",
+                "node": "n2",
+                "job": "j1",
+                "valid_from": s - 60 * m,
+                "valid_to": None,
+            },
+            {
+                **inv,
+                "namespace": "a",
+                "pod": "p5",
+                "node": "n2",
+                "job": "j2",
+                "valid_from": s + 15 * m,
+                "valid_to": s + 40 * m,
+            },
+        ]
+    )
+    store.insert(POD_IP_LEASE, ls)
+    store.insert(POD, pods)
+    store.insert(
+        GPU_NIC_AFFINITY,
+        GPU_NIC_AFFINITY.to_arrow(
+            [
+                {
+                    "ts": s - 60 * m,
+                    "cluster": "c",
+                    "node": n,
+                    "gpu": g,
+                    "nic": f"mlx5_{g}",
+                    "netdev": f"eth{g}",
+                    "direct_nic": 1,
+                    "rail": g,
+                }
+                for n in ("n1", "n2")
+                for g in (0, 1)
+            ]
+        ),
+    )
+    pairs = [
+        ("10.0.0.1", "10.0.0.3", [1, 3, 5, 20, 25, 30, 35]),
+        ("10.0.0.2", "10.0.0.1", [1, 9, 10, 12]),
+        ("10.0.0.3", "10.0.0.2", [5, 15, 20, 39, 40, 45]),
+        ("10.0.0.9", "10.0.0.3", [5]),
+    ]
+    fl = FLOW_SAMPLE.to_arrow(
+        [
+            {
+                **ROCE_SAMPLE,
+                "ts": s + k * m,
+                "src_ip": a,
+                "dst_ip": b,
+                "sampling_rate": 1,
+                "bytes": 4096,
+                "packets": 1,
+                "dest_qp": 7,
+                "out_port": "Ethernet1",
+            }
+            for a, b, ks in pairs
+            for k in ks
+        ]
+    )
+    store.insert(FLOW_SAMPLE, fl)
+    anc = Ancestry(
+        {"n1": ["su1", "spine"], "n2": ["su2", "spine"]}, {"su1": 1, "su2": 1, "spine": 2}
+    )
+    facts = ({"n1": "su1", "n2": "su2"}, {"n1": "idc-a", "n2": "idc-a"})
+    start = t0()
+    ctx = Context(store, Window(start, start + timedelta(hours=1)), default_thresholds(), "c")
+    counts = attribute_window(ctx, anc, facts)
+    assert counts["flows"] == fl.num_rows
+
+    want = polars_attribution(
+        fl,
+        ls,
+        pods,
+        {n: (facts[0][n], facts[1][n]) for n in facts[0]},
+        anc,
+        [(n, g, f"mlx5_{g}", "") for n in ("n1", "n2") for g in (0, 1)],
+    ).select(COMPARED)
+    got = store.query_df(
+        f"SELECT {', '.join(COMPARED)} FROM {store.table(ATTRIBUTED_FLOW)}"
+    ).with_columns(pl.col(c).cast(want.schema[c]) for c in COMPARED)
+    got, want = got.sort(COMPARED), want.sort(COMPARED)
+    assert got.to_dicts() == want.to_dicts()
+    # the cases are there: mid-lease job change, lease end gap, zero-length lease
+    by = {(r["src_ip"], r["ts"]): r for r in got.to_dicts()}
+    jobs = [by[("10.0.0.3", start + timedelta(minutes=k))]["src_job"] for k in (5, 15, 39, 40)]
+    assert jobs == ["j1", "j2", "j2", ""]
+    assert by[("10.0.0.1", start + timedelta(minutes=35))]["src_pod"] == ""
+    assert by[("10.0.0.2", start + timedelta(minutes=12))]["src_pod"] == ""
+    assert by[("10.0.0.1", start + timedelta(minutes=3))]["src_job"] == "jb"
