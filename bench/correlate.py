@@ -36,6 +36,7 @@ from telemetry.records import (
     POD_IP_LEASE,
 )
 from telemetry.store import Store
+from tests.inventory_rows import rail_affinities
 
 HOUR_MS = 3_600_000
 
@@ -313,22 +314,7 @@ def main() -> None:
     # 8 GPUs per node, GPU g on rail g through NIC mlx5_g (no LLDP: leaf ports stay empty)
     store.insert(
         GPU_NIC_AFFINITY,
-        GPU_NIC_AFFINITY.to_arrow(
-            [
-                {
-                    "ts": t0 - HOUR_MS,
-                    "cluster": "b",
-                    "node": n,
-                    "gpu": g,
-                    "nic": f"mlx5_{g}",
-                    "netdev": f"eth{g}",
-                    "direct_nic": 1,
-                    "rail": g,
-                }
-                for n in nodes
-                for g in range(8)
-            ]
-        ),
+        GPU_NIC_AFFINITY.to_arrow(rail_affinities("b", nodes, range(8), t0 - HOUR_MS)),
     )
     facts = {n: (f"su{i // 32}", f"idc{i // 1024}") for i, n in enumerate(nodes)}
     nics = [(n, g, f"mlx5_{g}", "") for n in nodes for g in range(8)]

@@ -13,6 +13,7 @@ from telemetry.correlate import findings as fstore
 from telemetry.records import FLOW_SAMPLE, HYPERNODE, JOB, NODE, POD, POD_IP_LEASE
 from telemetry.store import Store
 from tests.integration.correlate.test_detectors import ms, t0
+from tests.inventory_rows import rail_affinities
 
 # One sampled RoCEv2 frame on leaf1 (cluster "c"); tests add ts, IPs, port and scaling.
 ROCE_SAMPLE = {
@@ -545,22 +546,7 @@ def test_lease_and_pod_histories_attributed_as_the_asof_chain_would(store: Store
     store.insert(POD, pods)
     store.insert(
         GPU_NIC_AFFINITY,
-        GPU_NIC_AFFINITY.to_arrow(
-            [
-                {
-                    "ts": s - 60 * m,
-                    "cluster": "c",
-                    "node": n,
-                    "gpu": g,
-                    "nic": f"mlx5_{g}",
-                    "netdev": f"eth{g}",
-                    "direct_nic": 1,
-                    "rail": g,
-                }
-                for n in ("n1", "n2")
-                for g in (0, 1)
-            ]
-        ),
+        GPU_NIC_AFFINITY.to_arrow(rail_affinities("c", ("n1", "n2"), (0, 1), s - 60 * m)),
     )
     pairs = [
         ("10.0.0.1", "10.0.0.3", [1, 3, 5, 20, 25, 30, 35]),

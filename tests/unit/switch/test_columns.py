@@ -9,16 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from exporters.switch import counters as C
+from tests.unit.switch.seen import Seen
 
 FIX = Path(__file__).parents[2] / "fixtures" / "sonic"
-
-
-class Seen:
-    def __init__(self) -> None:
-        self.got: list[tuple[str, str]] = []
-
-    def add(self, reason: str, subject: str = "", detail: str = "", n: int = 1) -> None:
-        self.got.append((reason, subject))
 
 
 def _hashes() -> tuple[list[str], list[dict[str, Any]]]:

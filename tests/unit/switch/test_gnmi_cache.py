@@ -13,16 +13,9 @@ from typing import Any
 from exporters.switch import gnmi as G
 from exporters.switch.config import GnmiConfig
 from telemetry.sim.gnmi_target import Target
+from tests.unit.switch.seen import Seen
 
 FIX = Path(__file__).parents[2] / "fixtures" / "sonic"
-
-
-class Seen:
-    def __init__(self) -> None:
-        self.got: list[tuple[str, str]] = []
-
-    def add(self, reason: str, subject: str = "", detail: str = "", n: int = 1) -> None:
-        self.got.append((reason, subject))
 
 
 def _stream() -> tuple[G.SonicGnmi, Target]:
