@@ -91,3 +91,100 @@ def json_value(rnd: random.Random, depth: int = 0) -> Any:
     if k == 4:
         return [json_value(rnd, depth + 1) for _ in range(rnd.randint(0, 3))]
     return {fragment(rnd, 8): json_value(rnd, depth + 1) for _ in range(rnd.randint(0, 3))}
+
+
+# Values a field of a parsed document (JSON / YAML / a Kubernetes object) may wrongly hold: the
+# wrong type, nothing, huge or non-finite numbers, unicode the parser may choke on, long text.
+ODD_VALUES: tuple[Any, ...] = (
+    None,
+    True,
+    False,
+    0,
+    -1,
+    2**63,
+    2**64 + 1,
+    -(2**70),
+    10**400,
+    1.5,
+    -0.0,
+    1e308,
+    float("inf"),
+    float("nan"),
+    "",
+    " ",
+    "0",
+    "-1",
+    "1e400",
+    "nan",
+    "true",
+    "null",
+    "\x00",
+    "\ud800",  # a lone surrogate: valid in JSON text ("\ud800"), not encodable as UTF-8
+    "\u202e\u0661\u00e9",
+    "x" * 5000,
+    [],
+    {},
+    [None],
+    {"": None},
+)
+
+
+def odd_value(rnd: random.Random) -> Any:
+    r = rnd.random()
+    if r < 0.6:
+        return rnd.choice(ODD_VALUES)
+    if r < 0.85:
+        return json_value(rnd)
+    v: Any = rnd.choice(ODD_VALUES[:20])
+    for _ in range(rnd.randint(20, 200)):  # deep nesting
+        v = [v] if rnd.random() < 0.5 else {"a": v}
+    return v
+
+
+def _edit(rnd: random.Random, node: Any, depth: int) -> Any:
+    """`node` with one edit somewhere below it; containers on the way are copied (the seed
+    document is shared between inputs and never changed)."""
+    descend = 0.97 if depth == 0 else 0.8  # the top level is rarely replaced whole
+    if isinstance(node, dict) and node and depth < 16 and rnd.random() < descend:
+        new = dict(node)
+        k = rnd.choice(list(new))
+        r = rnd.random()
+        if r < 0.12:
+            del new[k]  # missing key
+        elif r < 0.18:
+            new[rnd.choice([fragment(rnd, 8), k.upper(), k + " "])] = odd_value(rnd)  # extra key
+        else:
+            new[k] = _edit(rnd, new[k], depth + 1)
+        return new
+    if isinstance(node, list) and node and depth < 16 and rnd.random() < descend:
+        new_l = list(node)
+        i = rnd.randrange(len(new_l))
+        r = rnd.random()
+        if r < 0.1:
+            del new_l[i:]  # truncated
+        elif r < 0.2:
+            new_l.insert(i, odd_value(rnd))
+        elif r < 0.25:
+            new_l = new_l * rnd.randint(2, 4)  # duplicated entries
+        else:
+            new_l[i] = _edit(rnd, new_l[i], depth + 1)
+        return new_l
+    r = rnd.random()
+    if r < 0.6:
+        return odd_value(rnd)
+    if r < 0.75 and isinstance(node, str):
+        return mutate(rnd, node)
+    if r < 0.85 and isinstance(node, dict):
+        return list(node.items())  # a mapping written as a list
+    if r < 0.95:
+        return str(node)[: rnd.randint(0, 40)]  # a number or object as text
+    return [node]
+
+
+def mutate_doc(rnd: random.Random, doc: Any, edits: int = 3) -> Any:
+    """A parsed document (dicts, lists, scalars) with 1..`edits` structural edits at random places:
+    a value of the wrong type, a key removed or added, huge / negative / non-finite numbers,
+    unicode and lone surrogates, long text, deep nesting, truncated or duplicated lists."""
+    for _ in range(rnd.randint(1, edits)):
+        doc = _edit(rnd, doc, 0)
+    return doc

@@ -9,6 +9,7 @@ A transfer's bytes go to the interval holding its log time (the end of the trans
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,9 +22,13 @@ _SCALE = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 def parse_rate(v: Any) -> float:
     """Bytes/s from a number (bytes/s) or '100Gbit', '100Gbps', '12.5GB/s', '400M' (bytes)."""
     if isinstance(v, int | float) and not isinstance(v, bool):
-        if v <= 0:
-            raise ValueError(f"capacity must be positive, got {v}")
-        return float(v)
+        try:
+            n = float(v)
+        except OverflowError:
+            raise ValueError(f"capacity of {len(str(v))} digits is too large") from None
+        if not 0 < n < math.inf:  # NaN fails this too
+            raise ValueError(f"capacity must be positive and finite, got {v}")
+        return n
     m = _RATE.match(str(v))
     if not m:
         raise ValueError(f"not a rate: {v!r} (use bytes/s or e.g. 100Gbit, 12.5GB/s)")
@@ -31,8 +36,8 @@ def parse_rate(v: Any) -> float:
     unit = m[3] or ""
     if unit.lower() == "bit" or unit in ("b", "bps"):  # lowercase b = bits, B = bytes
         n /= 8
-    if n <= 0:
-        raise ValueError(f"capacity must be positive, got {v!r}")
+    if not 0 < n < math.inf:  # '0Gbit', or more digits than a float holds
+        raise ValueError(f"capacity must be positive and finite, got {v!r:.40}")
     return n
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from telemetry.errors import UserError
+from telemetry.records import KINDS
 from telemetry.times import iso_to_ms
 from telemetry.topology.hypernodes import MalformedHyperNode, parse_hypernode
 
@@ -60,8 +62,79 @@ GROUP_NAME = "scheduling.k8s.io/group-name"  # Volcano's PodGroup annotation on 
 HIERARCHY = "volcano.sh/hierarchy"
 
 
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = 40
+
+
+def _what(v: Any) -> str:
+    """A value as an error message names it: its type and a short repr."""
+    return f"{type(v).__name__} {_short.repr(v)}"
+
+
+def mapping(v: Any, where: str) -> Mapping[str, Any]:
+    """A field that must hold an object: {} when absent/empty, Malformed when it holds another type."""
+    if not v:
+        return {}
+    if not isinstance(v, Mapping):
+        raise Malformed(f"{where} is a {_what(v)}, not an object")
+    return v
+
+
+def items(v: Any, where: str) -> list[Mapping[str, Any]]:
+    """A field that must hold a list of objects ([] when absent/empty)."""
+    if not v:
+        return []
+    if not isinstance(v, list):
+        raise Malformed(f"{where} is a {_what(v)}, not a list")
+    for i, e in enumerate(v):
+        if not isinstance(e, Mapping):
+            raise Malformed(f"{where}[{i}] is a {_what(e)}, not an object")
+    return v
+
+
+_INT_RANGE = {
+    "uint8": (0, 2**8 - 1),
+    "uint16": (0, 2**16 - 1),
+    "uint32": (0, 2**32 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+}
+
+
+def check_row(kind: str, row: Mapping[str, Any], where: str) -> None:
+    """Every value of a row fits its record field (what Arrow would reject later, named now):
+    text that is a str and encodes as UTF-8 (no lone surrogate), integers in the column's
+    range, booleans that are bool."""
+    k = KINDS[kind]
+    for name, v in row.items():
+        f = k.by_name.get(name)
+        if f is None or v is None:
+            continue
+        t = str(f.arrow_type)
+        if t == "string":
+            ok = isinstance(v, str) and (v.isascii() or _utf8(v))
+        elif t == "bool":
+            ok = isinstance(v, bool)
+        elif t in _INT_RANGE:
+            lo, hi = _INT_RANGE[t]
+            ok = isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+        else:
+            continue
+        if not ok:
+            raise Malformed(f"{where}: {name} {_what(v)} does not fit a {t} column")
+
+
+def _utf8(s: str) -> bool:
+    try:
+        s.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _fact(kind: str, start_ms: int | None = None, **fields: Any) -> Fact:
     keys = KEY_FIELDS[kind]
+    where = f"{kind} {'/'.join(_short.repr(fields.get(k)) for k in keys)}"
+    check_row(kind, fields, where)
     key = tuple(str(fields.pop(k)) for k in keys)
     return Fact(kind, key, tuple(sorted(fields.items())), start_ms)
 
@@ -72,11 +145,12 @@ def _created(kind: str, meta: Mapping[str, Any], **fields: Any) -> list[Fact]:
 
 
 def object_id(obj: Mapping[str, Any]) -> tuple[str, str, str]:
-    meta = obj.get("metadata") or {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
     return (
-        str(obj.get("kind") or ""),
-        str(meta.get("namespace") or ""),
-        str(meta.get("name") or ""),
+        _short.repr(obj.get("kind") or "").strip("'"),
+        _short.repr(meta.get("namespace") or "").strip("'"),
+        _short.repr(meta.get("name") or "").strip("'"),
     )
 
 
@@ -85,14 +159,48 @@ def describe(obj: Mapping[str, Any]) -> str:
     return f"{k} {ns + '/' if ns else ''}{name or '?'}"
 
 
+def sections(
+    obj: Mapping[str, Any], kind: str
+) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], str]:
+    """metadata, spec and status (each an object or absent) and metadata.name (a string), of an
+    object that must have a name; Malformed naming the object and the field otherwise."""
+    meta = mapping(obj.get("metadata"), f"{kind} metadata")
+    name = meta.get("name")
+    if not name:
+        raise Malformed(f"{kind} without metadata.name")
+    ns = meta.get("namespace")
+    if not isinstance(name, str) or not (ns is None or isinstance(ns, str)):
+        raise Malformed(
+            f"{kind} {_short.repr(ns)}/{_short.repr(name)}: name/namespace not a string"
+        )
+    where = f"{kind} {ns + '/' if ns else ''}{_short.repr(name)}"
+    return (
+        meta,
+        mapping(obj.get("spec"), f"{where}: spec"),
+        mapping(obj.get("status"), f"{where}: status"),
+        name,
+    )
+
+
+def string_map(meta: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
+    """metadata.labels / annotations: a string -> string map (a value of another type is named)."""
+    out = {}
+    for k, v in mapping(meta.get(key), f"{where}: metadata.{key}").items():
+        if not isinstance(v, str):
+            raise Malformed(
+                f"{where}: metadata.{key}[{_short.repr(k)}] is a {_what(v)}, not a string"
+            )
+        out[str(k)] = v
+    return out
+
+
 # --- per kind ----------------------------------------------------------------------------------
 def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
-    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    ns, name = meta.get("namespace") or "default", meta.get("name")
-    if not name:
-        raise Malformed("Pod without metadata.name")
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
+    meta, spec, status, name = sections(obj, "Pod")
+    ns = meta.get("namespace") or "default"
+    where = f"Pod {ns}/{name}"
+    labels = string_map(meta, "labels", where)
+    annotations = string_map(meta, "annotations", where)
     job = next((labels[k] for k in JOB_NAME_LABELS if labels.get(k)), "")
     node = spec.get("nodeName") or ""
     phase = status.get("phase") or ""
@@ -108,10 +216,10 @@ def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
             job=job,
             phase=phase,
             gpus="",
-            gpu_requests=pod_gpu_requests(spec, f"Pod {ns}/{name}", warnings),
+            gpu_requests=pod_gpu_requests(spec, where, warnings),
             priority_class=spec.get("priorityClassName") or "",
             podgroup=annotations.get(GROUP_NAME) or "",
-            gpu_model=required_gpu_model(spec),
+            gpu_model=required_gpu_model(spec, where),
         )
     ]
     # An IP belongs to a pod while it is Pending/Running; hostNetwork pods share the node's IP.
@@ -131,13 +239,15 @@ def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
                 f"Pod {ns}/{name}: annotation {NETWORK_STATUS} is not valid network-status JSON ({e}); "
                 "its secondary IPs were skipped"
             )
-    primary_ips = [p.get("ip") for p in status.get("podIPs") or [] if p.get("ip")] or (
-        [status["podIP"]] if status.get("podIP") else []
-    )
+    primary_ips = [
+        p.get("ip") for p in items(status.get("podIPs"), f"{where}: status.podIPs") if p.get("ip")
+    ] or ([status["podIP"]] if status.get("podIP") else [])
     default = next((e for e in entries if e.get("default")), {})
     seen: set[str] = set()
 
-    def lease(ip: str, interface: str, network: str, mac: str, pci: str, primary: bool) -> None:
+    def lease(ip: Any, interface: str, network: str, mac: str, pci: str, primary: bool) -> None:
+        if not isinstance(ip, str):
+            raise Malformed(f"{where}: pod IP {_what(ip)} is not text")
         seen.add(ip)
         facts.append(
             _fact("pod_ip_lease", ip_start, ip=ip, namespace=ns, pod=name, node=node,
@@ -151,8 +261,10 @@ def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
         if ent.get("default"):
             continue
         dev = ent.get("device-info") or {}
-        pci = (dev.get("pci") or {}).get("pci-address", "") if isinstance(dev, Mapping) else ""
-        for ip in ent.get("ips") or []:
+        pci_info = dev.get("pci") if isinstance(dev, Mapping) else None
+        pci = pci_info.get("pci-address", "") if isinstance(pci_info, Mapping) else ""
+        ips = ent.get("ips") or []
+        for ip in ips if isinstance(ips, list) else [ips]:
             ip = str(ip).split("/")[0]  # device-info-spec examples carry CIDR notation
             if ip not in seen:
                 lease(ip, ent.get("interface") or "", ent.get("name") or "", ent.get("mac") or "",
@@ -165,11 +277,8 @@ TENANT_LABEL = "railscope.io/tenant"
 
 def namespace_facts(obj: Mapping[str, Any]) -> list[Fact]:
     """A namespace is a tenant; the railscope.io/tenant label groups several namespaces."""
-    meta = obj.get("metadata") or {}
-    name = meta.get("name")
-    if not name:
-        raise Malformed("Namespace without metadata.name")
-    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    meta, _, _, name = sections(obj, "Namespace")
+    labels = string_map(meta, "labels", f"Namespace {name}")
     return _created(
         "namespace",
         meta,
@@ -180,11 +289,8 @@ def namespace_facts(obj: Mapping[str, Any]) -> list[Fact]:
 
 
 def node_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
-    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-    name = meta.get("name")
-    if not name:
-        raise Malformed("Node without metadata.name")
-    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    meta, _, status, name = sections(obj, "Node")
+    labels = string_map(meta, "labels", f"Node {name}")
     gpus = gpu_quantity(status.get("allocatable"), f"Node {name}: allocatable", warnings) or 0
     capacity = gpu_quantity(status.get("capacity"), f"Node {name}: capacity", warnings)
     return _created(
@@ -205,7 +311,7 @@ def hypernode_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
         spec = parse_hypernode(obj)
     except MalformedHyperNode as e:
         raise Malformed(str(e)) from None
-    start = iso_to_ms((obj.get("metadata") or {}).get("creationTimestamp"))
+    start = iso_to_ms(mapping(obj.get("metadata"), "HyperNode metadata").get("creationTimestamp"))
     return [
         _fact(
             "hypernode",
@@ -231,10 +337,7 @@ def topology_fields(nt: Any, where: str) -> dict[str, Any]:
         raise Malformed(f"{where}: spec.networkTopology.mode {mode!r} is not hard or soft")
     tier = nt.get("highestTierAllowed")
     if tier is not None:
-        try:
-            tier = int(tier)
-        except (TypeError, ValueError):
-            raise Malformed(f"{where}: highestTierAllowed {tier!r} is not an integer") from None
+        tier = _integer(tier, f"{where}: highestTierAllowed")
     return {
         "topology_mode": mode,
         "highest_tier_allowed": tier,
@@ -243,24 +346,18 @@ def topology_fields(nt: Any, where: str) -> dict[str, Any]:
 
 
 def job_facts(obj: Mapping[str, Any], allocated: str = "") -> list[Fact]:
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    name = meta.get("name")
-    if not name:
-        raise Malformed("Job without metadata.name")
+    meta, spec, _, name = sections(obj, "Job")
+    where = f"Job {meta.get('namespace')}/{name}"
     replicas = 0
-    for t in spec.get("tasks") or []:
-        try:
-            replicas += int(t.get("replicas") or 0)
-        except (TypeError, ValueError):
-            raise Malformed(
-                f"Job {meta.get('namespace')}/{name}: tasks[].replicas is not an integer"
-            ) from None
+    for t in items(spec.get("tasks"), f"{where}: spec.tasks"):
+        replicas += _integer(t.get("replicas") or 0, f"{where}: tasks[].replicas")
     return [_job_fact(obj, replicas, allocated)]
 
 
 def podgroup_job(obj: Mapping[str, Any]) -> str:
     """The Volcano Job owning a PodGroup ('' when it is a standalone PodGroup)."""
-    for o in (obj.get("metadata") or {}).get("ownerReferences") or []:
+    meta = mapping(obj.get("metadata"), "PodGroup metadata")
+    for o in items(meta.get("ownerReferences"), "PodGroup metadata.ownerReferences"):
         if o.get("kind") == "Job":
             return str(o.get("name") or "")
     return ""
@@ -268,18 +365,18 @@ def podgroup_job(obj: Mapping[str, Any]) -> str:
 
 def podgroup_facts(obj: Mapping[str, Any]) -> list[Fact]:
     """A standalone PodGroup (no owning Job) is stored as a job row of its own."""
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    name = meta.get("name")
-    if not name:
-        raise Malformed("PodGroup without metadata.name")
-    allocated = (meta.get("annotations") or {}).get(ALLOCATED_HYPERNODE, "")
-    return [_job_fact(obj, int(spec.get("minMember") or 0), allocated)]
+    meta, spec, _, name = sections(obj, "PodGroup")
+    where = f"PodGroup {meta.get('namespace')}/{name}"
+    allocated = string_map(meta, "annotations", where).get(ALLOCATED_HYPERNODE, "")
+    return [
+        _job_fact(obj, _integer(spec.get("minMember") or 0, f"{where}: spec.minMember"), allocated)
+    ]
 
 
 def _job_fact(obj: Mapping[str, Any], replicas: int, allocated: str) -> Fact:
     """The job row of a Volcano Job or a standalone PodGroup (they differ in where replicas and
     the allocated HyperNode come from)."""
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    meta, spec, _, _ = sections(obj, str(obj.get("kind") or "Job"))
     return _fact(
         "job",
         iso_to_ms(meta.get("creationTimestamp")),
@@ -294,20 +391,16 @@ def _job_fact(obj: Mapping[str, Any], replicas: int, allocated: str) -> Fact:
 
 # --- GPU pool ----------------------------------------------------------------------------------
 def _integer(value: Any, what: str) -> int:
+    """An integer field (a number or its decimal text); Malformed naming it otherwise."""
     try:
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError
         return int(value)
-    except (TypeError, ValueError):
-        raise Malformed(f"{what} {value!r} is not an integer") from None
+    except (TypeError, ValueError, OverflowError):
+        raise Malformed(f"{what} {_what(value)} is not an integer") from None
 
 
-def _parts(
-    obj: Mapping[str, Any], kind: str
-) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], str]:
-    """metadata, spec, status and the name of an object that must have one."""
-    meta = obj.get("metadata") or {}
-    if not meta.get("name"):
-        raise Malformed(f"{kind} without metadata.name")
-    return meta, obj.get("spec") or {}, obj.get("status") or {}, str(meta["name"])
+_parts = sections
 
 
 def gpu_quantity(resources: Any, where: str, warnings: list[str], key: str = GPU) -> int | None:
@@ -320,7 +413,7 @@ def gpu_quantity(resources: Any, where: str, warnings: list[str], key: str = GPU
         value = float(str(raw))
         if value < 0 or value != int(value):
             raise ValueError
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number, fractional, NaN, infinite
         warnings.append(f"{where} {key} {raw!r} is not a whole number of GPUs; ignored")
         return None
     return int(value)
@@ -331,30 +424,42 @@ def pod_gpu_requests(spec: Mapping[str, Any], where: str, warnings: list[str]) -
     to its limit), or the largest init container's if that is more, as the scheduler counts it."""
 
     def one(c: Mapping[str, Any]) -> int:
-        res = c.get("resources") or {}
+        res = mapping(c.get("resources"), f"{where}: containers[].resources")
         req = gpu_quantity(res.get("requests"), where, warnings)
         return req if req is not None else gpu_quantity(res.get("limits"), where, warnings) or 0
 
-    main = sum(one(c) for c in spec.get("containers") or [] if isinstance(c, Mapping))
+    main = sum(one(c) for c in items(spec.get("containers"), f"{where}: spec.containers"))
     init = max(
-        (one(c) for c in spec.get("initContainers") or [] if isinstance(c, Mapping)), default=0
+        (one(c) for c in items(spec.get("initContainers"), f"{where}: spec.initContainers")),
+        default=0,
     )
     return max(main, init) or None
 
 
-def required_gpu_model(spec: Mapping[str, Any]) -> str:
+def required_gpu_model(spec: Mapping[str, Any], where: str = "Pod") -> str:
     """The GPU model(s) a pod may run on: its nodeSelector, else a required node affinity `In`
     term on nvidia.com/gpu.product ('|'-joined); '' = any model."""
-    sel = (spec.get("nodeSelector") or {}).get(GPU_PRODUCT)
+    sel = mapping(spec.get("nodeSelector"), f"{where}: spec.nodeSelector").get(GPU_PRODUCT)
     if sel:
         return str(sel)
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    for term in required.get("nodeSelectorTerms") or []:
-        for e in (term or {}).get("matchExpressions") or []:
-            if e.get("key") == GPU_PRODUCT and e.get("operator") == "In" and e.get("values"):
-                return "|".join(sorted(str(v) for v in e["values"]))
+    affinity = mapping(spec.get("affinity"), f"{where}: spec.affinity")
+    required = mapping(
+        mapping(affinity.get("nodeAffinity"), f"{where}: spec.affinity.nodeAffinity").get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ),
+        f"{where}: nodeAffinity.required",
+    )
+    for term in items(required.get("nodeSelectorTerms"), f"{where}: nodeSelectorTerms"):
+        for e in items(
+            term.get("matchExpressions"), f"{where}: nodeSelectorTerms[].matchExpressions"
+        ):
+            values = e.get("values")
+            if e.get("key") == GPU_PRODUCT and e.get("operator") == "In" and values:
+                if not isinstance(values, list):
+                    raise Malformed(
+                        f"{where}: matchExpressions[].values is a {_what(values)}, not a list"
+                    )
+                return "|".join(sorted(str(v) for v in values))
     return ""
 
 
@@ -362,11 +467,11 @@ def queue_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
     meta, spec, status, name = _parts(obj, "Queue")
     where = f"Queue {name}:"
     parent = spec.get("parent") or ""
-    path = str((meta.get("annotations") or {}).get(HIERARCHY) or "")
+    path = string_map(meta, "annotations", where).get(HIERARCHY) or ""
     if not parent and "/" in path:  # hierarchy by annotation (root/eng/prod): its parent segment
         parent = path.rsplit("/", 2)[-2]
     weight = _integer(spec.get("weight") or 1, f"{where} spec.weight")
-    guarantee = spec.get("guarantee") or {}
+    guarantee = mapping(spec.get("guarantee"), f"{where} spec.guarantee")
     return _created(
         "queue",
         meta,
@@ -378,7 +483,7 @@ def queue_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
         capability_gpus=gpu_quantity(spec.get("capability"), f"{where} capability", warnings),
         deserved_gpus=gpu_quantity(spec.get("deserved"), f"{where} deserved", warnings),
         guarantee_gpus=gpu_quantity(
-            guarantee.get("resource") if isinstance(guarantee, Mapping) else None,
+            guarantee.get("resource"),
             f"{where} guarantee",
             warnings,
         ),
@@ -392,10 +497,8 @@ def podgroup_gang_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fac
     unsched = next(
         (
             c
-            for c in status.get("conditions") or []
-            if isinstance(c, Mapping)
-            and c.get("type") == "Unschedulable"
-            and str(c.get("status")) == "True"
+            for c in items(status.get("conditions"), f"PodGroup {ns}/{name}: status.conditions")
+            if c.get("type") == "Unschedulable" and str(c.get("status")) == "True"
         ),
         None,
     )
@@ -433,7 +536,8 @@ def priority_class_facts(
     purpose_keys: tuple[str, ...] = PURPOSE_KEYS,
 ) -> list[Fact]:
     meta, _, _, name = _parts(obj, "PriorityClass")
-    tags = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
+    where = f"PriorityClass {name}"
+    tags = {**string_map(meta, "annotations", where), **string_map(meta, "labels", where)}
     return _created(
         "priority_class",
         meta,
@@ -470,11 +574,12 @@ _ON_NODE = re.compile(r"on node (\S+)")
 
 def pod_event_row(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """A pod_event row for a preemption/eviction Event, None for any other event."""
-    inv = obj.get("involvedObject") or obj.get("regarding") or {}
+    inv = mapping(obj.get("involvedObject") or obj.get("regarding"), "Event involvedObject")
     reason = str(obj.get("reason") or "")
     if inv.get("kind") != "Pod" or reason not in POD_EVENT_REASONS:
         return None
-    meta = obj.get("metadata") or {}
+    meta = mapping(obj.get("metadata"), "Event metadata")
+    where = f"Event {_short.repr(meta.get('namespace'))}/{_short.repr(meta.get('name'))}"
     msg = str(obj.get("message") or obj.get("note") or "")
     ts = next(
         (
@@ -487,10 +592,10 @@ def pod_event_row(obj: Mapping[str, Any]) -> dict[str, Any] | None:
         iso_to_ms(meta.get("creationTimestamp")),
     )
     if ts is None:
-        raise Malformed(f"Event {meta.get('namespace')}/{meta.get('name')}: no timestamp")
+        raise Malformed(f"{where}: no timestamp")
     pre, on = _PREEMPTOR.search(msg), _ON_NODE.search(msg)
-    source = obj.get("source") or {}
-    return {
+    source = mapping(obj.get("source"), f"{where}: source")
+    row = {
         "ts": ts,
         "namespace": inv.get("namespace") or meta.get("namespace") or "default",
         "pod": str(inv.get("name") or ""),
@@ -500,8 +605,10 @@ def pod_event_row(obj: Mapping[str, Any]) -> dict[str, Any] | None:
         "preemptor": pre.group(1) if pre else "",
         "node": on.group(1) if on else "",
         "source": str(source.get("component") or obj.get("reportingComponent") or ""),
-        "count": int(obj.get("count") or 1),
+        "count": _integer(obj.get("count") or 1, f"{where}: count"),
     }
+    check_row("pod_event", row, where)
+    return row
 
 
 # --- dumps -------------------------------------------------------------------------------------

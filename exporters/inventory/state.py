@@ -30,6 +30,8 @@ from exporters.inventory.objects import (
     priority_class_facts,
     queue_facts,
     resource_quota_facts,
+    sections,
+    string_map,
 )
 from telemetry.records import KINDS
 from telemetry.topology.hypernodes import HyperNodeTree, MalformedHyperNode, parse_hypernode
@@ -290,9 +292,9 @@ class InventoryState:
         alloc = (
             ""
             if etype == "DELETED"
-            else (obj.get("metadata") or {})
-            .get("annotations", {})
-            .get("volcano.sh/job-allocated-hypernode", "")
+            else string_map(
+                sections(obj, "PodGroup")[0], "annotations", f"PodGroup {ns}/{name}"
+            ).get("volcano.sh/job-allocated-hypernode", "")
         )
         if self.allocated.get((ns, job), "") == alloc:
             return
@@ -360,7 +362,7 @@ class InventoryState:
             self.event("ADDED", o, at, backdate=backdate, cycles_checked=True)
         if api_kind == "PodGroup":
             listed = {
-                (ns, podgroup_job(o)) for o in objs for ns in [_ns_name(o)[0]] if podgroup_job(o)
+                (ns, job) for o in objs for ns, job in [(_ns_name(o)[0], _owner_job(o))] if job
             }
             for key in [k for k in self.allocated if k not in listed]:
                 self.event(
@@ -434,8 +436,18 @@ class InventoryState:
                         ]
 
 
+def _owner_job(obj: Mapping[str, Any]) -> str:
+    """The PodGroup's owning Job, '' when none or malformed (reported when it is applied)."""
+    try:
+        return podgroup_job(obj)
+    except Malformed:
+        return ""
+
+
 def _ns_name(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
+    """(namespace, name) as text whatever the object holds (the parsers judge it)."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
     kind = obj.get("kind")
     ns = "" if kind in _CLUSTER_SCOPED else str(meta.get("namespace") or "default")
     return ns, str(meta.get("name") or "")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar, overload
+from typing import Annotated, Any, Generic, Literal, TypeVar, overload
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -41,6 +41,11 @@ FaultKind = Literal[
     "queue_over_guarantee_starving",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
+
+
+# No scenario simulates more servers than this (the largest IDC: 1024 SUs x 128 servers); a job or
+# a random-job count past it is a typo, and past 2**1024 it cannot even be scaled (float overflow).
+MAX_NODES = 1024 * 128
 
 
 def _unique(what: str, names: list[str]) -> None:
@@ -110,7 +115,7 @@ class FabricSpec(_M):
 class JobSpec(_M):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,40}$")
     tenant: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,40}$")
-    nodes: int = Field(ge=1)
+    nodes: int = Field(ge=1, le=MAX_NODES)
     mode: Literal["hard", "soft", ""] = "hard"
     highest_tier: int | None = Field(1, ge=1, le=3)
     start_minute: float = Field(0, ge=0)
@@ -128,8 +133,10 @@ class JobSpec(_M):
 
 
 class RandomJobs(_M):
-    count: int = Field(0, ge=0)
-    nodes: list[int] = Field(default_factory=lambda: [2, 4, 8], min_length=1)
+    count: int = Field(0, ge=0, le=MAX_NODES)
+    nodes: list[Annotated[int, Field(ge=1, le=MAX_NODES)]] = Field(
+        default_factory=lambda: [2, 4, 8], min_length=1
+    )
     tenants: list[str] = Field(default_factory=lambda: ["tenant-a", "tenant-b"], min_length=1)
     soft_ratio: float = Field(0.3, ge=0, le=1)
 
@@ -200,7 +207,7 @@ class PoolSpec(_M):
 class Scenario(_M):
     name: str = "custom"
     description: str = ""
-    seed: int = 1
+    seed: int = Field(1, ge=0, le=2**64 - 1, description="numpy seeds are unsigned")
     duration_minutes: float = Field(10, gt=0, le=24 * 60)
     resolution_seconds: int = Field(10, ge=1, le=600)
     start: str | None = Field(
@@ -316,11 +323,15 @@ def load_scenario(name_or_path: str) -> Scenario:
         raise ConfigError(
             f"scenario {name_or_path}: no such file or built-in scenario (built-ins: {', '.join(builtin_names())})"
         )
-    raw = read_yaml(p, f"scenario {p}")
+    return parse_scenario_yaml(read_yaml(p, f"scenario {p}"), f"scenario {p}", p.stem)
+
+
+def parse_scenario_yaml(raw: Any, source: str, name: str) -> Scenario:
+    """A scenario from its parsed YAML document (`name` when the document gives none)."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"scenario {p}: the top level must be a mapping")
-    raw.setdefault("name", p.stem)
-    return parse_scenario(raw, source=f"scenario {p}")
+        raise ConfigError(f"{source}: the top level must be a mapping")
+    raw.setdefault("name", name)
+    return parse_scenario(raw, source=source)
 
 
 def parse_scenario(raw: dict[str, Any], source: str = "scenario") -> Scenario:

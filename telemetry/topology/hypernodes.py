@@ -8,6 +8,7 @@ never mutates the objects it was given. Problems are reported as data (`Problem`
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,52 +72,65 @@ def parse_hypernode(obj: Mapping[str, Any]) -> HyperNodeSpec:
     """One HyperNode object -> spec. Accepts the CRD format and the design-doc sketch format
     (top-level `name`, members with only `name`). Raises MalformedHyperNode naming the object."""
     meta = obj.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        raise MalformedHyperNode(f"HyperNode metadata is a {type(meta).__name__}, not an object")
     name = meta.get("name") or obj.get("name")
     if not name or not isinstance(name, str):
         raise MalformedHyperNode("HyperNode without metadata.name")
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         raise MalformedHyperNode(f"HyperNode {name}: no spec")
+    raw_tier = spec.get("tier")
     try:
-        tier = int(spec.get("tier"))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        if isinstance(raw_tier, float) and not raw_tier.is_integer():
+            raise ValueError
+        tier = int(raw_tier)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
         raise MalformedHyperNode(
-            f"HyperNode {name}: spec.tier {spec.get('tier')!r} is not an integer"
+            f"HyperNode {name}: spec.tier {_short(raw_tier)} is not an integer"
         ) from None
     if tier < 1 or tier > 255:
         raise MalformedHyperNode(f"HyperNode {name}: spec.tier {tier} out of range 1..255")
+    tier_name = spec.get("tierName") or ""
+    if not isinstance(tier_name, str):
+        raise MalformedHyperNode(f"HyperNode {name}: spec.tierName {_short(tier_name)} is not text")
+    raw_members = spec.get("members") or []
+    if not isinstance(raw_members, list):
+        raise MalformedHyperNode(f"HyperNode {name}: spec.members is not a list")
     members = []
-    for i, m in enumerate(spec.get("members") or []):
+    for i, m in enumerate(raw_members):
         if not isinstance(m, Mapping):
             raise MalformedHyperNode(f"HyperNode {name}: members[{i}] is not a mapping")
         mtype = m.get("type") or ""
-        if mtype not in ("Node", "HyperNode", ""):
+        if not isinstance(mtype, str) or mtype not in ("Node", "HyperNode", ""):
             raise MalformedHyperNode(
                 f"HyperNode {name}: members[{i}].type {mtype!r} is not Node or HyperNode"
             )
         sel = m.get("selector")
         if sel is None and m.get("name"):  # design-doc sketch: members by name only, type optional
-            members.append(Member(mtype, "exactMatch", str(m["name"])))
+            members.append(Member(mtype, "exactMatch", _text(m["name"], name, i)))
             continue
         mtype = mtype or "Node"
         if not isinstance(sel, Mapping):
             raise MalformedHyperNode(f"HyperNode {name}: members[{i}] has no selector")
         if "exactMatch" in sel:
-            value = (sel["exactMatch"] or {}).get("name")
+            em = sel["exactMatch"] or {}
+            value = em.get("name") if isinstance(em, Mapping) else None
             if not value:
                 raise MalformedHyperNode(
                     f"HyperNode {name}: members[{i}].selector.exactMatch has no name"
                 )
-            members.append(Member(mtype, "exactMatch", str(value)))
+            members.append(Member(mtype, "exactMatch", _text(value, name, i)))
         elif "regexMatch" in sel:
-            pattern = (sel["regexMatch"] or {}).get("pattern")
+            rm = sel["regexMatch"] or {}
+            pattern = rm.get("pattern") if isinstance(rm, Mapping) else None
             if not isinstance(pattern, str) or not pattern:
                 raise MalformedHyperNode(
                     f"HyperNode {name}: members[{i}].selector.regexMatch has no pattern"
                 )
             try:
                 re.compile(pattern)
-            except re.error as e:
+            except (re.error, RecursionError, OverflowError) as e:
                 raise MalformedHyperNode(
                     f"HyperNode {name}: members[{i}].selector.regexMatch pattern {pattern!r} is not a valid regex: {e}"
                 ) from None
@@ -129,26 +143,55 @@ def parse_hypernode(obj: Mapping[str, Any]) -> HyperNodeSpec:
                 raise MalformedHyperNode(
                     f"HyperNode {name}: members[{i}].selector.labelMatch is empty"
                 )
-            for expr in lm.get("matchExpressions") or []:
-                if expr.get("operator") not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            labels = lm.get("matchLabels") or {}
+            exprs = lm.get("matchExpressions") or []
+            if not isinstance(labels, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str | int | float | bool)
+                for k, v in labels.items()
+            ):
+                raise MalformedHyperNode(
+                    f"HyperNode {name}: members[{i}] labelMatch.matchLabels is not a map of labels"
+                )
+            if not isinstance(exprs, list):
+                raise MalformedHyperNode(
+                    f"HyperNode {name}: members[{i}] labelMatch.matchExpressions is not a list"
+                )
+            for expr in exprs:
+                op = expr.get("operator") if isinstance(expr, Mapping) else None
+                if not isinstance(op, str) or op not in ("In", "NotIn", "Exists", "DoesNotExist"):
                     raise MalformedHyperNode(
-                        f"HyperNode {name}: members[{i}] labelMatch operator {expr.get('operator')!r} is not supported"
+                        f"HyperNode {name}: members[{i}] labelMatch operator {_short(op)} is not supported"
+                    )
+                values = expr.get("values") or []
+                if not isinstance(expr.get("key"), str) or not isinstance(values, list):
+                    raise MalformedHyperNode(
+                        f"HyperNode {name}: members[{i}] labelMatch expression needs a key and a list of values"
                     )
             members.append(
                 Member(
                     mtype,
                     "labelMatch",
-                    {
-                        "matchLabels": dict(lm.get("matchLabels") or {}),
-                        "matchExpressions": list(lm.get("matchExpressions") or []),
-                    },
+                    {"matchLabels": dict(labels), "matchExpressions": list(exprs)},
                 )
             )
         else:
             raise MalformedHyperNode(
                 f"HyperNode {name}: members[{i}].selector has none of exactMatch/regexMatch/labelMatch"
             )
-    return HyperNodeSpec(name, tier, str(spec.get("tierName") or ""), tuple(members))
+    return HyperNodeSpec(name, tier, tier_name, tuple(members))
+
+
+def _short(v: Any) -> str:
+    return reprlib.repr(v)
+
+
+def _text(v: Any, hypernode: str, i: int) -> str:
+    """A member name: text (a number is read as its decimal name, as YAML may give it)."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return str(v)
+    raise MalformedHyperNode(f"HyperNode {hypernode}: members[{i}] name {_short(v)} is not text")
 
 
 def label_selector_matches(sel: Mapping[str, Any], labels: Mapping[str, str]) -> bool:

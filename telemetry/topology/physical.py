@@ -43,6 +43,7 @@ def parse_lldpcli_json(
     lldp = doc["lldp"]
     if isinstance(lldp, list):  # lldpcli prints [] / {} for no neighbours depending on version
         lldp = lldp[0] if lldp else {}
+    lldp = _obj(lldp, where, "lldp")
     ifaces = lldp.get("interface") or {}
     entries: list[tuple[str, Any]] = []
     if isinstance(ifaces, Mapping):
@@ -51,20 +52,26 @@ def parse_lldpcli_json(
         for item in ifaces:
             if isinstance(item, Mapping):
                 entries.extend(item.items())
+    else:
+        raise LldpFormatError(f"{where}: lldp.interface is a {type(ifaces).__name__}")
     rows = []
     for port, info in entries:
+        port = _text(port, where, "interface name")
+        at = f"interface {port}"
         if not isinstance(info, Mapping):
-            raise LldpFormatError(f"{where}: interface {port}: not an object")
-        chassis = info.get("chassis") or {}
-        if "id" in chassis and isinstance(chassis.get("id"), Mapping):
+            raise LldpFormatError(f"{where}: {at}: not an object")
+        chassis = _obj(info.get("chassis"), where, f"{at}: chassis")
+        if isinstance(chassis.get("id"), Mapping):
             remote, cinfo = "", chassis  # neighbour without a system name
         elif chassis:
             remote, cinfo = next(iter(chassis.items()))
+            cinfo = _obj(cinfo, where, f"{at}: chassis {remote}")
         else:
             remote, cinfo = "", {}
-        chassis_id = str(((cinfo or {}).get("id") or {}).get("value") or "")
-        p = info.get("port") or {}
-        pid = p.get("id") or {}
+        cid = _obj(cinfo.get("id"), where, f"{at}: chassis id")
+        chassis_id = _text(cid.get("value"), where, f"{at}: chassis id value")
+        p = _obj(info.get("port"), where, f"{at}: port")
+        pid = _obj(p.get("id"), where, f"{at}: port id")
         # the port id is an ifname when the neighbour says so; else its description names the port
         remote_port = (
             pid.get("value")
@@ -74,14 +81,39 @@ def parse_lldpcli_json(
         rows.append(
             {
                 "local_device": local_device,
-                "local_port": str(port),
-                "remote_device": str(remote or chassis_id),
-                "remote_port": str(remote_port or ""),
+                "local_port": port,
+                "remote_device": _text(remote, where, f"{at}: chassis name") or chassis_id,
+                "remote_port": _text(remote_port, where, f"{at}: port id"),
                 "remote_chassis_id": chassis_id,
                 "source": "lldpcli",
             }
         )
     return rows
+
+
+def _obj(v: Any, where: str, what: str) -> Mapping[str, Any]:
+    """An object field ({} when absent or empty); LldpFormatError naming it when another type."""
+    if not v:
+        return {}
+    if not isinstance(v, Mapping):
+        raise LldpFormatError(f"{where}: {what} is a {type(v).__name__}, not an object")
+    return v
+
+
+def _text(v: Any, where: str, what: str) -> str:
+    """A text field ('' when absent; a number as its digits); LldpFormatError naming it when it is
+    another type or cannot be stored as UTF-8 (a lone surrogate escaped in the JSON)."""
+    if v is None:
+        return ""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return str(v)
+    if not isinstance(v, str):
+        raise LldpFormatError(f"{where}: {what} is a {type(v).__name__}, not text")
+    try:
+        v.encode()
+    except UnicodeEncodeError:
+        raise LldpFormatError(f"{where}: {what} {v!r:.60} is not valid UTF-8") from None
+    return v
 
 
 def read_lldpcli(

@@ -132,3 +132,30 @@ def test_correlate_threshold_overrides_are_checked(tmp_path: Path) -> None:
         ConfigError, match=r"correlate\.thresholds: thresholds\.pfc\.storm_rate: unknown threshold"
     ):
         load_config(f, env={})
+
+
+@pytest.mark.parametrize(
+    "text,msg",
+    [  # shapes tests/unit/core/test_fuzz_config.py found escaping (RecursionError,
+        # AttributeError, ValueError) or giving a two-line error
+        ("sink: &x [*x]\n", "nested deeper than 64 levels (or an anchor holds itself)"),
+        ("sink: " + "[" * 1100 + "]" * 1100 + "\n", "nested deeper than 64 levels"),
+        ("sink: {1: x}\n", "sink.1: Keys should be strings"),
+        ('serve:\n  password_file: "a\\0b"\n', "serve.password_file: 'a\\x00b' is not a file path"),
+        ("cluster: a\x00b\n", "bad.yaml: not valid YAML: unacceptable character #x0000"),
+    ],
+    ids=["self-anchor", "deep", "int-key", "nul-path", "nul-char"],
+)
+def test_config_shapes_found_by_the_fuzzer_are_one_line_errors(
+    tmp_path: Path, text: str, msg: str
+) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(f, env={})
+    assert msg in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_environment_override_that_is_not_yaml_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"environment RAILSCOPE__SINK__BATCH_ROWS: .*YAML"):
+        load_config(None, env={"RAILSCOPE__SINK__BATCH_ROWS": "[1, 2"})

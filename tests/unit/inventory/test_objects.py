@@ -153,3 +153,71 @@ def test_standalone_podgroup_from_the_design_doc_is_a_job_row() -> None:
     v = dict(f.values)
     assert f.key == ("default", "network-topology-job-<jobUID>")
     assert (v["topology_mode"], v["highest_tier_allowed"], v["replicas"]) == ("hard", 2, 3)
+
+
+# --- shapes the fuzzer (tests/unit/inventory/test_fuzz.py) found escaping as AttributeError,
+# TypeError, OverflowError or an Arrow error; each is now Malformed naming object and field
+def _pod(**edits: object) -> dict:
+    pod = json.loads(json.dumps(pods()["test-pod-sriov"]))
+    for path, value in edits.items():
+        node = pod
+        *parents, last = path.split("__")
+        for p in parents:
+            node = node[p]
+        node[last] = value
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("edits", "message"),
+    [
+        ({"metadata": "x"}, "Pod metadata is a str 'x', not an object"),
+        ({"spec": ["a"]}, "Pod sriov-conformance-testing/'test-pod-sriov': spec is a list"),
+        ({"status__podIPs": "10.0.0.1"}, "status.podIPs is a str '10.0.0.1', not a list"),
+        ({"status__podIPs": [{"ip": ["10.0.0.1"]}]}, "pod IP list ['10.0.0.1'] is not text"),
+        ({"metadata__labels": {"volcano.sh/job-name": {"a": 1}}}, "metadata.labels["),
+        ({"status__phase": {"a": 1}}, "phase dict {'a': 1} does not fit a string column"),
+        ({"metadata__uid": "\ud800"}, "uid str '\\ud800' does not fit a string column"),
+        ({"spec__containers": 7}, "spec.containers is a int 7, not a list"),
+        ({"spec__affinity": "zone-a"}, "spec.affinity is a str 'zone-a', not an object"),
+    ],
+)
+def test_malformed_pod_fields_are_named(edits: dict, message: str) -> None:
+    with pytest.raises(Malformed, match=None) as e:
+        pod_facts(_pod(**edits), [])
+    assert message in str(e.value)
+
+
+def test_malformed_job_and_hypernode_numbers_are_named() -> None:
+    job = load_dump(FIX / "volcano" / "userguide_job_network_topology_hard_tier1.yaml")[0]
+    for tasks, message in (
+        ([{"replicas": 2**70}], "replicas int 1180591620717411303424 does not fit a uint32"),
+        ([{"replicas": float("inf")}], "tasks[].replicas float inf is not an integer"),
+        ("abc", "spec.tasks is a str 'abc', not a list"),
+    ):
+        with pytest.raises(Malformed) as e:
+            job_facts({**job, "spec": {**job["spec"], "tasks": tasks}})
+        assert message in str(e.value)
+    hn = {"kind": "HyperNode", "metadata": {"name": "s0"}, "spec": {"tier": 1, "members": []}}
+    for spec, message in (
+        ({"tier": float("inf")}, "spec.tier inf is not an integer"),
+        ({"tier": 1, "members": "n1"}, "spec.members is not a list"),
+        ({"tier": 1, "members": [{"selector": {"exactMatch": "n1"}}]}, "exactMatch has no name"),
+        (
+            {"tier": 1, "members": [{"selector": {"labelMatch": {"matchExpressions": ["x"]}}}]},
+            "labelMatch operator None is not supported",
+        ),
+    ):
+        with pytest.raises(Malformed) as e:
+            hypernode_facts({**hn, "spec": spec}, [])
+        assert message in str(e.value)
+
+
+def test_state_reports_a_malformed_podgroup_in_a_list_instead_of_raising() -> None:
+    from exporters.inventory.state import InventoryState
+
+    state = InventoryState(lambda: 1_700_000_000_000)
+    state.sync("PodGroup", [{"kind": "PodGroup", "metadata": [("name", "pg")]}])
+    assert state.problems == [
+        "PodGroup metadata is a list [('name', 'pg')], not an object; skipped"
+    ]

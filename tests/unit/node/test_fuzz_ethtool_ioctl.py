@@ -17,15 +17,33 @@ from exporters.node.ethtool import (
     ETHTOOL_GSSET_INFO,
     ETHTOOL_GSTATS,
     ETHTOOL_GSTRINGS,
+    MAX_STATS,
     EthtoolError,
     IoctlEthtool,
 )
 from tests.fuzz import FUZZ, SEED
 
 pytestmark = pytest.mark.slow
-PER_EXAMPLE = 250
+PER_EXAMPLE = 190  # stats() calls; ~1.38 replies each: ~105,000 replies in all
 NEEDED = 100_000
 NAMES = [b"rx_packets", b"tx_packets", b"rx_prio3_pause", b"rx_vport_rdma_unicast_bytes"]
+
+
+def _name_pool() -> bytes:
+    """MAX_STATS + 1024 GSTRINGS slots, 4 in 5 a real counter name, 1 in 5 random bytes: a reply
+    of n names is a slice of it at a random offset (generating each name per reply made the fake
+    kernel cost 3x the decoder it feeds on the ~65,536-name replies)."""
+    rnd = random.Random(0)
+    block = b"".join(
+        rnd.choice(NAMES).ljust(ETH_GSTRING_LEN, b"\0")
+        if rnd.random() < 0.8
+        else rnd.randbytes(ETH_GSTRING_LEN)
+        for _ in range(4099)  # prime: tiles never line up with a power-of-two count
+    )
+    return block * ((MAX_STATS + 1024) // 4099 + 1)
+
+
+POOL = _name_pool()
 
 
 def _mutate(rnd: random.Random, b: bytes) -> bytes:
@@ -54,12 +72,8 @@ class FakeKernel(IoctlEthtool):
             reply = struct.pack("IIQI", cmd, 0, rnd.choice([2, 0, rnd.randrange(1 << 64)]), n)
         elif cmd == ETHTOOL_GSTRINGS:
             n = (size - 12) // ETH_GSTRING_LEN
-            names = b"".join(
-                rnd.choice(NAMES).ljust(ETH_GSTRING_LEN, b"\0")
-                if rnd.random() < 0.8
-                else rnd.randbytes(ETH_GSTRING_LEN)
-                for _ in range(n)
-            )
+            at = rnd.randrange(1024) * ETH_GSTRING_LEN
+            names = POOL[at : at + n * ETH_GSTRING_LEN]
             reply = struct.pack("III", cmd, 1, n) + names
         else:
             assert cmd == ETHTOOL_GSTATS
@@ -68,6 +82,12 @@ class FakeKernel(IoctlEthtool):
             reply = struct.pack("II", cmd, got) + rnd.randbytes(8 * n)
         self.replies += 1
         reply = _mutate(rnd, reply)[:size]  # the kernel never writes past the caller's buffer
+        if cmd == ETHTOOL_GSSET_INFO and len(reply) >= 20 and rnd.random() < 0.9:
+            # a mutated count of 4,097..MAX_STATS makes the decoder walk up to 65,536 names
+            # (~30 ms): 1 in 10 of them is kept, the rest get the count before mutation back
+            got = struct.unpack_from("I", reply, 16)[0]
+            if 4096 < got <= MAX_STATS:
+                reply = reply[:16] + struct.pack("I", n) + reply[20:]
         ctypes.memmove(buf, reply, len(reply))
 
 

@@ -112,3 +112,26 @@ def test_demo_node_counts_keep_the_workload_and_faults(nodes: int):
     placed = {j.name: len(j.nodes) for j in sim.workload.jobs if not j.pending}
     assert placed["llm-a"] > sc.fabric.servers_per_su  # still spans SUs
     assert {f.kind for f in sim.faults if f.origin == "injected"} == {f.kind for f in sc.faults}
+
+
+@pytest.mark.parametrize(
+    "edit,msg",
+    [  # what tests/unit/sim/test_fuzz_scenario.py found: values that validated and then broke
+        # --nodes scaling (OverflowError) or numpy's seeding (ValueError)
+        ("jobs:\n  - {name: j, tenant: t, nodes: " + "9" * 400 + "}\n", "jobs.0.nodes"),
+        ("random_jobs: {count: " + "9" * 400 + "}\n", "random_jobs.count"),
+        ("seed: -1\n", "seed: Input should be greater than or equal to 0"),
+        ("seed: &x [*x]\n", "nested deeper than 64 levels"),
+    ],
+    ids=["huge-job", "huge-count", "negative-seed", "self-anchor"],
+)
+def test_scenario_values_the_fuzzer_found_are_config_errors(
+    tmp_path: Path, edit: str, msg: str
+) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        "fabric:\n  idcs: [{name: a, sus: 1}]\n  servers_per_su: 2\nduration_minutes: 5\n" + edit
+    )
+    with pytest.raises(ConfigError) as e:
+        load_scenario(str(f))
+    assert msg in str(e.value) and "\n" not in str(e.value)

@@ -56,6 +56,35 @@ def test_lldpcli_bad_input_names_it() -> None:
     assert parse_lldpcli_json('{"lldp": {}}', "h1") == []
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [  # shapes tests/unit/topology/test_fuzz_lldp.py found escaping as AttributeError/TypeError
+        (lambda d: d.update(lldp=[["interface"]]), "h1.json: lldp is a list, not an object"),
+        (lambda d: d["lldp"].update(interface=7), "h1.json: lldp.interface is a int"),
+        (lambda d: _iface(d).update(chassis="leaf1"), "interface rsvA: chassis is a str"),
+        (
+            lambda d: _iface(d)["chassis"].update(leaf1=[1]),
+            "interface rsvA: chassis leaf1 is a list",
+        ),
+        (lambda d: _iface(d)["chassis"]["leaf1"].update(id="x"), "rsvA: chassis id is a str"),
+        (lambda d: _iface(d).update(port=True), "interface rsvA: port is a bool, not an object"),
+        (lambda d: _iface(d)["port"].update(id=["a"]), "interface rsvA: port id is a list"),
+        (lambda d: _iface(d)["port"]["id"].update(value={}), "rsvA: port id is a dict, not text"),
+        (lambda d: _iface(d)["port"]["id"].update(value="\ud800"), "is not valid UTF-8"),
+    ],
+)
+def test_lldpcli_wrong_shapes_name_the_field(edit, message: str) -> None:
+    doc = json.loads((FIX / "lldpcli_neighbors_one_port.json").read_text())
+    edit(doc)
+    with pytest.raises(LldpFormatError) as e:
+        parse_lldpcli_json(json.dumps(doc), "h1", where="h1.json")
+    assert message in str(e.value)
+
+
+def _iface(doc: dict) -> dict:
+    return doc["lldp"]["interface"]["rsvA"]
+
+
 def sets_per_tier(specs) -> dict[int, set[frozenset[str]]]:
     tree = HyperNodeTree.build(specs)
     return {t: {frozenset(v) for v in tree.node_groups(t).values()} for t in tree.tiers}

@@ -1,0 +1,78 @@
+"""Fuzzing the config loader (telemetry/config.py: YAML text -> secrets resolved -> validated
+Config, every known source's section validated too) with the shipped configs as seeds
+(examples/railscope.yaml and deploy/railscope/config.yaml's railscope.yaml): their YAML text
+mutated (tests/yaml_fuzz.py), or their documents structurally mutated (tests/fuzz.py), with and
+without RAILSCOPE__* environment overrides (themselves mutated). Only ConfigError escapes, as one
+line. >= 100,000 inputs; marked slow."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from telemetry import config as config_module
+from telemetry.config import Config, config_from_document, parse_yaml
+from telemetry.errors import ConfigError
+from tests.fuzz import PER_EXAMPLE, fuzz, mutate_doc
+from tests.yaml_fuzz import mutate_yaml
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).parents[3]
+DEPLOYED = yaml.safe_load((ROOT / "deploy" / "railscope" / "config.yaml").read_text())
+ENV = {
+    "RAILSCOPE_CLUSTER": "train-west",
+    "RAILSCOPE__SINK__BATCH_ROWS": "5000",
+    "RAILSCOPE__SOURCES__SWITCH__SWITCHES": "[]",
+    "RAILSCOPE__PROMETHEUS__LISTEN": "127.0.0.1:9580",
+}
+TEXT_SHARE = 0.02  # a YAML parse (libyaml) costs ~3x a validation
+
+
+@pytest.fixture
+def seeds(tmp_path: Path) -> Iterator[list[str]]:
+    """The two configs' text; the deployed one's Redis password file is a real file here. The
+    secret values the loader remembers for log masking are restored afterwards."""
+    pw = tmp_path / "redis-password"
+    pw.write_text("s3cret-fuzz\n")
+    texts = [
+        (ROOT / "examples" / "railscope.yaml").read_text(),
+        DEPLOYED["data"]["railscope.yaml"].replace(
+            "/etc/railscope-secrets/redis-password", str(pw)
+        ),
+    ]
+    remembered = set(config_module._SECRET_VALUES)
+    yield texts
+    config_module._SECRET_VALUES.clear()
+    config_module._SECRET_VALUES.update(remembered)
+
+
+def test_configs_let_only_config_error_out(seeds: list[str]) -> None:
+    docs = [yaml.safe_load(t) for t in seeds]
+    for d in docs:  # the seeds themselves are valid
+        assert isinstance(config_from_document(d, "config c.yaml", env={}), Config)
+    seen = {"ok": 0, "rejected": 0}
+
+    def check(rnd: random.Random) -> int:
+        for _ in range(PER_EXAMPLE):
+            env = {}
+            if rnd.random() < 0.2:
+                env = {k: mutate_yaml(rnd, v) if rnd.random() < 0.3 else v for k, v in ENV.items()}
+            try:
+                if rnd.random() < TEXT_SHARE:
+                    raw = parse_yaml(mutate_yaml(rnd, rnd.choice(seeds)), "config c.yaml")
+                else:
+                    raw = mutate_doc(rnd, rnd.choice(docs))
+                config_from_document(raw, "config c.yaml", env=env)
+            except ConfigError as e:
+                assert str(e) and "\n" not in str(e), str(e)
+                seen["rejected"] += 1
+                continue
+            seen["ok"] += 1
+        return PER_EXAMPLE
+
+    fuzz(check)
+    assert seen["ok"] and seen["rejected"]
