@@ -49,6 +49,32 @@ def fuzz(check: Callable[[random.Random], int], needed: int = NEEDED) -> None:
     assert fed >= needed, f"fed {fed} inputs, want {needed}"
 
 
+def fuzz_accepted_or_refused(
+    one: Callable[[random.Random], None],
+    refused: type[Exception],
+    check_refusal: Callable[[Exception], None],
+) -> None:
+    """`fuzz` over inputs each of which `one(rnd)` makes and feeds: it is accepted (returns) or
+    refused with `refused`, whose message `check_refusal` asserts on; anything else escapes and
+    fails. Both outcomes must occur (a fuzzer whose inputs are all refused, or all accepted,
+    tests little)."""
+    seen = {"accepted": 0, "refused": 0}
+
+    def check(rnd: random.Random) -> int:
+        for _ in range(PER_EXAMPLE):
+            try:
+                one(rnd)
+            except refused as e:
+                check_refusal(e)
+                seen["refused"] += 1
+                continue
+            seen["accepted"] += 1
+        return PER_EXAMPLE
+
+    fuzz(check)
+    assert seen["accepted"] and seen["refused"], seen
+
+
 def fragment(rnd: random.Random, n: int = 12) -> str:
     return "".join(rnd.choice(ALPHABET) for _ in range(rnd.randint(0, n)))
 

@@ -425,121 +425,43 @@ def test_lease_and_pod_histories_attributed_as_the_asof_chain_would(store: Store
     m = 60_000
     inv = {"cluster": "c", "updated_at": s}
     lease = {**inv, "primary": False, "interface": "net1"}
+
+    def span(start: int, end: int | None) -> dict[str, int | None]:
+        return {"valid_from": s + start * m, "valid_to": None if end is None else s + end * m}
+
+    # (ip, namespace, pod, node, network, from, to) in minutes from s
+    leases = [
+        # 10.0.0.1: never closed, superseded at +20 by b/p2 until +30, then nobody's
+        ("10.0.0.1", "a", "p1", "n1", "rdma-rail1", -10, None),
+        ("10.0.0.1", "b", "p2", "n2", "", 20, 30),
+        # 10.0.0.2: unclosed from -5, then a zero-length lease at +10 (nobody's from then)
+        ("10.0.0.2", "a", "p3", "n2", "rail_0", -5, None),
+        ("10.0.0.2", "a", "p4", "n1", "", 10, 10),
+        # 10.0.0.3: one lease; its pod's job changes at +15 and the pod ends at +40
+        ("10.0.0.3", "a", "p5", "n2", "rdma-rail0", -60, None),
+    ]
     ls = POD_IP_LEASE.to_arrow(
         [
-            # 10.0.0.1: never closed, superseded at +20 by b/p2 until +30, then nobody's
-            {
-                **lease,
-                "ip": "10.0.0.1",
-                "namespace": "a",
-                "pod": "p1",
-                "node": "n1",
-                "network": "rdma-rail1",
-                "valid_from": s - 10 * m,
-                "valid_to": None,
-            },
-            {
-                **lease,
-                "ip": "10.0.0.1",
-                "namespace": "b",
-                "pod": "p2",
-                "node": "n2",
-                "network": "",
-                "valid_from": s + 20 * m,
-                "valid_to": s + 30 * m,
-            },
-            # 10.0.0.2: unclosed from -5, then a zero-length lease at +10 (nobody's from then)
-            {
-                **lease,
-                "ip": "10.0.0.2",
-                "namespace": "a",
-                "pod": "p3",
-                "node": "n2",
-                "network": "rail_0",
-                "valid_from": s - 5 * m,
-                "valid_to": None,
-            },
-            {
-                **lease,
-                "ip": "10.0.0.2",
-                "namespace": "a",
-                "pod": "p4",
-                "node": "n1",
-                "network": "",
-                "valid_from": s + 10 * m,
-                "valid_to": s + 10 * m,
-            },
-            # 10.0.0.3: one lease; its pod's job changes at +15 and the pod ends at +40
-            {
-                **lease,
-                "ip": "10.0.0.3",
-                "namespace": "a",
-                "pod": "p5",
-                "node": "n2",
-                "network": "rdma-rail0",
-                "valid_from": s - 60 * m,
-                "valid_to": None,
-            },
+            {**lease, "ip": ip, "namespace": ns, "pod": pod, "node": node, "network": net}
+            | span(f, t)
+            for ip, ns, pod, node, net, f, t in leases
         ]
     )
+    # (namespace, pod, node, job, from, to)
+    versions = [
+        # p1: job ja until +2, jb from +2 on (contiguous versions)
+        ("a", "p1", "n1", "ja", -60, 2),
+        ("a", "p1", "n1", "jb", 2, None),
+        ("b", "p2", "n2", "jc", 19, None),
+        ("a", "p3", "n2", "jd", -60, None),
+        # p5: j1 never closed, superseded by j2 at +15 until +40, then no version
+        ("a", "p5", "n2", "j1", -60, None),
+        ("a", "p5", "n2", "j2", 15, 40),
+    ]
     pods = POD.to_arrow(
         [
-            # p1: job ja until +2, jb from +2 on (contiguous versions)
-            {
-                **inv,
-                "namespace": "a",
-                "pod": "p1",
-                "node": "n1",
-                "job": "ja",
-                "valid_from": s - 60 * m,
-                "valid_to": s + 2 * m,
-            },
-            {
-                **inv,
-                "namespace": "a",
-                "pod": "p1",
-                "node": "n1",
-                "job": "jb",
-                "valid_from": s + 2 * m,
-                "valid_to": None,
-            },
-            {
-                **inv,
-                "namespace": "b",
-                "pod": "p2",
-                "node": "n2",
-                "job": "jc",
-                "valid_from": s + 19 * m,
-                "valid_to": None,
-            },
-            {
-                **inv,
-                "namespace": "a",
-                "pod": "p3",
-                "node": "n2",
-                "job": "jd",
-                "valid_from": s - 60 * m,
-                "valid_to": None,
-            },
-            # p5: j1 never closed, superseded by j2 at +15 until +40, then no version
-            {
-                **inv,
-                "namespace": "a",
-                "pod": "p5",
-                "node": "n2",
-                "job": "j1",
-                "valid_from": s - 60 * m,
-                "valid_to": None,
-            },
-            {
-                **inv,
-                "namespace": "a",
-                "pod": "p5",
-                "node": "n2",
-                "job": "j2",
-                "valid_from": s + 15 * m,
-                "valid_to": s + 40 * m,
-            },
+            {**inv, "namespace": ns, "pod": pod, "node": node, "job": job} | span(f, t)
+            for ns, pod, node, job, f, t in versions
         ]
     )
     store.insert(POD_IP_LEASE, ls)

@@ -16,7 +16,7 @@ from telemetry.config import parse_yaml
 from telemetry.errors import ConfigError
 from telemetry.sim.engine import _rng
 from telemetry.sim.scenario import SCENARIO_DIR, parse_scenario_yaml
-from tests.fuzz import PER_EXAMPLE, fuzz, mutate_doc
+from tests.fuzz import fuzz_accepted_or_refused, mutate_doc
 from tests.yaml_fuzz import mutate_yaml
 
 pytestmark = pytest.mark.slow
@@ -26,26 +26,18 @@ TEXT_SHARE = 0.03  # a YAML parse costs ~20x a validation: 3 inputs in 100 go th
 
 
 def test_scenarios_let_only_config_error_out() -> None:
-    seen = {"ok": 0, "rejected": 0}
+    def one(rnd: random.Random) -> None:
+        if rnd.random() < TEXT_SHARE:
+            raw = parse_yaml(mutate_yaml(rnd, rnd.choice(TEXTS)), "scenario s.yaml")
+        else:
+            raw = mutate_doc(rnd, rnd.choice(DOCS))
+        sc = parse_scenario_yaml(raw, "scenario s.yaml", "s")
+        assert sc.steps >= 1 and sc.total_servers >= 1
+        _rng(sc.seed, "jobs")  # numpy takes the seed
+        if rnd.random() < 0.1:
+            sc.with_overrides(nodes=rnd.choice([1, 3, 100]), minutes=rnd.choice([None, 1]))
 
-    def check(rnd: random.Random) -> int:
-        for _ in range(PER_EXAMPLE):
-            try:
-                if rnd.random() < TEXT_SHARE:
-                    raw = parse_yaml(mutate_yaml(rnd, rnd.choice(TEXTS)), "scenario s.yaml")
-                else:
-                    raw = mutate_doc(rnd, rnd.choice(DOCS))
-                sc = parse_scenario_yaml(raw, "scenario s.yaml", "s")
-                assert sc.steps >= 1 and sc.total_servers >= 1
-                _rng(sc.seed, "jobs")  # numpy takes the seed
-                if rnd.random() < 0.1:
-                    sc.with_overrides(nodes=rnd.choice([1, 3, 100]), minutes=rnd.choice([None, 1]))
-            except ConfigError as e:
-                assert str(e).startswith("scenario ") and "\n" not in str(e)
-                seen["rejected"] += 1
-                continue
-            seen["ok"] += 1
-        return PER_EXAMPLE
+    def one_line(e: Exception) -> None:
+        assert str(e).startswith("scenario ") and "\n" not in str(e), str(e)
 
-    fuzz(check)
-    assert seen["ok"] and seen["rejected"]
+    fuzz_accepted_or_refused(one, ConfigError, one_line)
