@@ -132,6 +132,7 @@ def test_lldpcli_neighbours_build_the_fabric(netns_fabric: dict[str, str]) -> No
         if all(r and r[0]["remote_device"] == "leaf-su0-r0" for r in rows.values()):
             break
         time.sleep(0.5)
+    assert all(rows.values()), f"no LLDP neighbour heard within 60 s: {rows}"
     assert rows["h1"] == [
         {
             "local_device": "gpu-node-1",
