@@ -202,7 +202,7 @@ def fields_from(
                 break
             if all(t in h for t in terms):
                 vals = [_int(key, t, h[t], problems) for t in terms]
-                value = _sum_u64([v for v in vals if v is not None], len(vals))
+                value = _sum_u64(vals)
                 break
         out[m.field] = value if value is None or m.scale is None else value * m.scale
     return out
@@ -405,21 +405,21 @@ def _alternatives(alts: list[list[tuple[Sequence[Any], Column]]], n: int) -> Col
             arrays = [v for v in vcols if isinstance(v, np.ndarray)]
             if len(arrays) == len(vcols):
                 return _sum_u64_columns(arrays)
-            return [_sum_u64(t, len(t)) for t in zip(*vcols, strict=True)]
+            return [_sum_u64(t) for t in zip(*vcols, strict=True)]
         out: list[Any] = [None] * n
         for i in range(n):
             for a in alts[k:]:
                 if all(raw[i] is not None for raw, _ in a):
-                    out[i] = _sum_u64([v[i] for _, v in a], len(a))
+                    out[i] = _sum_u64([v[i] for _, v in a])
                     break
         return out
     return [None] * n
 
 
-def _sum_u64(terms: Sequence[int | None], n: int) -> int | None:
-    """The sum of `n` counter terms, None when one of them has no value or the sum does not fit
-    the 64-bit counter it is stored in (a wrong number is worse than none)."""
-    if len(terms) != n or any(t is None for t in terms):
+def _sum_u64(terms: Sequence[int | None]) -> int | None:
+    """The sum of counter terms, None when one of them has no value or the sum does not fit the
+    64-bit counter it is stored in (a wrong number is worse than none)."""
+    if any(t is None for t in terms):
         return None
     total = sum(t for t in terms if t is not None)
     return total if total < 2**64 else None
