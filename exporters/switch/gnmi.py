@@ -147,6 +147,7 @@ class _Stream:
         self.error = "not connected yet"
         self.updates = 0  # gNMI updates applied
         self.values: float = 0  # port / queue counter sets refreshed by them (bench/switch.py)
+        self._paths: dict[tuple[bytes, bytes], list[tuple[str, dict[str, str]]]] = {}
         self.stopped = False
         self.prepared = False
         self._unsynced: set[str] = set()
@@ -303,8 +304,9 @@ class _Stream:
     async def _consume(self, call: Any, stall: float | None = None, name: str = "") -> None:
         it = call.__aiter__()
         while not self.stopped:
-            try:
-                resp = await asyncio.wait_for(it.__anext__(), stall)
+            try:  # a deadline, not a task per message (wait_for's): ~50 messages per interval
+                async with asyncio.timeout(stall):
+                    resp = await it.__anext__()
             except StopAsyncIteration:
                 return
             except TimeoutError:
@@ -379,8 +381,16 @@ class _Stream:
 
     def _decoded(self, n: Any) -> Iterator[tuple[list[tuple[str, dict[str, str]]], Any]]:
         """(path elements, value) of each update that decodes; the others are named."""
+        paths = self._paths
         for u in n.update:
-            elems = path_str(n.prefix, u.path)
+            # the same few paths arrive every interval: their elements parsed once (the
+            # serialized path is the key: ~0.3 us against ~8 us for path_str)
+            key = (n.prefix.SerializeToString(), u.path.SerializeToString())
+            elems = paths.get(key)
+            if elems is None:
+                if len(paths) >= 4096:  # a target naming ever new paths: start over
+                    paths.clear()
+                elems = paths[key] = path_str(n.prefix, u.path)
             try:
                 yield elems, decode(u.val)
             except ValueError as e:
@@ -576,15 +586,18 @@ class SonicGnmi(_Stream):
         self.field_ts[field] = ts_ms
         self.values += len(value) / len(_FIELD_TERMS)  # a port's counter set in all
         names = self._ports[0]
-        hashes: list[Any] = list(map(value.get, names))
         col: tuple[Sequence[Any], C.Column] | None = None
         if not names:
             pass
-        elif not value:
+        elif not value:  # a counter this switch model lacks
             col = ((None,) * len(names), [None] * len(names))
-        elif None not in hashes:
-            got = C.read_batch((field,), hashes)
-            col = None if got is None else got[field]
+        else:  # read_batch's rules (int()'s, 0 <= n < 2**64) for one counter, its checks inlined
+            try:
+                raw = [h[field] for h in map(value.__getitem__, names)]
+                if set(map(type, raw)) == _STR:
+                    col = (C._Present(len(raw)), np.array(raw, dtype=np.uint64))
+            except (KeyError, ValueError, OverflowError):
+                col = None  # a port left out, or a value not a counter: the poll names it
         self._fcols[field] = col
         return True
 
@@ -840,6 +853,7 @@ _PORT_TERMS = tuple(
     t for k, p in [("port", None), *(("priority", p) for p in C.PRIORITIES)] for t in C.terms(k, p)
 )
 _QUEUE_TERMS = C.terms("queue")
+_STR = frozenset((str,))
 # sonic_paths=fields: one path per port counter the mapping reads (the port and priority rows',
 # every alternative: which one a switch model has is known only from its answers); queues stay
 # `COUNTERS/Ethernet*/Queues`, which has no per-counter form in SONiC's virtual paths
