@@ -3,7 +3,7 @@ redis-server: wall time and CPU time of `railscope switch`'s poll, against, in t
 same poll done one switch at a time and a naive one-HGETALL-per-key loop. Last line: JSON.
 
     python bench/switch.py [--switches 64] [--ports 64] [--queues 8] [--repeat 3]
-    python bench/switch.py --gnmi [--switches 256] [--interval 10] [--seconds 60] [--sonic-paths whole]
+    python bench/switch.py --gnmi [--switches 256] [--interval 10] [--seconds 60] [--sonic-paths fields]
     python bench/switch.py --snmp [--switches 64]
 
 --gnmi: that many gNMI targets (SONiC telemetry paths, the same synthetic switches, served by
@@ -278,7 +278,7 @@ def main() -> None:
     ap.add_argument("--snmp", action="store_true", help="the SNMP walk")
     ap.add_argument("--interval", type=float, default=10.0, help="gNMI SAMPLE interval")
     ap.add_argument("--seconds", type=float, default=60.0, help="gNMI measurement window")
-    ap.add_argument("--sonic-paths", choices=("fields", "whole"), default="fields",
+    ap.add_argument("--sonic-paths", choices=("whole", "fields"), default="whole",
                     help="gNMI: COUNTERS/Ethernet*/<counter> per mapped counter, or the whole "
                     "COUNTERS/Ethernet* (gnmi.sonic_paths)")  # fmt: skip
     ap.add_argument("--redis-ports-per-cpu-s", type=float, default=None,

@@ -438,11 +438,13 @@ class SonicGnmi(_Stream):
     per-value work when it arrives. A poll reads the cache column by column through
     `sonic_counters.csv` (`counters.field_columns`, the Redis path's mapping and rules).
 
-    `sonic_paths: fields` (the default) subscribes, instead of `COUNTERS/Ethernet*`, one path
-    per port counter the mapping reads (`COUNTERS/Ethernet*/<counter>`: about 50 of a port's
-    ~130): each of those updates is one counter of every port, one column. A switch that
-    refuses them (NOT_FOUND / INVALID_ARGUMENT before any answered) is asked for the whole
-    hashes from then on, and the fallback logged once."""
+    `sonic_paths: fields` (opt-in) subscribes, instead of `COUNTERS/Ethernet*`, one path per
+    port counter the mapping reads (`COUNTERS/Ethernet*/<counter>`: 50 of a port's ~130): each
+    of those updates is one counter of every port, one column. SONiC sends each path as a
+    message of its own: ~50 per switch and interval, which cost more CPU than the values they
+    spare (docs/switch-gnmi.md, Cost). A switch that refuses them (NOT_FOUND /
+    INVALID_ARGUMENT before any answered) is asked for the whole hashes from then on, and the
+    fallback logged once."""
 
     sample_target = "COUNTERS_DB"
     change_target = "APPL_DB"
