@@ -3,7 +3,7 @@ redis-server: wall time and CPU time of `railscope switch`'s poll, against, in t
 same poll done one switch at a time and a naive one-HGETALL-per-key loop. Last line: JSON.
 
     python bench/switch.py [--switches 64] [--ports 64] [--queues 8] [--repeat 3]
-    python bench/switch.py --gnmi [--switches 256] [--interval 10] [--seconds 60]
+    python bench/switch.py --gnmi [--switches 256] [--interval 10] [--seconds 60] [--sonic-paths fields]
     python bench/switch.py --snmp [--switches 64]
 
 --gnmi: that many gNMI targets (SONiC telemetry paths, the same synthetic switches, served by
@@ -161,7 +161,7 @@ def bench_gnmi(a: argparse.Namespace, redis_ports_per_cpu_s: float | None) -> di
         ports = targets.stdout.readline()
         collector = subprocess.run(
             [sys.executable, __file__, "--collect-gnmi", *size, "--interval", str(a.interval),
-             "--seconds", str(a.seconds)],
+             "--seconds", str(a.seconds), "--sonic-paths", a.sonic_paths],
             input=ports, capture_output=True, text=True, check=False,
         )  # fmt: skip
         if collector.returncode:
@@ -187,7 +187,8 @@ def collect_gnmi(a: argparse.Namespace) -> dict[str, Any]:
     from exporters.switch.config import GnmiConfig, SwitchConfig, SwitchSourceConfig
 
     ports = json.loads(sys.stdin.readline())
-    sws = [SwitchConfig(name=f"leaf{i:03d}", role="leaf", gnmi=GnmiConfig(address=f"127.0.0.1:{p}"))
+    sws = [SwitchConfig(name=f"leaf{i:03d}", role="leaf",
+                        gnmi=GnmiConfig(address=f"127.0.0.1:{p}", sonic_paths=a.sonic_paths))
            for i, p in enumerate(ports)]  # fmt: skip
     cfg = SwitchSourceConfig(switches=sws, timeout_seconds=max(30.0, a.interval * 3))
     src = SwitchSource([], cfg, gnmi=sws, interval=a.interval)
@@ -214,7 +215,7 @@ def collect_gnmi(a: argparse.Namespace) -> dict[str, Any]:
     streams = by.pop(loop, 0.0)
     port_sets = values * a.ports / (a.ports + a.ports * a.queues)  # ports' share of the sets
     return {
-        "gnmi_switches": a.switches, "gnmi_switches_up": up, "gnmi_interval_s": a.interval,
+        "gnmi_switches": a.switches, "gnmi_sonic_paths": a.sonic_paths, "gnmi_switches_up": up, "gnmi_interval_s": a.interval,
         "gnmi_seconds": round(wall, 1), "gnmi_polls": polls, "gnmi_rows_last_poll": rows,
         "gnmi_cpu_s": round(cpu, 2), "gnmi_cpu_per_interval_s": round(cpu / intervals, 3),
         "gnmi_cpu_per_interval_by_thread_s": {
@@ -277,6 +278,9 @@ def main() -> None:
     ap.add_argument("--snmp", action="store_true", help="the SNMP walk")
     ap.add_argument("--interval", type=float, default=10.0, help="gNMI SAMPLE interval")
     ap.add_argument("--seconds", type=float, default=60.0, help="gNMI measurement window")
+    ap.add_argument("--sonic-paths", choices=("whole", "fields"), default="whole",
+                    help="gNMI: COUNTERS/Ethernet*/<counter> per mapped counter, or the whole "
+                    "COUNTERS/Ethernet* (gnmi.sonic_paths)")  # fmt: skip
     ap.add_argument("--redis-ports-per-cpu-s", type=float, default=None,
                     help="--gnmi: the Redis poll's figure to compare with (else measured)")  # fmt: skip
     ap.add_argument("--serve-gnmi", action="store_true", help=argparse.SUPPRESS)

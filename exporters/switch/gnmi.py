@@ -40,6 +40,9 @@ REASONS = ("auth_failed", "bad_update", "stream_stalled", "unreachable")
 
 SONIC_MAPS = C.MAPS
 SONIC_SAMPLE = ("COUNTERS/Ethernet*", "COUNTERS/Ethernet*/Queues")
+# SONiC's virtual path for one counter of every port (sonic-gnmi sonic_data_client/virtual_db.go:
+# COUNTERS_DB COUNTERS Ethernet* * -> v2rEthPortFieldStats); answered {port: {counter: "n"}}
+SONIC_FIELD = "COUNTERS/Ethernet*/{}"
 SONIC_ON_CHANGE = ("PORT_TABLE", "LLDP_ENTRY_TABLE")
 OC_SAMPLE = (
     "interfaces/interface[name=*]/state/counters",
@@ -143,8 +146,10 @@ class _Stream:
         self.synced = threading.Event()  # a first full sample arrived
         self.error = "not connected yet"
         self.updates = 0  # gNMI updates applied
-        self.values = 0  # port / queue counter sets refreshed by them (bench/switch.py)
+        self.values: float = 0  # port / queue counter sets refreshed by them (bench/switch.py)
+        self._paths: dict[tuple[bytes, bytes], list[tuple[str, dict[str, str]]]] = {}
         self.stopped = False
+        self.prepared = False
         self._unsynced: set[str] = set()
 
     # -- what callers see
@@ -169,6 +174,8 @@ class _Stream:
             except asyncio.CancelledError:
                 raise
             except grpc.aio.AioRpcError as e:
+                if self._refused(e):
+                    continue  # subscribed again at once, as the dialect now asks
                 self._failed(e.code(), e.details() or "")
             except Stalled as e:
                 self.error = str(e)
@@ -180,6 +187,11 @@ class _Stream:
                 backoff = 0.5  # it ran for a while: a fresh failure, not a flapping one
             await asyncio.sleep(backoff * (1 + random.random() / 4))
             backoff = min(backoff * 2, 30.0)
+
+    def _refused(self, e: Any) -> bool:
+        """True where the dialect changes what it asks for after this refusal (and is asked
+        again at once); False: a failure like any other."""
+        return False
 
     def _failed(self, code: Any, details: str) -> None:
         import grpc
@@ -204,7 +216,9 @@ class _Stream:
             await asyncio.wait_for(ch.channel_ready(), self.timeout)
             md = self._metadata()
             self.stub = pb_stub(ch)
+            self.prepared = False  # a refusal from here on is one of the subscription's paths
             await self._prepare(md)
+            self.prepared = True
             # stream, else poll, else get: a mode the switch refuses (UNIMPLEMENTED) is not
             # asked again in later sessions
             for mode, run, then in (("stream", self._stream, "poll"), ("poll", self._poll, "get")):
@@ -290,8 +304,9 @@ class _Stream:
     async def _consume(self, call: Any, stall: float | None = None, name: str = "") -> None:
         it = call.__aiter__()
         while not self.stopped:
-            try:
-                resp = await asyncio.wait_for(it.__anext__(), stall)
+            try:  # a deadline, not a task per message (wait_for's): ~50 messages per interval
+                async with asyncio.timeout(stall):
+                    resp = await it.__anext__()
             except StopAsyncIteration:
                 return
             except TimeoutError:
@@ -366,8 +381,16 @@ class _Stream:
 
     def _decoded(self, n: Any) -> Iterator[tuple[list[tuple[str, dict[str, str]]], Any]]:
         """(path elements, value) of each update that decodes; the others are named."""
+        paths = self._paths
         for u in n.update:
-            elems = path_str(n.prefix, u.path)
+            # the same few paths arrive every interval: their elements parsed once (the
+            # serialized path is the key: ~0.3 us against ~8 us for path_str)
+            key = (n.prefix.SerializeToString(), u.path.SerializeToString())
+            elems = paths.get(key)
+            if elems is None:
+                if len(paths) >= 4096:  # a target naming ever new paths: start over
+                    paths.clear()
+                elems = paths[key] = path_str(n.prefix, u.path)
             try:
                 yield elems, decode(u.val)
             except ValueError as e:
@@ -413,11 +436,19 @@ class SonicGnmi(_Stream):
 
     An update's decoded JSON is kept as it came (port or queue name -> SAI counter hash): no
     per-value work when it arrives. A poll reads the cache column by column through
-    `sonic_counters.csv` (`counters.field_columns`, the Redis path's mapping and rules)."""
+    `sonic_counters.csv` (`counters.field_columns`, the Redis path's mapping and rules).
+
+    `sonic_paths: fields` (opt-in) subscribes, instead of `COUNTERS/Ethernet*`, one path per
+    port counter the mapping reads (`COUNTERS/Ethernet*/<counter>`: 50 of a port's ~130): each
+    of those updates is one counter of every port, one column. SONiC sends each path as a
+    message of its own: ~50 per switch and interval, which cost more CPU than the values they
+    spare (docs/switch-gnmi.md, Cost). A switch that refuses them (NOT_FOUND /
+    INVALID_ARGUMENT before any answered) is asked for the whole hashes from then on, and the
+    fallback logged once."""
 
     sample_target = "COUNTERS_DB"
     change_target = "APPL_DB"
-    sample_paths = SONIC_SAMPLE
+    sample_paths: tuple[str, ...] = SONIC_SAMPLE
     change_paths = SONIC_ON_CHANGE
 
     def __init__(self, *a: Any, **kw: Any) -> None:
@@ -439,6 +470,32 @@ class SonicGnmi(_Stream):
         # (`counters.read_batch`, while its values are fresh in memory) and used by the polls
         # until the next update (which replaces them, or leaves None for the poll to read)
         self._block: dict[str, dict[str, Any] | None] = {"port": None, "queue": None}
+        # sonic_paths=fields: each port counter's last update as it came ({port: {counter: v}}),
+        # its switch time, and its column in port order read on arrival (None: the poll reads it)
+        self.fields = self.cfg.sonic_paths == "fields"
+        self.field_h: dict[str, dict[str, Any]] = {}
+        self.field_ts: dict[str, int] = {}
+        self._fcols: dict[str, tuple[Sequence[Any], C.Column] | None] = {}
+        self._field_seen = False  # a field path answered: a later refusal is not about them
+        if self.fields:
+            self.sample_paths = SONIC_FIELD_SAMPLE
+
+    def _refused(self, e: Any) -> bool:
+        import grpc
+
+        if not (self.fields and self.prepared and not self._field_seen):
+            return False
+        if e.code() not in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+            return False
+        log.warning(
+            "switch %s: gNMI %s refused COUNTERS/Ethernet*/<counter> (%s: %s): subscribing "
+            "COUNTERS/Ethernet* (every counter) instead",
+            self.name, self.cfg.address, e.code().name, e.details(),
+        )  # fmt: skip
+        with self.lock:
+            self.fields = False
+            self.sample_paths = SONIC_SAMPLE
+        return True
 
     async def _prepare(self, md: list[tuple[str, str]]) -> None:
         maps: dict[str, dict[str, str]] = {}
@@ -477,6 +534,7 @@ class SonicGnmi(_Stream):
             self._queues = queues
             self._bad_queues = bad
             self._block = {"port": None, "queue": None}
+            self._fcols = {}  # read in the previous maps' port order: the poll reads them
 
     def _apply(self, elems: list[tuple[str, dict[str, str]]], value: Any, ts_ms: int) -> bool:
         names = [e[0] for e in elems]
@@ -498,6 +556,8 @@ class SonicGnmi(_Stream):
         if names[:1] != ["COUNTERS"]:
             return False
         queues = names[-1] == "Queues"
+        if len(names) == 3 and not queues and "*" in names[1]:
+            return self._apply_field(names[2], value, ts_ms)
         port = names[1] if len(names) > 1 and "*" not in names[1] else None
         groups = {port: value} if port is not None and not queues else value
         if not all(type(h) is dict for h in groups.values()):
@@ -517,10 +577,43 @@ class SonicGnmi(_Stream):
         self._block["queue" if queues else "port"] = cols
         return True
 
+    def _apply_field(self, field: str, value: dict[str, Any], ts_ms: int) -> bool:
+        """`COUNTERS/Ethernet*/<field>` -> {port: {field: "n"}} (ports without the counter left
+        out, as SONiC does): kept as it came, and read into one column in port order where
+        every port is there (or none: a counter this switch model lacks)."""
+        if not all(type(h) is dict for h in value.values()):
+            return False
+        self._field_seen = True
+        self.field_h[field] = value
+        self.field_ts[field] = ts_ms
+        self.values += len(value) / len(_FIELD_TERMS)  # a port's counter set in all
+        names = self._ports[0]
+        col: tuple[Sequence[Any], C.Column] | None = None
+        if not names:
+            pass
+        elif not value:  # a counter this switch model lacks
+            col = ((None,) * len(names), [None] * len(names))
+        else:  # read_batch's rules (int()'s, 0 <= n < 2**64) for one counter, its checks inlined
+            try:
+                raw = [h[field] for h in map(value.__getitem__, names)]
+                if set(map(type, raw)) == _STR:
+                    col = (C._Present(len(raw)), np.array(raw, dtype=np.uint64))
+            except (KeyError, ValueError, OverflowError):
+                col = None  # a port left out, or a value not a counter: the poll names it
+        self._fcols[field] = col
+        return True
+
     def caught_up(self, ts_ms: int) -> bool:
         """Every port's and queue's counters, and APPL_DB, streamed as of the switch's time
         `ts_ms` or later (a replayed switch's step has arrived)."""
         with self.lock:
+            if self.fields:
+                return (
+                    len(self.field_ts) == len(_FIELD_TERMS)
+                    and min(self.field_ts.values()) >= ts_ms
+                    and min(self.queue_ts.values(), default=ts_ms) >= ts_ms
+                    and self.appl_ts >= ts_ms
+                )
             return (
                 bool(self.port_ts)
                 and min(self.port_ts.values()) >= ts_ms
@@ -533,6 +626,10 @@ class SonicGnmi(_Stream):
         equal length, `ts` the switch's time of each row's last update."""
         self.check_up()
         with self.lock:
+            fields = self.fields
+            if fields:
+                field_h, fcols, fts = dict(self.field_h), dict(self._fcols), self.field_ts
+                ts_all = max(fts.values(), default=0)  # the latest of the port counters
             port_h, queue_h = dict(self.port_h), dict(self.queue_h)
             pre, qpre = self._block["port"] or {}, self._block["queue"] or {}  # read on arrival
             port_ts, queue_ts = dict(self.port_ts), dict(self.queue_ts)
@@ -542,7 +639,22 @@ class SonicGnmi(_Stream):
                 self._lldp = C.lldp_rows(appl)  # APPL_DB changes on change only: kept
             ll = [dict(r) for r in self._lldp or ()] if lldp else []
         names, keys = ports
-        hashes: list[Any] = list(map(port_h.get, names))
+        hashes: list[Any]
+        if fields and len(fcols) == len(_FIELD_TERMS) and None not in fcols.values():
+            # every port counter read into a column as it arrived: no hash is read
+            pre = {t: c for t, c in fcols.items() if c is not None}
+            hashes = [True] * len(names)
+        elif fields:  # a counter not read on arrival: the ports' hashes, merged, for the poll
+            hashes = [{} for _ in names]
+            for t, v in field_h.items():
+                for h, fh in zip(hashes, map(v.get, names), strict=True):
+                    if fh is not None and t in fh:
+                        h[t] = fh[t]
+            pre = {t: c for t, c in fcols.items() if c is not None}
+        else:
+            hashes = list(map(port_h.get, names))
+        if fields:
+            port_ts = dict.fromkeys(names, ts_all)
         if not all(hashes):  # some port has not streamed (yet): without it
             have = [i for i, h in enumerate(hashes) if h]
             for i in sorted(set(range(len(names))) - set(have)):
@@ -743,6 +855,12 @@ _PORT_TERMS = tuple(
     t for k, p in [("port", None), *(("priority", p) for p in C.PRIORITIES)] for t in C.terms(k, p)
 )
 _QUEUE_TERMS = C.terms("queue")
+_STR = frozenset((str,))
+# sonic_paths=fields: one path per port counter the mapping reads (the port and priority rows',
+# every alternative: which one a switch model has is known only from its answers); queues stay
+# `COUNTERS/Ethernet*/Queues`, which has no per-counter form in SONiC's virtual paths
+_FIELD_TERMS = tuple(dict.fromkeys(_PORT_TERMS))  # once each (the priority rows repeat some)
+SONIC_FIELD_SAMPLE = (*(SONIC_FIELD.format(t) for t in _FIELD_TERMS), SONIC_SAMPLE[1])
 
 
 def _ts_column(ts: list[int | None]) -> C.Column:
@@ -828,6 +946,7 @@ class GnmiLoop:
 __all__ = [
     "DIALECTS",
     "REASONS",
+    "SONIC_FIELD_SAMPLE",
     "GnmiLoop",
     "OpenConfigGnmi",
     "SonicGnmi",

@@ -8,10 +8,17 @@ The state can be replaced while it serves (`set_state`): the next SAMPLE carries
 subscribers get the APPL_DB tables again, and notifications carry the given switch time.
 Behaviours a test can ask for: `users` (username/password metadata checked), `behaviour`
 "ok" | "hang" (takes the call, never answers) | "garbage" (counters that are not JSON / not
-numbers) | "no_stream" (STREAM refused: UNIMPLEMENTED) | "no_subscribe" (Subscribe refused),
+numbers) | "no_stream" (STREAM refused: UNIMPLEMENTED) | "no_subscribe" (Subscribe refused) |
+"no_fields" (`COUNTERS/Ethernet*/<counter>` refused: NOT_FOUND, as a telemetry service without
+that virtual path would),
 `stop_after` (samples sent in all before the target goes silent), and TLS credentials;
 `rendered` renders each answer once per state (bench/switch.py's targets).
 Without `set_state` times, every notification carries `base_ns` + 1 s per sample sent.
+
+As SONiC's telemetry service (sonic-gnmi): `COUNTERS/Ethernet*/<counter>` is one counter of every
+port, `{port: {counter: "n"}}` with the ports that lack it left out (virtual_db.go
+v2rEthPortFieldStats, db_client.go dbFieldMultiSubscribe), and a STREAM sends each SAMPLE path
+in a notification of its own (a goroutine per subscribed path there).
 """
 
 from __future__ import annotations
@@ -65,7 +72,8 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         self.base_ns = base_ns if base_ns is not None else time.time_ns() - 3600 * 10**9
         self.samples = 0
         self.requests: list[str] = []  # "Get", "STREAM", "POLL", "poll" as they arrive
-        self.lock = threading.Lock()
+        self.paths: list[str] = []  # the paths of each Subscribe, "COUNTERS/Ethernet*" ...
+        self.lock = threading.RLock()  # _notification inside a held lock: one state for a sample
         self.now_ns: int | None = None  # the switch's time, where set_state gave one
         self.version = 0  # set_state calls so far
 
@@ -104,6 +112,16 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
                     p: counters[f"COUNTERS:{oid}"]
                     for p, oid in counters["COUNTERS_PORT_NAME_MAP"].items()
                 }
+                if self.behaviour == "garbage":
+                    return [pb.Update(path=path, val=pb.TypedValue(json_ietf_val=b"{Ethernet0: "))]
+                return [pb.Update(path=path, val=_json(v))]
+            if len(names) == 3 and names[:2] == ["COUNTERS", "Ethernet*"] and names[2] != "Queues":
+                f = names[2]  # one counter of every port that has it
+                v = {}
+                for p, oid in counters["COUNTERS_PORT_NAME_MAP"].items():
+                    h = counters.get(f"COUNTERS:{oid}", {})
+                    if f in h:
+                        v[p] = {f: h[f]}
                 if self.behaviour == "garbage":
                     return [pb.Update(path=path, val=pb.TypedValue(json_ietf_val=b"{Ethernet0: "))]
                 return [pb.Update(path=path, val=_json(v))]
@@ -173,6 +191,16 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
                     out.append(pb.Update(path=_path(p), val=_json(n["state"])))
         return out
 
+    def _refuses(self, target: str, paths: list[Any]) -> str | None:
+        """What a "no_fields" target says to a request naming a per-counter path."""
+        if self.behaviour != "no_fields" or target != "COUNTERS_DB":
+            return None
+        for p in paths:
+            names = [n for n, _ in _elems(p)]
+            if len(names) == 3 and names[:2] == ["COUNTERS", "Ethernet*"] and names[2] != "Queues":
+                return f"Invalid subscription path: {names} not found in virtual path tree"
+        return None
+
     def _notification(self, target: str, paths: list[Any]) -> Any:
         with self.lock:  # one state per notification, however set_state interleaves
             counters, appl, ts, version = self.counters, self.appl, self._ts(), self.version
@@ -203,6 +231,8 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         if self.behaviour == "hang":
             self._hang(context)
             return pb.GetResponse()
+        if (why := self._refuses(request.prefix.target, list(request.path))) is not None:
+            context.abort(grpc.StatusCode.NOT_FOUND, why)
         return pb.GetResponse(
             notification=[self._notification(request.prefix.target, list(request.path))]
         )
@@ -232,6 +262,9 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         if self.behaviour == "no_subscribe" or (self.behaviour == "no_stream" and mode == "STREAM"):
             context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{mode} not supported")
         target = sl.prefix.target
+        self.paths += ["/".join(n for n, _ in _elems(s.path)) for s in sl.subscription]
+        if (why := self._refuses(target, [s.path for s in sl.subscription])) is not None:
+            context.abort(grpc.StatusCode.NOT_FOUND, why)
         sample = [s.path for s in sl.subscription if s.mode != pb.SubscriptionMode.ON_CHANGE]
         change = [s.path for s in sl.subscription if s.mode == pb.SubscriptionMode.ON_CHANGE]
         if mode == "POLL":
@@ -266,7 +299,12 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
                 self._hang(context)
                 return
             seen = self.version
-            yield pb.SubscribeResponse(update=self._notification(target, sample))
+            # each SAMPLE path in its own notification, as SONiC's telemetry service sends them
+            # (one state for all of them: a set_state in between waits for the next sample)
+            with self.lock:
+                ups = [self._notification(target, [p]) for p in sample]
+            for n in ups:
+                yield pb.SubscribeResponse(update=n)
             if not synced:
                 yield pb.SubscribeResponse(sync_response=True)
                 synced = True

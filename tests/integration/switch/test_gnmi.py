@@ -81,6 +81,43 @@ def test_fixture_answers_pygnmi_as_gnmi_specifies(target: tuple[Target, int]) ->
         assert second["update"]["timestamp"] > first["update"]["timestamp"]
 
 
+def test_fixture_serves_sonic_field_paths_as_sonic_does(target: tuple[Target, int]) -> None:
+    """`COUNTERS/Ethernet*/<counter>` (sonic-gnmi virtual_db.go, v2rEthPortFieldStats): one
+    counter of every port as {port: {counter: "n"}}; a STREAM sends each SAMPLE path in a
+    notification of its own. Checked with pygnmi's client."""
+    from pygnmi.client import gNMIclient
+
+    t, port = target
+    pfc3, octets = "SAI_PORT_STAT_PFC_3_RX_PKTS", "SAI_PORT_STAT_IF_IN_OCTETS"
+    pmap = t.counters["COUNTERS_PORT_NAME_MAP"]
+    with gNMIclient(target=("127.0.0.1", port), insecure=True) as gc:
+        got = gc.get(
+            target="COUNTERS_DB", path=[f"COUNTERS/Ethernet*/{pfc3}"], encoding="json_ietf"
+        )
+        [n] = got["notification"]
+        [u] = n["update"]
+        assert u["val"] == {p: {pfc3: t.counters[f"COUNTERS:{o}"][pfc3]} for p, o in pmap.items()}
+        absent = gc.get(target="COUNTERS_DB", path=["COUNTERS/Ethernet*/NO_SUCH_COUNTER"],
+                        encoding="json_ietf")  # fmt: skip
+        assert absent["notification"][0]["update"][0]["val"] == {}  # no port has it: left out
+        stream = gc.subscribe2(
+            subscribe={
+                "subscription": [{"path": f"COUNTERS/Ethernet*/{c}", "mode": "sample",
+                                  "sample_interval": int(INTERVAL * 1e9)} for c in (pfc3, octets)],
+                "mode": "stream", "encoding": "json_ietf",
+            },
+            target="COUNTERS_DB",
+        )  # fmt: skip
+        next(stream)  # pygnmi hands the updates before the sync_response on as one
+        seen = []
+        while len(seen) < 2:
+            r = next(stream)
+            if "update" in r:
+                seen.append(r["update"]["update"])
+        assert [len(ups) for ups in seen] == [1, 1]  # one path per notification
+        assert {next(iter(ups[0]["val"]["Ethernet4"])) for ups in seen} == {pfc3, octets}
+
+
 def test_sonic_stream_gives_the_dump_values(target: tuple[Target, int]) -> None:
     t, port = target
     src = _source(port)
@@ -116,23 +153,48 @@ def test_sonic_stream_gives_the_dump_values(target: tuple[Target, int]) -> None:
     assert st["up"] == 1 and st["ports"] == 3
 
 
+@pytest.mark.parametrize(
+    ("target", "sonic_paths"),
+    [({}, "fields"), ({}, "whole"), ({"behaviour": "no_fields"}, "fields")],
+    indirect=["target"],
+)
 def test_redis_and_gnmi_give_the_same_records(
-    target: tuple[Target, int], sonic_redis: dict[str, Any]
+    target: tuple[Target, int],
+    sonic_redis: dict[str, Any],
+    sonic_paths: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The two transports on the same switch state: every port, priority, queue and LLDP
-    value equal (rates aside: Redis has RATES:*, gNMI derives them on the next poll)."""
+    value equal (rates aside: Redis has RATES:*, gNMI derives them on the next poll), whether
+    gNMI subscribes one path per counter (`sonic_paths: fields`), the whole hashes, or falls
+    back to the whole hashes from a switch that refuses the per-counter paths."""
+    from exporters.switch.gnmi import SONIC_FIELD_SAMPLE
     from exporters.switch.sonic import targets_from_config
 
-    _, port = target
+    t, port = target
     rcfg = SwitchSourceConfig(
         switches=[{"name": "leaf01", "role": "leaf", "address": f"127.0.0.1:{sonic_redis['port']}"}]
     )
     redis_rows = _rows(SwitchSource(targets_from_config(rcfg), rcfg))
-    src = _source(port)
+    caplog.set_level(logging.WARNING)
+    src = _source(port, sonic_paths=sonic_paths)
     try:
         gnmi_rows = _rows(src)
     finally:
         src.close()
+    fields = list(SONIC_FIELD_SAMPLE[:-1])
+    refused = [
+        r.getMessage() for r in caplog.records if "refused COUNTERS/Ethernet*/" in r.getMessage()
+    ]
+    if t.behaviour == "no_fields":  # asked once, refused, then the whole hashes
+        assert t.paths.index(fields[0]) < t.paths.index("COUNTERS/Ethernet*")
+        assert len(refused) == 1 and "leaf01" in refused[0] and "NOT_FOUND" in refused[0]
+        assert src.stats.errors.get("unreachable", 0) == 0
+    elif sonic_paths == "fields":
+        assert set(fields) <= set(t.paths) and "COUNTERS/Ethernet*" not in t.paths
+        assert "COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_5_TX_PKTS" in fields and not refused
+    else:
+        assert "COUNTERS/Ethernet*" in t.paths and not set(fields) & set(t.paths)
     skip = {"ts", "rx_bytes_per_second", "tx_bytes_per_second", "tx_utilization_ratio"}
     keys = {
         "switch_port_sample": ("port",),

@@ -18,11 +18,12 @@ from tests.unit.switch.seen import Seen
 FIX = Path(__file__).parents[2] / "fixtures" / "sonic"
 
 
-def _stream() -> tuple[G.SonicGnmi, Target]:
+def _stream(sonic_paths: str = "whole") -> tuple[G.SonicGnmi, Target]:
     counters = json.loads((FIX / "counters_db.json").read_text())
     appl = json.loads((FIX / "appl_db.json").read_text())
     t = Target(counters, appl, {})
-    st = G.SonicGnmi("leaf0", GnmiConfig(address="127.0.0.1:1"), 10.0, 5.0, Seen())
+    cfg = GnmiConfig(address="127.0.0.1:1", sonic_paths=sonic_paths)  # type: ignore[arg-type]
+    st = G.SonicGnmi("leaf0", cfg, 10.0, 5.0, Seen())
 
     async def get(md: Any, target: str, paths: Any) -> list[Any]:
         return [t._notification(target, [G.parse_path(p) for p in paths])]
@@ -36,6 +37,61 @@ def _stream() -> tuple[G.SonicGnmi, Target]:
 def _sample(st: G.SonicGnmi, t: Target, paths: tuple[str, ...] = G.SONIC_SAMPLE) -> None:
     st._notification(t._notification("COUNTERS_DB", [G.parse_path(p) for p in paths]))
     st._synced()
+
+
+def _field_sample(st: G.SonicGnmi, t: Target) -> None:
+    """A SAMPLE of every path `sonic_paths: fields` subscribes, a notification per path."""
+    for p in G.SONIC_FIELD_SAMPLE:
+        st._notification(t._notification("COUNTERS_DB", [G.parse_path(p)]))
+    st._synced()
+
+
+def _lists(cols: dict[str, Any]) -> dict[str, list[Any]]:
+    return {k: list(v) for k, v in cols.items() if k != "ts"}
+
+
+def test_field_paths_read_into_the_same_columns_as_the_whole_hashes() -> None:
+    whole, t = _stream("whole")
+    _sample(whole, t)
+    st, _ = _stream("fields")
+    assert st.sample_paths == G.SONIC_FIELD_SAMPLE
+    _field_sample(st, t)
+    # every counter (one per update) read as it arrived, counters the dump lacks as nulls
+    assert len(st._fcols) == len(G.SONIC_FIELD_SAMPLE) - 1
+    assert None not in st._fcols.values()
+    seen = Seen()
+    got, expect = st.poll_columns(seen), whole.poll_columns(Seen())
+    for a, b in zip(got[:3], expect[:3], strict=True):
+        assert _lists(a) == _lists(b)
+    assert got[3] == expect[3] and not seen.got
+    assert len(got[0]["port"]) == 3 and st.caught_up(t.base_ns // 10**6)
+
+
+def test_a_field_update_with_a_bad_value_or_a_port_left_out_is_read_by_the_poll() -> None:
+    st, t = _stream("fields")
+    t.counters = copy.deepcopy(t.counters)
+    pmap = t.counters["COUNTERS_PORT_NAME_MAP"]
+    bad, gone = pmap["Ethernet4"], pmap["Ethernet8"]
+    t.counters[f"COUNTERS:{bad}"]["SAI_PORT_STAT_IF_IN_OCTETS"] = "lots"
+    del t.counters[f"COUNTERS:{gone}"]["SAI_PORT_STAT_PFC_3_RX_PKTS"]  # left out of its update
+    _field_sample(st, t)
+    assert st._fcols["SAI_PORT_STAT_IF_IN_OCTETS"] is None  # the poll reads it and names it
+    assert st._fcols["SAI_PORT_STAT_PFC_3_RX_PKTS"] is None
+    seen = Seen()
+    pc, prio, _, _ = st.poll_columns(seen)
+    i, j = pc["port"].index("Ethernet4"), pc["port"].index("Ethernet8")
+    assert pc["rx_bytes_total"][i] is None
+    assert ("bad_value", f"COUNTERS:{bad} SAI_PORT_STAT_IF_IN_OCTETS='lots'") in seen.got
+    h0 = t.counters[f"COUNTERS:{pmap['Ethernet0']}"]
+    k = pc["port"].index("Ethernet0")
+    assert pc["rx_bytes_total"][k] == int(h0["SAI_PORT_STAT_IF_IN_OCTETS"])
+    assert pc["pfc_rx_pause_total"][j] is None  # a term of the sum has no value: no sum
+    assert pc["pfc_rx_pause_total"][k] is not None
+    rows = dict(
+        zip(zip(prio["port"], prio["priority"], strict=True), prio["rx_pause_total"], strict=True)
+    )
+    assert rows.get(("Ethernet8", 3)) is None
+    assert rows[("Ethernet0", 3)] == int(h0["SAI_PORT_STAT_PFC_3_RX_PKTS"])
 
 
 def test_counters_read_on_arrival_until_a_later_update() -> None:
