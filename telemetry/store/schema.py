@@ -149,12 +149,14 @@ def materialized_view_sql(
     """A materialized view `name` that runs `select` (its `{source}` the source table) on every
     block inserted into `source` and writes the result to `target`. In cluster mode both are the
     `*_local` replicas and the view exists on every node: each shard rolls up its own rows (a
-    rollup is sharded by its source's entity, so a series lives on one shard)."""
+    rollup is sharded by its source's entity, so a series lives on one shard). The view runs
+    with the rights of the user who created it (the migration's admin), so a collector that may
+    only INSERT into `source` needs no grant on the rollup nor SELECT on its own table."""
     db, sfx = quote(database), LOCAL_SUFFIX if cluster else ""
     body = select.strip().format(source=f"{db}.{quote(source + sfx)}")
     return (
         f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{quote(name)}{_on(cluster)} "
-        f"TO {db}.{quote(target + sfx)}\nAS {body}"
+        f"TO {db}.{quote(target + sfx)}\nDEFINER = CURRENT_USER SQL SECURITY DEFINER\nAS {body}"
     )
 
 

@@ -84,7 +84,7 @@ def test_cluster_ddl_parses_with_clickhouse_format_query(store: Store) -> None:
         assert "ON CLUSTER `prod`" in stmt, stmt
         if m := re.match(
             r"CREATE MATERIALIZED VIEW IF NOT EXISTS `railscope`\.`(\w+)` ON CLUSTER `prod` "
-            r"TO `railscope`\.`(\w+)_local`\nAS SELECT .*\sFROM `railscope`\.`(\w+)_local`\n",
+            r"TO `railscope`\.`(\w+)_local`\nDEFINER = CURRENT_USER SQL SECURITY DEFINER\nAS SELECT .*\sFROM `railscope`\.`(\w+)_local`\n",
             stmt,
             re.S,
         ):
