@@ -7,7 +7,9 @@ interval ends, then the injected clock moves there) while the engine's live loop
 thread, in lockstep. Latency per fault = first_seen of the first finding that detects it (the
 clock time of the evaluation that wrote it) - the fault's onset. Then CPU seconds per evaluation
 cycle (process CPU: the engine's Python and the embedded ClickHouse's threads) at 128 / 512 /
-2,048 servers, and the growth exponent (slope of log CPU over log servers). Then batch mode
+2,048 servers, and the growth exponent (slope of log CPU over log servers); beside it the rest of
+the run's process CPU per interval (`feed_cpu_s_per_interval`: simulating, the pipeline, the
+inserts and the materialized views keeping the rollups). Then batch mode
 (`Correlator.run`, what `correlate --since 2h` runs) over `--batch-hours` ending at the first
 scenario's data end: wall seconds, ticks evaluated and ticks skipped (no data in any window).
 Last line: one JSON object.
@@ -131,7 +133,11 @@ def main() -> None:
     for n in [int(x) for x in a.sizes.split(",") if x]:
         t = time.perf_counter()
         sc = load_scenario("small").with_overrides(nodes=n, minutes=a.cycle_minutes)
+        cpu0 = time.process_time()
         _, _, corr, cycles = live_run(dsn, tmp / f"spool-{n}", sc, now_s)
+        # the rest of the process CPU: simulating, the pipeline and the inserts (with the
+        # materialized views that keep the rollups)
+        feed = time.process_time() - cpu0 - sum(r.cpu_seconds for r in cycles)
         interval = corr.interval
         # after the trailing windows have filled (the longest lookback), every tick costs the same
         warm = int(max(corr.lookbacks.values()).total_seconds() // corr.interval)
@@ -141,6 +147,7 @@ def main() -> None:
             "cpu_s_per_cycle_p95": round(float(np.percentile(per, 95)), 3),
             "core_fraction_at_interval": round(float(np.median(per)) / corr.interval, 3),
             "cycles": len(per),
+            "feed_cpu_s_per_interval": round(feed / max(len(cycles), 1), 3),
         }
         print(f"{n} servers: {cpu[str(n)]} ({time.perf_counter() - t:.1f}s)", file=sys.stderr)
     exponent = None

@@ -228,6 +228,36 @@ def node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
     return _node_facts(ctx)
 
 
+def _drop_rollup_intervals(ctx: Context) -> str | None:
+    """Before a window's flows are attributed again: drop the per-interval rollup's intervals
+    that overlap the window (its view adds the new attribution's rows back), and return the
+    INSERT that restores the rows of those intervals lying outside the window. None when the
+    store has no such rollup (before migration 12)."""
+    from telemetry.store.migrations import MIGRATION_12_ROLLUPS
+    from telemetry.store.schema import quote
+
+    (r,) = [r for r in MIGRATION_12_ROLLUPS if r.source == ATTRIBUTED_FLOW.table]
+    name = r.table.name
+    if not ctx.store.query_rows(
+        "SELECT count() FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+        {"db": ctx.store.database, "t": name},
+    )[0][0]:
+        return None
+    db = quote(ctx.store.database)
+    first = "toStartOfInterval({ws:DateTime64(3, 'UTC')}, INTERVAL 10 SECOND)"
+    ctx.command(
+        f"DELETE FROM {db}.{quote(name)} WHERE cluster = {{cluster:String}} "
+        f"AND bucket >= {first} AND bucket < {{we:DateTime64(3, 'UTC')}}"
+    )
+    edges = (
+        f"(SELECT * FROM {ctx.table('attributed_flow')} WHERE cluster = {{cluster:String}} "
+        f"AND ts >= {first} AND ts < {{we:DateTime64(3, 'UTC')}} + INTERVAL 10 SECOND "
+        "AND toStartOfInterval(ts, INTERVAL 10 SECOND) < {we:DateTime64(3, 'UTC')} "
+        "AND NOT (ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}))"
+    )
+    return f"INSERT INTO {db}.{quote(name)}\n" + r.select.strip().format(source=edges)
+
+
 def attribute_window(
     ctx: Context,
     anc: Ancestry | None = None,
@@ -238,16 +268,20 @@ def attribute_window(
     (had,) = ctx.rows(f"""
         SELECT (SELECT count() FROM {ctx.table("attributed_flow")} WHERE {ctx.where("attributed_flow")}) AS n,
                (SELECT count() FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")}) AS flows""")
+    rollup = None
     if had["n"]:  # a re-run: replace, never add twice (new flows skip the mutation)
         ctx.command(
             f"DELETE FROM {ctx.table('attributed_flow')} WHERE {ctx.where('attributed_flow')}"
         )
+        rollup = _drop_rollup_intervals(ctx)
     elif not had["flows"]:  # nothing arrived: no facts to read, nothing to join
         return {"flows": 0, "src_unowned": 0, "dst_unowned": 0}
     anc = anc if anc is not None else ancestry(ctx)
     su, idc = facts if facts is not None else _node_facts(ctx)
     depth = max((len(v) for v in anc.ancestors.values()), default=0)
     ctx.command(attribute_sql(ctx, depth), _node_params(su, idc, anc))
+    if rollup is not None:
+        ctx.command(rollup)
     (r,) = ctx.rows(f"""
         SELECT count() AS flows, countIf(src_pod = '') AS src_unowned, countIf(dst_pod = '') AS dst_unowned
         FROM {ctx.table("attributed_flow")} WHERE {ctx.where("attributed_flow")}""")

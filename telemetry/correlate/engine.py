@@ -119,8 +119,10 @@ class Correlator:
         cluster: str = "default",
         thresholds: dict[str, Any] | None = None,
         only: list[str] | None = None,
+        rollups: bool = True,
     ) -> None:
         registry = detectors()
+        self.use_rollups = rollups  # read migration 12's per-interval rollups where they answer
         self.store = store
         self.cluster = cluster
         self.thresholds = merge_thresholds(default_thresholds(), thresholds or {})
@@ -234,12 +236,19 @@ class Correlator:
         close findings."""
         cpu = time.process_time()
         result = RunResult(windows=1)
-        nonempty = self._nonempty_kinds()
+        nonempty, rollups = self._tables()
         state = Window(
             now - timedelta(seconds=float(self.thresholds["sliding"]["state_seconds"])), now
         )
+        rollups = rollups if self.use_rollups else set()
         shared = self._prepare(
-            Context(self.store, state, self.thresholds, self.cluster, {"tick_cache": {}}),
+            Context(
+                self.store,
+                state,
+                self.thresholds,
+                self.cluster,
+                {"tick_cache": {}, "rollups": rollups},
+            ),
             nonempty,
             result,
         )
@@ -289,6 +298,7 @@ class Correlator:
             "idc": idc,
             "tick_cache": ctx.extra.get("tick_cache", {}),  # one per tick (Context.cached)
             "memo": self._memo,  # across ticks (Context.remembered)
+            "rollups": ctx.extra.get("rollups", set()),  # sql.rollup_table
         }
         now = ctx.window.end
         lo = self._attributed_until
@@ -313,15 +323,20 @@ class Correlator:
             st.extra["unowned_dst"] = st.extra.get("unowned_dst", 0) + int(counts["dst_unowned"])
         return shared
 
-    def _nonempty_kinds(self) -> set[str]:
-        """The record kinds with rows stored (read from the tables' row counts)."""
+    def _tables(self) -> tuple[set[str], set[str]]:
+        """The record kinds with rows stored (read from the tables' row counts), and the
+        rollup tables the store has (telemetry/correlate/sql.py ROLLUPS)."""
+        from telemetry.correlate.sql import ROLLUPS
+
         rows = self.store.query_rows(
-            "SELECT name FROM system.tables WHERE database = {db:String} AND total_rows > 0",
+            "SELECT name, total_rows > 0 FROM system.tables WHERE database = {db:String}",
             {"db": self.store.database},
         )
         by_table = {k.table: k.name for k in KINDS.values()}
-        names = {r[0].removesuffix(LOCAL_SUFFIX) for r in rows}  # replicas in cluster mode
-        return {by_table[n] for n in names if n in by_table}
+        rollups = {t for t, _ in ROLLUPS.values()}
+        names = {r[0].removesuffix(LOCAL_SUFFIX) for r in rows if r[1]}  # replicas in cluster mode
+        have = {r[0].removesuffix(LOCAL_SUFFIX) for r in rows} & rollups
+        return {by_table[n] for n in names if n in by_table}, have
 
 
 def follow(

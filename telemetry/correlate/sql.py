@@ -10,7 +10,95 @@ from typing import Any
 
 from telemetry.correlate.registry import Context
 from telemetry.records import KINDS, Field
+from telemetry.store.schema import quote
 from telemetry.topology.store_io import latest_lldp_sql
+
+# The per-interval rollups of migration 12 (kept on insert by materialized views): the interval
+# they were made with, and which record kind each summarizes (its table, the number of samples
+# its null counts are out of).
+ROLLUP_SECONDS = 10
+ROLLUPS: dict[str, tuple[str, str]] = {
+    "switch_port_sample": ("switch_port_intervals", "samples"),
+    "switch_queue_sample": ("switch_queue_intervals", "samples"),
+    "nic_sample": ("nic_intervals", "samples"),
+    "gpu_sample": ("gpu_intervals", "up_samples"),  # its counters are over up samples only
+    "attributed_flow": ("job_port_intervals", "flows"),
+}
+
+
+def rollup_table(ctx: Context, kind: str) -> str | None:
+    """The rollup of `kind`, when it answers for exactly this window: the store has it (the
+    engine lists the rollups in `ctx.extra["rollups"]`; a Context without that list reads the
+    raw tables) and the window is whole rollup intervals. None otherwise."""
+    have = ctx.extra.get("rollups")
+    if not have or kind not in ROLLUPS or ROLLUPS[kind][0] not in have:
+        return None
+    step = ROLLUP_SECONDS * 1000
+    for t in (ctx.window.start, ctx.window.end):
+        if round(t.timestamp() * 1000) % step:
+            return None
+    return f"{quote(ctx.store.database)}.{quote(ROLLUPS[kind][0])}"
+
+
+ROLLUP_WINDOW = (
+    "cluster = {cluster:String} AND bucket >= {ws:DateTime64(3, 'UTC')} "
+    "AND bucket < {we:DateTime64(3, 'UTC')}"
+)
+
+
+def moved_series(
+    ctx: Context, kind: str, keys: list[str], counters: list[str], *, also: str = ""
+) -> list[tuple[Any, ...]] | None:
+    """The series (tuples of `keys`) of `kind` for which any of `counters` moved inside the
+    window, or `also` (a condition on the rollup's aggregates) holds, read from the kind's
+    rollup; None when no rollup answers for the window (every series may have).
+
+    A series whose counter holds one value at every sample of the window (the greatest over its
+    intervals equals the least, and no sample lacks it) rose by exactly 0 there: increase_sql()
+    gives it 0 and no reset, so a detector that needs a positive increase can compute
+    increase_sql() among these series alone and find what it finds over all of them. A series
+    with some samples lacking the counter counts as moved (increase_sql() counts the value after
+    a gap whole)."""
+    table = rollup_table(ctx, kind)
+    if table is None:
+        return None
+    total = ROLLUPS[kind][1]
+    conds = [
+        f"max(`{c}_max`) != min(`{c}_min`) "
+        f"OR (sum(`{c}_nulls`) > 0 AND sum(`{c}_nulls`) < sum(`{total}`))"
+        for c in counters
+    ] + ([also] if also else [])
+    cols = ", ".join(f"`{k}`" for k in keys)
+    res = ctx.store.client.query(
+        f"""SELECT {cols} FROM {table} WHERE {ROLLUP_WINDOW}
+            GROUP BY {cols} HAVING {" OR ".join(f"({c})" for c in conds)}""",
+        parameters=ctx.params(),
+    )
+    return [tuple(r) for r in res.result_rows]
+
+
+def rollup_values(ctx: Context, kind: str, col: str) -> set[Any] | None:
+    """The distinct values of `col` among the rows of `kind` inside the window, from its rollup
+    (None when no rollup answers for the window)."""
+    table = rollup_table(ctx, kind)
+    if table is None:
+        return None
+    res = ctx.store.client.query(
+        f"SELECT DISTINCT `{col}` FROM {table} WHERE {ROLLUP_WINDOW}", parameters=ctx.params()
+    )
+    return {r[0] for r in res.result_rows}
+
+
+def among_moved(
+    keys: list[str], moved: list[tuple[Any, ...]] | None, param: str = "moved"
+) -> tuple[dict[str | tuple[str, ...], str], dict[str, Any]]:
+    """increase_sql()'s `among` and the query parameters that restrict it to `moved` (nothing
+    when `moved` is None: every series)."""
+    if moved is None:
+        return {}, {}
+    if len(keys) == 1:
+        return {keys[0]: param}, {param: [m[0] for m in moved]}
+    return {tuple(keys): param}, {param: [tuple(m) for m in moved]}
 
 
 def rate(r: dict[str, Any], col: str) -> float:

@@ -21,7 +21,7 @@ from telemetry.errors import StoreUnavailable
 from telemetry.records import KINDS, RecordKind
 from telemetry.store import migrations as mig
 from telemetry.store.dsn import DEFAULT_DATABASE, Dsn, parse_dsn
-from telemetry.store.schema import LOCAL_SUFFIX, quote, ttl_sql
+from telemetry.store.schema import LOCAL_SUFFIX, quote, table_ttl_sql
 
 if TYPE_CHECKING:
     import polars as pl
@@ -254,24 +254,34 @@ class Store:
         return [m for m in mig.MIGRATIONS if m.version not in done]
 
     def _reconcile_ttl(self) -> None:
+        """Configured TTLs: on a kind's table, and on the rollups kept from it (migration 12),
+        which keep what their source keeps."""
         for table, days in self.ttl_overrides.items():
             k = next((k for k in KINDS.values() if k.table == table), None)
             if k is None:
                 continue
-            name = table + (LOCAL_SUFFIX if self.cluster else "")
-            engine = self.client.query(
-                "SELECT engine_full FROM system.tables WHERE database = {db:String} AND name = {t:String}",
-                parameters={"db": self.database, "t": name},
-            ).result_rows
-            if not engine:
-                continue
-            has = (
-                f"toIntervalDay({int(days)})" in engine[0][0]
-                if days
-                else " TTL " not in f" {engine[0][0]} "
-            )
-            if not has:
-                self.client.command(ttl_sql(k, self.database, days, self.cluster))
+            targets = [(table, k.time_field)] + [
+                (r.table.name, "bucket") for r in mig.MIGRATION_12_ROLLUPS if r.source == table
+            ]
+            for name, column in targets:
+                engine = self.client.query(
+                    "SELECT engine_full FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+                    parameters={
+                        "db": self.database,
+                        "t": name + (LOCAL_SUFFIX if self.cluster else ""),
+                    },
+                ).result_rows
+                if not engine:
+                    continue
+                has = (
+                    f"toIntervalDay({int(days)})" in engine[0][0]
+                    if days
+                    else " TTL " not in f" {engine[0][0]} "
+                )
+                if not has:
+                    self.client.command(
+                        table_ttl_sql(name, column, self.database, days, self.cluster)
+                    )
 
     # -- data --------------------------------------------------------------------------------
     def insert(self, kind: RecordKind | str, table: pa.Table, *, token: str | None = None) -> int:

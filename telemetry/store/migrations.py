@@ -18,10 +18,13 @@ from telemetry.store.schema import (
     LOCAL_SUFFIX,
     TableDef,
     alter_sql,
+    backfill_sql,
     create_table_sql,
     database_sql,
     distributed_sql,
+    materialized_view_sql,
     rename_sql,
+    table_ttl_sql,
     ttl_sql,
 )
 
@@ -76,6 +79,33 @@ def reshard(keys: Mapping[str, tuple[str, ...]]) -> Step:
         distributed_sql(t, ctx.database, ctx.cluster, cols, replace=True)
         for t, cols in keys.items()
         if ctx.cluster
+    ]
+
+
+@dataclass(frozen=True)
+class Rollup:
+    """A table kept by a materialized view on inserts into `source` (frozen like a TableDef):
+    `select` reads `{source}`; the view is `<table.name>_mv`."""
+
+    table: TableDef
+    source: str
+    select: str
+
+
+def create_rollups(rollups: Callable[[], tuple[Rollup, ...]]) -> Step:
+    """Per rollup: its table, the view feeding it from then on, then what the source already
+    held (the view only sees new inserts; a row inserted between the view and the backfill is
+    counted twice in the sums, never in the min/max/any columns the engine prunes with)."""
+    return lambda ctx: [
+        s
+        for r in rollups()
+        for s in (
+            *create_table_sql(r.table, ctx.database, ctx.cluster),
+            materialized_view_sql(
+                r.table.name + "_mv", r.table.name, r.source, r.select, ctx.database, ctx.cluster
+            ),
+            backfill_sql(r.table.name, r.source, r.select, ctx.database),
+        )
     ]
 
 
@@ -198,6 +228,13 @@ MIGRATIONS: list[Migration] = [
         "gpu_processes: GPU memory per process (NVML) and the process's pod from its cgroup",
         create_tables(lambda: MIGRATION_11_TABLES),
     ),
+    Migration(
+        12,
+        "per-interval rollups kept on insert by materialized views: switch port, queue, NIC and "
+        "GPU counters (first/last sample time, min/max/nulls per counter) and the (job, switch, "
+        "port) keys of attributed flows per 10 s, backfilled from what the tables held",
+        create_rollups(lambda: MIGRATION_12_ROLLUPS),
+    ),
 ]
 
 
@@ -231,6 +268,11 @@ def render_all(ctx: Context) -> list[str]:
     for table, days in ctx.ttl_overrides.items():
         if table in tables:
             out.append(ttl_sql(tables[table], ctx.database, days, ctx.cluster))
+            out += [  # a rollup keeps what its source keeps
+                table_ttl_sql(r.table.name, "bucket", ctx.database, days, ctx.cluster)
+                for r in MIGRATION_12_ROLLUPS
+                if r.source == table
+            ]
     return out
 
 
@@ -1565,5 +1607,170 @@ MIGRATION_11_TABLES: tuple[TableDef, ...] = (
         comment="A process holding a context on a GPU (NVML's running compute and graphics processes): the GPU memory it uses, and its pod from /proc/PID/cgroup.",
         ttl=("ts", 30),
         shard_by=("cluster", "node", "gpu", "pid"),
+    ),
+)
+
+
+# Migration 12: per-interval rollups (issue 13 item 2), one row per series per 10 s interval
+# (`bucket`), sorted by interval first so that a trailing window reads its intervals' rows
+# only. Counters keep min, max and how many samples were null, per interval: a series whose
+# counters did not move inside a window (max over its intervals = min, no nulls) rose by exactly
+# 0 there, which is all the engine asks of them (telemetry/correlate/sql.py, moved_series).
+_BUCKET = "toDateTime(toStartOfInterval(`ts`, INTERVAL 10 SECOND), 'UTC')"
+_INTERVAL_COLUMNS = """\
+`bucket` DateTime('UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Start of the 10 s interval (UTC).'
+`samples` SimpleAggregateFunction(sum, UInt64) COMMENT 'Samples in the interval.'
+`first_ts` SimpleAggregateFunction(min, DateTime64(3, 'UTC')) COMMENT 'First sample time in the interval.'
+`last_ts` SimpleAggregateFunction(max, DateTime64(3, 'UTC')) COMMENT 'Last sample time in the interval.'
+"""
+
+
+def _counter_columns(counters: tuple[tuple[str, str], ...]) -> str:
+    """min / max / nulls columns per (counter, ClickHouse type), frozen into migration 12."""
+    return "".join(
+        f"`{c}_min` SimpleAggregateFunction(min, Nullable({t})) COMMENT 'Least {c} in the interval.'\n"
+        f"`{c}_max` SimpleAggregateFunction(max, Nullable({t})) COMMENT 'Greatest {c} in the interval.'\n"
+        f"`{c}_nulls` SimpleAggregateFunction(sum, UInt64) COMMENT 'Samples without {c}.'\n"
+        for c, t in counters
+    )
+
+
+def _counter_select(counters: tuple[tuple[str, str], ...], where: str = "") -> str:
+    cond = f", {where}" if where else ""
+    agg = "If" if where else ""
+    return ", ".join(
+        f"min{agg}(`{c}`{cond}) AS `{c}_min`, max{agg}(`{c}`{cond}) AS `{c}_max`, "
+        f"countIf(isNull(`{c}`){' AND ' + where if where else ''}) AS `{c}_nulls`"
+        for c, _ in counters
+    )
+
+
+_PORT_COUNTERS = (
+    ("link_down_events_total", "UInt64"),
+    ("rx_errors_total", "UInt64"),
+    ("pfc_rx_pause_total", "UInt64"),
+    ("pfc_tx_pause_total", "UInt64"),
+)
+_QUEUE_COUNTERS = (("ecn_marked_packets_total", "UInt64"),)
+_NIC_COUNTERS = (
+    ("pfc_tx_pause_total", "UInt64"),
+    ("cnp_sent_total", "UInt64"),
+    ("cnp_handled_total", "UInt64"),
+    ("pci_stalled_total", "UInt64"),
+)
+_GPU_COUNTERS = (
+    ("power_violation_seconds_total", "Float64"),
+    ("thermal_violation_seconds_total", "Float64"),
+)
+_KEYS = {
+    "switch": "`switch` LowCardinality(String) COMMENT 'Switch hostname.'\n",
+    "port": "`port` LowCardinality(String) COMMENT 'Port name as the switch shows it.'\n",
+    "queue": "`queue` UInt8 COMMENT 'Egress queue index.'\n",
+    "node": "`node` LowCardinality(String) COMMENT 'Kubernetes node name.'\n",
+    "device": "`device` LowCardinality(String) COMMENT 'RDMA device (mlx5_0).'\n",
+    "nic_port": "`port` UInt8 COMMENT 'Port number.'\n",
+    "gpu": "`gpu` UInt16 COMMENT 'GPU index on the node.'\n",
+}
+_CLUSTER = "`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'\n"
+
+
+def _interval_rollup(
+    name: str, source: str, keys: tuple[str, ...], cols: str, extra: str, select: str, comment: str
+) -> Rollup:
+    names = tuple("port" if k == "nic_port" else k for k in keys)
+    key_sql = ", ".join(f"`{k}`" for k in names)
+    return Rollup(
+        TableDef(
+            name,
+            _CLUSTER + "".join(_KEYS[k] for k in keys) + _INTERVAL_COLUMNS + cols + extra,
+            order_by=f"`cluster`, `bucket`, {key_sql}",
+            comment=comment,
+            ttl=("bucket", 30),
+            partition_by="toYYYYMMDD(bucket)",
+            shard_by=("cluster", *names),
+            engine="AggregatingMergeTree",
+        ),
+        source,
+        f"""SELECT `cluster`, {key_sql}, {_BUCKET} AS `bucket`, count() AS `samples`,
+       min(`ts`) AS `first_ts`, max(`ts`) AS `last_ts`, {select}
+FROM {{source}}
+GROUP BY `cluster`, {key_sql}, `bucket`""",
+    )
+
+
+MIGRATION_12_ROLLUPS: tuple[Rollup, ...] = (
+    _interval_rollup(
+        "switch_port_intervals",
+        "switch_port_samples",
+        ("switch", "port"),
+        _counter_columns(_PORT_COUNTERS),
+        "`down_samples` SimpleAggregateFunction(sum, UInt64) COMMENT 'Samples with the port down.'\n",
+        _counter_select(_PORT_COUNTERS) + ", countIf(`up` = 0) AS `down_samples`",
+        "Per switch port and 10 s interval: samples, down samples, and the link-down, error and "
+        "PFC pause counters' least and greatest value (kept on insert by switch_port_intervals_mv).",
+    ),
+    _interval_rollup(
+        "switch_queue_intervals",
+        "switch_queue_samples",
+        ("switch", "port", "queue"),
+        _counter_columns(_QUEUE_COUNTERS),
+        "",
+        _counter_select(_QUEUE_COUNTERS),
+        "Per switch queue and 10 s interval: samples and the ECN-marked counter's least and "
+        "greatest value (kept on insert by switch_queue_intervals_mv).",
+    ),
+    _interval_rollup(
+        "nic_intervals",
+        "nic_samples",
+        ("node", "device", "nic_port"),
+        _counter_columns(_NIC_COUNTERS),
+        "",
+        _counter_select(_NIC_COUNTERS),
+        "Per NIC port and 10 s interval: samples and the PFC pause, CNP and PCIe stall counters' "
+        "least and greatest value (kept on insert by nic_intervals_mv).",
+    ),
+    _interval_rollup(
+        "gpu_intervals",
+        "gpu_samples",
+        ("node", "gpu"),
+        _counter_columns(_GPU_COUNTERS),
+        "`up_samples` SimpleAggregateFunction(sum, UInt64) COMMENT 'Samples with the GPU up.'\n"
+        "`clock_event_reasons_or` SimpleAggregateFunction(groupBitOr, UInt64) COMMENT "
+        "'Bitwise OR of the clock-event reasons of the up samples.'\n",
+        _counter_select(_GPU_COUNTERS, "`up` = 1")
+        + ", countIf(`up` = 1) AS `up_samples`"
+        + ", groupBitOrIf(ifNull(`clock_event_reasons`, 0), `up` = 1) AS `clock_event_reasons_or`",
+        "Per GPU and 10 s interval, over the samples with the GPU up: the power and thermal "
+        "violation counters' least and greatest value and the OR of the clock-event reasons "
+        "(kept on insert by gpu_intervals_mv).",
+    ),
+    Rollup(
+        TableDef(
+            "job_port_intervals",
+            _CLUSTER
+            + """\
+`src_namespace` LowCardinality(String) COMMENT 'Namespace of the sending pod.'
+`src_job` LowCardinality(String) COMMENT 'Job of the sending pod.'
+`switch` LowCardinality(String) COMMENT 'Switch that sampled the flows.'
+`out_port` LowCardinality(String) COMMENT 'Egress port the flows left by.'
+"""
+            + "`bucket` DateTime('UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Start of the 10 s interval (UTC).'\n"
+            + """\
+`flows` UInt64 COMMENT 'Attributed flow samples.'
+`bytes` UInt64 COMMENT 'Their bytes (a re-attributed interval is subtracted and added again).'
+""",
+            order_by="`cluster`, `bucket`, `src_namespace`, `src_job`, `switch`, `out_port`",
+            comment="Per sending job, switch egress port and 10 s interval: the attributed flow "
+            "samples and bytes (kept on insert by job_port_intervals_mv).",
+            ttl=("bucket", 14),
+            partition_by="toYYYYMMDD(bucket)",
+            shard_by=("cluster", "src_namespace", "src_job"),
+            engine="SummingMergeTree",
+        ),
+        "attributed_flows",
+        f"""SELECT `cluster`, `src_namespace`, `src_job`, `switch`, `out_port`, {_BUCKET} AS `bucket`,
+       count() AS `flows`, sum(`bytes`) AS `bytes`
+FROM {{source}}
+GROUP BY `cluster`, `src_namespace`, `src_job`, `switch`, `out_port`, `bucket`""",
     ),
 )

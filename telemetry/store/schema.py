@@ -50,6 +50,9 @@ class TableDef:
     partition_by: str | None = "toYYYYMMDD(ts)"
     version: str | None = None  # ReplacingMergeTree version column
     shard_by: tuple[str, ...] = ()  # Distributed sharding key columns (() = rand(), before 7)
+    # AggregatingMergeTree / SummingMergeTree for a rollup (None: MergeTree, or
+    # ReplacingMergeTree with `version`); a rollup is written by its materialized view only
+    engine: str | None = None
 
     @classmethod
     def of(cls, kind: RecordKind) -> TableDef:
@@ -86,7 +89,7 @@ def _names(table: str, cluster: str | None) -> list[str]:
 
 
 def _engine(t: TableDef, database: str, cluster: str | None, name: str) -> str:
-    base = "ReplacingMergeTree" if t.version else "MergeTree"
+    base = t.engine or ("ReplacingMergeTree" if t.version else "MergeTree")
     args: list[str] = []
     if cluster:
         base = "Replicated" + base
@@ -129,13 +132,41 @@ def create_table_sql(t: TableDef, database: str, cluster: str | None = None) -> 
     if t.ttl:
         parts.append(f"TTL toDateTime({quote(t.ttl[0])}) + INTERVAL {int(t.ttl[1])} DAY")
     if not cluster:
-        # Replicated tables deduplicate by default; plain MergeTree needs a window.
+        # Replicated tables deduplicate by default; plain MergeTree needs a window. A rollup
+        # needs it too: its view runs on a retried block the source drops, and the rollup drops
+        # that view's block in turn (tests/integration/correlate/test_rollups.py).
         parts.append(f"SETTINGS non_replicated_deduplication_window = {DEDUP_WINDOW}")
     parts.append("COMMENT " + literal(t.comment))
     stmts = ["\n".join(parts)]
     if cluster:
         stmts.append(distributed_sql(t.name, database, cluster, t.shard_by))
     return stmts
+
+
+def materialized_view_sql(
+    name: str, target: str, source: str, select: str, database: str, cluster: str | None = None
+) -> str:
+    """A materialized view `name` that runs `select` (its `{source}` the source table) on every
+    block inserted into `source` and writes the result to `target`. In cluster mode both are the
+    `*_local` replicas and the view exists on every node: each shard rolls up its own rows (a
+    rollup is sharded by its source's entity, so a series lives on one shard). The view runs
+    with the rights of the user who created it (the migration's admin), so a collector that may
+    only INSERT into `source` needs no grant on the rollup nor SELECT on its own table."""
+    db, sfx = quote(database), LOCAL_SUFFIX if cluster else ""
+    body = select.strip().format(source=f"{db}.{quote(source + sfx)}")
+    return (
+        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{quote(name)}{_on(cluster)} "
+        f"TO {db}.{quote(target + sfx)}\nDEFINER = CURRENT_USER SQL SECURITY DEFINER\nAS {body}"
+    )
+
+
+def backfill_sql(target: str, source: str, select: str, database: str) -> str:
+    """`INSERT INTO target SELECT ...` over what `source` held before the view existed (the
+    Distributed tables in cluster mode: rows land on the shard their entity hashes to, where
+    that shard's view puts new ones)."""
+    db = quote(database)
+    body = select.strip().format(source=f"{db}.{quote(source)}")
+    return f"INSERT INTO {db}.{quote(target)}\n{body}"
 
 
 def table_sql(kind: RecordKind, database: str, *, cluster: str | None = None) -> list[str]:
@@ -148,14 +179,18 @@ def database_sql(database: str, cluster: str | None = None) -> str:
 
 
 def ttl_sql(kind: RecordKind, database: str, days: int | None, cluster: str | None = None) -> str:
-    name = kind.table + (LOCAL_SUFFIX if cluster else "")
+    return table_ttl_sql(kind.table, kind.time_field, database, days, cluster)
+
+
+def table_ttl_sql(
+    table: str, column: str, database: str, days: int | None, cluster: str | None = None
+) -> str:
+    """Set (or, with no days, remove) the TTL of `table` on its time column `column`."""
+    name = table + (LOCAL_SUFFIX if cluster else "")
     target = f"{quote(database)}.{quote(name)}{_on(cluster)}"
     if not days:
         return f"ALTER TABLE {target} REMOVE TTL"
-    return (
-        f"ALTER TABLE {target} "
-        f"MODIFY TTL toDateTime({quote(kind.time_field)}) + INTERVAL {int(days)} DAY"
-    )
+    return f"ALTER TABLE {target} MODIFY TTL toDateTime({quote(column)}) + INTERVAL {int(days)} DAY"
 
 
 def alter_sql(table: str, action: str, database: str, cluster: str | None = None) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
+from telemetry.correlate.sql import ROLLUP_WINDOW, rollup_table
 
 
 @detector(
@@ -16,20 +17,28 @@ def network_bound(ctx: Context) -> list[Finding]:
     runs above `network_bound.port_utilization`."""
     idle = float(ctx.t("network_bound.gpu_idle_ratio"))
     busy = float(ctx.t("network_bound.port_utilization"))
+    # the (job, port) pairs that carried the window's flows: from the per-interval rollup of the
+    # attributed flows where it answers for the window (a few rows per pair, not every flow)
+    rollup = rollup_table(ctx, "attributed_flow")
+    flows = (
+        f"{rollup} WHERE {ROLLUP_WINDOW}"
+        if rollup
+        else f"{ctx.table('attributed_flow')} WHERE {ctx.where('attributed_flow')}"
+    )
     out = []
     for r in ctx.rows(
         f"""
-        WITH job_ports AS (
-            SELECT src_namespace AS ns, src_job AS job, switch, out_port AS port, sum(bytes) AS bytes
-            FROM {ctx.table("attributed_flow")}
-            WHERE {ctx.where("attributed_flow")}
-              AND src_job != '' AND out_port != ''
-            GROUP BY ns, job, switch, port),
-        port_util AS (
+        WITH port_util AS (  -- busy ports only: a job qualifies through its busiest port
             SELECT switch, port, avg(tx_utilization_ratio) AS util FROM {ctx.table("switch_port_sample")}
             WHERE {ctx.where("switch_port_sample")}
-              AND (switch, port) IN (SELECT switch, port FROM job_ports)  -- not every port of the fabric
-            GROUP BY switch, port),
+            GROUP BY switch, port
+            HAVING util >= {{busy:Float64}}),
+        job_ports AS (
+            SELECT src_namespace AS ns, src_job AS job, switch, out_port AS port, sum(bytes) AS bytes
+            FROM {flows}
+              AND src_job != '' AND out_port != ''
+              AND (switch, out_port) IN (SELECT switch, port FROM port_util)
+            GROUP BY ns, job, switch, port),
         job_nodes AS (
             SELECT namespace AS ns, job, groupUniqArray(node) AS nodes FROM {ctx.table("pod", final=True)}
             WHERE cluster = {{cluster:String}} AND job != '' AND valid_from < {{we:DateTime64(3, 'UTC')}}

@@ -6,7 +6,16 @@ from typing import Any
 
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
-from telemetry.correlate.sql import increase_cols, increase_sql, lldp_peers, rate
+from telemetry.correlate.sql import (
+    among_moved,
+    in_params,
+    increase_cols,
+    increase_sql,
+    lldp_peers,
+    moved_series,
+    rate,
+    rollup_values,
+)
 
 
 def port_subject(switch: str, port: str) -> str:
@@ -24,16 +33,36 @@ def link_flap(ctx: Context) -> list[Finding]:
     err_ratio = float(ctx.t("link.error_ratio"))
     min_errors = float(ctx.t("link.min_errors"))
     counters = ["link_down_events_total", "rx_errors_total", "rx_packets_total"]
-    inc = increase_sql(ctx, "switch_port_sample", ["switch", "port"], counters)
+    keys = ["switch", "port"]
+    # a finding needs a link-down event, a down sample or receive errors (unless the thresholds
+    # let a quiet port qualify): only ports whose rollup shows one are read from the samples
+    quiet_can = flaps <= 0 or (err_ratio <= 0 and min_errors <= 0)
+    moved = None
+    if not quiet_can:
+        moved = moved_series(
+            ctx,
+            "switch_port_sample",
+            keys,
+            ["link_down_events_total", "rx_errors_total"],
+            also="sum(down_samples) > 0",
+        )
+        if moved == []:
+            return []
+    among, params = among_moved(keys, moved)
+    inc = increase_sql(ctx, "switch_port_sample", keys, counters, among)
+    only = "".join(f" AND {c}" for c in in_params("switch_port_sample", among))
     out = []
-    for r in ctx.rows(f"""
-        SELECT {increase_cols("i", ["switch", "port"], counters)}, d.down_samples AS down_samples FROM ({inc}) AS i
+    for r in ctx.rows(
+        f"""
+        SELECT {increase_cols("i", keys, counters)}, d.down_samples AS down_samples FROM ({inc}) AS i
         LEFT JOIN (
             SELECT switch, port, countIf(up = 0) AS down_samples FROM {ctx.table("switch_port_sample")}
-            WHERE {ctx.where("switch_port_sample")}
+            WHERE {ctx.where("switch_port_sample")}{only}
             GROUP BY switch, port
         ) AS d USING (switch, port)
-        ORDER BY switch, port"""):
+        ORDER BY switch, port""",
+        params,
+    ):
         subject = port_subject(r["switch"], r["port"])
         downs = int(r["inc_link_down_events_total"] or 0)
         if downs >= flaps or (r["down_samples"] or 0) > 0:
@@ -69,24 +98,36 @@ def pfc_storm(ctx: Context) -> list[Finding]:
     are the propagation path."""
     storm = float(ctx.t("pfc.storm_pauses_per_second"))
     frac = float(ctx.t("pfc.propagation_fraction"))
+    # only series whose pause counters moved can be an origin or on a propagation path (both
+    # need a positive rate), so only those are read from the samples where a rollup says which
+    nic_keys, port_keys = ["node", "device"], ["switch", "port"]
+    port_counters = ["pfc_rx_pause_total", "pfc_tx_pause_total"]
+    moved_nics = (
+        moved_series(ctx, "nic_sample", nic_keys, ["pfc_tx_pause_total"]) if storm > 0 else None
+    )
+    moved_ports = (
+        moved_series(ctx, "switch_port_sample", port_keys, port_counters)
+        if storm > 0 and frac > 0
+        else None
+    )
+    if moved_nics == [] and moved_ports == []:
+        return []
+    among, params = among_moved(nic_keys, moved_nics)
     nics = [
         r
         for r in ctx.rows(
-            increase_sql(ctx, "nic_sample", ["node", "device"], ["pfc_tx_pause_total"])
+            increase_sql(ctx, "nic_sample", nic_keys, ["pfc_tx_pause_total"], among), params
         )
         if rate(r, "inc_pfc_tx_pause_total") >= storm
     ]
+    among, params = among_moved(port_keys, moved_ports)
     ports = ctx.rows(
-        increase_sql(
-            ctx,
-            "switch_port_sample",
-            ["switch", "port"],
-            ["pfc_rx_pause_total", "pfc_tx_pause_total"],
-        )
+        increase_sql(ctx, "switch_port_sample", port_keys, port_counters, among), params
     )
     # host-facing ports: LLDP says the neighbour is not one of the switches we poll
     facing = lldp_peers(ctx)
-    switches = {p["switch"] for p in ports}
+    polled = rollup_values(ctx, "switch_port_sample", "switch") if moved_ports is not None else None
+    switches = polled if polled is not None else {p["switch"] for p in ports}
     origins: dict[str, dict] = {}
     for n in nics:
         subject = f"{n['node']}/{n['device']}"
@@ -138,23 +179,40 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
     receivers sending CNPs (notification points) and the senders handling them (reaction points)."""
     ratio = float(ctx.t("ecn.marked_ratio"))
     cnp = float(ctx.t("ecn.cnp_per_second"))
+    # a queue over the ratio marked packets: only queues whose ECN counter moved are read
+    qkeys = ["switch", "port", "queue"]
+    moved = (
+        moved_series(ctx, "switch_queue_sample", qkeys, ["ecn_marked_packets_total"])
+        if ratio > 0
+        else None
+    )
+    if moved == []:
+        return []
+    among, params = among_moved(qkeys, moved)
     queues = [
         q
         for q in ctx.rows(
             increase_sql(
                 ctx,
                 "switch_queue_sample",
-                ["switch", "port", "queue"],
+                qkeys,
                 ["ecn_marked_packets_total", "tx_packets_total"],
-            )
+                among,
+            ),
+            params,
         )
         if (q["inc_tx_packets_total"] or 0) > 0
         and (q["inc_ecn_marked_packets_total"] or 0) / q["inc_tx_packets_total"] >= ratio
     ]
     if not queues:
         return []
-    nic_rows = ctx.rows(
-        increase_sql(ctx, "nic_sample", ["node", "device"], ["cnp_sent_total", "cnp_handled_total"])
+    nic_keys, cnps = ["node", "device"], ["cnp_sent_total", "cnp_handled_total"]
+    moved_nics = moved_series(ctx, "nic_sample", nic_keys, cnps) if cnp > 0 else None
+    among, params = among_moved(nic_keys, moved_nics)
+    nic_rows = (
+        ctx.rows(increase_sql(ctx, "nic_sample", nic_keys, cnps, among), params)
+        if moved_nics != []
+        else []
     )
     receivers = _busiest_nics(nic_rows, "cnp_sent", cnp)
     senders = _busiest_nics(nic_rows, "cnp_handled", cnp)

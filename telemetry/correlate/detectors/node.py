@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
-from telemetry.correlate.sql import increase_sql
+from telemetry.correlate.sql import among_moved, in_params, increase_sql, moved_series
 
 # NVML clock-event reason bits (nvml.h, nvmlClocksEventReason*), named so the SQL reads as the
 # driver documents them; which bits count as throttling at all is thresholds.yaml's
@@ -94,13 +94,28 @@ def gpu_lost(ctx: Context) -> list[Finding]:
 def gpu_throttle(ctx: Context) -> list[Finding]:
     ratio = float(ctx.t("gpu.throttle_ratio"))
     mask = int(ctx.t("gpu.throttle_reason_mask"))
-    inc = increase_sql(
-        ctx,
-        "gpu_sample",
+    keys, counters = (
         ["node", "gpu"],
         ["power_violation_seconds_total", "thermal_violation_seconds_total"],
-        {"up": "up_only"},
     )
+    # throttled for a share of the window: a violation counter moved or an up sample carried a
+    # throttle reason; only those GPUs are read from the samples where the rollup says which
+    moved = (
+        moved_series(
+            ctx,
+            "gpu_sample",
+            keys,
+            counters,
+            also=f"bitAnd(groupBitOr(clock_event_reasons_or), {mask}) != 0",
+        )
+        if ratio > 0
+        else None
+    )
+    if moved == []:
+        return []
+    among, extra = among_moved(keys, moved)
+    inc = increase_sql(ctx, "gpu_sample", keys, counters, {"up": "up_only", **among})
+    only = "".join(f" AND {c}" for c in in_params("gpu_sample", among))
     out = []
     for r in ctx.rows(
         f"""
@@ -116,7 +131,7 @@ def gpu_throttle(ctx: Context) -> list[Finding]:
                    countIf(bitAnd(ifNull(clock_event_reasons, 0), {{thermal_bits:UInt64}}) != 0) AS thermal_reason,
                    avg(power_watts) AS power, max(temperature_celsius) AS temp, avg(sm_clock_hertz) AS sm_clock
             FROM {ctx.table("gpu_sample")}
-            WHERE {ctx.where("gpu_sample")} AND up = 1
+            WHERE {ctx.where("gpu_sample")} AND up = 1{only}
             GROUP BY node, gpu
         ) AS s ON v.node = s.node AND v.gpu = s.gpu
         ORDER BY node, gpu""",
@@ -125,6 +140,7 @@ def gpu_throttle(ctx: Context) -> list[Finding]:
             "up_only": [1],
             "power_bits": POWER_REASONS,
             "thermal_bits": THERMAL_REASONS,
+            **extra,
         },
     ):
         span = r["span_s"] or 0.0
@@ -163,10 +179,16 @@ def gpu_throttle(ctx: Context) -> list[Finding]:
 @detector("nic_pcie_stall", needs=("nic_sample",))
 def nic_pcie_stall(ctx: Context) -> list[Finding]:
     limit = float(ctx.t("nic.pcie_stalls_per_second"))
+    keys = ["node", "device"]
+    moved = moved_series(ctx, "nic_sample", keys, ["pci_stalled_total"]) if limit > 0 else None
+    if moved == []:
+        return []
+    among, params = among_moved(keys, moved)
     out = []
     for r in ctx.rows(
-        increase_sql(ctx, "nic_sample", ["node", "device"], ["pci_stalled_total"])
-        + " ORDER BY node, device"
+        increase_sql(ctx, "nic_sample", keys, ["pci_stalled_total"], among)
+        + " ORDER BY node, device",
+        params,
     ):
         span = r["span_s"] or 0.0
         rate = (r["inc_pci_stalled_total"] or 0.0) / span if span > 0 else 0.0

@@ -19,7 +19,12 @@ import textwrap
 from pathlib import Path
 
 from telemetry.records import KINDS
-from telemetry.store.migrations import MIGRATION_7_SHARD_KEYS, Context, render_all
+from telemetry.store.migrations import (
+    MIGRATION_7_SHARD_KEYS,
+    MIGRATION_12_ROLLUPS,
+    Context,
+    render_all,
+)
 from telemetry.store.schema import entity_columns
 
 ROOT = Path(__file__).parents[3]
@@ -40,15 +45,24 @@ def final_keys(stmts: list[str]) -> dict[str, str]:
     return keys
 
 
+def keys_of(cols: tuple[str, ...]) -> str:
+    return "cityHash64(" + ", ".join(f"`{c}`" for c in cols) + ")"
+
+
 def test_every_distributed_table_ends_sharded_by_its_entity() -> None:
     keys = final_keys(render_all(Context("railscope", "prod", {})))
     for k in KINDS.values():
         cols = entity_columns(k)
-        assert keys.pop(k.table) == "cityHash64(" + ", ".join(f"`{c}`" for c in cols) + ")"
+        assert keys.pop(k.table) == keys_of(cols)
         assert cols and set(cols) <= set(k.order_by) and "cluster" in cols, k.table
         # the frozen key of migration 7 is today's (a changed key needs a new migration); a kind
         # created by a later migration carries its key in its own TableDef (the render above)
         assert MIGRATION_7_SHARD_KEYS.get(k.table, cols) == cols, k.table
+    # a rollup is sharded by its source's entity: the rows its view writes on a shard are the
+    # ones the source's Distributed table sent there, and a backfill sends them there too
+    for r in MIGRATION_12_ROLLUPS:
+        source = next(k for k in KINDS.values() if k.table == r.source)
+        assert keys.pop(r.table.name) == keys_of(entity_columns(source)), r.table.name
     assert keys == {"schema_migrations": "version"}
     assert "rand()" not in " ".join(keys.values())
     # a single server gets no Distributed tables and migration 7 renders nothing

@@ -7,7 +7,7 @@ import pytest
 from telemetry.errors import StoreUnavailable
 from telemetry.records import GPU_SAMPLE, KINDS, POD_IP_LEASE
 from telemetry.store import Store, time_range
-from telemetry.store.migrations import MIGRATIONS, Context, render_all
+from telemetry.store.migrations import MIGRATION_12_ROLLUPS, MIGRATIONS, Context, render_all
 from tests.conftest import now_ms
 
 
@@ -71,9 +71,26 @@ def test_cluster_ddl_parses_with_clickhouse_format_query(store: Store) -> None:
     stmts = render_all(Context("railscope", "prod", {}))
     local: set[str] = set()
     distributed: dict[str, str] = {}  # table -> the local table it reads
+    views: dict[str, tuple[str, str]] = {}  # view -> (local table it reads, local table it writes)
     for stmt in stmts:
+        if m := re.match(
+            r"INSERT INTO `railscope`\.`(\w+)`\nSELECT .*\sFROM `railscope`\.`(\w+)`\n", stmt, re.S
+        ):
+            # a rollup's backfill: data, run once through the Distributed tables
+            assert m[1] in distributed and m[2] in distributed, stmt
+            formatted = store.query_rows("SELECT formatQuery({q:String})", {"q": stmt})[0][0]
+            assert formatted.startswith("INSERT INTO")
+            continue
         assert "ON CLUSTER `prod`" in stmt, stmt
-        if m := re.match(r"CREATE TABLE IF NOT EXISTS `railscope`\.`(\w+)_local`", stmt):
+        if m := re.match(
+            r"CREATE MATERIALIZED VIEW IF NOT EXISTS `railscope`\.`(\w+)` ON CLUSTER `prod` "
+            r"TO `railscope`\.`(\w+)_local`\nDEFINER = CURRENT_USER SQL SECURITY DEFINER\nAS SELECT .*\sFROM `railscope`\.`(\w+)_local`\n",
+            stmt,
+            re.S,
+        ):
+            assert m[2] in local and m[3] in local, stmt  # each shard rolls up its own rows
+            views[m[1]] = (m[3], m[2])
+        elif m := re.match(r"CREATE TABLE IF NOT EXISTS `railscope`\.`(\w+)_local`", stmt):
             assert "ENGINE = Replicated" in stmt
             local.add(m[1])
         elif m := re.match(r"CREATE TABLE IF NOT EXISTS `railscope`\.`(\w+)` ON CLUSTER", stmt):
@@ -90,9 +107,21 @@ def test_cluster_ddl_parses_with_clickhouse_format_query(store: Store) -> None:
             del distributed[m[1]]
         formatted = store.query_rows("SELECT formatQuery({q:String})", {"q": stmt})[0][0]
         assert formatted.split()[0] in ("CREATE", "ALTER", "RENAME", "DROP")
-    tables = {k.table for k in KINDS.values()} | {"schema_migrations"}
+    rollups = {r.table.name: r.source for r in MIGRATION_12_ROLLUPS}
+    tables = {k.table for k in KINDS.values()} | {"schema_migrations"} | set(rollups)
     assert local == tables
     assert distributed == {t: t for t in tables}
+    assert views == {f"{t}_mv": (src, t) for t, src in rollups.items()}
+    for t in rollups:  # the rollups' engines, replicated like every other table
+        (stmt,) = [
+            s for s in stmts if s.startswith(f"CREATE TABLE IF NOT EXISTS `railscope`.`{t}_local`")
+        ]
+        assert re.search(
+            r"ENGINE = Replicated(Aggregating|Summing)MergeTree\('/clickhouse/tables/\{shard\}/railscope/"
+            + t
+            + r"_local', '\{replica\}'\)",
+            stmt,
+        ), stmt
 
 
 def test_dedup_token_makes_retry_idempotent(store: Store) -> None:
@@ -226,7 +255,10 @@ def test_store_from_the_first_schema_migrates_to_the_current_one(store: Store) -
                 "SELECT name FROM system.tables WHERE database = {db:String}", {"db": db}
             )
         }
-        assert tables == {k.table for k in KINDS.values()} | {"schema_migrations"}
+        rollups = {r.table.name for r in MIGRATION_12_ROLLUPS}
+        assert tables == {k.table for k in KINDS.values()} | {"schema_migrations"} | rollups | {
+            f"{r}_mv" for r in rollups
+        }
         assert not tables & set(MIGRATION_4_RENAMES)
         for k in KINDS.values():
             assert _columns(store, db, k.table) == [

@@ -34,11 +34,19 @@ ACCESS_DENIED, READONLY, SETTING_CONSTRAINT = 497, 164, 452
 # statements as the role and prints {statement: [rows] | error code}
 SETUP = textwrap.dedent("""
     import sys
+    import clickhouse_connect
     from telemetry.records import KINDS
     from telemetry.store.client import Store
-    store = Store("chdb://" + sys.argv[1], database="railscope")
+    from telemetry.store.migrations import MIGRATION_12_ROLLUPS
+    client = clickhouse_connect.get_client(
+        dsn="chdb://" + sys.argv[1], chdb_options={"config-file": sys.argv[2]})
+    store = Store("chdb://" + sys.argv[1], database="railscope", client=client)
     store.migrate()
     c = store.client
+    # the deployment's migration Job runs as the admin `railscope`, who thereby defines the
+    # rollups' views (they run with its rights); here the migration ran as default
+    for r in MIGRATION_12_ROLLUPS:
+        c.command(f"ALTER TABLE railscope.`{r.table.name}_mv` MODIFY SQL SECURITY DEFINER DEFINER = railscope")
     for k in KINDS.values():
         t, ts = f"railscope.`{k.table}`", f"`{k.time_field}`"
         cols = [f.name for f in k.fields]
@@ -72,9 +80,8 @@ def users_xml() -> ET.Element:
     return ET.fromstring(doc["data"]["railscope-users.xml"])
 
 
-def role_as_default(role: str) -> str:
-    """users.xml in which `default` is the deployed `role` (its password and networks aside)."""
-    root = users_xml()
+def _local_user(root: ET.Element, role: str, name: str) -> ET.Element:
+    """The deployed `role` as user `name` of the engine (its password and networks aside)."""
     user = copy.deepcopy(root.find(f"users/{role}"))
     assert user is not None, role
     for tag in ("password", "networks"):
@@ -84,7 +91,15 @@ def role_as_default(role: str) -> str:
     ET.SubElement(ET.SubElement(user, "networks"), "ip").text = "::/0"
     if user.find("profile") is None:
         ET.SubElement(user, "profile").text = "default"
-    user.tag = "default"
+    user.tag = name
+    return user
+
+
+def role_as_default(role: str) -> str:
+    """users.xml in which `default` is the deployed `role`, beside the deployed admin
+    `railscope`: the definer of the rollups' materialized views, whose rights they run with."""
+    root = users_xml()
+    user = _local_user(root, role, "default")
     # clickhouse-local does not read the server's access_control_improvements, without which
     # `changeable_in_readonly` does not load: here the grafana profile keeps its `max` only
     for setting in root.findall("profiles/*/constraints/*"):
@@ -99,15 +114,55 @@ def role_as_default(role: str) -> str:
     assert profiles is not None
     if profiles.find("default") is None:
         ET.SubElement(profiles, "default")
-    ET.SubElement(out, "users").append(user)
+    users = ET.SubElement(out, "users")
+    users.append(user)
+    if role != "railscope":
+        users.append(_local_user(root, "railscope", "railscope"))
+    return ET.tostring(out, encoding="unicode")
+
+
+def setup_users() -> str:
+    """users.xml for building the store: `default` unrestricted (it may name another definer)
+    and the deployed admin `railscope`."""
+    root = users_xml()
+    out = ET.Element("clickhouse")
+    for section in ("profiles", "quotas"):
+        el = root.find(section)
+        assert el is not None
+        out.append(copy.deepcopy(el))
+    profiles = out.find("profiles")
+    assert profiles is not None
+    if profiles.find("default") is None:
+        ET.SubElement(profiles, "default")
+    for setting in out.findall("profiles/*/constraints/*"):  # as role_as_default
+        for el in setting.findall("changeable_in_readonly"):
+            setting.remove(el)
+    users = ET.SubElement(out, "users")
+    default = ET.SubElement(users, "default")
+    ET.SubElement(default, "password")
+    ET.SubElement(ET.SubElement(default, "networks"), "ip").text = "::/0"
+    ET.SubElement(default, "profile").text = "default"
+    ET.SubElement(default, "access_management").text = "1"
+    users.append(_local_user(root, "railscope", "railscope"))
     return ET.tostring(out, encoding="unicode")
 
 
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("roles") / "store"
+    d = path.parent / "setup"
+    d.mkdir()
+    path.mkdir()
+    (d / "users.xml").write_text(setup_users())
+    (d / "config.xml").write_text(
+        f"<clickhouse><users_config>{d / 'users.xml'}</users_config></clickhouse>"
+    )
     res = subprocess.run(
-        [sys.executable, "-c", SETUP, str(path)], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", SETUP, str(path), str(d / "config.xml")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
     )
     assert res.returncode == 0, res.stderr[-3000:]
     return path
@@ -213,6 +268,10 @@ ROLE_PROBES: dict[str, dict[str, tuple[Any, ...]]] = {
         "INSERT INTO railscope.incident_findings (updated_at) VALUES (now64())": ([],),
         "DELETE FROM railscope.attributed_flows WHERE src_namespace = 'team-c'": ([],),
         "INSERT INTO railscope.attributed_flows (ts) VALUES (now64())": ([],),
+        # re-attributing a window replaces its intervals of the flows' rollup
+        "DELETE FROM railscope.job_port_intervals WHERE src_namespace = 'team-c'": ([],),
+        "INSERT INTO railscope.job_port_intervals (bucket) VALUES (now())": ([],),
+        "INSERT INTO railscope.switch_port_intervals (bucket) VALUES (now())": (ACCESS_DENIED,),
         "INSERT INTO railscope.gpu_samples (ts) VALUES (now64())": (ACCESS_DENIED,),
         "DROP TABLE railscope.findings": (ACCESS_DENIED,),
     },
