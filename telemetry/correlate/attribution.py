@@ -87,12 +87,14 @@ def _versions(ctx: Context, kind: str, key: str, cols: str) -> str:
 # 0.2 s per end; range-hashed dictionaries 0.3-0.4 s per end for the id alone (String key
 # 0.9-1.1 s). Kept: the segments are built once, in one scalar subquery, into constant arrays
 # sorted by (IP, start); each flow end finds its IP's first segment and count with
-# `transform` (a hash lookup on the IP string, 0.1 s per end), the segment by a binary search
-# over the IP's starts unrolled to the most segments an IP can have (a few steps), and every
-# attribute by arrayElement of a constant array (no join at all). Same answers as the ASOF
-# chain, row for row (tests/integration/correlate, the bench). A constant array must be read
-# as an element of an array of arrays (`A[k][id]`): a tuple's element (`T.k[id]`) is not
-# folded to a constant and costs 5-10x.
+# `transform` (a hash lookup on the IP string, 0.1 s per end), the segment by counting the
+# starts <= t in a slice of the IP's few (a binary search unrolled over an upper bound on
+# them cost 0.1-0.2 s per step and end, in this query), and every attribute by arrayElement of
+# a constant array (no join at all). Same answers as the ASOF chain, row for row
+# (tests/integration/correlate, the bench). A constant array must be read as an element of an
+# array of arrays (`A[k][id]`): a tuple's element (`T.k[id]`) is not folded to a constant and
+# costs 5-10x. Leases over before the window are left out, so the arrays hold the segments
+# that can matter to it, not the whole history.
 def _segments(ctx: Context) -> str:
     """One row per (IP, start): the attribution of a flow sent at t from/to that IP is the
     segment with the latest start <= t, or nothing before the IP's first lease. Leases that
@@ -161,33 +163,29 @@ def _lca(depth: int) -> str:
     return f"multiIf({', '.join(arms)}, toUInt32(0))"
 
 
-def _segment_of(end: str, ip: str, most: int) -> str:
+def _segment_of(end: str, ip: str) -> str:
     """The columns that find a flow end's segment (`{end}_id`, 1-based into the sorted segment
     arrays, 0 for none): the IP's first segment and count (`IPV`: first << 32 | count) by a
-    hash lookup, then how many of its starts are <= t by a binary search unrolled over `most`,
-    the most segments any IP has."""
-    cols = [
-        f"transform({ip}, IPK, IPV, toUInt64(0)) AS {end}_v",
-        f"toUInt32(bitShiftRight({end}_v, 32)) AS {end}_f",
-        f"toUInt32(bitAnd({end}_v, 4294967295)) AS {end}_n",
-    ]
-    cur, step, i = "toUInt32(0)", 1 << max(0, most.bit_length() - 1), 0
-    while most and step >= 1:
-        cols.append(
-            f"{cur} + {step} * (({cur} + {step} <= {end}_n) * (SS[{end}_f + {cur} + {step - 1}] <= t)) AS {end}_c{i}"
-        )
-        cur, step, i = f"{end}_c{i}", step // 2, i + 1
-    cols.append(f"if({cur} = 0, toUInt32(0), {end}_f + {cur} - 1) AS {end}_id")
-    return ", ".join(cols)
+    hash lookup on the IP, then how many of its starts are <= t (a slice of a few)."""
+    return f"""transform({ip}, IPK, IPV, toUInt64(0)) AS {end}_v,
+             toUInt32(bitShiftRight({end}_v, 32)) AS {end}_f,
+             arrayCount(x -> x <= t, arraySlice(SS, {end}_f, bitAnd({end}_v, 4294967295))) AS {end}_c,
+             if({end}_c = 0, toUInt32(0), {end}_f + {end}_c - 1) AS {end}_id"""
+
+
+def _firsts(ips: str) -> str:
+    """Per element of a sorted array: whether it is the first of its value (no lambda captures
+    the array: a captured column is copied once per element)."""
+    return f"arrayMap((x, y, i) -> i = 1 OR x != y, {ips}, arrayPushFront(arrayPopBack({ips}), ''), arrayEnumerate({ips}))"
 
 
 # the string attributes of a segment, in the order of the constant array `A`
 _STRINGS = ("namespace", "pod", "node", "job", "su", "idc", "nic", "leaf_port")
 
 
-def attribute_sql(ctx: Context, depth: int = 0, most: int = 1) -> str:
+def attribute_sql(ctx: Context, depth: int = 0) -> str:
     """INSERT ... SELECT of the window's attributed flows; `depth`: the most HyperNode
-    ancestors any node has; `most`: an upper bound on the segments of one IP (segment_bound)."""
+    ancestors any node has."""
     a = {name: i for i, name in enumerate(_STRINGS, 1)}
     fields = ", ".join(["ip", "toUnixTimestamp64Milli(s)", *_STRINGS, "rail1", "nidx"])
     strings = ", ".join(f"arrayMap(x -> x.{i + 3}, R)" for i in range(len(_STRINGS)))
@@ -211,20 +209,21 @@ nic_info AS (
     SELECT node, toInt64(rail) AS rail, nic, port AS leaf_port FROM ({nic_sql(ctx)})
 ),
 {_segments(ctx)},
--- every segment, sorted by (IP, start): position = segment id; built once, as constants
+-- every segment, sorted by (IP, start): position = segment id. Each array below is computed
+-- once, in a subquery of its own: a lambda over a constant is not folded into a constant and
+-- would run again for every block of flows read (8 string arrays of 150,000: 1 s per 1 M flows)
 (SELECT arraySort(groupArray(({fields}))) FROM segment) AS R,
-arrayMap(x -> x.1, R) AS RIP,
-arrayMap(x -> x.2, R) AS SS,
-[{strings}] AS A,
-arrayMap(x -> x.{len(_STRINGS) + 3}, R) AS RAIL1,
-arrayMap(x -> x.{len(_STRINGS) + 4}, R) AS NIDX,
-[{ancestors}] AS AN,  -- per node: its k-th HyperNode ancestor's id (1-based into hn), 0 none
+(SELECT [{strings}]) AS A,
+(SELECT [arrayMap(x -> x.2, R), arrayMap(x -> toInt64(x.{len(_STRINGS) + 3}), R),
+         arrayMap(x -> toInt64(x.{len(_STRINGS) + 4}), R)]) AS NUM,
+NUM[1] AS SS, NUM[2] AS RAIL1, NUM[3] AS NIDX,
+(SELECT [{ancestors}]) AS AN,  -- per node: its k-th HyperNode ancestor's id (1-based into hn), 0 none
 -- per IP: its key, and its first segment << 32 | how many it has
-arrayFilter((x, i) -> i = 1 OR x != RIP[i - 1], RIP, arrayEnumerate(RIP)) AS IPK,
-arrayFilter(i -> i = 1 OR RIP[i] != RIP[i - 1], arrayEnumerate(RIP)) AS FIRST,
-arrayMap((x, i) -> bitOr(bitShiftLeft(toUInt64(x), 32),
-                         toUInt64(if(i = length(FIRST), length(RIP) + 1, FIRST[i + 1]) - x)),
-         FIRST, arrayEnumerate(FIRST)) AS IPV
+(SELECT arrayFilter((x, f) -> f, ips, {_firsts("ips")}) FROM (SELECT arrayMap(x -> x.1, R) AS ips)) AS IPK,
+(SELECT arrayMap((x, y) -> bitOr(bitShiftLeft(toUInt64(x), 32), toUInt64(y - x)),
+                 fst, arrayPushBack(arrayPopFront(fst), length(ips) + 1))
+ FROM (SELECT ips, arrayFilter((i, f) -> f, arrayEnumerate(ips), {_firsts("ips")}) AS fst
+       FROM (SELECT arrayMap(x -> x.1, R) AS ips))) AS IPV
 SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, dst_port = 4791 AS rdma, bytes,
        {s["namespace"]} AS src_namespace, {s["pod"]} AS src_pod, {s["node"]} AS src_node, {s["job"]} AS src_job,
        {d["namespace"]} AS dst_namespace, {d["pod"]} AS dst_pod, {d["node"]} AS dst_node, {d["job"]} AS dst_job,
@@ -234,7 +233,8 @@ SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, dst_por
        arrayElement({{hn:Array(String)}}, {_lca(depth)} AS lca) AS lca_hypernode,
        arrayElement({{hn_tier:Array(UInt8)}}, lca) AS lca_tier
 FROM (SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, bytes,
-             toUnixTimestamp64Milli(ts) AS t, {_segment_of("s", "src_ip", most)}, {_segment_of("d", "dst_ip", most)},
+             toUnixTimestamp64Milli(ts) AS t, {_segment_of("s", "src_ip")},
+             {_segment_of("d", "dst_ip")},
              NIDX[s_id] AS s_node, NIDX[d_id] AS d_node
       FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")})
 """
@@ -284,24 +284,6 @@ def node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
     return _node_facts(ctx)
 
 
-def segment_bound(ctx: Context) -> int:
-    """An upper bound on the segments of one IP that attribute_sql builds (the binary search
-    over an IP's segment starts is unrolled over it): per lease its start, each start or end
-    of a version of its pod inside it and the end that leaves the IP nobody's, times the
-    leases of one IP that can reach into the window."""
-    (r,) = ctx.rows(f"""
-        SELECT (SELECT max(n) FROM (
-                    SELECT count() AS n FROM {ctx.table("pod_ip_lease", final=True)}
-                    WHERE cluster = {{cluster:String}} AND {time_range("pod_ip_lease", None, "we")}
-                      AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}} OR valid_from > {{ws:DateTime64(3, 'UTC')}})
-                    GROUP BY ip)) AS leases,
-               (SELECT max(n) FROM (
-                    SELECT count() AS n FROM {ctx.table("pod", final=True)}
-                    WHERE cluster = {{cluster:String}} AND {time_range("pod", None, "we")}
-                    GROUP BY namespace, pod)) AS versions""")
-    return int(r["leases"] or 0) * (2 + 2 * int(r["versions"] or 0))
-
-
 def attribute_window(
     ctx: Context,
     anc: Ancestry | None = None,
@@ -321,7 +303,7 @@ def attribute_window(
     anc = anc if anc is not None else ancestry(ctx)
     su, idc = facts if facts is not None else _node_facts(ctx)
     depth = max((len(v) for v in anc.ancestors.values()), default=0)
-    ctx.command(attribute_sql(ctx, depth, segment_bound(ctx)), _node_params(su, idc, anc))
+    ctx.command(attribute_sql(ctx, depth), _node_params(su, idc, anc))
     (r,) = ctx.rows(f"""
         SELECT count() AS flows, countIf(src_pod = '') AS src_unowned, countIf(dst_pod = '') AS dst_unowned
         FROM {ctx.table("attributed_flow")} WHERE {ctx.where("attributed_flow")}""")
