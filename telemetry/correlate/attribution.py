@@ -176,7 +176,8 @@ def _segment_of(end: str, ip: str) -> str:
 def _firsts(ips: str) -> str:
     """Per element of a sorted array: whether it is the first of its value (no lambda captures
     the array: a captured column is copied once per element)."""
-    return f"arrayMap((x, y, i) -> i = 1 OR x != y, {ips}, arrayPushFront(arrayPopBack({ips}), ''), arrayEnumerate({ips}))"
+    prev = f"arraySlice(arrayPushFront({ips}, ''), 1, length({ips}))"  # the previous element
+    return f"arrayMap((x, y, i) -> i = 1 OR x != y, {ips}, {prev}, arrayEnumerate({ips}))"
 
 
 # the string attributes of a segment, in the order of the constant array `A`
@@ -221,7 +222,7 @@ NUM[1] AS SS, NUM[2] AS RAIL1, NUM[3] AS NIDX,
 -- per IP: its key, and its first segment << 32 | how many it has
 (SELECT arrayFilter((x, f) -> f, ips, {_firsts("ips")}) FROM (SELECT arrayMap(x -> x.1, R) AS ips)) AS IPK,
 (SELECT arrayMap((x, y) -> bitOr(bitShiftLeft(toUInt64(x), 32), toUInt64(y - x)),
-                 fst, arrayPushBack(arrayPopFront(fst), length(ips) + 1))
+                 fst, arraySlice(arrayPushBack(arrayPopFront(fst), length(ips) + 1), 1, length(fst)))
  FROM (SELECT ips, arrayFilter((i, f) -> f, arrayEnumerate(ips), {_firsts("ips")}) AS fst
        FROM (SELECT arrayMap(x -> x.1, R) AS ips))) AS IPV
 SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, dst_port = 4791 AS rdma, bytes,

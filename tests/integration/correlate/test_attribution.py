@@ -535,3 +535,28 @@ def test_lease_and_pod_histories_attributed_as_the_asof_chain_would(store: Store
     pods4 = [by[("10.0.0.4", start + timedelta(minutes=k))]["src_pod"] for k in (0, 5, 10, 15)]
     assert pods4 == ["", "", "p7", "p7"]
     assert {by[("10.0.0.4", start + timedelta(minutes=k))]["dst_pod"] for k in (0, 15)} == {""}
+
+
+def test_flows_before_any_inventory_attributed_to_nobody(store: Store) -> None:
+    """With flows stored and no lease, pod or node yet (the segment arrays empty), every flow
+    is still written once, owned by nobody: empty names, rail -1, no common HyperNode."""
+    from telemetry.correlate.attribution import Ancestry, attribute_window
+    from telemetry.correlate.registry import Context, Window
+    from telemetry.correlate.thresholds import default_thresholds
+    from telemetry.records import ATTRIBUTED_FLOW
+
+    s = ms(t0())
+    rows = [
+        {**ROCE_SAMPLE, "ts": s + k * 1000, "src_ip": "10.0.0.1", "dst_ip": "10.0.0.2"}
+        | {"sampling_rate": 1, "bytes": 4096, "packets": 1}
+        for k in range(3)
+    ]
+    store.insert(FLOW_SAMPLE, FLOW_SAMPLE.to_arrow(rows))
+    start = t0()
+    ctx = Context(store, Window(start, start + timedelta(minutes=1)), default_thresholds(), "c")
+    counts = attribute_window(ctx, Ancestry({}, {}), ({}, {}))
+    assert (counts["flows"], counts["src_unowned"], counts["dst_unowned"]) == (3, 3, 3)
+    got = store.query_rows(
+        f"SELECT DISTINCT src_pod, dst_job, src_node, src_rail, dst_rail, lca_hypernode, lca_tier FROM {store.table(ATTRIBUTED_FLOW)}"
+    )
+    assert got == [("", "", "", -1, -1, "", 0)]
