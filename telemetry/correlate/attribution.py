@@ -1,8 +1,9 @@
 """Attribution: every flow sample of a window joined, as of its own timestamp, to the pod that held
 each IP then (primary or Multus secondary), its tenant and job, the nodes' SU and IDC, and the
 lowest common HyperNode of the two ends. Runs inside ClickHouse once per evaluation tick over the
-flows that arrived since the previous one: one ASOF JOIN per end against lease segments built from
-the inventory (see _segments); re-running a range replaces its rows, so it is idempotent.
+flows that arrived since the previous one: each end looked up, by IP and time, in lease segments
+built from the inventory once per tick into constant arrays (see _segments, attribute_sql);
+re-running a range replaces its rows, so it is idempotent.
 """
 
 from __future__ import annotations
