@@ -1,8 +1,9 @@
 """Attribution: every flow sample of a window joined, as of its own timestamp, to the pod that held
 each IP then (primary or Multus secondary), its tenant and job, the nodes' SU and IDC, and the
 lowest common HyperNode of the two ends. Runs inside ClickHouse once per evaluation tick over the
-flows that arrived since the previous one: one ASOF JOIN per end against lease segments built from
-the inventory (see _segments); re-running a range replaces its rows, so it is idempotent.
+flows that arrived since the previous one: each end looked up, by IP and time, in lease segments
+built from the inventory once per tick into constant arrays (see _segments, attribute_sql);
+re-running a range replaces its rows, so it is idempotent.
 """
 
 from __future__ import annotations
@@ -77,64 +78,68 @@ def _versions(ctx: Context, kind: str, key: str, cols: str) -> str:
         WHERE cluster = {{cluster:String}} AND {time_range(kind, None, "we")}"""
 
 
-# Where the time went (CPU seconds, 1 M flows / 100,000 leases of bench/correlate.py, INSERT
-# into a Null table): the old query (two lease ASOF JOINs, two pod ASOF JOINs keyed by their
-# output, four node/NIC hash joins, nested subqueries carrying every column) 4.2-4.4 s. Tried:
-# range-hashed dictionaries (dictGet per row and attribute: slower than the ASOF JOIN of the
-# same rows, 0.72 s vs 0.63 s for 300 k lookups of one attribute, 1.2 s for four); polars
-# between store reads and an Arrow insert (reading the flows out 0.56 s, the segments 0.5 s,
-# two join_asof 0.5 s: more than the in-memory baseline before inserting anything); gathering
-# columns by segment id from scalar arrays (16 s). Kept: one ASOF JOIN per end against
-# *segments* built per tick from the small inventory tables (an IP's lease history cut where
-# the holding pod's job changes, each segment carrying pod, tenant, job, node, rail, NIC, leaf
-# port, SU, IDC and HyperNode ancestry; a lease that ended with no successor leaves an empty
-# segment), and the lowest common HyperNode unrolled over integer ids: 2.9-3.1 s. Same
-# answers as the ASOF chain, row for row (tests/integration/correlate, the bench).
+# Where the time went (CPU seconds, 1 M flows / 100,000 leases of bench/correlate.py). The
+# first version (two lease ASOF JOINs, two pod ASOF JOINs, four node/NIC hash joins) 4.2-4.4 s;
+# the second (one ASOF JOIN per end against lease segments carrying every attribute; the
+# segments, a CTE, built once per end) 2.9-3.4 s. Measured for the third: an ASOF JOIN carrying
+# only a segment id, 0.25-0.3 s per end (a plain hash join on the same key 0.1 s); fetching 13
+# attributes per end by segment id through a hash join or a Join-engine table 0.65-0.75 s per
+# end, through a flat dictionary 0.3 s per end, through arrayElement of constant arrays
+# 0.2 s per end; range-hashed dictionaries 0.3-0.4 s per end for the id alone (String key
+# 0.9-1.1 s). Kept: the segments are built once, in one scalar subquery, into constant arrays
+# sorted by (IP, start); each flow end finds its IP's first segment and count with
+# `transform` (a hash lookup on the IP string, 0.1 s per end), the segment by counting the
+# starts <= t in a slice of the IP's few (a binary search unrolled over an upper bound on
+# them cost 0.1-0.2 s per step and end, in this query), and every attribute by arrayElement of
+# a constant array (no join at all). Same answers as the ASOF chain, row for row
+# (tests/integration/correlate, the bench). A constant array must be read as an element of an
+# array of arrays (`A[k][id]`): a tuple's element (`T.k[id]`) is not folded to a constant and
+# costs 5-10x. Leases over before the window are left out, so the arrays hold the segments
+# that can matter to it, not the whole history.
 def _segments(ctx: Context) -> str:
     """One row per (IP, start): the attribution of a flow sent at t from/to that IP is the
-    segment with the latest start <= t (ASOF), or nothing before the IP's first lease."""
+    segment with the latest start <= t, or nothing before the IP's first lease. Leases that
+    ended (or were superseded) by the window's start are left out: at any time in the window
+    a later segment of the same IP, or an end that leaves it nobody's, comes after them."""
     return f"""
     lease AS (
-        SELECT ip, valid_from AS a, namespace, pod, node, network,
-               multiIf(valid_to IS NULL, nxt, nxt IS NULL, valid_to, least(valid_to, assumeNotNull(nxt))) AS b,
-               b IS NOT NULL AND (nxt IS NULL OR b < nxt) AS gap_after
-        FROM ({_versions(ctx, "pod_ip_lease", "ip", "namespace, pod, node, network")})
+        SELECT ip, a, namespace, pod, node, network, b, gap_after FROM (
+            SELECT ip, valid_from AS a, namespace, pod, node, network,
+                   multiIf(valid_to IS NULL, nxt, nxt IS NULL, valid_to, least(valid_to, assumeNotNull(nxt))) AS b,
+                   b IS NOT NULL AND (nxt IS NULL OR b < nxt) AS gap_after
+            FROM ({_versions(ctx, "pod_ip_lease", "ip", "namespace, pod, node, network")}))
+        WHERE b IS NULL OR greatest(a, assumeNotNull(b)) > {{ws:DateTime64(3, 'UTC')}}
     ),
-    pv AS (
-        SELECT namespace, pod, valid_from AS pa, valid_to AS pb, job,
-               -- its end, where no next version begins there: a boundary of its own
-               pb IS NOT NULL AND (nxt IS NULL OR pb < nxt) AS gap_after
-        FROM ({_versions(ctx, "pod", "namespace, pod", "job")})
+    pv AS (  -- per pod, its versions sorted by start: (start, end, job, a boundary of its own
+             -- at its end: no next version begins there)
+        SELECT namespace, pod, arraySort(groupArray((pa, pb, job, gap))) AS v FROM (
+            SELECT namespace, pod, valid_from AS pa, valid_to AS pb, job,
+                   pb IS NOT NULL AND (nxt IS NULL OR pb < nxt) AS gap
+            FROM ({_versions(ctx, "pod", "namespace, pod", "job")}))
+        GROUP BY namespace, pod
     ),
-    starts AS (  -- where a segment begins: the lease's start, and each start or end of a
-                 -- version of its pod strictly inside the lease (distinct by construction)
-        SELECT ip, a AS s, namespace, pod, node, network FROM lease WHERE b IS NULL OR b > a
-        UNION ALL
-        SELECT ip, s, namespace, pod, node, network FROM (
-            SELECT l.ip AS ip, l.namespace AS namespace, l.pod AS pod, l.node AS node,
-                   l.network AS network,
-                   arrayJoin(arrayFilter(x -> x > l.a AND (l.b IS NULL OR x < l.b),
-                                         if(p.gap_after, [p.pa, assumeNotNull(p.pb)], [p.pa]))) AS s
-            FROM lease AS l INNER JOIN pv AS p ON l.namespace = p.namespace AND l.pod = p.pod
-        )
-    ),
-    owned AS (
-        SELECT st.ip AS ip, st.s AS s, st.namespace AS namespace, st.pod AS pod, st.node AS node,
-               {_rail("st.network")} AS rail,
-               if(p.pb IS NULL OR st.s < p.pb, p.job, '') AS job
-        FROM starts AS st
-        ASOF LEFT JOIN pv AS p ON st.namespace = p.namespace AND st.pod = p.pod AND st.s >= p.pa
+    owned AS (  -- a lease's segments: its start, and each start or end of a version of its pod
+                -- strictly inside it (distinct by construction), each with the job then
+        SELECT l.ip AS ip, l.namespace AS namespace, l.pod AS pod, l.node AS node,
+               {_rail("l.network")} AS rail,
+               arrayJoin(arrayConcat(
+                   if(l.b IS NULL OR l.b > l.a, [l.a], []),
+                   arrayFilter(x -> x > l.a AND (l.b IS NULL OR x < l.b),
+                               arrayFlatten(arrayMap(x -> if(x.4, [x.1, assumeNotNull(x.2)], [x.1]), p.v))))) AS s,
+               arrayCount(x -> x.1 <= s, p.v) AS k,  -- the version holding at s: the last begun
+               if(k = 0 OR NOT (p.v[k].2 IS NULL OR s < p.v[k].2), '', p.v[k].3) AS job
+        FROM lease AS l LEFT JOIN pv AS p ON l.namespace = p.namespace AND l.pod = p.pod
     ),
     segment AS (
         SELECT o.ip AS ip, o.s AS s, o.namespace AS namespace, o.pod AS pod, o.node AS node,
-               o.job AS job, o.rail + 1 AS rail1, n.su AS su, n.idc AS idc, n.anc AS anc,
+               o.job AS job, o.rail + 1 AS rail1, n.su AS su, n.idc AS idc, n.nidx AS nidx,
                r.nic AS nic, r.leaf_port AS leaf_port
         FROM owned AS o
         LEFT JOIN node_info AS n ON o.node = n.node
         LEFT JOIN nic_info AS r ON o.node = r.node AND o.rail = r.rail
         UNION ALL  -- a lease that ended with no successor yet: its IP is nobody's from then on
         SELECT ip, if(b > a, assumeNotNull(b), a) AS s, '', '', '', '', toInt64(0), '', '',
-               CAST([] AS Array(UInt32)), '', ''
+               toUInt32(0), '', ''
         FROM lease WHERE gap_after
     )"""
 
@@ -142,45 +147,98 @@ def _segments(ctx: Context) -> str:
 # Node facts (SU, IDC, HyperNode ancestors) arrive as one string parameter (array parameters
 # of 2,048 nodes' facts cost 0.1 s to parse, per use); NIC facts are read in the same query.
 # Both are joined to the segments (a few per lease), not to the flows.
-def _lca(src: str, dst: str, depth: int) -> str:
-    """The lowest common HyperNode of two ancestor id arrays (lowest tier first): the first of
-    the source's that the destination also has, 0 for none. Unrolled over the tree's depth: a
+def _lca(depth: int) -> str:
+    """The lowest common HyperNode of the two ends' nodes (`AN[k]`: every node's k-th ancestor,
+    lowest tier first, 0 for none; `s_node`/`d_node`: the ends' node indexes, 0 for none): the
+    first of the source's that the destination also has, 0 for none. Unrolled over the tree's
+    depth on scalar ids read from per-node arrays (a few thousand entries: cache-resident): a
     lambda (arrayFirst(h -> has(dst, h), src)) copies dst once per element and cost a third
     of the whole attribution."""
     if depth <= 0:
         return "toUInt32(0)"
-    arms = ", ".join(f"has({dst}, {src}[{k}]), {src}[{k}]" for k in range(1, depth + 1))
-    return f"multiIf({arms}, toUInt32(0))"
+    arms = []
+    for k in range(1, depth + 1):
+        src = f"AN[{k}][s_node]"
+        has = " OR ".join(f"{src} = AN[{j}][d_node]" for j in range(1, depth + 1))
+        arms.append(f"{src} != 0 AND ({has}), {src}")
+    return f"multiIf({', '.join(arms)}, toUInt32(0))"
+
+
+def _segment_of(end: str, ip: str) -> str:
+    """The columns that find a flow end's segment (`{end}_id`, 1-based into the sorted segment
+    arrays, 0 for none): the IP's first segment and count (`IPV`: first << 32 | count) by a
+    hash lookup on the IP, then how many of its starts are <= t (a slice of a few)."""
+    return f"""transform({ip}, IPK, IPV, toUInt64(0)) AS {end}_v,
+             toUInt32(bitShiftRight({end}_v, 32)) AS {end}_f,
+             arrayCount(x -> x <= t, arraySlice(SS, {end}_f, bitAnd({end}_v, 4294967295))) AS {end}_c,
+             if({end}_c = 0, toUInt32(0), {end}_f + {end}_c - 1) AS {end}_id"""
+
+
+def _firsts(ips: str) -> str:
+    """Per element of a sorted array: whether it is the first of its value (no lambda captures
+    the array: a captured column is copied once per element)."""
+    prev = f"arraySlice(arrayPushFront({ips}, ''), 1, length({ips}))"  # the previous element
+    return f"arrayMap((x, y, i) -> i = 1 OR x != y, {ips}, {prev}, arrayEnumerate({ips}))"
+
+
+# the string attributes of a segment, in the order of the constant array `A`
+_STRINGS = ("namespace", "pod", "node", "job", "su", "idc", "nic", "leaf_port")
 
 
 def attribute_sql(ctx: Context, depth: int = 0) -> str:
     """INSERT ... SELECT of the window's attributed flows; `depth`: the most HyperNode
     ancestors any node has."""
+    a = {name: i for i, name in enumerate(_STRINGS, 1)}
+    fields = ", ".join(["ip", "toUnixTimestamp64Milli(s)", *_STRINGS, "rail1", "nidx"])
+    strings = ", ".join(f"arrayMap(x -> x.{i + 3}, R)" for i in range(len(_STRINGS)))
+    ancestors = ", ".join(
+        f"arrayMap(l -> toUInt32OrZero(splitByChar('\\x1f', l)[{3 + k}]), NODES)"
+        for k in range(1, depth + 1)
+    )
+    ends = {
+        side: {name: f"A[{i}][{side[0]}_id]" for name, i in a.items()} for side in ("src", "dst")
+    }
+    s, d = ends["src"], ends["dst"]
     return f"""
 INSERT INTO {ctx.table("attributed_flow")} ({", ".join(ATTRIBUTED_FLOW.columns)})
-WITH node_info AS (  -- {{nodes:String}}: one line per node, node US su US idc US ancestor...
-    SELECT f[1] AS node, f[2] AS su, f[3] AS idc, arrayMap(x -> toUInt32(x), arraySlice(f, 4)) AS anc
-    FROM (SELECT splitByChar('\\x1f', arrayJoin(splitByChar('\\x1e', {{nodes:String}}))) AS f)
+WITH splitByChar('\\x1e', {{nodes:String}}) AS NODES,  -- per node: node US su US idc US ancestor...
+node_info AS (  -- nidx: the node's position in NODES
+    SELECT f[1] AS node, f[2] AS su, f[3] AS idc, toUInt32(i) AS nidx
+    FROM (SELECT arrayJoin(arrayEnumerate(NODES)) AS i, splitByChar('\\x1f', NODES[i]) AS f)
     WHERE length(f) >= 3
 ),
 nic_info AS (
     SELECT node, toInt64(rail) AS rail, nic, port AS leaf_port FROM ({nic_sql(ctx)})
 ),
-{_segments(ctx)}
-SELECT f.ts AS ts, f.cluster AS cluster, f.switch AS switch, f.out_port AS out_port,
-       f.src_ip AS src_ip, f.dst_ip AS dst_ip, f.dst_port AS dst_port, f.dest_qp AS dest_qp,
-       f.dst_port = 4791 AS rdma, f.bytes AS bytes,
-       s.namespace AS src_namespace, s.pod AS src_pod, s.node AS src_node, s.job AS src_job,
-       d.namespace AS dst_namespace, d.pod AS dst_pod, d.node AS dst_node, d.job AS dst_job,
-       s.rail1 - 1 AS src_rail, s.nic AS src_nic, s.leaf_port AS src_leaf_port,
-       d.rail1 - 1 AS dst_rail, d.nic AS dst_nic, d.leaf_port AS dst_leaf_port,
-       s.su AS src_su, d.su AS dst_su, s.idc AS src_idc, d.idc AS dst_idc,
-       arrayElement({{hn:Array(String)}}, {_lca("s.anc", "d.anc", depth)} AS lca) AS lca_hypernode,
+{_segments(ctx)},
+-- every segment, sorted by (IP, start): position = segment id. Each array below is computed
+-- once, in a subquery of its own: a lambda over a constant is not folded into a constant and
+-- would run again for every block of flows read (8 string arrays of 150,000: 1 s per 1 M flows)
+(SELECT arraySort(groupArray(({fields}))) FROM segment) AS R,
+(SELECT [{strings}]) AS A,
+(SELECT [arrayMap(x -> x.2, R), arrayMap(x -> toInt64(x.{len(_STRINGS) + 3}), R),
+         arrayMap(x -> toInt64(x.{len(_STRINGS) + 4}), R)]) AS NUM,
+NUM[1] AS SS, NUM[2] AS RAIL1, NUM[3] AS NIDX,
+(SELECT [{ancestors}]) AS AN,  -- per node: its k-th HyperNode ancestor's id (1-based into hn), 0 none
+-- per IP: its key, and its first segment << 32 | how many it has
+(SELECT arrayFilter((x, f) -> f, ips, {_firsts("ips")}) FROM (SELECT arrayMap(x -> x.1, R) AS ips)) AS IPK,
+(SELECT arrayMap((x, y) -> bitOr(bitShiftLeft(toUInt64(x), 32), toUInt64(y - x)),
+                 fst, arraySlice(arrayPushBack(arrayPopFront(fst), length(ips) + 1), 1, length(fst)))
+ FROM (SELECT ips, arrayFilter((i, f) -> f, arrayEnumerate(ips), {_firsts("ips")}) AS fst
+       FROM (SELECT arrayMap(x -> x.1, R) AS ips))) AS IPV
+SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, dst_port = 4791 AS rdma, bytes,
+       {s["namespace"]} AS src_namespace, {s["pod"]} AS src_pod, {s["node"]} AS src_node, {s["job"]} AS src_job,
+       {d["namespace"]} AS dst_namespace, {d["pod"]} AS dst_pod, {d["node"]} AS dst_node, {d["job"]} AS dst_job,
+       toInt64(RAIL1[s_id]) - 1 AS src_rail, {s["nic"]} AS src_nic, {s["leaf_port"]} AS src_leaf_port,
+       toInt64(RAIL1[d_id]) - 1 AS dst_rail, {d["nic"]} AS dst_nic, {d["leaf_port"]} AS dst_leaf_port,
+       {s["su"]} AS src_su, {d["su"]} AS dst_su, {s["idc"]} AS src_idc, {d["idc"]} AS dst_idc,
+       arrayElement({{hn:Array(String)}}, {_lca(depth)} AS lca) AS lca_hypernode,
        arrayElement({{hn_tier:Array(UInt8)}}, lca) AS lca_tier
-FROM (SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, bytes
-      FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")}) AS f
-ASOF LEFT JOIN segment AS s ON f.src_ip = s.ip AND f.ts >= s.s
-ASOF LEFT JOIN segment AS d ON f.dst_ip = d.ip AND f.ts >= d.s
+FROM (SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, bytes,
+             toUnixTimestamp64Milli(ts) AS t, {_segment_of("s", "src_ip")},
+             {_segment_of("d", "dst_ip")},
+             NIDX[s_id] AS s_node, NIDX[d_id] AS d_node
+      FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")})
 """
 
 

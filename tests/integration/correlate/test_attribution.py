@@ -414,7 +414,8 @@ def test_lease_and_pod_histories_attributed_as_the_asof_chain_would(store: Store
     chain of bench/correlate.py gives (lease as of the flow's time, lease end honoured, the
     pod's job as of then): an unclosed lease superseded by a later one, a zero-length lease,
     a lease ending with no successor, a pod whose job changes mid-lease (contiguously and with
-    a gap), a flow exactly at a lease start, an IP nobody held."""
+    a gap), a flow exactly at a lease start, an IP nobody held, leases that ended before the
+    window (left out of the segments: a later lease of the IP, or nobody, holds it then)."""
     from bench.correlate import COMPARED, polars_attribution
     from telemetry.correlate.attribution import Ancestry, attribute_window
     from telemetry.correlate.registry import Context, Window
@@ -439,6 +440,11 @@ def test_lease_and_pod_histories_attributed_as_the_asof_chain_would(store: Store
         ("10.0.0.2", "a", "p4", "n1", "", 10, 10),
         # 10.0.0.3: one lease; its pod's job changes at +15 and the pod ends at +40
         ("10.0.0.3", "a", "p5", "n2", "rdma-rail0", -60, None),
+        # 10.0.0.4: a lease ended before the window, then (after a gap) p7 from +10
+        ("10.0.0.4", "a", "p6", "n1", "", -50, -20),
+        ("10.0.0.4", "b", "p7", "n2", "rail_1", 10, None),
+        # 10.0.0.5: its only lease ended before the window
+        ("10.0.0.5", "a", "p8", "n1", "", -50, -20),
     ]
     ls = POD_IP_LEASE.to_arrow(
         [
@@ -457,6 +463,8 @@ def test_lease_and_pod_histories_attributed_as_the_asof_chain_would(store: Store
         # p5: j1 never closed, superseded by j2 at +15 until +40, then no version
         ("a", "p5", "n2", "j1", -60, None),
         ("a", "p5", "n2", "j2", 15, 40),
+        ("a", "p6", "n1", "je", -50, None),
+        ("b", "p7", "n2", "jf", 10, None),
     ]
     pods = POD.to_arrow(
         [
@@ -475,6 +483,7 @@ def test_lease_and_pod_histories_attributed_as_the_asof_chain_would(store: Store
         ("10.0.0.2", "10.0.0.1", [1, 9, 10, 12]),
         ("10.0.0.3", "10.0.0.2", [5, 15, 20, 39, 40, 45]),
         ("10.0.0.9", "10.0.0.3", [5]),
+        ("10.0.0.4", "10.0.0.5", [0, 5, 10, 15]),
     ]
     fl = FLOW_SAMPLE.to_arrow(
         [
@@ -523,3 +532,31 @@ def test_lease_and_pod_histories_attributed_as_the_asof_chain_would(store: Store
     assert by[("10.0.0.1", start + timedelta(minutes=35))]["src_pod"] == ""
     assert by[("10.0.0.2", start + timedelta(minutes=12))]["src_pod"] == ""
     assert by[("10.0.0.1", start + timedelta(minutes=3))]["src_job"] == "jb"
+    pods4 = [by[("10.0.0.4", start + timedelta(minutes=k))]["src_pod"] for k in (0, 5, 10, 15)]
+    assert pods4 == ["", "", "p7", "p7"]
+    assert {by[("10.0.0.4", start + timedelta(minutes=k))]["dst_pod"] for k in (0, 15)} == {""}
+
+
+def test_flows_before_any_inventory_attributed_to_nobody(store: Store) -> None:
+    """With flows stored and no lease, pod or node yet (the segment arrays empty), every flow
+    is still written once, owned by nobody: empty names, rail -1, no common HyperNode."""
+    from telemetry.correlate.attribution import Ancestry, attribute_window
+    from telemetry.correlate.registry import Context, Window
+    from telemetry.correlate.thresholds import default_thresholds
+    from telemetry.records import ATTRIBUTED_FLOW
+
+    s = ms(t0())
+    rows = [
+        {**ROCE_SAMPLE, "ts": s + k * 1000, "src_ip": "10.0.0.1", "dst_ip": "10.0.0.2"}
+        | {"sampling_rate": 1, "bytes": 4096, "packets": 1}
+        for k in range(3)
+    ]
+    store.insert(FLOW_SAMPLE, FLOW_SAMPLE.to_arrow(rows))
+    start = t0()
+    ctx = Context(store, Window(start, start + timedelta(minutes=1)), default_thresholds(), "c")
+    counts = attribute_window(ctx, Ancestry({}, {}), ({}, {}))
+    assert (counts["flows"], counts["src_unowned"], counts["dst_unowned"]) == (3, 3, 3)
+    got = store.query_rows(
+        f"SELECT DISTINCT src_pod, dst_job, src_node, src_rail, dst_rail, lca_hypernode, lca_tier FROM {store.table(ATTRIBUTED_FLOW)}"
+    )
+    assert got == [("", "", "", -1, -1, "", 0)]
