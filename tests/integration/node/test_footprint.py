@@ -119,3 +119,36 @@ def test_serving_metrics_imports_nothing_heavy(tmp_path: Path) -> None:
     ]
     assert "exporters.node.source" in imported
     assert heavy_in(imported) == []
+
+
+# Writing to a remote store needs the ClickHouse client (the one code path, DESIGN.md) and
+# pyarrow (the spool's Arrow files), nothing more: not the embedded engine, polars, pandas, the
+# Kubernetes client, the simulator, the correlation engine or another source.
+NEEDED_TO_STORE = (
+    "pyarrow",
+    "numpy",
+    "clickhouse_connect",
+    "telemetry.store.client",
+    "telemetry.sinks.clickhouse",
+)
+STORE_MODE_HEAVY = [h for h in HEAVY if h not in NEEDED_TO_STORE]
+
+
+def test_writing_to_a_remote_store_imports_only_the_client(tmp_path: Path) -> None:
+    out = tmp_path / "modules.json"
+    args = [a for a in ARGS if a != "--no-store"]
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps([*args, "--once"]), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        # nothing listens on port 1: the store is opened (client imported) and found unreachable
+        env={**os.environ, "RAILSCOPE_DSN": "http://127.0.0.1:1/railscope"},
+        check=False,
+    )
+    assert "127.0.0.1:1" in r.stderr and "unreachable" in r.stderr, r.stderr
+    modules = json.loads(out.read_text())["modules"]
+    assert "clickhouse_connect" in modules and "exporters.node.rdma" in modules
+    bad = [m for m in modules if any(m == h or m.startswith(h + ".") for h in STORE_MODE_HEAVY)]
+    assert bad == [] and "pandas" not in modules
