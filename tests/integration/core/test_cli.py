@@ -80,6 +80,7 @@ def test_config_check(tmp_path: Path) -> None:
     assert r.returncode == 2 and "sink.batch_seconds" in r.stderr
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     r = rs("demo", "--data", str(tmp_path / "demo"))
     assert r.returncode == 0, r.stderr

@@ -179,6 +179,7 @@ def test_two_open_incidents_joined_later_become_one_and_keep_their_findings(
     assert gone == [(kept.incident_id,)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["small", "rail-2nic", "multi-idc"])
 def test_every_fault_is_one_incident_and_evidence_agrees(
     store: Store, tmp_path: Path, scenario: str

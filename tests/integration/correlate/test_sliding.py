@@ -10,6 +10,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from telemetry.correlate import findings as fstore
 from telemetry.correlate.engine import Correlator, follow
 from telemetry.sim import build, load_scenario
@@ -99,6 +101,7 @@ def same_findings(store: Store, interval: float) -> None:
         assert abs(x[2] - y[2]) <= tol and abs(x[3] - y[3]) <= tol, (x, y)
 
 
+@pytest.mark.slow
 def test_small_live_equals_batch_and_latency_bounds(store: Store, tmp_path: Path) -> None:
     now_s = _now_s()
     sim = _sim("small", now_s)
@@ -118,6 +121,7 @@ def test_small_live_equals_batch_and_latency_bounds(store: Store, tmp_path: Path
         assert x.seconds is not None and x.seconds <= bound, x
 
 
+@pytest.mark.slow
 def test_multi_idc_live_equals_batch(store: Store, tmp_path: Path) -> None:
     now_s = _now_s()
     corr = run_live(store, _sim("multi-idc", now_s), tmp_path / "a")
