@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,8 @@ from telemetry.commands.common import (
     open_store,
 )
 from telemetry.errors import UserError
+
+log = logging.getLogger(__name__)
 
 
 def _since_hours_arg(q: argparse.ArgumentParser) -> None:
@@ -246,6 +250,9 @@ def cmd_lldp(args: argparse.Namespace) -> int:
     from telemetry.transforms import StampCluster
 
     host = args.host or os.environ.get("NODE_NAME") or socket.gethostname()
+    cfg = config_from_args(args)
+    stamp = StampCluster(cfg.cluster)
+    t0 = time.monotonic()
     try:
         if args.from_path:
             path = Path(args.from_path)
@@ -255,18 +262,55 @@ def cmd_lldp(args: argparse.Namespace) -> int:
         else:
             rows = read_lldpcli(host, args.socket, args.lldpcli)
     except LldpFormatError as e:
+        if not args.output:  # the rejection is counted where the collector's runs are watched
+            _store_lldp_self_report(cfg, stamp, host, 0, time.monotonic() - t0, failed=True)
         raise UserError(str(e)) from None
     now = datetime.now(UTC)
-    cfg = config_from_args(args)
-    batch = StampCluster(cfg.cluster).process(
-        Batch.from_rows("lldp_link", [{"ts": now, **r} for r in rows])
-    )
+    batch = stamp.process(Batch.from_rows("lldp_link", [{"ts": now, **r} for r in rows]))
     if args.output:
         write_jsonl([batch])
         return 0
-    n = open_store(cfg).insert(batch.kind, batch.table)
+    store = open_store(cfg)
+    n = store.insert(batch.kind, batch.table)
+    _store_lldp_self_report(cfg, stamp, host, n, time.monotonic() - t0, failed=False, store=store)
     print(f"{host}: stored {n} LLDP neighbour(s)", file=sys.stderr)
     return 0
+
+
+def _store_lldp_self_report(
+    cfg: Any,
+    stamp: Any,
+    host: str,
+    stored: int,
+    seconds: float,
+    *,
+    failed: bool,
+    store: Any = None,
+) -> None:
+    """One `component_stat` row for this run of `topology lldp` (component `source:lldp`): the
+    neighbours stored, or a failed run (lldpcli's output refused). Each run is a new process, so
+    its counters start from zero, as after a restart. A store that cannot take the row is logged,
+    and the run's own outcome stands."""
+    from datetime import UTC, datetime
+
+    from telemetry.pipeline import Batch
+
+    row = {
+        "ts": datetime.now(UTC),
+        "host": host,
+        "component": "source:lldp",
+        "received_total": stored,
+        "sent_total": stored,
+        "dropped_total": 0,
+        "failed_total": int(failed),
+        "last_duration_seconds": seconds,
+        "success": int(not failed),
+    }
+    try:
+        batch = stamp.process(Batch.from_rows("component_stat", [row]))
+        (store or open_store(cfg)).insert(batch.kind, batch.table)
+    except Exception as e:  # the store's own trouble: named, never instead of the real outcome
+        log.warning("topology lldp: could not store its self-report: %s", e)
 
 
 def cmd_paths(args: argparse.Namespace) -> int:
