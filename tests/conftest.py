@@ -30,14 +30,6 @@ def chdb_dsn(chdb_path: str) -> str:
 HTTP_STORE_MODULES = frozenset({"tests.integration.core.test_store"})
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`slow` tests first (stable: in their collection order otherwise). With the suite's two
-    xdist workers the long simulator round trips then start at once, side by side, and the short
-    tests fill in after them; collected last, one of them ran alone at the end while the other
-    worker sat idle."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "store_transport" not in metafunc.fixturenames:
         return
