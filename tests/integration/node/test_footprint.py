@@ -66,17 +66,28 @@ def heavy_in(modules: list[str]) -> list[str]:
     return [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
 
 
-def test_one_cycle_imports_nothing_heavy(tmp_path: Path) -> None:
-    out = tmp_path / "modules.json"
-    r = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps([*ARGS, "--once"]), str(out)],
+def one_cycle(tmp_path: Path, args: list[str], dsn: str) -> subprocess.CompletedProcess[str]:
+    """`railscope ARGS --once` in a child that writes the modules it imported to modules.json."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            json.dumps([*args, "--once"]),
+            str(tmp_path / "modules.json"),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=tmp_path,
-        env={**os.environ, "RAILSCOPE_DSN": f"chdb://{tmp_path}/never-opened"},
+        env={**os.environ, "RAILSCOPE_DSN": dsn},
         check=False,
     )
+
+
+def test_one_cycle_imports_nothing_heavy(tmp_path: Path) -> None:
+    out = tmp_path / "modules.json"
+    r = one_cycle(tmp_path, ARGS, f"chdb://{tmp_path}/never-opened")
     assert r.returncode == 0, r.stderr
     assert "railscope_nic_rx_unicast_packets_total{" in r.stdout  # the cycle's /metrics text
     doc = json.loads(out.read_text())
@@ -136,17 +147,8 @@ STORE_MODE_HEAVY = [h for h in HEAVY if h not in NEEDED_TO_STORE]
 
 def test_writing_to_a_remote_store_imports_only_the_client(tmp_path: Path) -> None:
     out = tmp_path / "modules.json"
-    args = [a for a in ARGS if a != "--no-store"]
-    r = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps([*args, "--once"]), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        # nothing listens on port 1: the store is opened (client imported) and found unreachable
-        env={**os.environ, "RAILSCOPE_DSN": "http://127.0.0.1:1/railscope"},
-        check=False,
-    )
+    # nothing listens on port 1: the store is opened (client imported) and found unreachable
+    r = one_cycle(tmp_path, [a for a in ARGS if a != "--no-store"], "http://127.0.0.1:1/railscope")
     assert "127.0.0.1:1" in r.stderr and "unreachable" in r.stderr, r.stderr
     modules = json.loads(out.read_text())["modules"]
     assert "clickhouse_connect" in modules and "exporters.node.rdma" in modules
