@@ -158,6 +158,31 @@ class ComponentStats:
             }
 
 
+def self_report(host: str | None, components: Iterable[ComponentStats]) -> Batch:
+    """One component_stat row per component, as of now: how railscope itself is doing."""
+    from telemetry.records import COMPONENT_STAT
+
+    now = int(time.time() * 1000)
+    rows = []
+    for c in components:
+        snap = c.snapshot()
+        rows.append(
+            {
+                "ts": now,
+                "host": host,
+                "component": c.name,
+                "received_total": snap["received"],
+                "sent_total": snap["sent"],
+                "dropped_total": snap["dropped"],
+                "failed_total": snap["failed"],
+                "last_duration_seconds": snap["last_duration_seconds"],
+                "success": 1 if snap["success"] else 0,
+                "spool_bytes": snap.get("spool_bytes"),
+            }
+        )
+    return Batch.from_rows(COMPONENT_STAT, rows)
+
+
 @runtime_checkable
 class Source(Protocol):
     name: str
@@ -388,27 +413,7 @@ class Pipeline:
 
     def self_report(self) -> Batch:
         """One component_stat row per component: how railscope itself is doing."""
-        from telemetry.records import COMPONENT_STAT
-
-        now = int(time.time() * 1000)
-        rows = []
-        for c in self.components():
-            snap = c.snapshot()
-            rows.append(
-                {
-                    "ts": now,
-                    "host": self.report_host,
-                    "component": c.name,
-                    "received_total": snap["received"],
-                    "sent_total": snap["sent"],
-                    "dropped_total": snap["dropped"],
-                    "failed_total": snap["failed"],
-                    "last_duration_seconds": snap["last_duration_seconds"],
-                    "success": 1 if snap["success"] else 0,
-                    "spool_bytes": snap.get("spool_bytes"),
-                }
-            )
-        return Batch.from_rows(COMPONENT_STAT, rows)
+        return self_report(self.report_host, self.components())
 
     def flush(self) -> None:
         for sink in self.sinks:

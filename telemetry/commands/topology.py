@@ -287,27 +287,19 @@ def _store_lldp_self_report(
     failed: bool,
     store: Any = None,
 ) -> None:
-    """One `component_stat` row for this run of `topology lldp` (component `source:lldp`): the
-    neighbours stored, or a failed run (lldpcli's output refused). Each run is a new process, so
-    its counters start from zero, as after a restart. A store that cannot take the row is logged,
-    and the run's own outcome stands."""
-    from datetime import UTC, datetime
+    """One `component_stat` row for this run of `topology lldp` (component `source:lldp`, the
+    pipeline's self-report): the neighbours stored, or a failed run (lldpcli's output refused).
+    Each run is a new process, so its counters start from zero, as after a restart. A store that
+    cannot take the row is logged, and the run's own outcome stands."""
+    from telemetry.pipeline import ComponentStats, self_report
 
-    from telemetry.pipeline import Batch
-
-    row = {
-        "ts": datetime.now(UTC),
-        "host": host,
-        "component": "source:lldp",
-        "received_total": stored,
-        "sent_total": stored,
-        "dropped_total": 0,
-        "failed_total": int(failed),
-        "last_duration_seconds": seconds,
-        "success": int(not failed),
-    }
+    stats = ComponentStats("source:lldp", received=stored, sent=stored)
+    stats.last_duration_seconds = seconds
+    if failed:
+        stats.error("lldp_format")
+        stats.last_success = False
     try:
-        batch = stamp.process(Batch.from_rows("component_stat", [row]))
+        batch = stamp.process(self_report(host, [stats]))
         (store or open_store(cfg)).insert(batch.kind, batch.table)
     except Exception as e:  # the store's own trouble: named, never instead of the real outcome
         log.warning("topology lldp: could not store its self-report: %s", e)
