@@ -283,6 +283,32 @@ def test_fresh_store_tables_are_todays_kinds_in_order(store: Store) -> None:
         ], k.table
 
 
+def test_a_run_of_column_changes_is_one_alter_per_table() -> None:
+    """alter_columns groups consecutive changes of one verb on one table into one ALTER (one
+    metadata change, one DDL-queue entry in cluster mode); a change of table or verb starts a
+    new statement, so the order of the changes is kept."""
+    from telemetry.store.migrations import alter_columns
+
+    step = alter_columns(
+        lambda: (
+            ("t", "ADD", "`a` UInt8"),
+            ("t", "ADD", "`b` UInt8"),
+            ("t", "DROP", "`c`"),
+            ("u", "ADD", "`d` UInt8"),
+            ("t", "ADD", "`e` UInt8"),
+        )
+    )
+    assert step(Context("db", None, {})) == [
+        "ALTER TABLE `db`.`t` ADD COLUMN IF NOT EXISTS `a` UInt8, ADD COLUMN IF NOT EXISTS `b` UInt8",
+        "ALTER TABLE `db`.`t` DROP COLUMN IF EXISTS `c`",
+        "ALTER TABLE `db`.`u` ADD COLUMN IF NOT EXISTS `d` UInt8",
+        "ALTER TABLE `db`.`t` ADD COLUMN IF NOT EXISTS `e` UInt8",
+    ]
+    # migration 6 adds ~100 columns to two tables: two statements, not one per column
+    six = next(m for m in MIGRATIONS if m.version == 6).statements(Context("db", None, {}))
+    assert len(six) == 2, [s[:60] for s in six]
+
+
 def test_table_helper_quotes_and_renders_final_for_versioned_kinds(store: Store) -> None:
     db = f"`{store.database}`"
     assert store.table("attributed_flow") == f"{db}.`attributed_flows`"
