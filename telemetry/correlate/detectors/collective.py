@@ -72,7 +72,7 @@ def collective_slowdown(ctx: Context) -> list[Finding]:
     for (ns, job, comm), colls in sorted(slow.items()):
         colls.sort(key=lambda c: -c["drop_ratio"])
         worst = colls[0]
-        causes = _ranked_causes(ctx, f"{ns}/{job}")
+        causes = _causes(ctx, f"{ns}/{job}")
         cause = f"; top cause: {causes[0]['layer']} {causes[0]['name']}" if causes else ""
         out.append(
             Finding(
@@ -116,6 +116,31 @@ def _median(xs: list[float]) -> float:
     if not n:
         return 0.0
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def _causes(ctx: Context, job: str) -> list[dict[str, Any]]:
+    """The slowed job's ranked causes, kept across ticks (the engine's memo) and recomputed at
+    most every `collective.causes_refresh_seconds` once they name one: a job report is some
+    twenty queries, and evaluated for every slowed job at every 10 s tick it costs more than
+    the rest of the detector. While they name none yet they are recomputed every tick (the
+    cause's own finding may open a few ticks after the slowdown's)."""
+    memo = ctx.extra.get("memo")
+    if memo is None:
+        return _ranked_causes(ctx, job)
+    refresh = timedelta(seconds=float(ctx.t("collective.causes_refresh_seconds")))
+    now, key = ctx.window.end, f"collective_causes:{job}"
+    hit = memo.get(key)
+    if hit is not None and hit[1] and timedelta(0) <= now - hit[0] < refresh:
+        return hit[1]  # type: ignore[no-any-return]
+    causes = _ranked_causes(ctx, job)
+    for k in [
+        k
+        for k, v in memo.items()
+        if k.startswith("collective_causes:") and v[0] < now - 10 * refresh
+    ]:
+        del memo[k]  # jobs no longer slowed: a long-running follower keeps no history of them
+    memo[key] = (now, causes)
+    return causes
 
 
 def _ranked_causes(ctx: Context, job: str) -> list[dict[str, Any]]:

@@ -126,6 +126,54 @@ def test_slowdown_against_own_baseline_with_the_throttled_gpus_as_top_cause(stor
     assert collective_straggler(ctx(store)) == []  # every rank equally slow: no straggler
 
 
+def test_causes_are_kept_across_ticks_and_refreshed(store: Store, monkeypatch: Any) -> None:
+    """With the engine's memo, a slowed job's causes are recomputed every tick while they name
+    nothing, then kept until `collective.causes_refresh_seconds` have passed."""
+    import telemetry.correlate.detectors.collective as mod
+
+    slow_from = START - timedelta(seconds=120)  # slow in every window below
+    store.insert(
+        COLLECTIVE_SAMPLE, COLLECTIVE_SAMPLE.to_arrow(samples("slow", slow_from=slow_from))
+    )
+    store.insert(POD, POD.to_arrow(pods("slow")))
+    calls: list[datetime] = []
+    answers = iter(
+        [[], [{"layer": "gpu", "name": "n2/gpus"}]] + [[{"layer": "nic", "name": "x"}]] * 9
+    )
+
+    def ranked(c: Context, job: str) -> list[dict[str, Any]]:
+        calls.append(c.window.end)
+        return next(answers)
+
+    monkeypatch.setattr(mod, "_ranked_causes", ranked)
+    memo: dict[str, Any] = {}
+    causes = []
+    for tick in range(9):  # 10 s ticks: 0 s (none yet), 10 s (found), kept until 70 s
+        end = END - timedelta(seconds=80 - 10 * tick)
+        c = Context(
+            store,
+            Window(end - timedelta(seconds=60), end),
+            default_thresholds(),
+            "c",
+            {"memo": memo},
+        )
+        (f,) = collective_slowdown(c)
+        causes.append(f.evidence["causes"][0]["name"] if f.evidence["causes"] else "")
+    first = END - timedelta(seconds=80)
+    assert calls == [first, first + timedelta(seconds=10), first + timedelta(seconds=70)]
+    assert causes == [
+        "",
+        "n2/gpus",
+        "n2/gpus",
+        "n2/gpus",
+        "n2/gpus",
+        "n2/gpus",
+        "n2/gpus",
+        "x",
+        "x",
+    ]
+
+
 def test_straggler_localized_to_node_gpu_and_nic(store: Store) -> None:
     store.insert(
         COLLECTIVE_SAMPLE,
