@@ -7,6 +7,10 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 os.environ["TZ"] = "UTC"
 time.tzset()
@@ -83,3 +87,84 @@ def free_port() -> int:
 def now_ms() -> int:
     """Recent timestamps: tables have TTLs, so rows from long ago would expire on insert."""
     return int(time.time() * 1000)
+
+
+@dataclass
+class ScenarioRun:
+    """A built-in scenario ingested through the fast path (records straight from the simulator)
+    into a database of its own on the session's engine and correlated once, as a batch run from
+    `lead` before its data (those ticks hold nothing and are skipped). Tests that need this
+    reference read it instead of simulating and correlating the scenario again; they may write
+    other clusters into `store`, never `cluster`."""
+
+    name: str  # the built-in scenario's
+    store: Any  # telemetry.store.Store
+    sim: Any  # telemetry.sim.engine.Simulation
+    cluster: str
+    iso_start: str  # the pinned start, for another run of the same data (with_overrides)
+    start: datetime
+    end: datetime
+    lead: timedelta
+    corr: Any  # the Correlator that ran (its stats, incidents tracker)
+    result: Any  # its RunResult
+    score: dict[str, Any]  # `sim score` of its findings, as JSON
+
+
+# one pinned start for the session: every test that compares a run with a ScenarioRun simulates
+# the same window (an hour ago: inside every table's TTL for the rest of the session)
+_SESSION_START = datetime.fromtimestamp((int(time.time()) // 60 - 60) * 60, UTC)
+
+
+@pytest.fixture(scope="session")
+def scenario_run(
+    chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], ScenarioRun]:
+    """`scenario_run(name)`: that scenario's ScenarioRun, made on first use in the session."""
+    runs: dict[str, ScenarioRun] = {}
+
+    def get(name: str) -> ScenarioRun:
+        if name not in runs:
+            runs[name] = _scenario_run(chdb_dsn, tmp_path_factory, name)
+        return runs[name]
+
+    yield get  # type: ignore[misc]
+    for r in runs.values():
+        r.store.client.command(f"DROP DATABASE IF EXISTS `{r.store.database}`")
+
+
+def _scenario_run(dsn: str, tmp: pytest.TempPathFactory, name: str) -> ScenarioRun:
+    from telemetry.correlate.engine import Correlator
+    from telemetry.sim import build, load_scenario
+    from telemetry.sim.run import ingest
+    from telemetry.sim.score import read_findings, score
+    from telemetry.sinks.clickhouse import ClickHouseSink
+    from telemetry.store import Store
+    from telemetry.transforms import StampCluster
+
+    store = Store(dsn, database=f"run_{name.replace('-', '_')}_{uuid.uuid4().hex[:6]}")
+    store.migrate()
+    iso = _SESSION_START.strftime("%Y-%m-%dT%H:%M:%SZ")
+    sim = build(load_scenario(name).with_overrides(start=iso))
+    cluster = "default"
+    sink = ClickHouseSink(store, spool_dir=str(tmp.mktemp("spool")), batch_rows=50_000)
+    assert ingest(sim, [sink], [StampCluster(cluster)]).rows > 0
+    start = datetime.fromtimestamp(sim.start_ms / 1000, UTC)
+    end = start + timedelta(seconds=sim.steps * sim.dt)
+    lead = timedelta(minutes=20)
+    corr = Correlator(store, cluster=cluster)
+    result = corr.run(start - lead, end)
+    truth = sim.ground_truth()
+    found = read_findings(store, cluster, truth.start_ms, truth.end_ms)
+    return ScenarioRun(
+        name,
+        store,
+        sim,
+        cluster,
+        iso,
+        start,
+        end,
+        lead,
+        corr,
+        result,
+        score(truth, found).to_json(),
+    )

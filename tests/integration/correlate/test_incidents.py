@@ -9,7 +9,7 @@ import os
 import re
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,15 +20,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from telemetry.commands.incidents import JSON_KEYS
 from telemetry.correlate import findings as fstore
 from telemetry.correlate import incidents
-from telemetry.correlate.engine import Correlator
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.incidents import IncidentTracker
-from telemetry.sim import build, load_scenario
-from telemetry.sim.run import ingest
 from telemetry.sim.score import read_incidents, score_incidents
-from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store
-from telemetry.transforms import StampCluster
+from tests.conftest import ScenarioRun
 
 HYST = timedelta(seconds=60)
 STEP = timedelta(seconds=10)
@@ -182,20 +178,17 @@ def test_two_open_incidents_joined_later_become_one_and_keep_their_findings(
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["small", "rail-2nic", "multi-idc"])
 def test_every_fault_is_one_incident_and_evidence_agrees(
-    store: Store, tmp_path: Path, scenario: str
+    scenario_run: Callable[[str], ScenarioRun], scenario: str
 ) -> None:
-    sim = build(load_scenario(scenario), now_s=time.time() - 3600)
-    ingest(sim, [ClickHouseSink(store, spool_dir=str(tmp_path))], [StampCluster("default")])
-    start = datetime.fromtimestamp(sim.start_ms / 1000, UTC)
-    corr = Correlator(store)
-    assert corr.run(start, start + timedelta(seconds=sim.steps * sim.dt)).failed == {}
-    assert corr.incidents.stats.failed == 0
-    truth = sim.ground_truth()
-    s = score_incidents(truth, read_incidents(store, "default", truth.start_ms, truth.end_ms))
+    run = scenario_run(scenario)  # ingested and correlated once per session
+    store, cluster, truth = run.store, run.cluster, run.sim.ground_truth()
+    assert run.result.failed == {}
+    assert run.corr.incidents.stats.failed == 0
+    s = score_incidents(truth, read_incidents(store, cluster, truth.start_ms, truth.end_ms))
     assert (s.precision, s.recall) == (1.0, 1.0), s
     assert s.incidents_per_fault is not None and s.incidents_per_fault <= 1.2, s
     # evidence agrees with itself: every number a summary states is in its evidence
-    found = fstore.read(store, cluster="default", limit=100_000)
+    found = fstore.read(store, cluster=cluster, limit=100_000)
     assert len({f["kind"] for f in found}) >= 9
     for f in found:
         assert unexplained_numbers(f["summary"], f["subject"], f["evidence"]) == [], f

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,17 +16,14 @@ from typing import Any
 import pytest
 
 from telemetry.correlate.attribution import attribute_window
-from telemetry.correlate.engine import Correlator, ticks
+from telemetry.correlate.engine import ticks
 from telemetry.correlate.registry import Context, Window, detectors
 from telemetry.correlate.sql import ROLLUPS, moved_series, rollup_table
 from telemetry.correlate.thresholds import default_thresholds
 from telemetry.records import KINDS, NIC_SAMPLE, SWITCH_PORT_SAMPLE
-from telemetry.sim import build, load_scenario
-from telemetry.sim.run import ingest
-from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store
 from telemetry.store.migrations import MIGRATION_12_ROLLUPS
-from telemetry.transforms import StampCluster
+from tests.conftest import ScenarioRun
 
 EVERY = {t for t, _ in ROLLUPS.values()}
 # the detectors that read a rollup (sql.moved_series / rollup_table)
@@ -132,30 +130,21 @@ def assert_rollups_match(store: Store) -> None:
             assert g == w, (table, key, g, w)
 
 
-@pytest.fixture(scope="module")
-def small(tmp_path_factory: pytest.TempPathFactory, chdb_dsn: str) -> Any:
-    """The `small` scenario ingested into a store of its own, correlated once (attributed flows)."""
-    import uuid
-
-    store = Store(chdb_dsn, database=f"rollups_{uuid.uuid4().hex[:8]}")
-    store.migrate()
-    sim = build(load_scenario("small"), now_s=datetime.now(UTC).timestamp() - 3600)
-    spool = tmp_path_factory.mktemp("spool")
-    ingest(sim, [ClickHouseSink(store, spool_dir=str(spool))], [StampCluster("c")])
-    start = datetime.fromtimestamp(sim.start_ms / 1000, UTC)
-    end = start + timedelta(seconds=sim.steps * sim.dt)
-    Correlator(store, cluster="c").run(start, end)
-    yield store, start, end
-    store.client.command(f"DROP DATABASE IF EXISTS `{store.database}`")
+@pytest.fixture
+def small(scenario_run: Callable[[str], ScenarioRun]) -> Any:
+    """The `small` scenario ingested into a store of its own, correlated once (attributed flows):
+    the session's ScenarioRun (tests/conftest.py)."""
+    run = scenario_run("small")
+    return run.store, run.cluster, run.start, run.end
 
 
 def test_rollups_equal_the_raw_aggregation(small: Any) -> None:
-    store, _, _ = small
+    store, _, _, _ = small
     assert_rollups_match(store)
 
 
 def test_detectors_find_the_same_with_and_without_rollups_at_every_tick(small: Any) -> None:
-    store, start, end = small
+    store, cluster, start, end = small
     th = default_thresholds()
     specs = detectors()
     have = set(EVERY)
@@ -165,15 +154,15 @@ def test_detectors_find_the_same_with_and_without_rollups_at_every_tick(small: A
         for name in READERS:
             d = specs[name]
             w = Window(t - timedelta(seconds=d.lookback_seconds(th)), t)
-            raw = d.fn(Context(store, w, th, "c", {"rollups": set()}))
-            ctx = Context(store, w, th, "c", {"rollups": have})
+            raw = d.fn(Context(store, w, th, cluster, {"rollups": set()}))
+            ctx = Context(store, w, th, cluster, {"rollups": have})
             roll = d.fn(ctx)
             as_rows = [(f.kind, f.subject, f.severity, f.summary, f.evidence) for f in raw]
             assert as_rows == [
                 (f.kind, f.subject, f.severity, f.summary, f.evidence) for f in roll
             ], (name, t)
             seen[name] += len(raw)
-        ctx = Context(store, Window(t - timedelta(seconds=30), t), th, "c", {"rollups": have})
+        ctx = Context(store, Window(t - timedelta(seconds=30), t), th, cluster, {"rollups": have})
         moved = moved_series(ctx, "switch_port_sample", ["switch", "port"], ["pfc_rx_pause_total"])
         assert moved is not None
         pruned += len(moved) < len(
@@ -269,11 +258,11 @@ def test_reattributed_window_replaces_its_intervals(small: Any) -> None:
     """Attributing a window again (a batch run over a range already attributed) drops the
     rollup's intervals overlapping it and restores the rows outside it: the rollup still equals
     the attributed flows, also for a window that is not whole intervals."""
-    store, start, _ = small
+    store, cluster, start, _ = small
     th = default_thresholds()
     for lo, hi in ((120, 180), (133, 187)):
         w = Window(start + timedelta(seconds=lo), start + timedelta(seconds=hi))
-        attribute_window(Context(store, w, th, "c"))
+        attribute_window(Context(store, w, th, cluster))
         assert_rollups_match_one(store, "job_port_intervals")
 
 

@@ -6,8 +6,8 @@ wall-clock sleeps: the clock moves only when the feed says an interval has ended
 from __future__ import annotations
 
 import threading
-import time
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,15 +17,15 @@ from telemetry.correlate.engine import Correlator, follow
 from telemetry.sim import build, load_scenario
 from telemetry.sim.engine import Simulation
 from telemetry.sim.live import LiveFeed, latencies
-from telemetry.sim.run import ingest
 from telemetry.sim.score import read_findings, score
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store
 from telemetry.transforms import StampCluster
+from tests.conftest import ScenarioRun
 
-# the live and the batch run share one database as two clusters: every query the engine runs is
-# per cluster
-LIVE, BATCH = "live", "batch"
+# the live run goes into the batch run's database (the session's ScenarioRun, tests/conftest.py)
+# as a cluster of its own: every query the engine runs is per cluster
+LIVE = "live"
 # onset-to-finding bounds (issue 13 acceptance), in collection intervals
 FAST = {
     "pfc_storm",
@@ -38,12 +38,9 @@ FAST = {
 }
 
 
-def _sim(name: str, now_s: float) -> Simulation:
-    return build(load_scenario(name), now_s=now_s)
-
-
-def _now_s() -> float:
-    return time.time() - 3600  # an hour ago: inside every table's TTL
+def _sim(ref: ScenarioRun) -> Simulation:
+    """The scenario of `ref` again, over the same window."""
+    return build(load_scenario(ref.name).with_overrides(start=ref.iso_start))
 
 
 def run_live(store: Store, sim: Simulation, spool: Path, cluster: str = LIVE) -> Correlator:
@@ -71,18 +68,14 @@ def run_live(store: Store, sim: Simulation, spool: Path, cluster: str = LIVE) ->
     return corr
 
 
-def run_batch(store: Store, sim: Simulation, spool: Path, cluster: str = BATCH) -> Correlator:
-    sink = ClickHouseSink(store, spool_dir=str(spool))
-    ingest(sim, [sink], [StampCluster(cluster)])
-    corr = Correlator(store, cluster=cluster)
-    start = datetime.fromtimestamp(sim.start_ms / 1000, UTC)
-    # from 20 minutes before the data: those ticks hold nothing and are skipped, not evaluated,
-    # and the findings must still equal the live run's (which evaluated every tick)
-    lead = timedelta(minutes=20)
-    res = corr.run(start - lead, start + timedelta(seconds=sim.steps * sim.dt))
-    assert res.failed == {}
-    assert res.skipped >= lead / timedelta(seconds=corr.interval) - 1, res.skipped
-    return corr
+def check_batch(ref: ScenarioRun) -> None:
+    """The batch run of the ScenarioRun began `lead` (20 minutes) before the data: those ticks
+    hold nothing and were skipped, not evaluated - and its findings must still equal the live
+    run's (which evaluated every tick)."""
+    assert ref.result.failed == {}
+    assert ref.result.skipped >= ref.lead / timedelta(seconds=ref.corr.interval) - 1, (
+        ref.result.skipped
+    )
 
 
 def spans(store: Store, cluster: str) -> list[tuple[str, str, datetime, datetime]]:
@@ -92,8 +85,8 @@ def spans(store: Store, cluster: str) -> list[tuple[str, str, datetime, datetime
     )
 
 
-def same_findings(store: Store, interval: float) -> None:
-    a, b = spans(store, LIVE), spans(store, BATCH)
+def same_findings(store: Store, batch: str, interval: float) -> None:
+    a, b = spans(store, LIVE), spans(store, batch)
     assert a, "no findings at all: nothing was compared"
     assert [x[:2] for x in a] == [x[:2] for x in b]
     tol = timedelta(seconds=interval)
@@ -102,15 +95,17 @@ def same_findings(store: Store, interval: float) -> None:
 
 
 @pytest.mark.slow
-def test_small_live_equals_batch_and_latency_bounds(store: Store, tmp_path: Path) -> None:
-    now_s = _now_s()
-    sim = _sim("small", now_s)
-    corr = run_live(store, sim, tmp_path / "a")
-    run_batch(store, _sim("small", now_s), tmp_path / "b")
-    same_findings(store, corr.interval)
+def test_small_live_equals_batch_and_latency_bounds(
+    scenario_run: Callable[[str], ScenarioRun], tmp_path: Path
+) -> None:
+    ref = scenario_run("small")  # the batch run; the live run goes into its store as LIVE
+    check_batch(ref)
+    sim = _sim(ref)
+    corr = run_live(ref.store, sim, tmp_path / "a")
+    same_findings(ref.store, ref.cluster, corr.interval)
 
     truth = sim.ground_truth()
-    found = read_findings(store, LIVE, truth.start_ms, truth.end_ms)
+    found = read_findings(ref.store, LIVE, truth.start_ms, truth.end_ms)
     s = score(truth, found)
     for k in s.kinds:  # following live keeps detection quality
         assert (k.precision, k.recall, k.localization) == (1.0, 1.0, 1.0), k
@@ -122,8 +117,10 @@ def test_small_live_equals_batch_and_latency_bounds(store: Store, tmp_path: Path
 
 
 @pytest.mark.slow
-def test_multi_idc_live_equals_batch(store: Store, tmp_path: Path) -> None:
-    now_s = _now_s()
-    corr = run_live(store, _sim("multi-idc", now_s), tmp_path / "a")
-    run_batch(store, _sim("multi-idc", now_s), tmp_path / "b")
-    same_findings(store, corr.interval)
+def test_multi_idc_live_equals_batch(
+    scenario_run: Callable[[str], ScenarioRun], tmp_path: Path
+) -> None:
+    ref = scenario_run("multi-idc")
+    check_batch(ref)
+    corr = run_live(ref.store, _sim(ref), tmp_path / "a")
+    same_findings(ref.store, ref.cluster, corr.interval)

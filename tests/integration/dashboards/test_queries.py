@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,9 @@ from telemetry.cli import main
 from telemetry.records import KINDS
 from telemetry.sim.score import load_finding_map
 from telemetry.store import Store
+from tests.conftest import ScenarioRun
 
-CLUSTER = "simdash"
+CLUSTER = "default"  # the ScenarioRun's
 # Panels whose tables the scenario fills but whose rows it does not produce, and why.
 NOT_EXERCISED = {
     # the small scenario's 8-NIC servers give every GPU a NIC on its PCIe switch
@@ -32,26 +32,15 @@ NOT_EXERCISED = {
 }
 
 
-@pytest.fixture(scope="module")
-def sim(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from telemetry.correlate import Correlator
-    from telemetry.sim import build, load_scenario
-    from telemetry.sim.run import ingest
-    from telemetry.sinks.clickhouse import ClickHouseSink
-    from telemetry.transforms import StampCluster
-
-    store = Store(chdb_dsn, database=f"t_{uuid.uuid4().hex[:12]}")
-    store.migrate()
-    simulation = build(load_scenario("small"))
-    spool = tmp_path_factory.mktemp("spool")
-    ingest(simulation, [ClickHouseSink(store, spool_dir=str(spool))], [StampCluster(CLUSTER)])
-    truth = simulation.ground_truth()
+@pytest.fixture
+def sim(scenario_run: Callable[[str], ScenarioRun]) -> dict[str, Any]:
+    """The `small` scenario ingested and correlated once per session (tests/conftest.py)."""
+    run = scenario_run("small")
+    assert run.cluster == CLUSTER and run.result.failed == {}
+    truth = run.sim.ground_truth()
     start = datetime.fromtimestamp(truth.start_ms / 1000, UTC)
     end = datetime.fromtimestamp(truth.end_ms / 1000, UTC)
-    res = Correlator(store, cluster=CLUSTER).run(start, end)
-    assert not res.failed
-    yield {"store": store, "start": start, "end": end, "truth": truth}
-    store.client.command(f"DROP DATABASE IF EXISTS `{store.database}`")
+    return {"store": run.store, "start": start, "end": end, "truth": truth}
 
 
 def _filled(store: Store) -> set[str]:

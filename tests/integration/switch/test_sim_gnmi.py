@@ -5,8 +5,7 @@ gives on the small scenario, but for the one finding that needs the first step's
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,52 +14,45 @@ import pytest
 from telemetry.config import load_config
 from telemetry.pipeline import Pipeline
 from telemetry.sim import build, load_scenario
-from telemetry.sim.run import ingest
 from telemetry.sim.through_parsers import ThroughParsersSource
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store
 from telemetry.transforms import StampCluster
+from tests.conftest import ScenarioRun
 from tests.sim_score import correlate_and_score
 
 
-def _scored(store: Store, start: str, spool: Path, transport: str | None) -> dict[str, Any]:
+def _over_gnmi(store: Store, start: str, spool: Path) -> dict[str, Any]:
     sim = build(load_scenario("small").with_overrides(start=start))
     sink = ClickHouseSink(store, spool_dir=str(spool), batch_rows=50_000)
-    if transport is None:
-        ingest(sim, [sink], [StampCluster("simgnmi")])
-    else:
-        src = ThroughParsersSource(sim, load_config(None, env={}), switch_transport=transport)
-        pipe = Pipeline([src], [sink], [StampCluster("simgnmi")])
-        try:
-            while not src.done:
-                pipe.run_once()
-        finally:
-            pipe.close()
-            src.close()
-        # every simulated switch answered over gNMI at every step, nothing failed to parse (the
-        # node source's problems are the scenario's injected faults: a lost GPU)
-        switch = {k: n for k, n in src.stats.errors.items() if k.startswith("switch")}
-        assert not switch, switch
-        assert sink.stats.failed == 0 and sink.stats.dropped == 0
+    src = ThroughParsersSource(sim, load_config(None, env={}), switch_transport="gnmi")
+    pipe = Pipeline([src], [sink], [StampCluster("simgnmi")])
+    try:
+        while not src.done:
+            pipe.run_once()
+    finally:
+        pipe.close()
+        src.close()
+    # every simulated switch answered over gNMI at every step, nothing failed to parse (the
+    # node source's problems are the scenario's injected faults: a lost GPU)
+    switch = {k: n for k, n in src.stats.errors.items() if k.startswith("switch")}
+    assert not switch, switch
+    assert sink.stats.failed == 0 and sink.stats.dropped == 0
     return correlate_and_score(store, sim, "simgnmi")
 
 
 @pytest.mark.slow
-def test_sim_score_over_gnmi_equals_the_fast_path(store: Store, tmp_path: Path) -> None:
-    start = datetime.fromtimestamp((int(time.time()) // 60 - 30) * 60, UTC)
-    iso = start.strftime("%Y-%m-%dT%H:%M:%SZ")
-    fast = _scored(store, iso, tmp_path / "fast", None)
-    other = Store(store.dsn, database=store.database + "_gnmi")
-    other.migrate()
-    try:
-        over_gnmi = _scored(other, iso, tmp_path / "gnmi", "gnmi")
-        # the switches' records did come through gNMI: one status row per switch per step
-        n = other.query_rows(
-            f"SELECT count(), countIf(up = 1) FROM {other.table('switch_status')} "
-            "WHERE cluster = 'simgnmi'"
-        )[0]
-    finally:
-        store.client.command(f"DROP DATABASE IF EXISTS `{other.database}`")
+def test_sim_score_over_gnmi_equals_the_fast_path(
+    store: Store, tmp_path: Path, scenario_run: Callable[[str], ScenarioRun]
+) -> None:
+    ref = scenario_run("small")  # the same window (pinned start), through the fast path
+    fast = ref.score
+    over_gnmi = _over_gnmi(store, ref.iso_start, tmp_path / "gnmi")
+    # the switches' records did come through gNMI: one status row per switch per step
+    n = store.query_rows(
+        f"SELECT count(), countIf(up = 1) FROM {store.table('switch_status')} "
+        "WHERE cluster = 'simgnmi'"
+    )[0]
     assert n[0] > 0 and n[0] == n[1]
     # Reading counters over gNMI has one inherent difference: SONiC telemetry has no RATES path,
     # so a port's rate needs two samples and the first step has none. small's collisions stay hot
