@@ -134,7 +134,13 @@ def test_plain_samples_are_taken_and_poll_as_the_hashes_do() -> None:
 def test_the_dumps_ports_are_taken_its_unlike_queues_go_the_general_way() -> None:
     counters = _dump_db()
     fast, slow, fs, ss = _pair(counters)
-    _same(fast, slow, fs, ss, *(_update(p, v) for p, v in zip((PORTS, QUEUES), _whole(counters))))
+    _same(
+        fast,
+        slow,
+        fs,
+        ss,
+        *(_update(p, v) for p, v in zip((PORTS, QUEUES), _whole(counters), strict=True)),
+    )
     assert _taken(fast) == (True, False)
 
 
@@ -184,6 +190,10 @@ def test_odd_shapes_go_the_general_way_or_poll_the_same() -> None:
     p = copy.deepcopy(ports)
     p["Ethernet4"] = {}  # an empty hash: named missing by the poll
     cases.append((p, False))
+    p = copy.deepcopy(ports)
+    p["Ethernet0"] = {}  # ... the first port's
+    cases.append((p, False))
+    cases.append(({k: {"SAI_NOT_MAPPED": "1"} for k in ports}, False))  # no mapped counter
     p = copy.deepcopy(ports)
     p["Ethernet999"] = {"SAI_PORT_STAT_IF_IN_OCTETS": "lots"}  # a port the maps do not name
     cases.append((p, True))
