@@ -946,6 +946,7 @@ _PORT_TERMS = tuple(
 )
 _QUEUE_TERMS = C.terms("queue")
 _WD = "PFC_WD_STATUS"
+_U64_MAX = np.uint64(2**64 - 1)
 
 
 def _whole_kind(elems: list[tuple[str, dict[str, str]]]) -> str | None:
@@ -1014,22 +1015,19 @@ def _read_whole(
 
 
 def _uint64s(values: list[Any]) -> np.ndarray[Any, Any] | None:
-    """Counter strings as one uint64 array where every one is 1-19 ASCII digits (int()'s value
-    for sure, < 2**64); None otherwise (one absent, a sign, a space, 20 digits ...)."""
+    """Counter strings as one uint64 array where every one is ASCII digits (int()'s value) and
+    below 2**64 - 1; None otherwise (one absent, empty, a sign, a space, a comma ...)."""
     try:
         text = ",".join(values).encode("ascii")
     except (TypeError, UnicodeEncodeError):  # None (absent on some), or not ASCII
         return None
-    if not text.replace(b",", b"").isdigit():  # bytes.isdigit: ASCII 0-9 only
+    # bytes.isdigit: ASCII 0-9 only; an empty value leaves two commas side by side
+    if not text.replace(b",", b"").isdigit() or b",," in text or text[:1] == b"," or text[-1:] == b",":  # fmt: skip
         return None
-    commas = np.flatnonzero(np.frombuffer(text, np.uint8) == 44)
-    if len(commas) != len(values) - 1:  # a value with a comma in it
+    arr = np.fromstring(text, dtype=np.uint64, sep=",")  # strtoull: saturates past 2**64 - 1
+    if len(arr) != len(values) or arr.max() == _U64_MAX:  # a comma in one / too large for sure
         return None
-    lengths = np.diff(commas, prepend=-1, append=len(text)) - 1
-    if lengths.min() < 1 or lengths.max() > 19:
-        return None
-    arr = np.fromstring(text, dtype=np.uint64, sep=",")
-    return arr if len(arr) == len(values) else None
+    return arr
 
 
 _STR = frozenset((str,))
