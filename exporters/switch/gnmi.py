@@ -21,7 +21,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -989,8 +989,8 @@ def _read_whole(
     have = [t for t in terms if getattr(structs[0], attrs[t]) is not None]
     if not have:  # no counter the mapping reads (or an empty hash): the general way
         return None
-    rows = list(map(attrgetter(*(attrs[t] for t in have)), structs))
-    arr = _uint64s(rows if len(have) == 1 else list(itertools.chain.from_iterable(rows)))
+    rows = map(attrgetter(*(attrs[t] for t in have)), structs)
+    arr = _uint64s(rows if len(have) == 1 else itertools.chain.from_iterable(rows), n * len(have))
     if arr is None:
         return None
     arr = arr.reshape(n, len(have)).T.copy()  # each counter's values contiguous, as read_batch
@@ -1014,9 +1014,9 @@ def _read_whole(
     return top, cols, wd
 
 
-def _uint64s(values: list[Any]) -> np.ndarray[Any, Any] | None:
+def _uint64s(values: Iterable[Any], count: int) -> np.ndarray[Any, Any] | None:
     """Counter strings as one uint64 array where every one is ASCII digits (int()'s value) and
-    below 2**64 - 1; None otherwise (one absent, empty, a sign, a space, a comma ...)."""
+    below 2**64 - 1 (`count` of them); None otherwise (one absent, empty, a sign, a space, a comma ...)."""
     try:
         text = ",".join(values).encode("ascii")
     except (TypeError, UnicodeEncodeError):  # None (absent on some), or not ASCII
@@ -1025,7 +1025,7 @@ def _uint64s(values: list[Any]) -> np.ndarray[Any, Any] | None:
     if not text.replace(b",", b"").isdigit() or b",," in text or text[:1] == b"," or text[-1:] == b",":  # fmt: skip
         return None
     arr = np.fromstring(text, dtype=np.uint64, sep=",")  # strtoull: saturates past 2**64 - 1
-    if len(arr) != len(values) or arr.max() == _U64_MAX:  # a comma in one / too large for sure
+    if len(arr) != count or arr.max() == _U64_MAX:  # a comma in one / too large for sure
         return None
     return arr
 
