@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import itertools
 import json
 import logging
 import random
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -93,20 +97,24 @@ def decode(value: Any) -> Any:
     Raises ValueError for what cannot be read (never guesses)."""
     kind = value.WhichOneof("value")
     if kind in ("json_ietf_val", "json_val"):
-        raw = getattr(value, kind)
-        try:
-            return orjson.loads(raw)  # a sample is ~0.5 MB of JSON per switch: 2x json's speed
-        except orjson.JSONDecodeError:
-            pass
-        try:  # what orjson refuses but JSON allows (integers past 64 bits) is still JSON
-            return json.loads(raw.decode() if isinstance(raw, bytes) else raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"{kind} is not JSON: {e}") from None
+        return _json(getattr(value, kind), kind)
     if kind in ("string_val", "ascii_val", "uint_val", "int_val", "bool_val"):
         return getattr(value, kind)
     if kind in ("float_val", "double_val"):
         return getattr(value, kind)
     raise ValueError(f"unsupported value type {kind}")
+
+
+def _json(raw: bytes | str, kind: str) -> Any:
+    """JSON text as Python; ValueError (naming `kind`) where it is not JSON."""
+    try:
+        return orjson.loads(raw)  # a sample is ~0.5 MB of JSON per switch: 2x json's speed
+    except orjson.JSONDecodeError:
+        pass
+    try:  # what orjson refuses but JSON allows (integers past 64 bits) is still JSON
+        return json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{kind} is not JSON: {e}") from None
 
 
 def _str(v: Any) -> str:
@@ -368,7 +376,15 @@ class _Stream:
     def _notification(self, n: Any) -> None:
         # the switch's own time; a notification without one gets the arrival time
         ts_ms = n.timestamp // 1_000_000 if n.timestamp > 0 else int(self.clock() * 1000)
-        for elems, value in self._decoded(n):
+        for elems, val in self._updates(n):
+            if self._take(elems, val, ts_ms):  # read without decoding it whole
+                self.updates += 1
+                continue
+            try:
+                value = decode(val)
+            except ValueError as e:
+                self.problems.add("bad_update", f"{self.name} {_fmt(elems)}", str(e))
+                continue
             with self.lock:
                 ok = self._apply(elems, value, ts_ms)
             if ok:
@@ -379,8 +395,8 @@ class _Stream:
                 )
         self.last_update = time.monotonic()
 
-    def _decoded(self, n: Any) -> Iterator[tuple[list[tuple[str, dict[str, str]]], Any]]:
-        """(path elements, value) of each update that decodes; the others are named."""
+    def _updates(self, n: Any) -> Iterator[tuple[list[tuple[str, dict[str, str]]], Any]]:
+        """(path elements, TypedValue) of each update of a notification."""
         paths = self._paths
         for u in n.update:
             # the same few paths arrive every interval: their elements parsed once (the
@@ -391,10 +407,20 @@ class _Stream:
                 if len(paths) >= 4096:  # a target naming ever new paths: start over
                     paths.clear()
                 elems = paths[key] = path_str(n.prefix, u.path)
+            yield elems, u.val
+
+    def _decoded(self, n: Any) -> Iterator[tuple[list[tuple[str, dict[str, str]]], Any]]:
+        """(path elements, value) of each update that decodes; the others are named."""
+        for elems, val in self._updates(n):
             try:
-                yield elems, decode(u.val)
+                yield elems, decode(val)
             except ValueError as e:
                 self.problems.add("bad_update", f"{self.name} {_fmt(elems)}", str(e))
+
+    def _take(self, elems: list[tuple[str, dict[str, str]]], val: Any, ts_ms: int) -> bool:
+        """A dialect's shortcut for an update it can read without `decode` and `_apply`
+        (True: read and applied; False: it goes the general way)."""
+        return False
 
     async def _get(self, md: list[tuple[str, str]], target: str, paths: Sequence[str]) -> Any:
         pb = gnmi_pb()
@@ -470,6 +496,12 @@ class SonicGnmi(_Stream):
         # (`counters.read_batch`, while its values are fresh in memory) and used by the polls
         # until the next update (which replaces them, or leaves None for the poll to read)
         self._block: dict[str, dict[str, Any] | None] = {"port": None, "queue": None}
+        # ... with the queues' PFC_WD_STATUS in queue order (the one non-counter a poll reads)
+        self._wd: list[Any] | None = None
+        # a whole update read by `_take` (its counters in `_block`) is kept as its JSON text
+        # and decoded into port_h / queue_h only when something needs the hashes
+        # (`_materialize`): a poll that has the block never does
+        self._pending: dict[str, bytes | None] = {"port": None, "queue": None}
         # sonic_paths=fields: each port counter's last update as it came ({port: {counter: v}}),
         # its switch time, and its column in port order read on arrival (None: the poll reads it)
         self.fields = self.cfg.sonic_paths == "fields"
@@ -533,7 +565,10 @@ class SonicGnmi(_Stream):
             self._ports = ([n for n, _ in ports], [f"COUNTERS:{o}" for _, o in ports])
             self._queues = queues
             self._bad_queues = bad
+            for kind in ("port", "queue"):  # its block was read in the old maps' order
+                self._materialize(kind)
             self._block = {"port": None, "queue": None}
+            self._wd = None
             self._fcols = {}  # read in the previous maps' port order: the poll reads them
 
     def _apply(self, elems: list[tuple[str, dict[str, str]]], value: Any, ts_ms: int) -> bool:
@@ -562,6 +597,8 @@ class SonicGnmi(_Stream):
         groups = {port: value} if port is not None and not queues else value
         if not all(type(h) is dict for h in groups.values()):
             return False
+        kind = "queue" if queues else "port"
+        self._materialize(kind)  # an update read by _take before this one goes first
         # the hashes are kept whole, never edited: a poll reads them without a copy; their
         # values are checked when a poll reads them (a bad one is named there, per counter)
         (self.queue_h if queues else self.port_h).update(groups)
@@ -574,8 +611,51 @@ class SonicGnmi(_Stream):
             if names and None not in hashes
             else None
         )
-        self._block["queue" if queues else "port"] = cols
+        self._block[kind] = cols
         return True
+
+    def _take(self, elems: list[tuple[str, dict[str, str]]], val: Any, ts_ms: int) -> bool:
+        """A whole `COUNTERS/Ethernet*` or `COUNTERS/Ethernet*/Queues` update read straight into
+        its counter columns (what `_apply` + `read_batch` would make of it, value for value),
+        without decoding the hashes: msgspec reads only the counters the mapping names (~50 of
+        a port's ~130) as strings, one numpy parse turns them into uint64 columns. Only where
+        that is exact: JSON text, ASCII, every port/queue of the name maps there as an object,
+        each counter on all of them or on none, every value 1-19 decimal digits (int()'s value,
+        < 2**64), PFC_WD_STATUS a string. Anything else (a bad value, a port left out, a
+        number, a 20-digit counter) returns False: `decode` + `_apply`, which name it."""
+        kind = _whole_kind(elems)
+        if kind is None:
+            return False
+        which = val.WhichOneof("value")
+        if which not in ("json_ietf_val", "json_val"):
+            return False
+        raw = getattr(val, which)
+        if not isinstance(raw, bytes):
+            raw = raw.encode()
+        names = self._queues[0] if kind == "queue" else self._ports[0]
+        if not names or not raw.isascii():  # ASCII: no UTF-8 for msgspec to judge otherwise
+            return False
+        got = _read_whole(kind, raw, names)
+        if got is None:
+            return False
+        top, cols, wd = got
+        with self.lock:
+            self._pending[kind] = raw
+            (self.queue_ts if kind == "queue" else self.port_ts).update(dict.fromkeys(top, ts_ms))
+            self.values += len(top)
+            self._block[kind] = cols
+            if kind == "queue":
+                self._wd = wd
+        return True
+
+    def _materialize(self, kind: str) -> None:
+        """The hashes of the last update `_take` read into port_h / queue_h (under the lock)."""
+        raw = self._pending[kind]
+        if raw is None:
+            return
+        self._pending[kind] = None
+        # _take read it: JSON objects of objects (json.loads takes what orjson may refuse)
+        (self.queue_h if kind == "queue" else self.port_h).update(_json(raw, "json_ietf_val"))
 
     def _apply_field(self, field: str, value: dict[str, Any], ts_ms: int) -> bool:
         """`COUNTERS/Ethernet*/<field>` -> {port: {field: "n"}} (ports without the counter left
@@ -630,6 +710,13 @@ class SonicGnmi(_Stream):
             if fields:
                 field_h, fcols, fts = dict(self.field_h), dict(self._fcols), self.field_ts
                 ts_all = max(fts.values(), default=0)  # the latest of the port counters
+            if self._bad_queues:  # named by the hashes that have counters
+                self._materialize("queue")
+            # the last whole update read by _take, its hashes not decoded: its block has every
+            # counter the poll reads, of every port (queue) of the maps, each with some
+            taken = self._pending["port"] is not None
+            qtaken = self._pending["queue"] is not None
+            wd: list[Any] = self._wd if qtaken and self._wd is not None else []
             port_h, queue_h = dict(self.port_h), dict(self.queue_h)
             pre, qpre = self._block["port"] or {}, self._block["queue"] or {}  # read on arrival
             port_ts, queue_ts = dict(self.port_ts), dict(self.queue_ts)
@@ -651,6 +738,8 @@ class SonicGnmi(_Stream):
                     if fh is not None and t in fh:
                         h[t] = fh[t]
             pre = {t: c for t, c in fcols.items() if c is not None}
+        elif taken:
+            hashes = [True] * len(names)
         else:
             hashes = list(map(port_h.get, names))
         if fields:
@@ -695,7 +784,7 @@ class SonicGnmi(_Stream):
                 chunks.setdefault(k, []).append(c)
         prio = {k: _concat(c) for k, c in chunks.items()}
         qnames, qport, qidx, qtype, qkeys = queues
-        qhashes: list[Any] = list(map(queue_h.get, qnames))
+        qhashes: list[Any] = [True] * len(qnames) if qtaken else list(map(queue_h.get, qnames))
         if not all(qhashes):  # only the queues that streamed
             have = [i for i, h in enumerate(qhashes) if h]
             qnames, qport, qidx, qtype, qkeys, qhashes = (
@@ -718,7 +807,8 @@ class SonicGnmi(_Stream):
                 cache=dict(qpre) if len(qnames) == len(queues[0]) else {},
             ),
         }
-        wd = [h.get("PFC_WD_STATUS") for h in qhashes]
+        if not qtaken:
+            wd = [h.get("PFC_WD_STATUS") for h in qhashes]
         if wd.count(None) != len(wd):
             qc["pfc_wd_storm_detected"] = [
                 None if v is None else C.PFC_WD_STATUS.get(v) for v in wd
@@ -855,6 +945,91 @@ _PORT_TERMS = tuple(
     t for k, p in [("port", None), *(("priority", p) for p in C.PRIORITIES)] for t in C.terms(k, p)
 )
 _QUEUE_TERMS = C.terms("queue")
+_WD = "PFC_WD_STATUS"
+_U64_MAX = np.uint64(2**64 - 1)
+
+
+def _whole_kind(elems: list[tuple[str, dict[str, str]]]) -> str | None:
+    """ "port" for `COUNTERS/Ethernet*`, "queue" for `COUNTERS/Ethernet*/Queues`, else None."""
+    if len(elems) not in (2, 3) or elems[0][0] != "COUNTERS" or "*" not in elems[1][0]:
+        return None
+    if len(elems) == 2:
+        return "port"
+    return "queue" if elems[2][0] == "Queues" else None
+
+
+@functools.cache
+def _whole_reader(kind: str) -> tuple[Any, tuple[str, ...], dict[str, str]]:
+    """A msgspec decoder of a whole update of `kind` ({name: {counter: "n"}}) that keeps only
+    the counters the mapping reads (and PFC_WD_STATUS of queues), each a str or absent (None;
+    JSON null or a number is refused); its counters; their struct attributes."""
+    terms = tuple(dict.fromkeys(_QUEUE_TERMS if kind == "queue" else _PORT_TERMS))
+    keys = (*terms, _WD) if kind == "queue" else terms
+    attrs = {k: f"c{i}" for i, k in enumerate(keys)}  # counter names need not be identifiers
+    fields = [(attrs[k], str, msgspec.field(default=None, name=k)) for k in keys]
+    struct = msgspec.defstruct(f"_{kind}_counters", fields, gc=False)  # type: ignore[arg-type]
+    return msgspec.json.Decoder(dict[str, struct]), terms, attrs  # type: ignore[valid-type]
+
+
+def _read_whole(
+    kind: str, raw: bytes, names: Sequence[str]
+) -> tuple[dict[str, Any], dict[str, tuple[Sequence[Any], C.Column]], list[Any] | None] | None:
+    """(the update's {name: counters}, `read_batch`'s columns for `names`, the queues'
+    PFC_WD_STATUS) of a whole update's JSON text, or None where `SonicGnmi._take` does not
+    apply (see there)."""
+    dec, terms, attrs = _whole_reader(kind)
+    try:
+        top = dec.decode(raw)
+    except msgspec.MsgspecError:  # not JSON, not objects of objects, a counter not a string
+        return None
+    structs = list(map(top.get, names))
+    if None in structs:  # a port (queue) of the maps left out
+        return None
+    n = len(structs)
+    have = [t for t in terms if getattr(structs[0], attrs[t]) is not None]
+    if not have:  # no counter the mapping reads (or an empty hash): the general way
+        return None
+    rows = map(attrgetter(*(attrs[t] for t in have)), structs)
+    arr = _uint64s(rows if len(have) == 1 else itertools.chain.from_iterable(rows), n * len(have))
+    if arr is None:
+        return None
+    arr = arr.reshape(n, len(have)).T.copy()  # each counter's values contiguous, as read_batch
+    present = C._Present(n)
+    cols: dict[str, tuple[Sequence[Any], C.Column]] = {
+        t: (present, arr[j]) for j, t in enumerate(have)
+    }
+    absent = [t for t in terms if t not in cols]
+    if absent:  # counters the model lacks: on none of them
+        get = attrgetter(*(attrs[t] for t in absent))
+        vals = (
+            map(get, structs)
+            if len(absent) == 1
+            else itertools.chain.from_iterable(map(get, structs))
+        )
+        if set(vals) - {None}:
+            return None
+        nones = (None,) * n
+        cols.update((t, (nones, [None] * n)) for t in absent)
+    wd = list(map(attrgetter(attrs[_WD]), structs)) if kind == "queue" else None
+    return top, cols, wd
+
+
+def _uint64s(values: Iterable[Any], count: int) -> np.ndarray[Any, Any] | None:
+    """Counter strings as one uint64 array where every one is ASCII digits (int()'s value) and
+    below 2**64 - 1 (`count` of them); None otherwise (one absent, empty, a sign, a space, a comma ...)."""
+    try:
+        text = ",".join(values).encode("ascii")
+    except (TypeError, UnicodeEncodeError):  # None (absent on some), or not ASCII
+        return None
+    # bytes.isdigit: ASCII 0-9 only; an empty value leaves two commas side by side
+    if not text.replace(b",", b"").isdigit() or b",," in text or text[:1] == b"," or text[-1:] == b",":  # fmt: skip
+        return None
+    arr = np.fromstring(text, dtype=np.uint64, sep=",")  # strtoull: saturates past 2**64 - 1
+    if len(arr) != count or arr.max() == _U64_MAX:  # a comma in one / too large for sure
+        return None
+    return arr
+
+
 _STR = frozenset((str,))
 # sonic_paths=fields: one path per port counter the mapping reads (the port and priority rows',
 # every alternative: which one a switch model has is known only from its answers); queues stay
