@@ -95,7 +95,9 @@ def _versions(ctx: Context, kind: str, key: str, cols: str) -> str:
 # (tests/integration/correlate, the bench). A constant array must be read as an element of an
 # array of arrays (`A[k][id]`): a tuple's element (`T.k[id]`) is not folded to a constant and
 # costs 5-10x. Leases over before the window are left out, so the arrays hold the segments
-# that can matter to it, not the whole history.
+# that can matter to it, not the whole history. Fourth version (below, _KEYS): the string
+# attributes through LowCardinality keys, 2.75-2.97 s CPU per 1 M flows against 3.43-3.58 s
+# for the third in the same session (docs/correlation.md).
 def _segments(ctx: Context) -> str:
     """One row per (IP, start): the attribution of a flow sent at t from/to that IP is the
     segment with the latest start <= t, or nothing before the IP's first lease. Leases that
@@ -181,26 +183,76 @@ def _firsts(ips: str) -> str:
     return f"arrayMap((x, y, i) -> i = 1 OR x != y, {ips}, {prev}, arrayEnumerate({ips}))"
 
 
-# the string attributes of a segment, in the order of the constant array `A`
-_STRINGS = ("namespace", "pod", "node", "job", "su", "idc", "nic", "leaf_port")
+# Each string attribute of a flow end is read through a small integer key turned LowCardinality
+# (`toLowCardinality(key)`): a function of a LowCardinality argument and constants runs once per
+# distinct key of a block and returns a LowCardinality column sharing the key's positions, so
+# the table's LowCardinality columns get their dictionaries without hashing every row's string
+# (16 String columns converted on insert cost 0.6-0.8 s per 1 M flows; 7 string columns from
+# three keys 0.15 s instead of 0.37 s, measured alone). The keys are dense ranks over the
+# segments: (namespace, job), (node, SU, IDC), (NIC, leaf port); the pod (a plain String
+# column, nearly one value per segment) is read by segment id, the lowest common HyperNode's
+# name through its id made LowCardinality the same way.
+_KEYS = {  # key -> the string attributes it carries
+    "nj": ("namespace", "job"),
+    "nk": ("node", "su", "idc"),
+    "ck": ("nic", "leaf_port"),
+}
+# a segment's fields in the tuples of `R` (sorted by IP, then start), 1-based
+_FIELDS = ("ip", "s", "pod", "rail1", "nidx", *_KEYS, *(c for cols in _KEYS.values() for c in cols))
+_AT = {f: i for i, f in enumerate(_FIELDS, 1)}
+
+
+def _keyed(key: str) -> str:
+    """`K_{key}`: per rank of the key (1-based), its attributes, one array per attribute."""
+    cols = _KEYS[key]
+    tup = ", ".join(f"x.{_AT[c]}" for c in cols)
+    arrays = ", ".join(f"arrayMap(y -> y.{i}, u)" for i in range(2, len(cols) + 2))
+    return f"""(SELECT [{arrays}]
+     FROM (SELECT arraySort(arrayDistinct(arrayMap(x -> (x.{_AT[key]}, {tup}), R))) AS u)) AS K_{key}"""
 
 
 def attribute_sql(ctx: Context, depth: int = 0) -> str:
     """INSERT ... SELECT of the window's attributed flows; `depth`: the most HyperNode
     ancestors any node has."""
-    a = {name: i for i, name in enumerate(_STRINGS, 1)}
-    fields = ", ".join(["ip", "toUnixTimestamp64Milli(s)", *_STRINGS, "rail1", "nidx"])
-    strings = ", ".join(f"arrayMap(x -> x.{i + 3}, R)" for i in range(len(_STRINGS)))
+    fields = ", ".join("toUnixTimestamp64Milli(s)" if f == "s" else f for f in _FIELDS)
+    ranks = ", ".join(
+        f"toUInt32(dense_rank() OVER (ORDER BY {', '.join(cols)})) AS {key}"
+        for key, cols in _KEYS.items()
+    )
     ancestors = ", ".join(
         f"arrayMap(l -> toUInt32OrZero(splitByChar('\\x1f', l)[{3 + k}]), NODES)"
         for k in range(1, depth + 1)
     )
-    ends = {
-        side: {name: f"A[{i}][{side[0]}_id]" for name, i in a.items()} for side in ("src", "dst")
-    }
-    s, d = ends["src"], ends["dst"]
+    numeric = ("s", "rail1", "nidx", *_KEYS)  # NUM[i]: per segment, the i-th of these
+    num = ", ".join(f"arrayMap(x -> toUInt64(x.{_AT[c]}), R)" for c in numeric)
+    at = {c: i for i, c in enumerate(numeric, 1)}
+    keys = ", ".join(
+        f"toLowCardinality(toUInt32(NUM[{at[key]}][{p}_id])) AS {p}_{key}"
+        for p in "sd"
+        for key in _KEYS
+    )
+    out = {
+        "ts": "ts", "cluster": "cluster", "switch": "switch", "out_port": "out_port",
+        "src_ip": "src_ip", "dst_ip": "dst_ip", "dst_port": "dst_port", "dest_qp": "dest_qp",
+        "rdma": "dst_port = 4791", "bytes": "bytes",
+    }  # fmt: skip
+    for side in ("src", "dst"):
+        p = side[0]
+        out[f"{side}_pod"] = f"POD[{p}_id]"
+        out[f"{side}_rail"] = f"toInt64(NUM[{at['rail1']}][{p}_id]) - 1"
+        for key, cols in _KEYS.items():
+            for i, c in enumerate(cols, 1):
+                out[f"{side}_{c}"] = f"K_{key}[{i}][{p}_{key}]"
+    out["lca_hypernode"] = (
+        f"arrayElement({{hn:Array(String)}}, toLowCardinality({_lca(depth)}) AS lca)"
+    )
+    out["lca_tier"] = "arrayElement({hn_tier:Array(UInt8)}, lca)"
+    assert sorted(out) == sorted(ATTRIBUTED_FLOW.columns), sorted(
+        set(out) ^ set(ATTRIBUTED_FLOW.columns)
+    )
+    select = ",\n       ".join(f"{e} AS {c}" if e != c else c for c, e in out.items())
     return f"""
-INSERT INTO {ctx.table("attributed_flow")} ({", ".join(ATTRIBUTED_FLOW.columns)})
+INSERT INTO {ctx.table("attributed_flow")} ({", ".join(out)})
 WITH splitByChar('\\x1e', {{nodes:String}}) AS NODES,  -- per node: node US su US idc US ancestor...
 node_info AS (  -- nidx: the node's position in NODES
     SELECT f[1] AS node, f[2] AS su, f[3] AS idc, toUInt32(i) AS nidx
@@ -214,11 +266,13 @@ nic_info AS (
 -- every segment, sorted by (IP, start): position = segment id. Each array below is computed
 -- once, in a subquery of its own: a lambda over a constant is not folded into a constant and
 -- would run again for every block of flows read (8 string arrays of 150,000: 1 s per 1 M flows)
-(SELECT arraySort(groupArray(({fields}))) FROM segment) AS R,
-(SELECT [{strings}]) AS A,
-(SELECT [arrayMap(x -> x.2, R), arrayMap(x -> toInt64(x.{len(_STRINGS) + 3}), R),
-         arrayMap(x -> toInt64(x.{len(_STRINGS) + 4}), R)]) AS NUM,
-NUM[1] AS SS, NUM[2] AS RAIL1, NUM[3] AS NIDX,
+(SELECT arraySort(groupArray(({fields}))) FROM (SELECT *, {ranks} FROM segment)) AS R,
+(SELECT arrayMap(x -> x.{_AT["pod"]}, R)) AS POD,
+(SELECT [{num}]) AS NUM,
+NUM[1] AS SS,
+{_keyed("nj")},
+{_keyed("nk")},
+{_keyed("ck")},
 (SELECT [{ancestors}]) AS AN,  -- per node: its k-th HyperNode ancestor's id (1-based into hn), 0 none
 -- per IP: its key, and its first segment << 32 | how many it has
 (SELECT arrayFilter((x, f) -> f, ips, {_firsts("ips")}) FROM (SELECT arrayMap(x -> x.1, R) AS ips)) AS IPK,
@@ -226,19 +280,16 @@ NUM[1] AS SS, NUM[2] AS RAIL1, NUM[3] AS NIDX,
                  fst, arraySlice(arrayPushBack(arrayPopFront(fst), length(ips) + 1), 1, length(fst)))
  FROM (SELECT ips, arrayFilter((i, f) -> f, arrayEnumerate(ips), {_firsts("ips")}) AS fst
        FROM (SELECT arrayMap(x -> x.1, R) AS ips))) AS IPV
-SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, dst_port = 4791 AS rdma, bytes,
-       {s["namespace"]} AS src_namespace, {s["pod"]} AS src_pod, {s["node"]} AS src_node, {s["job"]} AS src_job,
-       {d["namespace"]} AS dst_namespace, {d["pod"]} AS dst_pod, {d["node"]} AS dst_node, {d["job"]} AS dst_job,
-       toInt64(RAIL1[s_id]) - 1 AS src_rail, {s["nic"]} AS src_nic, {s["leaf_port"]} AS src_leaf_port,
-       toInt64(RAIL1[d_id]) - 1 AS dst_rail, {d["nic"]} AS dst_nic, {d["leaf_port"]} AS dst_leaf_port,
-       {s["su"]} AS src_su, {d["su"]} AS dst_su, {s["idc"]} AS src_idc, {d["idc"]} AS dst_idc,
-       arrayElement({{hn:Array(String)}}, {_lca(depth)} AS lca) AS lca_hypernode,
-       arrayElement({{hn_tier:Array(UInt8)}}, lca) AS lca_tier
+SELECT {select}
 FROM (SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, bytes,
              toUnixTimestamp64Milli(ts) AS t, {_segment_of("s", "src_ip")},
              {_segment_of("d", "dst_ip")},
-             NIDX[s_id] AS s_node, NIDX[d_id] AS d_node
+             toUInt32(NUM[{at["nidx"]}][s_id]) AS s_node, toUInt32(NUM[{at["nidx"]}][d_id]) AS d_node,
+             {keys}
       FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")})
+-- the job_port_intervals view's rows are grouped already: no insert-time merge of its
+-- SummingMergeTree (readers sum; 0.25 s per 1 M flows)
+SETTINGS optimize_on_insert = 0
 """
 
 
