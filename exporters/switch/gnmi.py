@@ -499,6 +499,7 @@ class SonicGnmi(_Stream):
         self._appl_version = 0
         self._status: tuple[int, list[str], list[Any], list[Any], list[tuple[Any, ...]]] | None
         self._status = None
+        self._prio_ports: tuple[Any, list[str]] = (None, [])  # (port names, ... x 8)
         # the counters of an update that brought every port (or queue), read as it arrives
         # (`counters.read_batch`, while its values are fresh in memory) and used by the polls
         # until the next update (which replaces them, or leaves None for the poll to read)
@@ -791,7 +792,13 @@ class SonicGnmi(_Stream):
                 part["priority"] = [p] * len(have)
             for k, c in part.items():
                 chunks.setdefault(k, []).append(c)
-        prio = {k: _concat(c) for k, c in chunks.items()}
+        prio = {k: _concat(c) for k, c in chunks.items() if k != "port"}
+        if chunks and all(c is names for c in chunks["port"]):  # every priority on every port
+            if self._prio_ports[0] is not names:  # the same list while the ports are
+                self._prio_ports = (names, names * len(C.PRIORITIES))
+            prio["port"] = self._prio_ports[1]
+        elif chunks:
+            prio["port"] = _concat(chunks["port"])
         qnames, qport, qidx, qtype, qkeys = queues
         qhashes: list[Any] = [True] * len(qnames) if qtaken else list(map(queue_h.get, qnames))
         if not all(qhashes):  # only the queues that streamed

@@ -63,6 +63,10 @@ class SwitchSource(BaseSource):
         # (`_column_rates`): they stand for its ports' entries in `_prev` until a poll of it
         # goes row by row again (which writes them back there first)
         self._prev_cols: dict[tuple[str, str], _PrevColumns] = {}
+        # Arrow arrays of the column lists a poll handed over, by the list (kept: its id is
+        # its own while here); a cache hands the same list again while it is unchanged (port
+        # names, queue types, PORT_TABLE status, LLDP), which is not converted again
+        self._arrays: dict[int, tuple[list[Any], pa.Array]] = {}
         self._down: set[tuple[str, str]] = set()
         self.resets = 0
         self._gnmi_loop: Any = None
@@ -202,9 +206,11 @@ class SwitchSource(BaseSource):
             for r in ll:
                 r.update(ts=ts, local_device=t.switch)
                 rows["lldp_link"].append(r)
+        seen: dict[int, tuple[list[Any], pa.Array]] = {}
         for kind, ps in columns.items():  # every switch's columns of a kind: one table
             if ps:
-                tables[kind].append(_table(KINDS[kind], ps))
+                tables[kind].append(_table(KINDS[kind], ps, self._arrays, seen))
+        self._arrays = seen  # only the lists this poll had: the others may be gone
         n = {k: len(rows[k]) + sum(x.num_rows for x in tables[k]) for k in _KINDS}
         self.stats.received += n["switch_port_sample"] + n["switch_queue_sample"] + n["lldp_link"]
         up = sum(1 for s in status if s["up"])
@@ -320,16 +326,15 @@ class SwitchSource(BaseSource):
                 self.resets += int(back.sum())
                 self.stats.extra["counter_resets"] = float(self.resets)
             ok &= ~back
-            with np.errstate(invalid="ignore", divide="ignore"):
-                rate = (cur - old).astype(np.float64) / dt  # where ok: cur >= old, dt > 0
+            # where ok: cur >= old, dt > 0 (elsewhere 0, masked: null)
+            rate = np.divide((cur - old).astype(np.float64), dt, out=np.zeros(len(dt)), where=ok)
             out[f] = pa.array(rate, pa.float64(), mask=~ok)
             rates.append((rate, ok))
         speed = c["speed_bps"]
         sp = np.array([s if s else np.nan for s in speed], dtype=np.float64)
         has = ~np.isnan(sp)
         rate, ok = rates[1]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            util = rate * 8 / sp
+        util = np.divide(rate * 8, sp, out=np.zeros(len(sp)), where=ok & has)
         out["tx_utilization_ratio"] = pa.array(util, pa.float64(), mask=~(ok & has))
         self._prev_cols[key] = _PrevColumns(
             names, secs, rxc, np.ones(len(names), dtype=bool), txc, np.ones(len(names), dtype=bool)
@@ -493,10 +498,20 @@ class _PrevColumns:
 _KINDS = ("switch_port_sample", "switch_priority_sample", "switch_queue_sample", "lldp_link")
 
 
-def _table(kind: RecordKind, parts: list[tuple[dict[str, Any], dict[str, Any]]]) -> pa.Table:
+def _table(
+    kind: RecordKind,
+    parts: list[tuple[dict[str, Any], dict[str, Any]]],
+    arrays_of: dict[int, tuple[list[Any], pa.Array]] | None = None,
+    seen: dict[int, tuple[list[Any], pa.Array]] | None = None,
+) -> pa.Table:
     """One table of `kind` from many switches' columns: each part is (columns: lists or arrays
     of equal length, values the same on each of its rows); absent fields are null, an absent
-    label ''. A field that is an array in every part becomes one array (no Python objects)."""
+    label ''. A field that is an array in every part becomes one array (no Python objects).
+    `arrays_of`: Arrow arrays of lists converted before (by the list itself, which must not
+    have changed since; lists are never edited in place here); `seen` gets those of this
+    table's lists."""
+    arrays_of = {} if arrays_of is None else arrays_of
+    seen = {} if seen is None else seen
     ns = [len(next(iter(c.values()))) for c, _ in parts]
     n = sum(ns)
     for c, const in parts:
@@ -531,6 +546,19 @@ def _table(kind: RecordKind, parts: list[tuple[dict[str, Any], dict[str, Any]]])
                 if f.nullable
                 else pa.repeat(pa.scalar("", f.arrow_type), n)
             )
+            continue
+        lists: list[list[Any]] = [v for v in chunks if type(v) is list]
+        if len(lists) == len(chunks) and (
+            f.nullable or not any(None in lst for lst in lists)
+        ):  # each part's list as an array (converted once while the list is the same), joined
+            got = []
+            for lst in lists:
+                hit = arrays_of.get(id(lst))
+                if hit is None or hit[0] is not lst:
+                    hit = (lst, pa.array(lst, f.arrow_type))
+                seen[id(lst)] = hit
+                got.append(hit[1])
+            arrays.append(pa.concat_arrays(got) if len(got) > 1 else got[0])
             continue
         flat: list[Any] = []
         fill = None if f.nullable else ""  # a part without the field, as a table of its own
