@@ -398,6 +398,10 @@ def _alternatives(alts: list[list[tuple[Sequence[Any], Column]]], n: int) -> Col
     them is not a counter). Decided per column where a term is present everywhere or nowhere
     (a switch model has a counter on every port or on none); row by row only otherwise."""
     for k, alt in enumerate(alts):
+        if all(type(raw) is _Present for raw, _ in alt):  # on every row, read as uint64 arrays
+            arrays = [v for _, v in alt if isinstance(v, np.ndarray)]
+            if len(arrays) == len(alt):
+                return _sum_u64_columns(arrays)
         if any(raw.count(None) == n for raw, _ in alt):
             continue  # absent on every row: the next alternative
         if all(None not in raw for raw, _ in alt):

@@ -491,7 +491,15 @@ class SonicGnmi(_Stream):
         self._ports: tuple[list[str], list[str]] = ([], [])
         self._queues: tuple[list[Any], ...] = ([], [], [], [], [])
         self._bad_queues: list[tuple[str, str]] = []
-        self._lldp: list[dict[str, Any]] | None = None  # lldp rows of `appl` (None: to be read)
+        # lldp_link columns of `appl` (None: to be read); APPL_DB changes on change only
+        self._lldp: dict[str, list[Any]] | None = None
+        # the ports' (up, speed_bps) columns from PORT_TABLE, for the port names they were read
+        # for and APPL_DB as of `_appl_version`, with the problems that read named (named again
+        # by each poll that uses them, as a read would)
+        self._appl_version = 0
+        self._status: tuple[int, list[str], list[Any], list[Any], list[tuple[Any, ...]]] | None
+        self._status = None
+        self._prio_ports: tuple[Any, list[str]] = (None, [])  # (port names, ... x 8)
         # the counters of an update that brought every port (or queue), read as it arrives
         # (`counters.read_batch`, while its values are fresh in memory) and used by the polls
         # until the next update (which replaces them, or leaves None for the poll to read)
@@ -584,6 +592,7 @@ class SonicGnmi(_Stream):
                     return False
                 self.appl[f"{table}:{key}"] = {str(k): _str(x) for k, x in h.items()}
             self._lldp = None
+            self._appl_version += 1
             self.appl_ts = max(self.appl_ts, ts_ms)
             return True
         # COUNTERS/Ethernet0 -> {SAI...}; COUNTERS/Ethernet0/Queues -> {"Ethernet0:3": {...}};
@@ -723,8 +732,9 @@ class SonicGnmi(_Stream):
             appl = self.appl
             ports, queues = self._ports, self._queues
             if lldp and self._lldp is None:
-                self._lldp = C.lldp_rows(appl)  # APPL_DB changes on change only: kept
-            ll = [dict(r) for r in self._lldp or ()] if lldp else []
+                self._lldp = _lldp_columns(C.lldp_rows(appl))  # APPL_DB changes on change only
+            ll = self._lldp if lldp else {}  # shared: read only by the source
+            appl_version, status = self._appl_version, self._status
         names, keys = ports
         hashes: list[Any]
         if fields and len(fcols) == len(_FIELD_TERMS) and None not in fcols.values():
@@ -760,14 +770,14 @@ class SonicGnmi(_Stream):
             "ts": _ts_column(list(map(port_ts.get, names))),
             **C.field_columns("port", keys, hashes, problems, cache=cache),
         }
-        up, speed = [], []
-        for n in names:
-            pt = appl.get(f"PORT_TABLE:{n}") or {}
-            status = pt.get("oper_status")
-            up.append(None if status is None else int(status == "up"))
-            mbps = C._float(f"PORT_TABLE:{n}", "speed", pt.get("speed"), problems)
-            speed.append(mbps * 1e6 if mbps else None)
-        pc["up"], pc["speed_bps"] = up, speed
+        if status is None or status[0] != appl_version or status[1] != names:
+            status = (appl_version, names, *_port_status(names, appl))
+            with self.lock:
+                if self._appl_version == appl_version:
+                    self._status = status
+        for args in status[4]:
+            problems.add(*args)
+        pc["up"], pc["speed_bps"] = status[2], status[3]
         chunks: dict[str, list[C.Column]] = {}  # priority fields, one chunk per priority
         for p in C.PRIORITIES:
             f = C.field_columns("priority", keys, hashes, problems, p, cache=cache)
@@ -782,7 +792,13 @@ class SonicGnmi(_Stream):
                 part["priority"] = [p] * len(have)
             for k, c in part.items():
                 chunks.setdefault(k, []).append(c)
-        prio = {k: _concat(c) for k, c in chunks.items()}
+        prio = {k: _concat(c) for k, c in chunks.items() if k != "port"}
+        if chunks and all(c is names for c in chunks["port"]):  # every priority on every port
+            if self._prio_ports[0] is not names:  # the same list while the ports are
+                self._prio_ports = (names, names * len(C.PRIORITIES))
+            prio["port"] = self._prio_ports[1]
+        elif chunks:
+            prio["port"] = _concat(chunks["port"])
         qnames, qport, qidx, qtype, qkeys = queues
         qhashes: list[Any] = [True] * len(qnames) if qtaken else list(map(queue_h.get, qnames))
         if not all(qhashes):  # only the queues that streamed
@@ -1036,6 +1052,43 @@ _STR = frozenset((str,))
 # `COUNTERS/Ethernet*/Queues`, which has no per-counter form in SONiC's virtual paths
 _FIELD_TERMS = tuple(dict.fromkeys(_PORT_TERMS))  # once each (the priority rows repeat some)
 SONIC_FIELD_SAMPLE = (*(SONIC_FIELD.format(t) for t in _FIELD_TERMS), SONIC_SAMPLE[1])
+
+
+def _port_status(
+    names: Sequence[str], appl: dict[str, dict[str, str]]
+) -> tuple[list[Any], list[Any], list[tuple[Any, ...]]]:
+    """(up, speed_bps) of each port from APPL_DB PORT_TABLE (as `counters.port_rows` reads
+    them), and the problems that read named (reason, subject, detail)."""
+    named: list[tuple[Any, ...]] = []
+    rec = _Record(named)
+    up, speed = [], []
+    for n in names:
+        pt = appl.get(f"PORT_TABLE:{n}") or {}
+        status = pt.get("oper_status")
+        up.append(None if status is None else int(status == "up"))
+        mbps = C._float(f"PORT_TABLE:{n}", "speed", pt.get("speed"), rec)
+        speed.append(mbps * 1e6 if mbps else None)
+    return up, speed, named
+
+
+class _Record:
+    """Problems kept to be named again (`C.Problems`)."""
+
+    def __init__(self, into: list[tuple[Any, ...]]) -> None:
+        self.into = into
+
+    def add(self, reason: str, subject: str = "", detail: str = "", n: int = 1) -> None:
+        self.into.append((reason, subject, detail, n))
+
+
+_LLDP_FIELDS = ("local_port", "remote_device", "remote_port", "remote_chassis_id", "source")
+
+
+def _lldp_columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """`counters.lldp_rows` as lldp_link columns ({} where there are none)."""
+    if not rows:
+        return {}
+    return {f: [r[f] for r in rows] for f in _LLDP_FIELDS}
 
 
 def _ts_column(ts: list[int | None]) -> C.Column:

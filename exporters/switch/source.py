@@ -59,6 +59,14 @@ class SwitchSource(BaseSource):
         self.clock = clock
         self.targets = list(targets)
         self._prev: dict[tuple[str, str, str], tuple[float, int | None, int | None]] = {}
+        # a switch's previous counters as columns, where its poll gave whole uint64 columns
+        # (`_column_rates`): they stand for its ports' entries in `_prev` until a poll of it
+        # goes row by row again (which writes them back there first)
+        self._prev_cols: dict[tuple[str, str], _PrevColumns] = {}
+        # Arrow arrays of the column lists a poll handed over, by the list (kept: its id is
+        # its own while here); a cache hands the same list again while it is unchanged (port
+        # names, queue types, PORT_TABLE status, LLDP), which is not converted again
+        self._arrays: dict[int, tuple[list[Any], pa.Array]] = {}
         self._down: set[tuple[str, str]] = set()
         self.resets = 0
         self._gnmi_loop: Any = None
@@ -191,12 +199,18 @@ class SwitchSource(BaseSource):
                 self._merge_columns(t, p, ts, columns)
             else:
                 self._merge_rows(t, p, q, ts, rows)
+            if isinstance(ll, dict):  # columns (gNMI SONiC), the same on every poll
+                if ll:
+                    columns["lldp_link"].append((dict(ll), {"ts": ts, "local_device": t.switch}))
+                continue
             for r in ll:
                 r.update(ts=ts, local_device=t.switch)
                 rows["lldp_link"].append(r)
+        seen: dict[int, tuple[list[Any], pa.Array]] = {}
         for kind, ps in columns.items():  # every switch's columns of a kind: one table
             if ps:
-                tables[kind].append(_table(KINDS[kind], ps))
+                tables[kind].append(_table(KINDS[kind], ps, self._arrays, seen))
+        self._arrays = seen  # only the lists this poll had: the others may be gone
         n = {k: len(rows[k]) + sum(x.num_rows for x in tables[k]) for k in _KINDS}
         self.stats.received += n["switch_port_sample"] + n["switch_queue_sample"] + n["lldp_link"]
         up = sum(1 for s in status if s["up"])
@@ -208,7 +222,7 @@ class SwitchSource(BaseSource):
                 k = KINDS[kind]
                 parts = ([k.to_arrow(rows[kind])] if rows[kind] else []) + tables[kind]
                 out.append(Batch(k, parts[0] if len(parts) == 1 else pa.concat_tables(parts)))
-        groups = self._ecmp_rows(out, rows["lldp_link"], ts)
+        groups = self._ecmp_rows(out, rows["lldp_link"], tables["lldp_link"], ts)
         if groups:
             out.append(Batch.from_rows("ecmp_group_sample", groups))
         return out
@@ -253,6 +267,12 @@ class SwitchSource(BaseSource):
                 const["role"] = t.role
                 rx = c.get("rx_bytes_per_second") or [None] * n
                 tx = c.get("tx_bytes_per_second") or [None] * n
+                got = self._column_rates(t, c, rx, tx)
+                if got is not None:
+                    c.update(got)
+                    parts[kind].append((c, const))
+                    continue
+                self._flush_prev(t)
                 rates = [
                     self._rates((t.switch, t.asic, port), *row)
                     for port, *row in zip(
@@ -265,6 +285,90 @@ class SwitchSource(BaseSource):
                 ):
                     c[f] = [r[i] for r in rates]
             parts[kind].append((c, const))
+
+    def _column_rates(
+        self, t: Target, c: dict[str, Any], rx: Any, tx: Any
+    ) -> dict[str, pa.Array] | None:
+        """`_rates` for a whole switch at once, where its byte counters are uint64 columns on
+        every port and the switch gave no rates of its own: the same values (the difference
+        of the integer counters, as a double, over the same double seconds), the same resets
+        counted, no rate where a counter went backwards, has no previous value or no time
+        passed. None where that does not apply: the caller goes port by port."""
+        rxc, txc = c["rx_bytes_total"], c["tx_bytes_total"]
+        if not (
+            isinstance(rxc, np.ndarray) and isinstance(txc, np.ndarray)
+            and rxc.dtype == np.uint64 and txc.dtype == np.uint64
+            and all(isinstance(v, list) and v.count(None) == len(v) for v in (rx, tx))
+        ):  # fmt: skip
+            return None
+        ts = c["ts"]
+        if not isinstance(ts, np.ndarray):
+            if None in ts:
+                return None
+            ts = np.asarray(ts, dtype=np.int64)
+        secs = ts / 1000  # int64 / int: doubles, as ts / 1000 in `_rates`
+        names = list(c["port"])
+        key = (t.switch, t.asic)
+        prev = self._prev_cols.get(key)
+        if prev is None or prev.names != names:
+            self._flush_prev(t)
+            prev = self._prev_from_rows(t, names)
+        out: dict[str, pa.Array] = {}
+        rates = []
+        for f, cur, old, known in (
+            ("rx_bytes_per_second", rxc, prev.rx, prev.rx_known),
+            ("tx_bytes_per_second", txc, prev.tx, prev.tx_known),
+        ):
+            dt = secs - prev.secs
+            ok = known & (dt > 0)  # nan (no previous poll) > 0 is False
+            back = ok & (cur < old)
+            if back.any():
+                self.resets += int(back.sum())
+                self.stats.extra["counter_resets"] = float(self.resets)
+            ok &= ~back
+            # where ok: cur >= old, dt > 0 (elsewhere 0, masked: null)
+            rate = np.divide((cur - old).astype(np.float64), dt, out=np.zeros(len(dt)), where=ok)
+            out[f] = pa.array(rate, pa.float64(), mask=~ok)
+            rates.append((rate, ok))
+        speed = c["speed_bps"]
+        sp = np.array([s if s else np.nan for s in speed], dtype=np.float64)
+        has = ~np.isnan(sp)
+        rate, ok = rates[1]
+        util = np.divide(rate * 8, sp, out=np.zeros(len(sp)), where=ok & has)
+        out["tx_utilization_ratio"] = pa.array(util, pa.float64(), mask=~(ok & has))
+        self._prev_cols[key] = _PrevColumns(
+            names, secs, rxc, np.ones(len(names), dtype=bool), txc, np.ones(len(names), dtype=bool)
+        )
+        return out
+
+    def _prev_from_rows(self, t: Target, names: list[str]) -> _PrevColumns:
+        """The previous counters of a switch's ports from `_prev` (row by row polls), as
+        columns: unknown where a port has no entry or a counter had no value."""
+        n = len(names)
+        secs = np.full(n, np.nan)
+        rx, tx = np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=np.uint64)
+        rxk, txk = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        for i, name in enumerate(names):
+            p = self._prev.get((t.switch, t.asic, name))
+            if p is None:
+                continue
+            secs[i] = p[0]
+            if p[1] is not None:
+                rx[i], rxk[i] = p[1], True
+            if p[2] is not None:
+                tx[i], txk[i] = p[2], True
+        return _PrevColumns(names, secs, rx, rxk, tx, txk)
+
+    def _flush_prev(self, t: Target) -> None:
+        """A switch's previous counters kept as columns back into `_prev` (row by row)."""
+        prev = self._prev_cols.pop((t.switch, t.asic), None)
+        if prev is None:
+            return
+        rx = [int(v) if k else None for v, k in zip(prev.rx.tolist(), prev.rx_known, strict=True)]
+        tx = [int(v) if k else None for v, k in zip(prev.tx.tolist(), prev.tx_known, strict=True)]
+        for name, s, r, x in zip(prev.names, prev.secs.tolist(), rx, tx, strict=True):
+            if s == s:  # not nan: the port was polled
+                self._prev[(t.switch, t.asic, name)] = (s, r, x)
 
     def _poll_one(self, t: Target) -> tuple[dict[str, Any], Any, Any, list[Any]]:
         who = t.switch + (f"/{t.asic}" if t.asic else "")
@@ -342,10 +446,12 @@ class SwitchSource(BaseSource):
         return out[0], out[1], util
 
     def _ecmp_rows(
-        self, batches: list[Batch], lldp: list[dict[str, Any]], ts: int
-    ) -> list[dict[str, Any]]:
+        self, batches: list[Batch], lldp: list[dict[str, Any]], lldp_tables: list[pa.Table],
+        ts: int,
+    ) -> list[dict[str, Any]]:  # fmt: skip
         groups = dict(self.cfg.ecmp_groups)
         if self.cfg.uplink_neighbor:
+            lldp = lldp + [r for tb in lldp_tables for r in tb.to_pylist()]
             groups = ecmp.merge_groups(
                 groups, ecmp.groups_from_lldp(lldp, self.cfg.uplink_neighbor)
             )
@@ -377,14 +483,36 @@ class SwitchSource(BaseSource):
             self._gnmi_loop.close()
 
 
+class _PrevColumns:
+    """A switch's counters at its previous poll, as columns (`SwitchSource._column_rates`)."""
+
+    __slots__ = ("names", "rx", "rx_known", "secs", "tx", "tx_known")
+
+    def __init__(
+        self, names: list[str], secs: Any, rx: Any, rx_known: Any, tx: Any, tx_known: Any
+    ) -> None:
+        self.names, self.secs = names, secs
+        self.rx, self.rx_known, self.tx, self.tx_known = rx, rx_known, tx, tx_known
+
+
 _KINDS = ("switch_port_sample", "switch_priority_sample", "switch_queue_sample", "lldp_link")
 
 
-def _table(kind: RecordKind, parts: list[tuple[dict[str, Any], dict[str, Any]]]) -> pa.Table:
+def _table(
+    kind: RecordKind,
+    parts: list[tuple[dict[str, Any], dict[str, Any]]],
+    arrays_of: dict[int, tuple[list[Any], pa.Array]] | None = None,
+    seen: dict[int, tuple[list[Any], pa.Array]] | None = None,
+) -> pa.Table:
     """One table of `kind` from many switches' columns: each part is (columns: lists or arrays
     of equal length, values the same on each of its rows); absent fields are null, an absent
-    label ''. A field that is an array in every part becomes one array (no Python objects)."""
-    ns = [len(c["ts"]) for c, _ in parts]
+    label ''. A field that is an array in every part becomes one array (no Python objects).
+    `arrays_of`: Arrow arrays of lists converted before (by the list itself, which must not
+    have changed since; lists are never edited in place here); `seen` gets those of this
+    table's lists."""
+    arrays_of = {} if arrays_of is None else arrays_of
+    seen = {} if seen is None else seen
+    ns = [len(next(iter(c.values()))) for c, _ in parts]
     n = sum(ns)
     for c, const in parts:
         unknown = (set(c) | set(const)) - set(kind.by_name)
@@ -403,6 +531,10 @@ def _table(kind: RecordKind, parts: list[tuple[dict[str, Any], dict[str, Any]]])
                 arrays.append(pa.array(vals, f.arrow_type).take(which))
             continue
         chunks = [c.get(f.name) for c, _ in parts]
+        if all(isinstance(v, pa.Array) for v in chunks):  # made by the source (rates)
+            arrays.append(pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0])
+            continue
+        chunks = [v.to_pylist() if isinstance(v, pa.Array) else v for v in chunks]
         arrs = [v for v in chunks if isinstance(v, np.ndarray)]
         if len(arrs) == len(chunks) and len({v.dtype for v in arrs}) == 1:
             arrays.append(pa.array(arrs[0] if len(arrs) == 1 else np.concatenate(arrs),
@@ -414,6 +546,19 @@ def _table(kind: RecordKind, parts: list[tuple[dict[str, Any], dict[str, Any]]])
                 if f.nullable
                 else pa.repeat(pa.scalar("", f.arrow_type), n)
             )
+            continue
+        lists: list[list[Any]] = [v for v in chunks if type(v) is list]
+        if len(lists) == len(chunks) and (
+            f.nullable or not any(None in lst for lst in lists)
+        ):  # each part's list as an array (converted once while the list is the same), joined
+            got = []
+            for lst in lists:
+                hit = arrays_of.get(id(lst))
+                if hit is None or hit[0] is not lst:
+                    hit = (lst, pa.array(lst, f.arrow_type))
+                seen[id(lst)] = hit
+                got.append(hit[1])
+            arrays.append(pa.concat_arrays(got) if len(got) > 1 else got[0])
             continue
         flat: list[Any] = []
         fill = None if f.nullable else ""  # a part without the field, as a table of its own
