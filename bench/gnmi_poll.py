@@ -53,7 +53,9 @@ class _Quiet:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--switches", type=int, default=256)
     ap.add_argument("--ports", type=int, default=64)
     ap.add_argument("--queues", type=int, default=8)
