@@ -7,7 +7,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -118,7 +118,7 @@ _SESSION_START = datetime.fromtimestamp((int(time.time()) // 60 - 60) * 60, UTC)
 @pytest.fixture(scope="session")
 def scenario_run(
     chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory
-) -> Callable[[str], ScenarioRun]:
+) -> Iterator[Callable[[str], ScenarioRun]]:
     """`scenario_run(name)`: that scenario's ScenarioRun, made on first use in the session."""
     runs: dict[str, ScenarioRun] = {}
 
@@ -127,7 +127,7 @@ def scenario_run(
             runs[name] = _scenario_run(chdb_dsn, tmp_path_factory, name)
         return runs[name]
 
-    yield get  # type: ignore[misc]
+    yield get
     for r in runs.values():
         r.store.client.command(f"DROP DATABASE IF EXISTS `{r.store.database}`")
 

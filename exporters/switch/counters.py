@@ -491,13 +491,18 @@ def port_rows(
         # SONiC's RX_BPS/TX_BPS are bytes per second (portstat shows them as B/s).
         row["rx_bytes_per_second"] = _float(rkey, "RX_BPS", r.get("RX_BPS"), problems)
         row["tx_bytes_per_second"] = _float(rkey, "TX_BPS", r.get("TX_BPS"), problems)
-        pt = appl.get(f"PORT_TABLE:{name}") or {}
-        status = pt.get("oper_status")
-        row["up"] = None if status is None else (1 if status == "up" else 0)
-        mbps = _float(f"PORT_TABLE:{name}", "speed", pt.get("speed"), problems)
-        row["speed_bps"] = mbps * 1e6 if mbps else None
+        row["up"], row["speed_bps"] = port_status(name, appl, problems)
         rows.append(row)
     return rows
+
+
+def port_status(name: str, appl: dict[str, Hash], problems: Problems) -> tuple[Any, Any]:
+    """A port's (up, speed_bps) from APPL_DB `PORT_TABLE:<name>`: oper_status "up" -> 1, another
+    -> 0, none -> None; speed in Mb/s (a bad one named, None)."""
+    pt = appl.get(f"PORT_TABLE:{name}") or {}
+    status = pt.get("oper_status")
+    mbps = _float(f"PORT_TABLE:{name}", "speed", pt.get("speed"), problems)
+    return (None if status is None else int(status == "up")), (mbps * 1e6 if mbps else None)
 
 
 def queue_rows(

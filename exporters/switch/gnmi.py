@@ -1057,17 +1057,15 @@ SONIC_FIELD_SAMPLE = (*(SONIC_FIELD.format(t) for t in _FIELD_TERMS), SONIC_SAMP
 def _port_status(
     names: Sequence[str], appl: dict[str, dict[str, str]]
 ) -> tuple[list[Any], list[Any], list[tuple[Any, ...]]]:
-    """(up, speed_bps) of each port from APPL_DB PORT_TABLE (as `counters.port_rows` reads
-    them), and the problems that read named (reason, subject, detail)."""
+    """(up, speed_bps) of each port from APPL_DB PORT_TABLE (`counters.port_status`), and the
+    problems that read named (reason, subject, detail, n)."""
     named: list[tuple[Any, ...]] = []
     rec = _Record(named)
     up, speed = [], []
     for n in names:
-        pt = appl.get(f"PORT_TABLE:{n}") or {}
-        status = pt.get("oper_status")
-        up.append(None if status is None else int(status == "up"))
-        mbps = C._float(f"PORT_TABLE:{n}", "speed", pt.get("speed"), rec)
-        speed.append(mbps * 1e6 if mbps else None)
+        u, sp = C.port_status(n, appl, rec)
+        up.append(u)
+        speed.append(sp)
     return up, speed, named
 
 

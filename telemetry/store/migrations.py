@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import groupby
 
 from telemetry.store.schema import (
     DEDUP_WINDOW,
@@ -64,17 +65,11 @@ def alter_columns(columns: Callable[[], tuple[tuple[str, str, str], ...]]) -> St
     }
 
     def stmts(ctx: Context) -> list[str]:
-        runs: list[tuple[str, str, list[str]]] = []
-        for table, verb, col in columns():
-            if runs and runs[-1][:2] == (table, verb):
-                runs[-1][2].append(col)
-            else:
-                runs.append((table, verb, [col]))
         return [
             s
-            for table, verb, cols in runs
+            for (table, verb), run in groupby(columns(), key=lambda c: c[:2])
             for s in alter_sql(
-                table, ", ".join(f"{verbs[verb]} {c}" for c in cols), ctx.database, ctx.cluster
+                table, ", ".join(f"{verbs[verb]} {c}" for _, _, c in run), ctx.database, ctx.cluster
             )
         ]
 
