@@ -377,6 +377,7 @@ def main() -> None:
     growth = results[-1]["clickhouse_s"] / max(results[0]["clickhouse_s"], 1e-9)
     report(
         {
+            "bench": "correlate",
             "leases": args.leases,
             "sizes": results,
             "clickhouse_time_growth_first_to_last": round(growth, 2),
