@@ -26,8 +26,34 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=20)
 
 
-# one fabric for the module: in full-suite runs (CI twice, here once) the second set-up of the
-# same namespaces heard no neighbour within 60 s while the first always did; both tests read it
+def _neighbours(sock: str) -> str:
+    return _run("lldpcli", "-u", sock, "show", "neighbors", "-f", "json").stdout
+
+
+def _wait_until_heard(
+    socks: dict[str, str], procs: list[subprocess.Popen[bytes]], logs: dict[str, Path]
+) -> None:
+    """Both hosts must hear the leaf (a 1 s tx-interval: within seconds); a failure says what
+    each daemon saw, counted and logged."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if all("leaf-su0-r0" in _neighbours(socks[h]) for h in ("h1", "h2")):
+            return
+        time.sleep(0.5)
+    seen = []
+    for (key, sock), p in zip(socks.items(), procs, strict=True):
+        state = "running" if p.poll() is None else f"exited {p.returncode}"
+        ifaces = _run("lldpcli", "-u", sock, "show", "interfaces").stdout.strip()
+        stats = _run("lldpcli", "-u", sock, "show", "statistics").stdout.strip()
+        log = logs[key].read_text(errors="replace")[-2000:]
+        seen.append(
+            f"--- {key}: lldpd {state}\nneighbours: {_neighbours(sock).strip()}\n"
+            f"interfaces: {ifaces}\nstatistics: {stats}\nlog: {log}"
+        )
+    pytest.fail("lldpd: a host heard no neighbour within 60 s\n" + "\n".join(seen))
+
+
+# one fabric for the module: both tests read it
 @pytest.fixture(scope="module")
 def netns_fabric() -> Iterator[dict[str, str]]:
     if (
@@ -66,46 +92,46 @@ def netns_fabric() -> Iterator[dict[str, str]]:
                 r = _run(*cmd)
                 assert r.returncode == 0, f"{' '.join(cmd)}: {r.stderr}"
         hostnames = {"h1": "gpu-node-1", "h2": "gpu-node-2", "leaf": "leaf-su0-r0"}
+        socks = {key: str(sock_dir / f"{key}.sock") for key in names}
+        logs = {key: sock_dir / f"{key}.log" for key in names}
         for key, ns in names.items():
-            sock = str(sock_dir / f"{key}.sock")
-            p = subprocess.Popen(
-                [
-                    "ip",
-                    "netns",
-                    "exec",
-                    ns,
-                    "lldpd",
-                    "-d",
-                    "-u",
-                    sock,
-                    "-p",
-                    str(sock_dir / f"{key}.pid"),
-                    "-I",
-                    f"{tag}*",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
+            # configured from a file lldpd reads before it starts sending (-O), not by lldpcli
+            # once it runs: configuring a starting lldpd stopped its transmit timer on a port in
+            # 5 of 24 set-ups here (the port sent one LLDPDU, then nothing; CI: "no neighbour
+            # heard within 60 s"), 0 of 40 from the file. TTL = tx-interval x tx-hold: the
+            # default hold of 4 would let a neighbour expire while a loaded machine opens a store
+            conf = sock_dir / f"{key}.conf"
+            conf.write_text(
+                f"configure system hostname {hostnames[key]}\n"
+                "configure lldp portidsubtype ifname\n"
+                "configure lldp tx-interval 1\n"
+                "configure lldp tx-hold 120\n"
             )
+            with logs[key].open("wb") as log:  # lldpd -d logs to stderr: kept for a failure
+                p = subprocess.Popen(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        ns,
+                        "lldpd",
+                        "-d",
+                        "-O",
+                        str(conf),
+                        "-u",
+                        socks[key],
+                        "-p",
+                        str(sock_dir / f"{key}.pid"),
+                        "-I",
+                        f"{tag}*",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                    start_new_session=True,
+                )
             procs.append(p)
-        for key in names:
-            sock = str(sock_dir / f"{key}.sock")
-            for _ in range(300):  # lldpd may take a while to open its socket on a busy machine
-                if (
-                    _run(
-                        "lldpcli", "-u", sock, "configure", "system", "hostname", hostnames[key]
-                    ).returncode
-                    == 0
-                ):
-                    break
-                time.sleep(0.1)
-            _run("lldpcli", "-u", sock, "configure", "lldp", "portidsubtype", "ifname")
-            _run("lldpcli", "-u", sock, "configure", "lldp", "tx-interval", "1")
-            # TTL = tx-interval x tx-hold: lldpd's default hold of 4 lets a neighbour expire
-            # after 4 s without an announcement, which a loaded CI machine (the first store
-            # open takes seconds) reached between "seen" and `topology lldp`
-            _run("lldpcli", "-u", sock, "configure", "lldp", "tx-hold", "120")
-        yield {"h1": str(sock_dir / "h1.sock"), "h2": str(sock_dir / "h2.sock"), "tag": tag}
+        _wait_until_heard(socks, procs, logs)
+        yield {"h1": socks["h1"], "h2": socks["h2"], "tag": tag}
     finally:
         for p in procs:
             with contextlib.suppress(ProcessLookupError):
@@ -123,18 +149,10 @@ def netns_fabric() -> Iterator[dict[str, str]]:
 
 def test_lldpcli_neighbours_build_the_fabric(netns_fabric: dict[str, str]) -> None:
     tag = netns_fabric["tag"]
-    rows: dict[str, list[dict]] = {}
-    deadline = time.monotonic() + 60  # lldpd re-announces its new hostname on its next tx
-    while time.monotonic() < deadline:
-        for host in ("h1", "h2"):
-            out = _run(
-                "lldpcli", "-u", netns_fabric[host], "show", "neighbors", "-f", "json"
-            ).stdout
-            rows[host] = parse_lldpcli_json(out, f"gpu-node-{host[1]}")
-        if all(r and r[0]["remote_device"] == "leaf-su0-r0" for r in rows.values()):
-            break
-        time.sleep(0.5)
-    assert all(rows.values()), f"no LLDP neighbour heard within 60 s: {rows}"
+    rows = {  # the fixture waited until both hosts heard the leaf
+        host: parse_lldpcli_json(_neighbours(netns_fabric[host]), f"gpu-node-{host[1]}")
+        for host in ("h1", "h2")
+    }
     assert rows["h1"] == [
         {
             "local_device": "gpu-node-1",
@@ -170,17 +188,6 @@ def test_topology_lldp_stores_neighbours_and_hypernodes_come_from_saved_json(
 
     monkeypatch.setenv("RAILSCOPE_DSN", chdb_dsn)
     monkeypatch.setenv("RAILSCOPE__STORE__DATABASE", store.database)
-    deadline = time.monotonic() + 60  # lldpd re-announces its new hostname on its next tx
-    while time.monotonic() < deadline:  # both hosts must have heard the leaf before we store
-        seen = [
-            "leaf-su0-r0"
-            in _run("lldpcli", "-u", netns_fabric[h], "show", "neighbors", "-f", "json").stdout
-            for h in ("h1", "h2")
-        ]
-        if all(seen):
-            break
-        time.sleep(0.5)
-    assert all(seen), "lldpd: a host heard no neighbour within 60 s"
     for host in ("h1", "h2"):
         assert (
             main(
