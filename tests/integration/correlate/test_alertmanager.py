@@ -106,8 +106,11 @@ def _cfg(url: str, **kw: Any) -> AlertmanagerConfig:
     )
 
 
-def _incident(state: str = "open", tenants: tuple[str, ...] = ("team-a",)) -> dict[str, Any]:
-    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
+def _incident(
+    t0: datetime, state: str = "open", tenants: tuple[str, ...] = ("team-a",)
+) -> dict[str, Any]:
+    """The incident row opened at `t0`: a test passes one t0 to every call, so that "the same
+    incident again" is the same row even when a second boundary passed between the calls."""
     return {
         "incident_id": "4f9bc0a380e09acde1ef",
         "cluster": "default",
@@ -124,6 +127,10 @@ def _incident(state: str = "open", tenants: tuple[str, ...] = ("team-a",)) -> di
     }
 
 
+def _opened() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
+
+
 def _wait(cond: Any, seconds: float = 10.0) -> Any:
     deadline = time.monotonic() + seconds
     while True:
@@ -135,7 +142,8 @@ def _wait(cond: Any, seconds: float = 10.0) -> Any:
 
 def test_posted_visible_routed_by_tenant_and_resolved(am: Alertmanager) -> None:
     sink = AlertmanagerSink(_cfg(am.url), "default")
-    assert sink.offer([_incident(tenants=("team-a", "team-b"))]) == 2
+    t0 = _opened()
+    assert sink.offer([_incident(t0, tenants=("team-a", "team-b"))]) == 2
     assert sink.flush() is True
     got = _wait(lambda: [a for a in am.alerts() if a["labels"].get("incident")])
     assert len(got) == 2
@@ -175,9 +183,9 @@ def test_posted_visible_routed_by_tenant_and_resolved(am: Alertmanager) -> None:
         assert out.returncode == 0, out.stderr
         assert [x["labels"]["incident"] for x in json.loads(out.stdout)] == ["4f9bc0a380e09acde1ef"]
     # the same incident again: nothing new to send
-    assert sink.offer([_incident(tenants=("team-a", "team-b"))]) == 0
+    assert sink.offer([_incident(t0, tenants=("team-a", "team-b"))]) == 0
     # closed: both alerts resolve
-    assert sink.offer([_incident("resolved", tenants=("team-a", "team-b"))]) == 2
+    assert sink.offer([_incident(t0, "resolved", tenants=("team-a", "team-b"))]) == 2
     assert sink.flush() is True
     assert _wait(lambda: not am.alerts())
     assert sink.firing == {}
@@ -186,7 +194,8 @@ def test_posted_visible_routed_by_tenant_and_resolved(am: Alertmanager) -> None:
 def test_alertmanager_down_then_up_nothing_lost(tmp_path: Path, free_port: int) -> None:
     down = Alertmanager(tmp_path, free_port)
     sink = AlertmanagerSink(_cfg(down.url, resend_seconds=1.0), "default")
-    sink.offer([_incident()])
+    t0 = _opened()
+    sink.offer([_incident(t0)])
     assert sink.flush() is False  # connection refused: kept
     assert len(sink.pending) == 1 and sink.stats.errors == {"unreachable": 1}
     assert sink.flush() is False  # inside the backoff: not even tried
@@ -199,7 +208,7 @@ def test_alertmanager_down_then_up_nothing_lost(tmp_path: Path, free_port: int) 
         assert [a["labels"]["incident"] for a in got] == ["4f9bc0a380e09acde1ef"]
         # down again (a restart forgets active alerts) while a second incident opens
         down.stop()
-        second = {**_incident(), "incident_id": "second", "root_subject": "leaf1:Ethernet8"}
+        second = {**_incident(t0), "incident_id": "second", "root_subject": "leaf1:Ethernet8"}
         sink.offer([second])
         assert sink.flush(force=True) is False
         down.start()
