@@ -18,6 +18,25 @@ time.tzset()
 import pytest  # noqa: E402
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into node ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The suite runs on every CPU (pyproject: `-n logical --dist loadgroup`): the tests that
+    read one built-in scenario through `scenario_run` join one xdist group, so one worker makes
+    that run and the others never do. The scenario is the test's `scenario` parameter or its
+    `@pytest.mark.scenario(name)`; a test with neither still passes, only its worker may make
+    a run of its own."""
+    for item in items:
+        if "scenario_run" not in getattr(item, "fixturenames", ()):
+            continue
+        callspec = getattr(item, "callspec", None)
+        name = callspec.params.get("scenario") if callspec is not None else None
+        mark = item.get_closest_marker("scenario")
+        if name is None and mark is not None:
+            name = mark.args[0]
+        if name is not None:
+            item.add_marker(pytest.mark.xdist_group(f"scenario-{name}"))
+
+
 @pytest.fixture(scope="session")
 def chdb_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(tmp_path_factory.mktemp("chdb") / "store")

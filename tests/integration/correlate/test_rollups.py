@@ -25,6 +25,8 @@ from telemetry.store import Store
 from telemetry.store.migrations import MIGRATION_12_ROLLUPS
 from tests.conftest import ScenarioRun
 
+pytestmark = pytest.mark.scenario("small")  # the tests that take scenario_run read small's
+
 EVERY = {t for t, _ in ROLLUPS.values()}
 # the detectors that read a rollup (sql.moved_series / rollup_table)
 READERS = (

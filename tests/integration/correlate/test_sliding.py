@@ -95,6 +95,7 @@ def same_findings(store: Store, batch: str, interval: float) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.scenario("small")
 def test_small_live_equals_batch_and_latency_bounds(
     scenario_run: Callable[[str], ScenarioRun], tmp_path: Path
 ) -> None:
@@ -117,6 +118,7 @@ def test_small_live_equals_batch_and_latency_bounds(
 
 
 @pytest.mark.slow
+@pytest.mark.scenario("multi-idc")
 def test_multi_idc_live_equals_batch(
     scenario_run: Callable[[str], ScenarioRun], tmp_path: Path
 ) -> None:

@@ -31,6 +31,8 @@ NOT_EXERCISED = {
     "pool / Pool findings (idle allocations, fragmentation-blocked gangs, starving queues)",
 }
 
+pytestmark = pytest.mark.scenario("small")  # the tests that take scenario_run read small's
+
 
 @pytest.fixture
 def sim(scenario_run: Callable[[str], ScenarioRun]) -> dict[str, Any]:

@@ -42,6 +42,7 @@ def _over_gnmi(store: Store, start: str, spool: Path) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.scenario("small")
 def test_sim_score_over_gnmi_equals_the_fast_path(
     store: Store, tmp_path: Path, scenario_run: Callable[[str], ScenarioRun]
 ) -> None:
