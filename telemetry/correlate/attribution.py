@@ -97,7 +97,13 @@ def _versions(ctx: Context, kind: str, key: str, cols: str) -> str:
 # costs 5-10x. Leases over before the window are left out, so the arrays hold the segments
 # that can matter to it, not the whole history. Fourth version (below, _KEYS): the string
 # attributes through LowCardinality keys, 2.75-2.97 s CPU per 1 M flows against 3.43-3.58 s
-# for the third in the same session (docs/correlation.md).
+# for the third in the same session (docs/correlation.md). Where the INSERT's 2.3-3.5 s per
+# 1 M flows go (stop 27, bench data): the scalar subqueries (segment arrays) 0.66 s; the whole
+# SELECT into Null 1.13 s wall on two threads; the INSERT into a table without
+# job_port_intervals_mv 1.4-2.0 s, its pipeline parallel (CPU above wall); with the view
+# 2.5-3.5 s, CPU equal to wall: the view's GROUP BY over the same rows costs 0.15-0.18 s on
+# its own, but a dependent view leaves the insert serial. Writing the rollup by an INSERT ...
+# SELECT of its own after this one, instead of the view, is the next step measured, not taken.
 def _segments(ctx: Context) -> str:
     """One row per (IP, start): the attribution of a flow sent at t from/to that IP is the
     segment with the latest start <= t, or nothing before the IP's first lease. Leases that
