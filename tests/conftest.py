@@ -23,8 +23,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The suite runs on every CPU (pyproject: `-n logical --dist loadgroup`): the tests that
     read one built-in scenario through `scenario_run` join one xdist group, so one worker makes
     that run and the others never do. The scenario is the test's `scenario` parameter or its
-    `@pytest.mark.scenario(name)`; a test with neither still passes, only its worker may make
-    a run of its own."""
+    `@pytest.mark.scenario(name)`; a test with neither is refused here (it would make the
+    scenario's run again on whichever worker it lands on: minutes of CI)."""
     for item in items:
         if "scenario_run" not in getattr(item, "fixturenames", ()):
             continue
@@ -33,8 +33,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         mark = item.get_closest_marker("scenario")
         if name is None and mark is not None:
             name = mark.args[0]
-        if name is not None:
-            item.add_marker(pytest.mark.xdist_group(f"scenario-{name}"))
+        if name is None:
+            raise pytest.UsageError(
+                f"{item.nodeid} takes scenario_run: give it a `scenario` parameter or "
+                "@pytest.mark.scenario(name) (tests/conftest.py)"
+            )
+        item.add_marker(pytest.mark.xdist_group(f"scenario-{name}"))
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from tests.integration.dashboards.test_queries import ALL_VARS, sim  # noqa: F40
 INJECTION = "\\' OR 1=1 --"
 
 
+@pytest.mark.scenario("small")  # `sim` reads small's scenario_run
 @pytest.mark.parametrize("variable", ["cluster", "job", "node", "tenant", "switch"])
 def test_injected_variable_changes_no_query_result(sim: dict[str, Any], variable: str) -> None:  # noqa: F811
     store = sim["store"]
