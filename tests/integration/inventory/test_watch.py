@@ -7,6 +7,8 @@ import asyncio
 import json
 import os
 import sys
+import threading
+import traceback
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -47,11 +49,20 @@ async def api() -> AsyncIterator[tuple[FakeKube, str]]:
     await runner.cleanup()
 
 
-async def until(cond: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+async def until(cond: Callable[[], bool], what: str, timeout: float = 45.0) -> None:
+    """Wait for `cond` while the API server (this loop) serves. The timeout is generous for a
+    machine where other test workers take the CPU; on expiry every thread's stack is printed
+    (the watch thread's included: where it waits)."""
     deadline = asyncio.get_running_loop().time() + timeout
     while not cond():
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            frames = sys._current_frames()
+            stacks = "".join(
+                f"\n--- thread {t.name}:\n" + "".join(traceback.format_stack(frames[t.ident]))
+                for t in threading.enumerate()
+                if t.ident in frames
+            )
+            raise AssertionError(f"timed out waiting for {what}; threads:{stacks}")
         await asyncio.sleep(0.05)
 
 

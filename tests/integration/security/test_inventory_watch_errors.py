@@ -75,7 +75,7 @@ async def test_watch_error_500_backs_off_relists_and_converges(
         await k.put(pod("b", "10.0.0.2"))
         await until(lambda: w.resource_versions.get("Node") == str(node_rv), "Node event")
         # Pod: re-listed after each ERROR with backoff, then watching again
-        await until(lambda: "Pod" not in w.down and fail["Pod"] == 0, "Pod recovers", 20)
+        await until(lambda: "Pod" not in w.down and fail["Pod"] == 0, "Pod recovers", 60)
         await until(lambda: w.resource_versions.get("Pod") == str(k.rv), "Pod in step")
         await k.put(pod("c", "10.0.0.3"))
         await until(lambda: w.resource_versions.get("Pod") == str(k.rv), "Pod event after")
