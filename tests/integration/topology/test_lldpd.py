@@ -202,7 +202,7 @@ def test_topology_lldp_stores_neighbours_and_hypernodes_come_from_saved_json(
             )
             == 0
         )
-        saved = _run("lldpcli", "-u", netns_fabric[host], "show", "neighbors", "-f", "json").stdout
+        saved = _neighbours(netns_fabric[host])
         (tmp_path / f"gpu-node-{host[1]}.json").write_text(saved)
     rows = store.query_rows(
         f"SELECT local_device, remote_device, source FROM {store.table('lldp_link')} ORDER BY local_device"
