@@ -57,6 +57,17 @@ READ_ONLY = (
 )
 
 
+def first_exception(log: str) -> str:
+    """The log line before a log's first Traceback and the exception it ends with, so that a
+    failed soak says what went wrong without its work directory."""
+    lines = log.splitlines()
+    i = next(i for i, line in enumerate(lines) if line.startswith("Traceback"))
+    j = i + 1
+    while j < len(lines) and (lines[j].startswith(" ") or not lines[j].strip()):
+        j += 1
+    return " | ".join(lines[max(0, i - 1) : i] + lines[j : j + 1])
+
+
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
@@ -453,7 +464,7 @@ def run(children: list[subprocess.Popen[bytes]]) -> int:
     other = sum(other_kinds_dropped(t) for n, t in logs_text.items() if n.startswith("sflow"))
     dropped = sum(r["dropped"] for r in collector.runs) - other
     kernel = sum(r["kernel_drops"] for r in collector.runs) * args.samples
-    tracebacks = sorted(n for n, t in logs_text.items() if "Traceback" in t)
+    tracebacks = {n: first_exception(t) for n, t in sorted(logs_text.items()) if "Traceback" in t}
     lines = "".join(logs_text.values())
     faults_seen = {
         "unreachable": lines.count("clickhouse unreachable"),

@@ -589,9 +589,22 @@ class QueryServer:
         headers["Content-Type"] = content_type(fmt) if fmt else "text/plain; charset=UTF-8"
         resp = web.StreamResponse(status=200, headers=headers)
         resp.content_length = len(body)
-        await resp.prepare(request)
-        await resp.write(body)
-        await resp.write_eof()
+        try:
+            await resp.prepare(request)
+            await resp.write(body)
+            await resp.write_eof()
+        except ConnectionResetError:
+            # The statement ran (an INSERT is in the store) but the client closed the connection
+            # before the answer: it will see a network error and retry; nothing here to undo.
+            log.warning(
+                "serve: the client closed the connection before the answer to query %s "
+                "(%s, %d bytes) was sent; the statement itself ran",
+                query_id,
+                request.remote,
+                len(body),
+            )
+            self.stats.error("client_closed")
+            return resp
         with self.stats.lock:
             self.stats.sent += 1
         self.stats.last_success = True

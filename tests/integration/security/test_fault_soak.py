@@ -29,7 +29,8 @@ def test_short_fault_soak_stores_what_was_sent_minus_what_was_counted() -> None:
     assert res.stdout.strip(), res.stderr[-3000:]
     result = json.loads(res.stdout.strip().splitlines()[-1])
     print(json.dumps(result, indent=1))
-    assert res.returncode == 0 and result["ok"], (result, res.stderr[-3000:])
+    why = {k: result[k] for k in ("tracebacks_in", "collector_rcs", "serve_rcs", "fault_log_lines")}
+    assert res.returncode == 0 and result["ok"], (why, res.stderr[-2000:])
     assert result["sent_samples"] > 100_000
     # the outages overflow the 1 MiB spool: the oldest batches are dropped, and counted
     assert result["counted_dropped"] > 0
@@ -38,7 +39,7 @@ def test_short_fault_soak_stores_what_was_sent_minus_what_was_counted() -> None:
     )
     assert result["stored_rows"] == result["distinct_rows"]
     assert result["collector_rcs"] == [0, 0, 0] and result["serve_rcs"] == [0, 0]
-    assert result["tracebacks_in"] == []
+    assert result["tracebacks_in"] == {}
     faults = result["fault_log_lines"]
     assert faults["unreachable"] and faults["read_only"]
     if result["disk_full_fault"]:
