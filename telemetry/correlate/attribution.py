@@ -102,8 +102,8 @@ def _versions(ctx: Context, kind: str, key: str, cols: str) -> str:
 # SELECT into Null 1.13 s wall on two threads; the INSERT into a table without
 # job_port_intervals_mv 1.4-2.0 s, its pipeline parallel (CPU above wall); with the view
 # 2.5-3.5 s, CPU equal to wall: the view's GROUP BY over the same rows costs 0.15-0.18 s on
-# its own, but a dependent view leaves the insert serial. Writing the rollup by an INSERT ...
-# SELECT of its own after this one, instead of the view, is the next step measured, not taken.
+# its own, but a dependent view leaves the insert serial. So since migration 13 the engine
+# writes that rollup by an INSERT ... SELECT of its own after this one (_rollup_insert).
 def _segments(ctx: Context) -> str:
     """One row per (IP, start): the attribution of a flow sent at t from/to that IP is the
     segment with the latest start <= t, or nothing before the IP's first lease. Leases that
@@ -217,9 +217,11 @@ def _keyed(key: str) -> str:
      FROM (SELECT arraySort(arrayDistinct(arrayMap(x -> (x.{_AT[key]}, {tup}), R))) AS u)) AS K_{key}"""
 
 
-def attribute_sql(ctx: Context, depth: int = 0) -> str:
+def attribute_sql(ctx: Context, depth: int = 0, *, cluster: bool = False) -> str:
     """INSERT ... SELECT of the window's attributed flows; `depth`: the most HyperNode
-    ancestors any node has."""
+    ancestors any node has; `cluster`: into a Distributed table, which then writes to its
+    shards before it returns (the rollup is read from the flows right after)."""
+    settings = "SETTINGS distributed_foreground_insert = 1" if cluster else ""
     fields = ", ".join("toUnixTimestamp64Milli(s)" if f == "s" else f for f in _FIELDS)
     ranks = ", ".join(
         f"toUInt32(dense_rank() OVER (ORDER BY {', '.join(cols)})) AS {key}"
@@ -293,10 +295,7 @@ FROM (SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, b
              toUInt32(NUM[{at["nidx"]}][s_id]) AS s_node, toUInt32(NUM[{at["nidx"]}][d_id]) AS d_node,
              {keys}
       FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")})
--- the job_port_intervals view's rows are grouped already: no insert-time merge of its
--- SummingMergeTree (readers sum; 0.25 s per 1 M flows)
-SETTINGS optimize_on_insert = 0
-"""
+{settings}"""
 
 
 def _node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
@@ -343,34 +342,46 @@ def node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
     return _node_facts(ctx)
 
 
-def _drop_rollup_intervals(ctx: Context) -> str | None:
-    """Before a window's flows are attributed again: drop the per-interval rollup's intervals
-    that overlap the window (its view adds the new attribution's rows back), and return the
-    INSERT that restores the rows of those intervals lying outside the window. None when the
-    store has no such rollup (before migration 12)."""
+def _rollup_insert(ctx: Context, rerun: bool) -> str | None:
+    """The INSERT ... SELECT that adds the window's attributed flows to job_port_intervals
+    (the engine writes that rollup itself since migration 13: a materialized view on
+    attributed_flows left the attribution's INSERT on one thread). For a window attributed
+    again (`rerun`), the rollup's intervals overlapping the window are deleted here, and the
+    INSERT re-adds them whole from the attributed flows, those just written and those of the
+    intervals' parts outside the window. None when the store has no such rollup (before
+    migration 12)."""
     from telemetry.store.migrations import MIGRATION_12_ROLLUPS
     from telemetry.store.schema import quote
 
     (r,) = [r for r in MIGRATION_12_ROLLUPS if r.source == ATTRIBUTED_FLOW.table]
     name = r.table.name
+    # whether the engine reads rollups or not (Correlator(rollups=False)), it keeps this one
     if not ctx.store.query_rows(
         "SELECT count() FROM system.tables WHERE database = {db:String} AND name = {t:String}",
         {"db": ctx.store.database, "t": name},
     )[0][0]:
         return None
     db = quote(ctx.store.database)
-    first = "toStartOfInterval({ws:DateTime64(3, 'UTC')}, INTERVAL 10 SECOND)"
-    ctx.command(
-        f"DELETE FROM {db}.{quote(name)} WHERE cluster = {{cluster:String}} "
-        f"AND bucket >= {first} AND bucket < {{we:DateTime64(3, 'UTC')}}"
+    flows = ctx.table("attributed_flow")
+    if not rerun:
+        source = f"(SELECT * FROM {flows} WHERE {ctx.where('attributed_flow')})"
+    else:
+        first = "toStartOfInterval({ws:DateTime64(3, 'UTC')}, INTERVAL 10 SECOND)"
+        ctx.command(
+            f"DELETE FROM {db}.{quote(name)} WHERE cluster = {{cluster:String}} "
+            f"AND bucket >= {first} AND bucket < {{we:DateTime64(3, 'UTC')}}"
+        )
+        source = (
+            f"(SELECT * FROM {flows} WHERE cluster = {{cluster:String}} "
+            f"AND ts >= {first} AND ts < {{we:DateTime64(3, 'UTC')}} + INTERVAL 10 SECOND "
+            "AND toStartOfInterval(ts, INTERVAL 10 SECOND) < {we:DateTime64(3, 'UTC')})"
+        )
+    # the rows are grouped already: no insert-time merge of the SummingMergeTree (readers sum)
+    return (
+        f"INSERT INTO {db}.{quote(name)}\n"
+        + r.select.strip().format(source=source)
+        + "\nSETTINGS optimize_on_insert = 0"
     )
-    edges = (
-        f"(SELECT * FROM {ctx.table('attributed_flow')} WHERE cluster = {{cluster:String}} "
-        f"AND ts >= {first} AND ts < {{we:DateTime64(3, 'UTC')}} + INTERVAL 10 SECOND "
-        "AND toStartOfInterval(ts, INTERVAL 10 SECOND) < {we:DateTime64(3, 'UTC')} "
-        "AND NOT (ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')}))"
-    )
-    return f"INSERT INTO {db}.{quote(name)}\n" + r.select.strip().format(source=edges)
 
 
 def attribute_window(
@@ -383,18 +394,19 @@ def attribute_window(
     (had,) = ctx.rows(f"""
         SELECT (SELECT count() FROM {ctx.table("attributed_flow")} WHERE {ctx.where("attributed_flow")}) AS n,
                (SELECT count() FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")}) AS flows""")
-    rollup = None
     if had["n"]:  # a re-run: replace, never add twice (new flows skip the mutation)
         ctx.command(
             f"DELETE FROM {ctx.table('attributed_flow')} WHERE {ctx.where('attributed_flow')}"
         )
-        rollup = _drop_rollup_intervals(ctx)
     elif not had["flows"]:  # nothing arrived: no facts to read, nothing to join
         return {"flows": 0, "src_unowned": 0, "dst_unowned": 0}
+    rollup = _rollup_insert(ctx, rerun=bool(had["n"]))
     anc = anc if anc is not None else ancestry(ctx)
     su, idc = facts if facts is not None else _node_facts(ctx)
     depth = max((len(v) for v in anc.ancestors.values()), default=0)
-    ctx.command(attribute_sql(ctx, depth), _node_params(su, idc, anc))
+    ctx.command(
+        attribute_sql(ctx, depth, cluster=bool(ctx.store.cluster)), _node_params(su, idc, anc)
+    )
     if rollup is not None:
         ctx.command(rollup)
     (r,) = ctx.rows(f"""

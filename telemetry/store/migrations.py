@@ -23,6 +23,7 @@ from telemetry.store.schema import (
     create_table_sql,
     database_sql,
     distributed_sql,
+    drop_view_sql,
     materialized_view_sql,
     rename_sql,
     table_ttl_sql,
@@ -244,6 +245,13 @@ MIGRATIONS: list[Migration] = [
         "GPU counters (first/last sample time, min/max/nulls per counter) and the (job, switch, "
         "port) keys of attributed flows per 10 s, backfilled from what the tables held",
         create_rollups(lambda: MIGRATION_12_ROLLUPS),
+    ),
+    Migration(
+        13,
+        "job_port_intervals written by the engine after each attribution (INSERT ... SELECT of "
+        "the window's attributed flows) instead of by job_port_intervals_mv: a view depending on "
+        "attributed_flows left the attribution's INSERT on one thread",
+        lambda ctx: [drop_view_sql("job_port_intervals_mv", ctx.database, ctx.cluster)],
     ),
 ]
 

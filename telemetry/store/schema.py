@@ -160,6 +160,11 @@ def materialized_view_sql(
     )
 
 
+def drop_view_sql(name: str, database: str, cluster: str | None = None) -> str:
+    """Drop a (materialized) view, on every node in cluster mode; its target table stays."""
+    return f"DROP VIEW IF EXISTS {quote(database)}.{quote(name)}{_on(cluster)}"
+
+
 def backfill_sql(target: str, source: str, select: str, database: str) -> str:
     """`INSERT INTO target SELECT ...` over what `source` held before the view existed (the
     Distributed tables in cluster mode: rows land on the shard their entity hashes to, where
