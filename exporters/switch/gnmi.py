@@ -1157,14 +1157,15 @@ class GnmiLoop:
         self.tasks.append(asyncio.run_coroutine_threadsafe(stream.run(), self.loop))
 
     def close(self) -> None:
+        """Cancel the streams, let them unwind, stop the loop. A second call does nothing (a
+        coroutine handed to a stopped loop is never awaited: RuntimeWarning, and a 2 s wait)."""
+        if not self.thread.is_alive():
+            return
         for t in self.tasks:
             t.cancel()
-
-        async def _drain() -> None:
-            await asyncio.sleep(0)
-
+        drained = asyncio.run_coroutine_threadsafe(asyncio.sleep(0), self.loop)
         with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(_drain(), self.loop).result(timeout=2)
+            drained.result(timeout=2)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=2)
 
