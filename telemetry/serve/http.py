@@ -455,24 +455,31 @@ class QueryServer:
         """A multipart form (clickhouse-connect sends long queries and parameters this way)."""
         limit, size, out = self.config.max_request_bytes, 0, {}
         reader = await request.multipart()
-        async for part in reader:
-            if not isinstance(part, BodyPartReader) or not part.name:
-                continue
-            if part.filename is not None:
-                raise EngineError(
-                    48,
-                    "External data (query files) is not supported by railscope serve",
-                    "NOT_IMPLEMENTED",
-                )
-            value = await part.read(decode=True)
-            size += len(value)
-            if size > limit:
-                raise EngineError(
-                    229,
-                    f"Request body is larger than serve.max_request_bytes ({limit} bytes)",
-                    "QUERY_IS_TOO_LARGE",
-                )
-            out[part.name] = value.decode()
+        try:
+            async for part in reader:
+                if not isinstance(part, BodyPartReader) or not part.name:
+                    continue
+                if part.filename is not None:
+                    raise EngineError(
+                        48,
+                        "External data (query files) is not supported by railscope serve",
+                        "NOT_IMPLEMENTED",
+                    )
+                value = await part.read(decode=True)
+                size += len(value)
+                if size > limit:
+                    raise EngineError(
+                        229,
+                        f"Request body is larger than serve.max_request_bytes ({limit} bytes)",
+                        "QUERY_IS_TOO_LARGE",
+                    )
+                out[part.name] = value.decode()
+        except ConnectionResetError:  # the client went away mid-form, as in _body
+            raise EngineError(
+                210,
+                "the client closed the connection before the end of the request",
+                "NETWORK_ERROR",
+            ) from None
         return out
 
     async def _query(self, request: web.Request) -> web.StreamResponse:
