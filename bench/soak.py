@@ -12,7 +12,10 @@ Faults, spread over the run: the store unreachable (the proxy refuses) twice and
 (the proxy answers every request with ClickHouse's TABLE_IS_READ_ONLY, code 242, as a replica
 whose Keeper is gone does); the serve process itself SIGTERMed and restarted; the spool disk
 filled to the last byte while the store is away; the collector SIGTERMed and restarted twice.
-Sending pauses while the collector is down (the UDP port is closed then).
+Sending pauses while the collector is down (the UDP port is closed then). A store or disk
+fault stays on past its planned end until a collector's log shows it (at most 20 s more), so
+that "every fault happened" does not depend on an insert falling inside its window on a loaded
+machine.
 
 At the end: rows stored = samples sent - samples counted as dropped (the collector's own
 `dropped` counters plus the kernel's drops on its socket), no (dest_qp, psn) twice, every
@@ -396,6 +399,16 @@ def run(children: list[subprocess.Popen[bytes]]) -> int:
     def at(frac: float) -> None:
         time.sleep(max(0.0, t0 + frac * T - time.monotonic()))
 
+    def held_until_seen(needle: str, fault: str) -> None:
+        """Keep a fault on until a collector's log shows it (at most 20 s more): on a loaded
+        machine an insert may not come within the fault's share of the run."""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if any(needle in p.read_text(errors="replace") for p in logs.glob("sflow-*.log")):
+                return
+            time.sleep(0.2)
+        event(f"{fault}: not seen in the collector's log 20 s after its planned end")
+
     def restart_collector(n: int) -> None:
         sender.pause()
         time.sleep(1.5)  # what is in flight reaches the socket
@@ -411,6 +424,7 @@ def run(children: list[subprocess.Popen[bytes]]) -> int:
         proxy.set("down")
         event("store unreachable #1")
         at(0.16)
+        held_until_seen("clickhouse unreachable", "store unreachable #1")
         proxy.set("up")
         event("store back")
         at(0.22)
@@ -419,6 +433,7 @@ def run(children: list[subprocess.Popen[bytes]]) -> int:
         proxy.set("readonly")
         event("store read-only (TABLE_IS_READ_ONLY)")
         at(0.38)
+        held_until_seen("code: 242", "store read-only")
         proxy.set("up")
         event("store writable")
         at(0.44)
@@ -429,6 +444,7 @@ def run(children: list[subprocess.Popen[bytes]]) -> int:
             event(f"spool disk full ({shutil.disk_usage(spool_fs).free} bytes free)")
         at(0.54)
         if filler is not None:
+            held_until_seen("[Errno 28]", "spool disk full")
             filler.unlink()
             filler = None
             event("spool disk freed")

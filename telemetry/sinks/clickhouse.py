@@ -124,6 +124,7 @@ class ClickHouseSink:
         self._next_attempt = 0.0
         self._backoff = retry_initial_seconds
         self.down = False
+        self._down_reason = ""  # why the last attempt failed while down (logged when it changes)
         self._update_gauges()
 
     # -- Sink contract -----------------------------------------------------------------------
@@ -289,14 +290,18 @@ class ClickHouseSink:
         reason = _retry_reason(exc)
         self.stats.error(reason)
         self.stats.last_success = False
-        if not self.down:
+        # one line when the store goes away, and one more each time the reason changes while it
+        # stays away (a cut connection, then a replica answering read-only: both are news)
+        if not self.down or reason != self._down_reason:
             log.error(
-                "clickhouse %s (%s); spooling to %s and retrying with backoff",
+                "clickhouse %s (%s); spooling to %s and retrying with backoff%s",
                 reason.replace("_", " "),
                 _short(exc),
                 self.spool.dir,
+                f" (before: {self._down_reason.replace('_', ' ')})" if self.down else "",
             )
         self.down = True
+        self._down_reason = reason
         self._next_attempt = self.clock() + self._backoff * (0.5 + random.random() / 2)
         self._backoff = min(self.retry_max, self._backoff * 2)
 

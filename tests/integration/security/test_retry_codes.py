@@ -7,6 +7,7 @@ a backlog replays a bounded number of batches per cycle."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -98,6 +99,34 @@ def test_each_code_retries_or_rejects_once(store: Store, tmp_path: Path, code: i
     clock[0] += 10
     sink.flush()
     assert sink.spool.entries() == [] and not sink.spool.rejected_entries()
+    assert_exact(store, 10)
+
+
+def test_a_new_reason_while_down_is_logged_once_and_the_same_reason_not_again(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Down for one reason (a replica without Keeper: read-only), then another (too many
+    parts), then the first again: one line per change, none per retry of the same reason."""
+    flaky = FailsWith(store.client)
+    sink, clock = make_sink(Store(store.dsn, database=store.database, client=flaky), tmp_path)
+    caplog.set_level(logging.ERROR, logger="telemetry.sinks.clickhouse")
+    flaky.code = 242
+    sink.export(gpu_batch(0, 10, now_ms()))
+    for code in (242, 242, 252, 252, 242):
+        flaky.code = code
+        clock[0] += 100
+        sink.flush()
+    lines = [r.getMessage() for r in caplog.records if "retrying with backoff" in r.getMessage()]
+    assert [(m.split(" (")[0], m.partition("(before: ")[2]) for m in lines] == [
+        ("clickhouse table is read only", ""),
+        ("clickhouse too many parts", "table is read only)"),
+        ("clickhouse table is read only", "too many parts)"),
+    ], lines
+    assert sink.stats.errors == {"table_is_read_only": 4, "too_many_parts": 2}
+    flaky.code = 0
+    clock[0] += 100
+    sink.flush()
+    assert not sink.down and sink.spool.entries() == []
     assert_exact(store, 10)
 
 
