@@ -421,18 +421,11 @@ class QueryServer:
         if request.content_length is not None and request.content_length > limit:
             raise too_big
         parts, size = [], 0
-        try:
-            async for chunk in request.content.iter_any():
-                size += len(chunk)
-                if size > limit:
-                    raise too_big
-                parts.append(chunk)
-        except ConnectionResetError:  # the client went away mid-body: nothing to run or answer
-            raise EngineError(
-                210,
-                "the client closed the connection before the end of the request",
-                "NETWORK_ERROR",
-            ) from None
+        async for chunk in request.content.iter_any():
+            size += len(chunk)
+            if size > limit:
+                raise too_big
+            parts.append(chunk)
         data = b"".join(parts)
         encoding = request.headers.get("Content-Encoding", "").strip().lower()
         if data and encoding and encoding != "identity":
@@ -455,31 +448,24 @@ class QueryServer:
         """A multipart form (clickhouse-connect sends long queries and parameters this way)."""
         limit, size, out = self.config.max_request_bytes, 0, {}
         reader = await request.multipart()
-        try:
-            async for part in reader:
-                if not isinstance(part, BodyPartReader) or not part.name:
-                    continue
-                if part.filename is not None:
-                    raise EngineError(
-                        48,
-                        "External data (query files) is not supported by railscope serve",
-                        "NOT_IMPLEMENTED",
-                    )
-                value = await part.read(decode=True)
-                size += len(value)
-                if size > limit:
-                    raise EngineError(
-                        229,
-                        f"Request body is larger than serve.max_request_bytes ({limit} bytes)",
-                        "QUERY_IS_TOO_LARGE",
-                    )
-                out[part.name] = value.decode()
-        except ConnectionResetError:  # the client went away mid-form, as in _body
-            raise EngineError(
-                210,
-                "the client closed the connection before the end of the request",
-                "NETWORK_ERROR",
-            ) from None
+        async for part in reader:
+            if not isinstance(part, BodyPartReader) or not part.name:
+                continue
+            if part.filename is not None:
+                raise EngineError(
+                    48,
+                    "External data (query files) is not supported by railscope serve",
+                    "NOT_IMPLEMENTED",
+                )
+            value = await part.read(decode=True)
+            size += len(value)
+            if size > limit:
+                raise EngineError(
+                    229,
+                    f"Request body is larger than serve.max_request_bytes ({limit} bytes)",
+                    "QUERY_IS_TOO_LARGE",
+                )
+            out[part.name] = value.decode()
         return out
 
     async def _query(self, request: web.Request) -> web.StreamResponse:
@@ -497,11 +483,20 @@ class QueryServer:
                     "NOT_IMPLEMENTED",
                 )
             form: dict[str, str] = {}
-            if request.content_type == "multipart/form-data":
-                form = await self._form(request)
-                body = b""
-            else:
-                body = await self._body(request) if request.method not in ("GET", "HEAD") else b""
+            try:
+                if request.content_type == "multipart/form-data":
+                    form = await self._form(request)
+                    body = b""
+                elif request.method not in ("GET", "HEAD"):
+                    body = await self._body(request)
+                else:
+                    body = b""
+            except ConnectionResetError:  # gone mid-request (body or form): nothing to run
+                raise EngineError(
+                    210,
+                    "the client closed the connection before the end of the request",
+                    "NETWORK_ERROR",
+                ) from None
             text = form.pop("query", q.get("query", "")).encode()
             if not text and not body:
                 if request.method in ("GET", "HEAD"):
