@@ -123,9 +123,13 @@ class ClickHouseSink:
         self.memory_max_rows = memory_max_rows
         self._next_attempt = 0.0
         self._backoff = retry_initial_seconds
-        self.down = False
-        self._down_reason = ""  # why the last attempt failed while down (logged when it changes)
+        self._down_reason = ""  # why the last attempt failed; "" while the store answers
         self._update_gauges()
+
+    @property
+    def down(self) -> bool:
+        """The last attempt to reach the store failed (batches wait in the spool)."""
+        return bool(self._down_reason)
 
     # -- Sink contract -----------------------------------------------------------------------
     def export(self, batch: Batch) -> ExportResult:
@@ -276,7 +280,7 @@ class ClickHouseSink:
                 self.stats.last_success = True
             if self.down:
                 log.warning("clickhouse is back: replaying the spool")
-            self.down = False
+            self._down_reason = ""
             self._backoff = self.retry_initial
         self._update_gauges()
         return sent
@@ -292,7 +296,7 @@ class ClickHouseSink:
         self.stats.last_success = False
         # one line when the store goes away, and one more each time the reason changes while it
         # stays away (a cut connection, then a replica answering read-only: both are news)
-        if not self.down or reason != self._down_reason:
+        if reason != self._down_reason:
             log.error(
                 "clickhouse %s (%s); spooling to %s and retrying with backoff%s",
                 reason.replace("_", " "),
@@ -300,7 +304,6 @@ class ClickHouseSink:
                 self.spool.dir,
                 f" (before: {self._down_reason.replace('_', ' ')})" if self.down else "",
             )
-        self.down = True
         self._down_reason = reason
         self._next_attempt = self.clock() + self._backoff * (0.5 + random.random() / 2)
         self._backoff = min(self.retry_max, self._backoff * 2)
