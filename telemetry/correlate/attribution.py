@@ -217,11 +217,11 @@ def _keyed(key: str) -> str:
      FROM (SELECT arraySort(arrayDistinct(arrayMap(x -> (x.{_AT[key]}, {tup}), R))) AS u)) AS K_{key}"""
 
 
-def attribute_sql(ctx: Context, depth: int = 0, *, cluster: bool = False) -> str:
+def attribute_sql(ctx: Context, depth: int = 0) -> str:
     """INSERT ... SELECT of the window's attributed flows; `depth`: the most HyperNode
-    ancestors any node has; `cluster`: into a Distributed table, which then writes to its
+    ancestors any node has. In cluster mode the INSERT into the Distributed table writes to its
     shards before it returns (the rollup is read from the flows right after)."""
-    settings = "SETTINGS distributed_foreground_insert = 1" if cluster else ""
+    settings = "SETTINGS distributed_foreground_insert = 1" if ctx.store.cluster else ""
     fields = ", ".join("toUnixTimestamp64Milli(s)" if f == "s" else f for f in _FIELDS)
     ranks = ", ".join(
         f"toUInt32(dense_rank() OVER (ORDER BY {', '.join(cols)})) AS {key}"
@@ -404,9 +404,7 @@ def attribute_window(
     anc = anc if anc is not None else ancestry(ctx)
     su, idc = facts if facts is not None else _node_facts(ctx)
     depth = max((len(v) for v in anc.ancestors.values()), default=0)
-    ctx.command(
-        attribute_sql(ctx, depth, cluster=bool(ctx.store.cluster)), _node_params(su, idc, anc)
-    )
+    ctx.command(attribute_sql(ctx, depth), _node_params(su, idc, anc))
     if rollup is not None:
         ctx.command(rollup)
     (r,) = ctx.rows(f"""
