@@ -222,25 +222,11 @@ def _keyed(key: str) -> str:
     return f"""(SELECT [{arrays}] FROM (SELECT arrayDistinct({_values(key)}) AS u)) AS K_{key}"""
 
 
-# A large window's rows are written while they are computed, by as many writers as the SELECT
-# has streams (capped by max_threads), in parts of at most 262,144 rows: by default an INSERT
-# ... SELECT squashes its rows into blocks of ~1 M and writes each on one thread after the
-# SELECT, which cost 0.35-0.6 s of the 1.8-2.2 s of 1 M flows of bench/correlate.py (the write
-# alone ~0.7 s). A tick's few thousand flows are one part either way.
-_INSERT_SETTINGS = (
-    "max_insert_threads = 4",
-    "min_insert_block_size_rows = 262144",
-    "min_insert_block_size_bytes = 0",
-)
-
-
 def attribute_sql(ctx: Context, depth: int = 0) -> str:
     """INSERT ... SELECT of the window's attributed flows; `depth`: the most HyperNode
     ancestors any node has. In cluster mode the INSERT into the Distributed table writes to its
     shards before it returns (the rollup is read from the flows right after)."""
-    settings = "SETTINGS " + ", ".join(
-        [*_INSERT_SETTINGS, *(["distributed_foreground_insert = 1"] if ctx.store.cluster else [])]
-    )
+    settings = "SETTINGS distributed_foreground_insert = 1" if ctx.store.cluster else ""
     fields = ", ".join("toUnixTimestamp64Milli(s)" if f == "s" else f for f in _FIELDS)
     ancestors = ", ".join(
         f"arrayMap(l -> toUInt32OrZero(splitByChar('\\x1f', l)[{3 + k}]), NODES)"
