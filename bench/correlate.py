@@ -3,7 +3,9 @@ source and destination IPs (with lease ends honoured) and to those pods' jobs. r
 inside the embedded ClickHouse (ASOF JOINs, `telemetry.correlate.attribution`); the baseline is
 polars `join_asof` of the same data in the same run, computing the same output columns (pod,
 node, job, rail, NIC, leaf port, SU, IDC, lowest common HyperNode and tier on both ends); a
-sample of flows (by source IP) is compared row for row. Last line: one JSON object.
+sample of flows (by source IP) is compared row for row. The embedded engine's background merges
+run in this process: they are waited out before each contender is timed (the wait after the
+attribution is `clickhouse_merges_after_s`). Last line: one JSON object.
 
     python bench/correlate.py [--sizes 1000000,3000000,10000000] [--leases 100000]
 """
@@ -255,6 +257,22 @@ def polars_attribution(
 COMPARED = [c for c in ATTRIBUTED_FLOW.columns if c != "cluster"]
 
 
+def settle(store: Store, limit_s: float = 120.0) -> float:
+    """Wait until the embedded engine merges no part of the bench's tables (its background
+    merges run in this process: left running, they would take the CPU of whatever is timed
+    next); returns the seconds waited."""
+    t = time.perf_counter()
+    while time.perf_counter() - t < limit_s:
+        (n,) = store.query_rows(
+            "SELECT count() FROM system.merges WHERE database = {db:String}",
+            {"db": store.database},
+        )[0]
+        if not n:
+            break
+        time.sleep(0.05)
+    return time.perf_counter() - t
+
+
 def timed(fn, *a):  # type: ignore[no-untyped-def]
     """(wall seconds, CPU seconds of this process, fn(*a)): both contenders run in this
     process (the embedded ClickHouse's threads and polars' pool alike), so on a machine others
@@ -348,7 +366,9 @@ def main() -> None:
         store.insert(FLOW_SAMPLE, fl)
         start = datetime.fromtimestamp(t0 / 1000, UTC)
         ctx = Context(store, Window(start, start + timedelta(hours=1)), default_thresholds(), "b")
+        settle(store)  # the flows' insert merged: not in the attribution's time
         ch_s, ch_cpu, counts = timed(attribute_window, ctx, anc)
+        merges_s = settle(store)  # the parts it wrote merged: not in polars' time
         pl_s, pl_cpu, df = timed(polars_attribution, fl, ls, pods, facts, anc, nics)
         # same answer: owned-by-nobody counts agree, and a sample compared row for row
         pl_unowned = int((df["src_pod"] == "").sum())
@@ -366,6 +386,7 @@ def main() -> None:
                 "clickhouse_cpu_s": round(ch_cpu, 2),
                 "polars_cpu_s": round(pl_cpu, 2),
                 "cpu_ratio_vs_polars": round(pl_cpu / ch_cpu, 3),
+                "clickhouse_merges_after_s": round(merges_s, 2),
                 "unowned_src": pl_unowned,
                 "rows_compared": compared,
             }
