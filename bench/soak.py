@@ -60,6 +60,15 @@ READ_ONLY = (
 )
 
 
+# what a collector logs when each fault reaches it (held_until_seen waits for it; the result
+# counts it to tell that every fault happened)
+FAULT_LINES = {
+    "unreachable": "clickhouse unreachable",
+    "read_only": "code: 242",
+    "spool_disk_full": "[Errno 28]",
+}
+
+
 def first_exception(log: str) -> str:
     """The log line before a log's first Traceback and the exception it ends with, so that a
     failed soak says what went wrong without its work directory."""
@@ -399,9 +408,10 @@ def run(children: list[subprocess.Popen[bytes]]) -> int:
     def at(frac: float) -> None:
         time.sleep(max(0.0, t0 + frac * T - time.monotonic()))
 
-    def held_until_seen(needle: str, fault: str) -> None:
-        """Keep a fault on until a collector's log shows it (at most 20 s more): on a loaded
-        machine an insert may not come within the fault's share of the run."""
+    def held_until_seen(kind: str, fault: str) -> None:
+        """Keep a fault on until a collector's log shows it (FAULT_LINES[kind]; at most 20 s
+        more): on a loaded machine an insert may not come within the fault's share of the run."""
+        needle = FAULT_LINES[kind]
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if any(needle in p.read_text(errors="replace") for p in logs.glob("sflow-*.log")):
@@ -424,7 +434,7 @@ def run(children: list[subprocess.Popen[bytes]]) -> int:
         proxy.set("down")
         event("store unreachable #1")
         at(0.16)
-        held_until_seen("clickhouse unreachable", "store unreachable #1")
+        held_until_seen("unreachable", "store unreachable #1")
         proxy.set("up")
         event("store back")
         at(0.22)
@@ -433,7 +443,7 @@ def run(children: list[subprocess.Popen[bytes]]) -> int:
         proxy.set("readonly")
         event("store read-only (TABLE_IS_READ_ONLY)")
         at(0.38)
-        held_until_seen("code: 242", "store read-only")
+        held_until_seen("read_only", "store read-only")
         proxy.set("up")
         event("store writable")
         at(0.44)
@@ -444,7 +454,7 @@ def run(children: list[subprocess.Popen[bytes]]) -> int:
             event(f"spool disk full ({shutil.disk_usage(spool_fs).free} bytes free)")
         at(0.54)
         if filler is not None:
-            held_until_seen("[Errno 28]", "spool disk full")
+            held_until_seen("spool_disk_full", "spool disk full")
             filler.unlink()
             filler = None
             event("spool disk freed")
@@ -482,11 +492,7 @@ def run(children: list[subprocess.Popen[bytes]]) -> int:
     kernel = sum(r["kernel_drops"] for r in collector.runs) * args.samples
     tracebacks = {n: first_exception(t) for n, t in sorted(logs_text.items()) if "Traceback" in t}
     lines = "".join(logs_text.values())
-    faults_seen = {
-        "unreachable": lines.count("clickhouse unreachable"),
-        "read_only": lines.count("code: 242"),
-        "spool_disk_full": lines.count("[Errno 28]"),
-    }
+    faults_seen = {kind: lines.count(needle) for kind, needle in FAULT_LINES.items()}
     rcs = [int(r["rc"]) for r in collector.runs] + serve_rcs
     malformed = int(sum(r["malformed"] for r in collector.runs))
     result: dict[str, Any] = {
