@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -243,6 +244,17 @@ def group(
 def incident_id(cluster: str, root: Member) -> str:
     key = f"{cluster}\x1f{root.kind}\x1f{root.subject}\x1f{int(root.first_seen.timestamp() * 1000)}"
     return hashlib.sha1(key.encode()).hexdigest()[:20]
+
+
+def _fresh_id(cluster: str, root: Member, taken: set[str]) -> str:
+    """`incident_id` of a new group's root, or a variant of it where that id is in use (an
+    incident keeps the id its first root gave it: that finding may since root another group)."""
+    iid, n = incident_id(cluster, root), 0
+    while iid in taken:
+        n += 1
+        key = f"{incident_id(cluster, root)}\x1f{n}"
+        iid = hashlib.sha1(key.encode()).hexdigest()[:20]
+    return iid
 
 
 @dataclass
@@ -490,21 +502,33 @@ class IncidentTracker:
         return changed
 
     def _assign(self, groups: list[Group]) -> list[Incident]:
-        """Ids: a group keeps the id of the (oldest) open incident any of its findings belonged
-        to; a group with none gets the hash of its root. An open incident whose findings all went
-        to another group is marked merged into it."""
+        """Ids: an open incident's id stays with the group that holds its root finding (the
+        oldest such incident where two roots now share a group: the other is merged into it);
+        a group holding no open incident's root takes the id of the open incident it shares
+        the most findings with, else a new one (the hash of its root, never an id in use). An
+        open incident none of whose findings kept its id is marked merged into the group its
+        findings went to. So a cause whose consequences move to another cause keeps its
+        incident, and the consequences' new cause opens its own."""
         assert self.open is not None
         owner = {m.finding_id: i.incident_id for i in self.open.values() for m in i.group.members}
         age = {i.incident_id: i.first_seen for i in self.open.values()}
-        used: set[str] = set()
+        at = {m.finding_id: k for k, g in enumerate(groups) for m in g.members}
+        ids: dict[int, str] = {}
+        for iid in sorted(self.open, key=lambda i: (age[i], i)):  # by root, oldest first
+            k = at.get(self.open[iid].group.root.finding_id)
+            if k is not None and k not in ids:
+                ids[k] = iid
+        used = set(ids.values())
+        taken = set(self.open) | used
         out: list[Incident] = []
-        for g in groups:
-            old = sorted(
-                {owner[m.finding_id] for m in g.members if m.finding_id in owner} - used,
-                key=lambda i: (age[i], i),
-            )
-            iid = old[0] if old else incident_id(self.cluster, g.root)
+        for k, g in enumerate(groups):
+            iid = ids.get(k, "")
+            if not iid:
+                shared = Counter(owner[m.finding_id] for m in g.members if m.finding_id in owner)
+                old = sorted(set(shared) - used, key=lambda i: (-shared[i], age[i], i))
+                iid = old[0] if old else _fresh_id(self.cluster, g.root, taken)
             used.add(iid)
+            taken.add(iid)
             out.append(Incident(iid, self.cluster, g, "open", Impact()))
         for iid, inc in self.open.items():
             if iid in used:

@@ -175,6 +175,46 @@ def test_two_open_incidents_joined_later_become_one_and_keep_their_findings(
     assert gone == [(kept.incident_id,)]
 
 
+def test_a_cause_whose_consequence_moves_to_another_cause_keeps_its_incident(
+    store: Store,
+) -> None:
+    """An ECMP collision's incident holds the ECN hotspot on its port; the collision stops
+    holding and a PFC storm behind the same port shows up and lasts, so the hotspot now
+    overlaps the storm longer and moves to it. The collision keeps its incident (its id: it
+    is that incident's root), the storm opens one of its own, as stored and read back (which
+    group is assigned first, the case that lost the collision, is pinned in
+    tests/unit/correlate/test_incidents.py)."""
+    t0 = _ago(hours=1)
+    ft, it = _trackers(store, "x")
+    ecmp = Finding(
+        "ecmp_imbalance",
+        "fabric",
+        "warning",
+        "port",
+        "leaf6:Ethernet64",
+        "ECMP uplink leaf6:Ethernet64 ran at 2.0x its group's mean",
+        {},
+    )
+    (first,) = _tick(ft, it, t0, [ecmp, _ecn()])
+    assert (first.root.kind, sorted(first.group.roles.values())) == (
+        "ecmp_imbalance",
+        ["consequence", "root"],
+    )
+    for k in range(1, 4):  # the collision is over; the hotspot and a storm behind it go on
+        _tick(ft, it, t0 + k * STEP, [_ecn(), _storm()])
+    rows = {r["root_kind"]: r for r in incidents.read(store, cluster="x")}
+    assert sorted(rows) == ["ecmp_imbalance", "pfc_storm"]
+    assert rows["ecmp_imbalance"]["incident_id"] == first.incident_id
+    assert rows["ecmp_imbalance"]["kinds"] == ["ecmp_imbalance"]
+    assert rows["pfc_storm"]["kinds"] == ["ecn_hotspot", "pfc_storm"]
+    assert rows["pfc_storm"]["incident_id"] != first.incident_id
+    merged = store.query_rows(
+        f"SELECT count() FROM {store.table('incident', final=True)} "
+        "WHERE cluster = 'x' AND merged_into != ''"
+    )
+    assert merged == [(0,)]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["small", "rail-2nic", "multi-idc"])
 def test_every_fault_is_one_incident_and_evidence_agrees(

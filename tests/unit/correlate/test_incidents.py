@@ -5,7 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from telemetry.correlate.incidents import Member, group
+import pytest
+
+from telemetry.correlate.incidents import (
+    Group,
+    Impact,
+    Incident,
+    IncidentTracker,
+    Member,
+    group,
+    incident_id,
+)
 from telemetry.sim.score import load_finding_map
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -166,3 +176,47 @@ def test_one_placement_policy_failure_over_many_files_is_one_incident() -> None:
     odd = m("hdfs_replica_violation", "file", "/x", 0, 50, layouts=['{"idc-a": 4}'])
     gs = group([*files, odd], consequences=CONSEQUENCES, gap=GAP)
     assert sorted(len(g.members) for g in gs) == [1, 21]
+
+
+def _group(root: Member, *others: Member) -> Group:
+    """A group as `group` makes them: root first, then causes and consequences."""
+    roles = {root.finding_id: "root"}
+    for o in others:
+        roles[o.finding_id] = "consequence" if o.kind in CONSEQUENCES else "cause"
+    return Group([root, *others], roles)
+
+
+@pytest.mark.parametrize("order", ["new cause's group first", "old root's group first"])
+def test_ids_stay_with_the_group_of_their_root_in_any_order(order: str) -> None:
+    """Incident A: an ECMP collision (its root, A's id is its hash) and an ECN hotspot that
+    started before it. Regrouped, the hotspot goes with a PFC storm: A stays with the
+    collision, the storm's group gets a new id, no two groups share an id and nothing is
+    marked merged, whichever group comes first (the old rule gave A to the first group holding
+    any of A's findings and the collision then got its hash again: A's id, twice)."""
+    ecn = m("ecn_hotspot", "port", "leaf6:Ethernet64", 0, 60)
+    ecmp = m("ecmp_imbalance", "port", "leaf6:Ethernet64", 20, 40)
+    storm = m("pfc_storm", "nic", "n8/mlx5_6", 50, 60, "critical", leaf_port="leaf6:Ethernet64")
+    tracker = IncidentTracker(None, "c", GAP)  # type: ignore[arg-type]  # _assign: no store
+    a = incident_id("c", ecmp)
+    tracker.open = {a: Incident(a, "c", _group(ecmp, ecn), "open", Impact())}
+    new, old = _group(storm, ecn), _group(ecmp)
+    groups = [new, old] if order.startswith("new") else [old, new]
+    out = {i.group.root.kind: i for i in tracker._assign(groups)}
+    assert sorted(out) == ["ecmp_imbalance", "pfc_storm"]
+    assert out["ecmp_imbalance"].incident_id == a
+    assert out["pfc_storm"].incident_id not in ("", a)
+    assert not any(i.merged_into for i in out.values())
+
+
+def test_a_new_groups_id_is_never_one_in_use() -> None:
+    """An incident keeps the id its first root gave it; when that finding later roots a group
+    of its own while the incident lives on elsewhere, the group gets another id."""
+    ecn = m("ecn_hotspot", "port", "leaf7:Ethernet8", 0, 60)
+    ecmp = m("ecmp_imbalance", "port", "leaf7:Ethernet8", 0, 10)
+    storm = m("pfc_storm", "nic", "n9/mlx5_0", 0, 60, "critical", leaf_port="leaf7:Ethernet8")
+    tracker = IncidentTracker(None, "c", GAP)  # type: ignore[arg-type]
+    a = incident_id("c", ecmp)  # created with the collision as root; the storm is its root now
+    tracker.open = {a: Incident(a, "c", _group(storm, ecmp, ecn), "open", Impact())}
+    out = tracker._assign([_group(storm, ecn), _group(ecmp)])
+    ids = [i.incident_id for i in out]
+    assert ids[0] == a and len(set(ids)) == 2 and not any(i.merged_into for i in out)
