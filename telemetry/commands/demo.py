@@ -107,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
             "injected": "",
             "consequence": f" (caused by {f.detail.get('cause') or 'load'})",
         }.get(f.origin, " (by the workload)")
+        if not f.scored:
+            tag += ", near the threshold: not scored"
         con.print(f"  {start:5.1f}-{end:<5.1f} min  {f.kind:<23} {f.subject}{tag}")
     scored = _correlate(sim, cfg, store, con)
     dsn = f"chdb://{data / 'store'}"

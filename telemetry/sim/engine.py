@@ -64,10 +64,16 @@ CE_IDLE, CE_SW_POWER, CE_HW_SLOWDOWN, CE_SW_THERMAL, CE_HW_THERMAL = 0x1, 0x4, 0
 _RNG_STREAMS = {"jobs": 1, "faults": 2, "hdfs": 3, "static": 4, "steps": 5, "collectives": 6}
 
 
-# What counts as an ECMP collision the workload made by itself (see _note_imbalance).
+# What counts as an ECMP collision the workload made by itself (see _note_imbalance): the
+# ecmp detector's defaults (thresholds.yaml ecmp). An uplink within NATURAL_ECMP_MARGIN of them
+# is noted too, but a collision is scored only where it ran clear of them (>= (1 + margin) x
+# both) for NATURAL_ECMP_SECONDS; one that ran about at them is not scored either way
+# (`Fault.scored`): switch counters carry a few per cent of noise, and a member at 1.62x its
+# group's mean is hot in one sample and not in the next.
 NATURAL_ECMP_RATIO = 1.6
 NATURAL_ECMP_UTIL = 0.5
 NATURAL_ECMP_SECONDS = 60
+NATURAL_ECMP_MARGIN = 0.1
 
 
 def _rng(seed: int, stream: str, *extra: int) -> np.random.Generator:
@@ -176,20 +182,27 @@ class Simulation:
 
     def _natural_ecmp_faults(self) -> list[Fault]:
         """Merge consecutive epochs of one uplink's natural imbalance; keep those lasting at
-        least NATURAL_ECMP_SECONDS."""
+        least NATURAL_ECMP_SECONDS, scored where NATURAL_ECMP_SECONDS of them in a row ran clear
+        of the thresholds (see NATURAL_ECMP_MARGIN)."""
         fab = self.fabric
         out: list[Fault] = []
+        # per uplink, runs of consecutive epochs: [t0, t1, max ratio, max util, the longest
+        # clear stretch in steps, the clear stretch going on at t1]
         spans: dict[int, list[list[float]]] = {}
+        clear_ratio = NATURAL_ECMP_RATIO * (1 + NATURAL_ECMP_MARGIN)
+        clear_util = NATURAL_ECMP_UTIL * (1 + NATURAL_ECMP_MARGIN)
         for ep, t0, t1, ratio, util in sorted(self.natural_ecmp, key=lambda x: (x[0], x[1])):
+            clear = ratio >= clear_ratio and util >= clear_util
             runs = spans.setdefault(ep, [])
-            if runs and runs[-1][1] == t0:
-                runs[-1][1] = t1
-                runs[-1][2] = max(runs[-1][2], ratio)
-                runs[-1][3] = max(runs[-1][3], util)
-            else:
-                runs.append([float(t0), float(t1), ratio, util])
+            if not (runs and runs[-1][1] == t0):
+                runs.append([float(t0), float(t0), 0.0, 0.0, 0.0, 0.0])
+            run = runs[-1]
+            run[1] = t1
+            run[2], run[3] = max(run[2], ratio), max(run[3], util)
+            run[5] = run[5] + (t1 - t0) if clear else 0.0
+            run[4] = max(run[4], run[5])
         for ep, runs in sorted(spans.items()):
-            for s0, s1, ratio, util in runs:
+            for s0, s1, ratio, util, clear_steps, _ in runs:
                 t0, t1 = int(s0), int(s1)
                 if (t1 - t0) * self.dt < NATURAL_ECMP_SECONDS:
                     continue
@@ -209,8 +222,13 @@ class Simulation:
                     origin="workload",
                     start_step=int(t0),
                     end_step=int(t1),
+                    scored=clear_steps * self.dt >= NATURAL_ECMP_SECONDS,
                 )
-                f.detail = {"max_over_mean": round(ratio, 3), "offered_utilization": round(util, 3)}
+                f.detail = {
+                    "max_over_mean": round(ratio, 3),
+                    "utilization": round(util, 3),
+                    "clear_seconds": int(clear_steps * self.dt),
+                }
                 out.append(f)
         return out
 
@@ -784,12 +802,17 @@ class _StepGen:
         )
 
     def _note_imbalance(
-        self, t0: int, t1: int, offered: np.ndarray, down: np.ndarray, pinned: dict[str, int]
+        self, t0: int, t1: int, carried: np.ndarray, down: np.ndarray, pinned: dict[str, int]
     ) -> None:
-        """Hashing alone can put far more demand on one uplink of a group than on its siblings
+        """Hashing alone can put far more traffic on one uplink of a group than on its siblings
         (a few elephant flows over a few links). That is a real collision, so it is ground
-        truth too (origin=workload): offered load >= NATURAL_ECMP_RATIO x the group's mean and
-        >= NATURAL_ECMP_UTIL of the link. Injected collisions (pinned leaves) are not re-noted."""
+        truth too (origin=workload): the load the uplinks carry (`carried`: after every job's
+        pace, what their counters show) >= NATURAL_ECMP_RATIO x the group's mean and
+        >= NATURAL_ECMP_UTIL of the link (noted from NATURAL_ECMP_MARGIN below them: see
+        _natural_ecmp_faults). Carried, not offered: a job that another fault stalls
+        (a lost GPU hangs its collectives, a PFC storm paces it) sends little whatever its
+        hashing, and its uplinks are then not hot. Injected collisions (pinned leaves) are not
+        re-noted."""
         fab = self.fab
         groups = [ups for leaf, ups in fab.leaf_up.items() if leaf not in pinned] + list(
             fab.spine_up.values()
@@ -798,10 +821,15 @@ class _StepGen:
             live = [e for e in ups if not down[e]]
             if len(live) < 2:
                 continue
-            load = offered[live] / self.cap[live]
+            load = carried[live] / self.cap[live]
             mean = float(load.mean())
             i = int(load.argmax())
-            if mean > 0 and load[i] >= NATURAL_ECMP_RATIO * mean and load[i] >= NATURAL_ECMP_UTIL:
+            low = 1 - NATURAL_ECMP_MARGIN
+            if (
+                mean > 0
+                and load[i] >= NATURAL_ECMP_RATIO * low * mean
+                and load[i] >= NATURAL_ECMP_UTIL * low
+            ):
                 self.sim.natural_ecmp.append(
                     (live[i], t0, t1, float(load[i]) / mean, float(load[i]))
                 )
@@ -848,7 +876,6 @@ class _StepGen:
         fi, hop, etx, erx = self._route(fl, down, pinned)
         nflows = len(fl.src)
         offered = np.bincount(etx, weights=fl.demand[fi], minlength=n_eps) + self.bg + extra_tx
-        self._note_imbalance(t0, t1, offered, down, pinned)
         ratio = np.where(offered > 0, np.minimum(1.0, cap / np.maximum(offered, 1e-9)), 1.0)
         s_flow = np.ones(nflows)
         np.minimum.at(s_flow, fi, ratio[etx])
@@ -890,6 +917,7 @@ class _StepGen:
         )
         tx = np.minimum(tx, np.maximum(cap, 0))
         tx[down] = 0.0
+        self._note_imbalance(t0, t1, tx, down, pinned)
         # congestion: ECN marking grows with offered load; an overloaded lossless queue pauses
         # the ports its traffic came in on, and that pressure fades hop by hop upstream
         o = np.where(cap > 0, offered / np.maximum(cap, 1e-9), 0.0)

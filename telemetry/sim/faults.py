@@ -44,6 +44,10 @@ class Fault:
     origin: str = "injected"
     implied_kinds: list[str] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)
+    # False: a condition too close to its detector's thresholds to call either way (a natural
+    # ECMP collision whose uplink ran about at the threshold): a finding on it is neither true
+    # nor false, missing it is no miss (telemetry/sim/score.py)
+    scored: bool = True
     # for the engine only (not written): steps and resolved indices
     start_step: int = 0
     end_step: int = 0

@@ -129,6 +129,8 @@ def latencies(truth: Any, findings: Sequence[Any]) -> list[Latency]:
     out = []
     tol = truth.resolution_seconds * 1000
     for g in truth.faults:
+        if not g.scored:  # too close to a threshold to call (Fault.scored)
+            continue
         cand = [
             f
             for f in findings

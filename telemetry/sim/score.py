@@ -150,7 +150,8 @@ def score_incidents(
     # derived truth (a slowdown caused by a collision) is paged for as part of its cause's
     # incident: such kinds are effects here, and only root faults are counted
     consequences = incident_effects(mapping, consequences)
-    faults = [g for g in truth.faults if g.kind not in CONSEQUENCE_FAULT_KINDS]
+    roots_of = [g for g in truth.faults if g.kind not in CONSEQUENCE_FAULT_KINDS]
+    faults = [g for g in roots_of if g.scored]
     tol = int(tolerance_s * 1000)
     out = IncidentScore(faults=len(faults))
     hit: set[str] = set()
@@ -158,16 +159,19 @@ def score_incidents(
         if r.kind in consequences:
             out.consequence_roots += 1
             continue
-        out.incidents += 1
         fk = mapping.get(r.kind)
         subj = _norm(r.subject)
         match = [
             g
-            for g in faults
+            for g in roots_of
             if (g.kind == fk or fk in g.implied_kinds)
             and _overlaps(r, g, tol)
             and subj in {_norm(x) for x in g.subjects}
         ]
+        if match and not any(g.scored for g in match):
+            continue  # about a fault not scored either way (Fault.scored)
+        match = [g for g in match if g.scored]
+        out.incidents += 1
         if match:
             out.true_incidents += 1
             hit.update(g.id for g in match)
@@ -203,6 +207,10 @@ def score(truth: GroundTruth, findings: list[Finding], tolerance_s: float = 60.0
         hits = [g for g in truth.faults if g.kind == fk and _overlaps(f, g, tol)]
         implied = [g for g in truth.faults if fk in g.implied_kinds and _overlaps(f, g, tol)]
         named = [g for g in hits if subj in {_norm(x) for x in g.subjects}]
+        if named and not any(g.scored for g in named):
+            ks.findings -= 1  # about a fault not scored either way (Fault.scored)
+            continue
+        named, hits = [g for g in named if g.scored], [g for g in hits if g.scored]
         if not named and any(subj in {_norm(x) for x in g.subjects} for g in implied):
             ks.findings -= 1  # true, but a side effect of another injected fault: not scored
         elif named or hits:
@@ -212,6 +220,8 @@ def score(truth: GroundTruth, findings: list[Finding], tolerance_s: float = 60.0
         elif implied:
             ks.findings -= 1
     for g in truth.faults:
+        if not g.scored:
+            continue
         ks = kinds[g.kind]
         ks.faults += 1
         found = by_fault.get(g.id, [])
@@ -231,9 +241,15 @@ def _norm(subject: str) -> str:
 
 def render(s: Score, truth: GroundTruth) -> str:
     span = f"{_iso(truth.start_ms)} .. {_iso(truth.end_ms)}"
+    marginal = sum(1 for f in truth.faults if not f.scored)
     lines = [
-        f"scenario {truth.scenario} (seed {truth.seed}), {span}: {len(truth.faults)} ground-truth fault(s), "
+        f"scenario {truth.scenario} (seed {truth.seed}), {span}: {len(truth.faults) - marginal} ground-truth fault(s), "
         f"{s.findings_total} finding(s) in the window"
+        + (
+            f"; {marginal} too close to a threshold to score (not counted either way)"
+            if marginal
+            else ""
+        )
     ]
     if s.findings_total == 0:
         lines.append(

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
+import pytest
 
 
 def _dt(ms: int) -> datetime:
@@ -293,20 +294,29 @@ def test_two_nic_servers_have_gpus_without_a_direct_nic():
     assert set(t["nic_sample"]["device"]) == {"mlx5_0", "mlx5_1"}
 
 
-def test_natural_ecmp_imbalance_is_ground_truth_with_the_physics_behind_it() -> None:
-    """rail-2nic hashes a few elephant flows over 4 uplinks: a member that gets far more than its
+@pytest.mark.parametrize(("scenario", "seed"), [("rail-2nic", None), ("small", 31337)])
+def test_natural_ecmp_imbalance_is_ground_truth_with_the_physics_behind_it(
+    scenario: str, seed: int | None
+) -> None:
+    """Hashing a few elephant flows over 4 uplinks: a member that carries far more than its
     siblings for a minute or more is a real collision, recorded as origin=workload — and the
-    stored counters show that member really carried more than the group."""
+    stored counters show that member really carried it, over the whole span, about as the
+    detector judges it (>= 1.6x the group mean, >= 50 % busy; 1.5 and 45 % here for the
+    counters' noise). Only the scored ones: a collision that ran about at those thresholds is
+    noted with scored=False (engine.NATURAL_ECMP_MARGIN). Small's seed 31337 stalls a colliding job with a PFC storm and then a lost
+    GPU: the truth once noted the collision by its offered demand through both stalls, when
+    the uplinks carried a third of it (1.4x, 27 %) and nothing could see it."""
     from tests.unit.sim.conftest import run_tables
 
-    sim, t = run_tables("rail-2nic")
+    sim, t = run_tables(scenario, **({"seed": seed} if seed is not None else {}))
     natural = [
         f
         for f in sim.ground_truth().faults
-        if f.kind == "ecmp_collision" and f.origin == "workload"
+        if f.kind == "ecmp_collision" and f.origin == "workload" and f.scored
     ]
-    assert natural, "rail-2nic's hashing creates at least one natural collision"
+    assert natural, f"{scenario}'s hashing creates at least one clear natural collision"
     sp = t["switch_port_sample"]
+    checked = 0
     for f in natural:
         assert f.detail["max_over_mean"] >= 1.6 and f.end_ms - f.start_ms >= 60_000
         leaf = f.subject.split(":")[0]
@@ -317,4 +327,9 @@ def test_natural_ecmp_imbalance_is_ground_truth_with_the_physics_behind_it() -> 
         a, b = f.start_ms + 5_000, f.end_ms - 5_000
         rates = {p: _port_rate(sp, p, "tx_bytes_total", a, b) for p in names}
         assert rates[f.subject] == max(rates.values())
-        assert rates[f.subject] >= 1.3 * (sum(rates.values()) / len(rates))
+        assert rates[f.subject] >= 1.5 * (sum(rates.values()) / len(rates)), (f.id, rates)
+        sw, port = f.subject.split(":")
+        speed = sp.filter((pl.col("switch") == sw) & (pl.col("port") == port))["speed_bps"].max()
+        assert rates[f.subject] * 8 / speed >= 0.45, (f.id, rates[f.subject] * 8 / speed)
+        checked += 1
+    assert checked

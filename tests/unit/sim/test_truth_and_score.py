@@ -115,3 +115,36 @@ def test_score_without_findings_says_so():
     text = render(score(truth, []), truth)
     assert "no findings" in text and "nothing to score" in text
     assert "%" not in text
+
+
+def test_a_fault_too_close_to_its_threshold_is_not_scored_either_way(tmp_path: Path):
+    """A natural ECMP collision that ran about at the detector's thresholds (scored=False): a
+    finding on it is neither true nor false, missing it is no miss, an incident on it is no
+    incident; a clear one next to it is scored as before; a round trip keeps the flag."""
+    from telemetry.sim import Fault
+    from telemetry.sim.score import score_incidents
+
+    t0 = 1_800_000_000_000
+
+    def natural(i: int, subject: str, scored: bool) -> Fault:
+        return Fault(
+            f"ecmp_collision-w{i}", "ecmp_collision", t0, t0 + 300_000, "port", subject,
+            [subject], origin="workload", scored=scored,
+        )  # fmt: skip
+
+    truth = GroundTruth(
+        "t", 1, t0, t0 + 600_000, 10,
+        [natural(0, "leaf1:Ethernet8", False), natural(1, "leaf2:Ethernet8", True)],
+    )  # fmt: skip
+    on_marginal = Finding("ecmp_imbalance", "leaf1:Ethernet8", t0 + 60_000, t0 + 120_000)
+    on_clear = Finding("ecmp_imbalance", "leaf2:Ethernet8", t0 + 60_000, t0 + 120_000)
+    elsewhere = Finding("ecmp_imbalance", "leaf9:Ethernet8", t0 + 400_000, t0 + 500_000)
+    (k,) = score(truth, [on_marginal, on_clear, elsewhere]).kinds
+    assert (k.faults, k.detected, k.findings, k.true_findings) == (1, 1, 2, 1)
+    (k,) = score(truth, [on_marginal]).kinds
+    assert (k.faults, k.detected, k.findings, k.precision) == (1, 0, 0, None)
+    inc = score_incidents(truth, [on_marginal, on_clear])
+    assert (inc.faults, inc.incidents, inc.true_incidents, inc.false) == (1, 1, 1, [])
+    assert "1 too close to a threshold to score" in render(score(truth, [on_clear]), truth)
+    back = GroundTruth.read(truth.write(tmp_path / "gt.json"))
+    assert [f.scored for f in back.faults] == [False, True]
