@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,18 @@ def _dump_db() -> dict[str, Any]:
     return json.loads((FIX / "counters_db.json").read_text())
 
 
+@pytest.fixture(autouse=True, params=["learns", "in order", "reversed"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How the shortcut's cache decodes: learning the switch's key order from its first whole
+    update (as it runs), already holding a decoder in the order the updates come, or one in
+    the reverse order (a switch that changed its order: slower, the same values)."""
+    monkeypatch.setattr(sys.modules[__name__], "_READER", request.param)
+    return str(request.param)
+
+
+_READER = "learns"
+
+
 def _pair(counters: dict[str, Any]) -> tuple[G.SonicGnmi, G.SonicGnmi, Seen, Seen]:
     """Two caches of one switch: with the shortcut and without it (the general way)."""
     t = Target(counters, json.loads((FIX / "appl_db.json").read_text()), {})
@@ -53,6 +66,11 @@ def _pair(counters: dict[str, Any]) -> tuple[G.SonicGnmi, G.SonicGnmi, Seen, See
         st._notification(t._notification("APPL_DB", [G.parse_path(p) for p in G.SONIC_ON_CHANGE]))
         if not fast:
             st._take = lambda *a: False  # type: ignore[method-assign]
+        elif _READER != "learns":  # the key order of the db's first port / queue hash
+            for kind, table in (("port", "COUNTERS_PORT_NAME_MAP"), ("queue", "COUNTERS_QUEUE_NAME_MAP")):  # fmt: skip
+                keys = tuple(counters[f"COUNTERS:{next(iter(counters[table].values()))}"])
+                layout = keys[::-1] if _READER == "reversed" else keys
+                st._readers[kind] = G._whole_reader(kind, layout)
         out += [st, seen]
     return out[0], out[2], out[1], out[3]
 
@@ -245,3 +263,19 @@ def test_later_updates_and_new_maps_see_a_taken_sample() -> None:
     _, _, qc, _ = fast.poll_columns(seen)  # the queue without an index: named, not a row
     assert ("bad_value", "COUNTERS_QUEUE_NAME_MAP Ethernet0:2='x'") in seen.got
     assert len(qc["port"]) == 8 * 8 - 1
+
+
+@pytest.mark.parametrize("reader", ["learns"], indirect=True)
+def test_the_first_whole_update_teaches_the_switchs_key_order(reader: str) -> None:
+    """The cache learns the key order of a switch's hashes from its first whole update of a
+    kind (sonic-gnmi sends them sorted), and again after new name maps (a new session)."""
+    counters = _bench_db()
+    fast, slow, fs, ss = _pair(counters)
+    ports, queues = _whole(counters)
+    ports = {p: dict(sorted(h.items())) for p, h in ports.items()}  # as Go's json.Marshal
+    _same(fast, slow, fs, ss, _update(PORTS, ports), _update(QUEUES, queues))
+    dec, _, _ = fast._readers["port"]
+    assert dec is G._whole_reader("port", tuple(sorted(ports["Ethernet0"])))[0]
+    assert fast._readers["queue"][0] is G._whole_reader("queue", tuple(queues["Ethernet0:0"]))[0]
+    asyncio.run(fast._prepare([]))
+    assert fast._readers == {}
