@@ -54,6 +54,18 @@ def _storm() -> Finding:
     )
 
 
+def _ecmp() -> Finding:
+    return Finding(
+        "ecmp_imbalance",
+        "fabric",
+        "warning",
+        "port",
+        "leaf6:Ethernet64",
+        "ECMP uplink leaf6:Ethernet64 ran at 2.0x its group's mean",
+        {},
+    )
+
+
 def _ago(**delta: float) -> datetime:
     return datetime.now(UTC).replace(microsecond=0) - timedelta(**delta)
 
@@ -186,16 +198,7 @@ def test_a_cause_whose_consequence_moves_to_another_cause_keeps_its_incident(
     tests/unit/correlate/test_incidents.py)."""
     t0 = _ago(hours=1)
     ft, it = _trackers(store, "x")
-    ecmp = Finding(
-        "ecmp_imbalance",
-        "fabric",
-        "warning",
-        "port",
-        "leaf6:Ethernet64",
-        "ECMP uplink leaf6:Ethernet64 ran at 2.0x its group's mean",
-        {},
-    )
-    (first,) = _tick(ft, it, t0, [ecmp, _ecn()])
+    (first,) = _tick(ft, it, t0, [_ecmp(), _ecn()])
     assert (first.root.kind, sorted(first.group.roles.values())) == (
         "ecmp_imbalance",
         ["consequence", "root"],
