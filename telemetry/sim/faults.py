@@ -45,8 +45,9 @@ class Fault:
     implied_kinds: list[str] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)
     # False: a condition too close to its detector's thresholds to call either way (a natural
-    # ECMP collision whose uplink ran about at the threshold): a finding on it is neither true
-    # nor false, missing it is no miss (telemetry/sim/score.py)
+    # ECMP collision whose uplink ran about at the threshold), or one nothing could show (a
+    # replica misplacement while no block was written): a finding on it is neither true nor
+    # false, missing it is no miss (telemetry/sim/score.py)
     scored: bool = True
     # for the engine only (not written): steps and resolved indices
     start_step: int = 0
@@ -370,14 +371,25 @@ def _r_cross_tenant(
     f: Fault, spec: FaultSpec, fab: Fabric, wl: Workload, rng: np.random.Generator, where: str
 ) -> None:
     running = [j for j in _running_at(wl, f.start_step) if j.pods]
+    # two jobs that run for the whole fault where there are: a pod gone mid-fault leaves its
+    # IP to whoever is given it next, and the flow is then about somebody else
+    whole = [j for j in running if j.end_step >= f.end_step]
     by_tenant: dict[str, Job] = {}
-    for j in running:
-        by_tenant.setdefault(j.namespace, j)
+    for pool in (whole, running):
+        by_tenant = {}
+        for j in pool:
+            by_tenant.setdefault(j.namespace, j)
+        if len(by_tenant) >= 2:
+            break
     if len(by_tenant) < 2:
         raise ConfigError(
             f"{where}: cross_tenant_flow needs pods of two tenants running at its start"
         )
     a, b = list(by_tenant.values())[:2]
+    end = min(f.end_step, a.end_step, b.end_step)  # ... else it ends with the first of them
+    if end < f.end_step:
+        f.end_ms -= (f.end_step - end) * fab.scenario.resolution_seconds * 1000
+        f.end_step = end
     pa, pb = a.pods[0], b.pods[-1]
     src, dst = f"{pa.namespace}/{pa.name}", f"{pb.namespace}/{pb.name}"
     f.subject_type, f.subject = "flow", f"{src}->{dst}"

@@ -117,7 +117,7 @@ def build_hdfs(
                 want = _counts(plan, idcs)
                 bad = next((f for f in misplaced if f.start_step <= t < f.end_step), None)
                 if bad is not None and others:
-                    plan = [local] * (spec.replicas - 1) + [others[0]]
+                    plan = _misplaced(local, others[0], spec.replicas, want, idcs)
                 blk = f"blk_{block_seq}"
                 block_seq += 1
                 path = f"/checkpoints/{fab.nodes[client].su_name}/step-{t:05d}/shard-{client}.pt"
@@ -175,7 +175,18 @@ def build_hdfs(
         blocks = [s for s in f.subjects if s.startswith(BLOCK_POOL)]
         f.subject = blocks[0] if blocks else "(no block written in the window)"
         f.detail["blocks"] = len(blocks)
+        f.scored = bool(blocks)  # no block written while it held: nothing could show it
     return out
+
+
+def _misplaced(local: int, other: int, replicas: int, want: dict[str, int], idcs: Any) -> list[int]:
+    """A writer's pipeline that breaks the placement policy: one replica remote and the rest
+    local, or (where that is the policy: 3 replicas over two IDCs is 2 + 1) all of them local,
+    or all remote."""
+    for plan in ([local] * (replicas - 1) + [other], [local] * replicas, [other] * replicas):
+        if _counts(plan, idcs) != want:
+            return plan
+    return [local] * replicas
 
 
 def _counts(plan: list[int], idcs: Any) -> dict[str, int]:

@@ -333,3 +333,83 @@ def test_natural_ecmp_imbalance_is_ground_truth_with_the_physics_behind_it(
         assert rates[f.subject] * 8 / speed >= 0.45, (f.id, rates[f.subject] * 8 / speed)
         checked += 1
     assert checked
+
+
+def _variant(name: str, change: Any) -> tuple[Any, dict[str, Any]]:
+    """A built-in scenario changed by `change` (on its dumped dict), run like run_tables."""
+    from telemetry.sim import build, load_scenario
+    from telemetry.sim.scenario import parse_scenario
+    from tests.unit.sim.conftest import START
+
+    raw = load_scenario(name).model_dump()
+    raw["start"] = START
+    change(raw)
+    sim = build(parse_scenario(raw))
+    parts: dict[str, list[Any]] = {}
+    for batches in sim.batches():
+        for b in batches:
+            parts.setdefault(b.kind.name, []).append(b.table)
+    import pyarrow as pa
+
+    return sim, {k: pl.from_arrow(pa.concat_tables(v)) for k, v in parts.items()}
+
+
+def test_a_misplaced_replica_breaks_the_policy_whatever_the_replica_count() -> None:
+    """Three replicas over two IDCs are placed 2 + 1 by the policy, which is also what the
+    misplacement used to write (two local, one remote): no block broke the policy, and the
+    truth named '(no block written in the window)'. It now writes all three in the writer's
+    IDC; the truth names a block whose stored placement breaks the policy."""
+
+    def three(raw: dict[str, Any]) -> None:
+        raw["hdfs"]["replicas"] = 3
+
+    sim, t = _variant("small", three)
+    mis = _fault(sim, "hdfs_replica_misplaced")
+    assert mis.scored and mis.subject.startswith("BP-")
+    placed = t["hdfs_block_placement"]
+    bad = placed.filter(pl.col("block_id") == mis.subject).row(0, named=True)
+    assert bad["violation"] and bad["replicas_by_idc"] == '{"idc-a": 3}'
+    assert set(placed.filter(~pl.col("violation"))["replicas_by_idc"]) == {
+        '{"idc-a": 2, "idc-b": 1}'
+    }
+
+
+def test_a_cross_tenant_flow_is_between_jobs_that_outlive_it() -> None:
+    """The flow's two pods are taken from jobs that run through the whole fault where there
+    are such jobs: ft-b (listed first here) ends at minute 4, mid-fault, and its IP would then
+    go to eval-b's pod, a flow about somebody else than the truth names."""
+
+    def ft_b_first(raw: dict[str, Any]) -> None:
+        raw["jobs"].sort(key=lambda j: j["name"] != "ft-b")
+        (f,) = [f for f in raw["faults"] if f["kind"] == "cross_tenant_flow"]
+        f["start_minute"], f["duration_minutes"] = 3.0, 3.0
+
+    sim, _ = _variant("small", ft_b_first)
+    f = _fault(sim, "cross_tenant_flow")
+    jobs = {j.key: j for j in sim.workload.jobs}
+    ends = [jobs[s.rsplit("-worker-", 1)[0]].end_step for s in f.subject.split("->")]
+    assert "ft-b" not in f.subject and min(ends) >= f.end_step
+    assert (f.end_ms - f.start_ms) == 180_000
+
+
+def test_a_cross_tenant_flow_ends_with_the_first_of_its_jobs_where_none_outlive_it() -> None:
+    """Where no two tenants' jobs run through the whole fault, the flow ends when the first of
+    its two jobs does (the truth's end with it), not later between other pods."""
+
+    def two_tenants(raw: dict[str, Any]) -> None:
+        raw["jobs"] = [j for j in raw["jobs"] if j["name"] in ("rl-c", "ft-b")]
+        raw["jobs"].sort(key=lambda j: j["name"] != "ft-b")
+        keep = ("cross_tenant_flow", "pfc_storm", "gpu_xid")
+        raw["faults"] = [f for f in raw["faults"] if f["kind"] in keep]
+        (f,) = [f for f in raw["faults"] if f["kind"] == "cross_tenant_flow"]
+        f["start_minute"], f["duration_minutes"] = 3.0, 3.0
+
+    sim, t = _variant("small", two_tenants)
+    f = _fault(sim, "cross_tenant_flow")
+    (ft_b,) = [j for j in sim.workload.jobs if j.spec.name == "ft-b"]
+    assert "ft-b" in f.subject and f.end_step == ft_b.end_step
+    assert f.end_ms - f.start_ms == 60_000  # minute 3 to 4, not to 6
+    fs = t["flow_sample"].filter(
+        (pl.col("src_ip") == f.detail["src_ip"]) & (pl.col("dst_ip") == f.detail["dst_ip"])
+    )
+    assert fs.height > 0 and fs["ts"].max() < _dt(f.end_ms)
