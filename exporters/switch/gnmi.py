@@ -999,7 +999,8 @@ def _whole_reader(
     terms = tuple(dict.fromkeys(_QUEUE_TERMS if kind == "queue" else _PORT_TERMS))
     keys = (*terms, _WD) if kind == "queue" else terms
     attrs = {k: f"c{i}" for i, k in enumerate(keys)}  # counter names need not be identifiers
-    order = [*dict.fromkeys(layout), *(k for k in keys if k not in set(layout))]
+    sent = dict.fromkeys(layout)
+    order = [*sent, *(k for k in keys if k not in sent)]
     fields = [
         (attrs[k], str, msgspec.field(default=None, name=k))
         if k in attrs
