@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             "consequence": f" (caused by {f.detail.get('cause') or 'load'})",
         }.get(f.origin, " (by the workload)")
         if not f.scored:
-            tag += ", near the threshold: not scored"
+            tag += ", not scored (too close to a threshold, or nothing could show it)"
         con.print(f"  {start:5.1f}-{end:<5.1f} min  {f.kind:<23} {f.subject}{tag}")
     scored = _correlate(sim, cfg, store, con)
     dsn = f"chdb://{data / 'store'}"

@@ -129,7 +129,7 @@ def latencies(truth: Any, findings: Sequence[Any]) -> list[Latency]:
     out = []
     tol = truth.resolution_seconds * 1000
     for g in truth.faults:
-        if not g.scored:  # too close to a threshold to call (Fault.scored)
+        if not g.scored:  # too close to a threshold, or nothing could show it (Fault.scored)
             continue
         cand = [
             f

@@ -246,7 +246,7 @@ def render(s: Score, truth: GroundTruth) -> str:
         f"scenario {truth.scenario} (seed {truth.seed}), {span}: {len(truth.faults) - marginal} ground-truth fault(s), "
         f"{s.findings_total} finding(s) in the window"
         + (
-            f"; {marginal} too close to a threshold to score (not counted either way)"
+            f"; {marginal} too close to a threshold to score, or that nothing could show (not counted either way)"
             if marginal
             else ""
         )
