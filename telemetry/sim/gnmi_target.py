@@ -74,6 +74,9 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         self.requests: list[str] = []  # "Get", "STREAM", "POLL", "poll" as they arrive
         self.paths: list[str] = []  # the paths of each Subscribe, "COUNTERS/Ethernet*" ...
         self.lock = threading.RLock()  # _notification inside a held lock: one state for a sample
+        # waits for the next state or the call's end (no polling: a benchmark's 256 targets
+        # share the machine with the collector they feed)
+        self._cond = threading.Condition(self.lock)
         self.now_ns: int | None = None  # the switch's time, where set_state gave one
         self.version = 0  # set_state calls so far
 
@@ -81,23 +84,36 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
     def set_state(self, counters: dict[str, Any], appl: dict[str, Any], now_ns: int) -> None:
         """Replace what the switch holds (COUNTERS_DB and APPL_DB hashes) and its clock: the
         next SAMPLE and an ON_CHANGE update of APPL_DB carry them, stamped `now_ns`."""
-        with self.lock:
+        with self._cond:
             self.counters, self.appl, self.now_ns = counters, appl, now_ns
             self.version += 1
+            self._cond.notify_all()
 
     def _ts(self) -> int:
         if self.now_ns is not None:
             return self.now_ns
         return self.base_ns + self.samples * 1_000_000_000
 
+    def _watch(self, context: Any) -> None:
+        """Wake this target's waits when the call ends (the client cancelled or went away)."""
+
+        def ended() -> None:
+            with self._cond:
+                self._cond.notify_all()
+
+        context.add_callback(ended)
+
     def _changed(self, seen: int, within: float, context: Any) -> bool:
-        """Wait up to `within` seconds for a set_state after version `seen`."""
+        """Wait up to `within` seconds for a set_state after version `seen` (or the call's
+        end, which `_watch` signals)."""
         end = time.monotonic() + within
-        while context.is_active() and time.monotonic() < end:
-            if self.version != seen:
-                return True
-            time.sleep(0.005)
-        return self.version != seen
+        with self._cond:
+            while self.version == seen and context.is_active():
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return self.version != seen
 
     def answer(self, target: str, path: Any, counters: Any = None, appl: Any = None) -> list[Any]:
         """Updates for one requested path (wildcards expanded as the switch would), from the
@@ -222,8 +238,10 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "bad username or password")
 
     def _hang(self, context: Any) -> None:
-        while context.is_active():
-            time.sleep(0.05)
+        self._watch(context)
+        with self._cond:
+            while context.is_active():
+                self._cond.wait(1.0)
 
     def Get(self, request: Any, context: Any) -> Any:
         self._auth(context)
@@ -252,6 +270,7 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
 
     def Subscribe(self, request_iterator: Any, context: Any) -> Any:
         self._auth(context)
+        self._watch(context)
         first = next(request_iterator)
         sl = first.subscribe
         mode = pb.SubscriptionList.Mode.Name(sl.mode)
