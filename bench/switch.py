@@ -3,12 +3,14 @@ redis-server: wall time and CPU time of `railscope switch`'s poll, against, in t
 same poll done one switch at a time and a naive one-HGETALL-per-key loop. Last line: JSON.
 
     python bench/switch.py [--switches 64] [--ports 64] [--queues 8] [--repeat 3]
-    python bench/switch.py --gnmi [--switches 256] [--interval 10] [--seconds 60] [--sonic-paths fields]
+    python bench/switch.py --gnmi [--switches 256] [--interval 10] [--seconds 60] [--sonic-paths fields] [--phases spread]
     python bench/switch.py --snmp [--switches 64]
 
 --gnmi: that many gNMI targets (SONiC telemetry paths, the same synthetic switches, served by
-one child process, each answer rendered once so that they keep up) stream SAMPLE at --interval
-into one collector in another child process for --seconds; the collector measures its own CPU
+one child process, each answer rendered once so that they keep up, each stream waiting for its
+next sample without polling) stream SAMPLE at --interval into one collector in another child
+process for --seconds, all switches' samples together or (--phases spread) spread evenly over
+the interval; the collector measures its own CPU
 (getrusage, every thread) and reports it per interval, split by thread (polls, streams, gRPC),
 with port/queue counter sets per second per CPU-second, next to the Redis poll's ports per
 CPU-second measured in the same run on 64 switches, also in a process of its own and by
@@ -144,7 +146,8 @@ def serve_gnmi(a: argparse.Namespace) -> None:
         appl = {k: v for k, v in db.items() if k.startswith(("PORT_TABLE:", "LLDP_ENTRY_TABLE:"))}
         counters = {k: v for k, v in db.items() if k not in appl}
         # rendered once per state: the targets keep up with 256 switches on a small machine
-        server, port = serve(Target(counters, appl, {}, rendered=True), workers=3)
+        phase = a.interval * i / a.switches if a.phases == "spread" else 0.0
+        server, port = serve(Target(counters, appl, {}, rendered=True, phase_s=phase), workers=3)
         servers.append(server)
         ports.append(port)
     print(json.dumps(ports), flush=True)
@@ -154,14 +157,15 @@ def serve_gnmi(a: argparse.Namespace) -> None:
 def bench_gnmi(a: argparse.Namespace, redis_ports_per_cpu_s: float | None) -> dict[str, Any]:
     """Targets in one child process, the collector in another (its own CPU, measured there)."""
     size = ["--switches", str(a.switches), "--ports", str(a.ports), "--queues", str(a.queues)]
-    targets = subprocess.Popen([sys.executable, __file__, "--serve-gnmi", *size],
+    targets = subprocess.Popen([sys.executable, __file__, "--serve-gnmi", *size,
+                                "--interval", str(a.interval), "--phases", a.phases],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert targets.stdout is not None
         ports = targets.stdout.readline()
         collector = subprocess.run(
             [sys.executable, __file__, "--collect-gnmi", *size, "--interval", str(a.interval),
-             "--seconds", str(a.seconds), "--sonic-paths", a.sonic_paths],
+             "--seconds", str(a.seconds), "--sonic-paths", a.sonic_paths, "--phases", a.phases],
             input=ports, capture_output=True, text=True, check=False,
         )  # fmt: skip
         if collector.returncode:
@@ -196,6 +200,9 @@ def collect_gnmi(a: argparse.Namespace) -> dict[str, Any]:
         first = src.collect()  # waits for every switch's first full sample
         up = sum(int(x) for b in first if b.kind.name == "switch_status"
                  for x in b.table.column("up").to_pylist())  # fmt: skip
+        if a.phases == "spread":  # every switch past its delayed second sample: steady phases
+            time.sleep(a.interval * 1.5)
+            src.collect()
         v0 = sum(st.values for st in src._streams)
         th0, c0, t0 = thread_cpu_s(), cpu_s(), time.perf_counter()
         polls = 0
@@ -215,7 +222,7 @@ def collect_gnmi(a: argparse.Namespace) -> dict[str, Any]:
     streams = by.pop(loop, 0.0)
     port_sets = values * a.ports / (a.ports + a.ports * a.queues)  # ports' share of the sets
     return {
-        "gnmi_switches": a.switches, "gnmi_sonic_paths": a.sonic_paths, "gnmi_switches_up": up, "gnmi_interval_s": a.interval,
+        "gnmi_switches": a.switches, "gnmi_sonic_paths": a.sonic_paths, "gnmi_phases": a.phases, "gnmi_switches_up": up, "gnmi_interval_s": a.interval,
         "gnmi_seconds": round(wall, 1), "gnmi_polls": polls, "gnmi_rows_last_poll": rows,
         "gnmi_cpu_s": round(cpu, 2), "gnmi_cpu_per_interval_s": round(cpu / intervals, 3),
         "gnmi_cpu_per_interval_by_thread_s": {
@@ -281,6 +288,10 @@ def main() -> None:
     ap.add_argument("--sonic-paths", choices=("whole", "fields"), default="whole",
                     help="gNMI: COUNTERS/Ethernet*/<counter> per mapped counter, or the whole "
                     "COUNTERS/Ethernet* (gnmi.sonic_paths)")  # fmt: skip
+    ap.add_argument("--phases", choices=("aligned", "spread"), default="aligned",
+                    help="gNMI: every switch samples at the moment it was subscribed (a collector "
+                    "subscribing to all at once gets them together), or the switches' samples "
+                    "spread evenly over the interval (each arrives alone)")  # fmt: skip
     ap.add_argument("--redis-ports-per-cpu-s", type=float, default=None,
                     help="--gnmi: the Redis poll's figure to compare with (else measured)")  # fmt: skip
     ap.add_argument("--serve-gnmi", action="store_true", help=argparse.SUPPRESS)

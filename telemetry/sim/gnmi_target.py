@@ -12,7 +12,8 @@ numbers) | "no_stream" (STREAM refused: UNIMPLEMENTED) | "no_subscribe" (Subscri
 "no_fields" (`COUNTERS/Ethernet*/<counter>` refused: NOT_FOUND, as a telemetry service without
 that virtual path would),
 `stop_after` (samples sent in all before the target goes silent), and TLS credentials;
-`rendered` renders each answer once per state (bench/switch.py's targets).
+`rendered` renders each answer once per state and `phase_s` delays a STREAM's SAMPLEs after the
+first (bench/switch.py's targets).
 Without `set_state` times, every notification carries `base_ns` + 1 s per sample sent.
 
 As SONiC's telemetry service (sonic-gnmi): `COUNTERS/Ethernet*/<counter>` is one counter of every
@@ -58,12 +59,17 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         stop_after: int | None = None,
         base_ns: int | None = None,
         rendered: bool = False,
+        phase_s: float = 0.0,
     ) -> None:
         self.counters, self.appl, self.oc = counters, appl, oc
         # rendered: the state changes only through set_state, so each answer is rendered once
         # per state (a benchmark's targets keep up with many switches); without it, every
         # sample is rendered from the state as it is (a test may edit it in place)
         self.rendered = rendered
+        # a STREAM's second SAMPLE comes this much later than one interval after the first (a
+        # benchmark spreads its switches' samples over the interval, as switches whose timers
+        # started at different times send them)
+        self.phase_s = phase_s
         self._renders: dict[Any, list[Any]] = {}
         self.users = users
         self.behaviour = behaviour
@@ -324,11 +330,13 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
                 ups = [self._notification(target, [p]) for p in sample]
             for n in ups:
                 yield pb.SubscribeResponse(update=n)
+            wait = interval or 1.0
             if not synced:
                 yield pb.SubscribeResponse(sync_response=True)
                 synced = True
+                wait += self.phase_s  # from then on, every interval at this phase
             # the next sample after the interval, or at once when the state is replaced
-            self._changed(seen, interval or 1.0, context)
+            self._changed(seen, wait, context)
 
 
 def serve(target: Target, creds: Any = None, workers: int = 16, port: int = 0) -> tuple[Any, int]:

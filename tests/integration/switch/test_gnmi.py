@@ -135,6 +135,30 @@ def test_fixture_waits_for_the_next_state_without_polling(
     assert sleeps == []
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # pygnmi
+@pytest.mark.parametrize("target", [{"phase_s": 0.25}], indirect=True)
+def test_fixture_phase_delays_the_second_sample_only(target: tuple[Target, int]) -> None:
+    """bench/switch.py --phases spread: a target's SAMPLEs after the first come `phase_s`
+    later, once; from then on one interval apart."""
+    from pygnmi.client import gNMIclient
+
+    t, port = target
+    waits: list[float] = []
+    changed = t._changed
+    t._changed = lambda seen, within, context: waits.append(within) or changed(seen, 0, context)  # type: ignore[method-assign]
+    with gNMIclient(target=("127.0.0.1", port), insecure=True) as gc:
+        stream = gc.subscribe2(
+            subscribe={"subscription": [{"path": "COUNTERS/Ethernet*", "mode": "sample",
+                                         "sample_interval": int(INTERVAL * 1e9)}],
+                       "mode": "stream", "encoding": "json_ietf"},
+            target="COUNTERS_DB",
+        )  # fmt: skip
+        samples = 0
+        while samples < 3:
+            samples += "update" in next(stream)
+    assert waits[:2] == [INTERVAL + 0.25, INTERVAL]
+
+
 def test_fixture_serves_sonic_field_paths_as_sonic_does(target: tuple[Target, int]) -> None:
     """`COUNTERS/Ethernet*/<counter>` (sonic-gnmi virtual_db.go, v2rEthPortFieldStats): one
     counter of every port as {port: {counter: "n"}}; a STREAM sends each SAMPLE path in a
