@@ -101,7 +101,18 @@ def test_fixture_waits_for_the_next_state_without_polling(
 
     t, port = target
     sleeps: list[float] = []
-    monkeypatch.setattr("telemetry.sim.gnmi_target.time.sleep", sleeps.append)
+
+    class Clock:
+        """The target module's `time`, its sleeps recorded instead of slept (the `time` module
+        itself is left alone: other threads of the test process keep their sleeps)."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(time, name)
+
+        def sleep(self, s: float) -> None:
+            sleeps.append(s)
+
+    monkeypatch.setattr("telemetry.sim.gnmi_target.time", Clock())
     hour = 3600 * 10**9
 
     def subscribe(stub: Any, target: str, path: str, mode: Any) -> Any:
