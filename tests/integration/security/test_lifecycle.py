@@ -88,13 +88,19 @@ def test_sigterm_mid_batch_stores_every_sflow_sample_once(tmp_path: Path) -> Non
     sent: Counter[int] = Counter()
     pkts = []
     t0 = time.time() - 10
-    for i in range(60):
-        qp = 0x1200 + i % 4
+    # 60 packets on four QPs, then 60 on a fifth that is not counted: pmacctd's core stops at
+    # the end of the savefile and may take its sfprobe plugin down before the plugin has read
+    # the last packets off their pipe (under a busy test suite it lost the last 5 of 60:
+    # 55 samples, 9 datagrams of 6 and one of 1, every one of them stored)
+    tail = 0x1300
+    for i in range(120):
+        qp = 0x1200 + i % 4 if i < 60 else tail
         p = (scapy.Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / scapy.IP(src="10.0.0.1", dst="10.1.0.9")
              / scapy.UDP(sport=49152, dport=4791) / BTH(opcode=10, dqpn=qp, psn=i) / scapy.Raw(b"\0" * 256))  # fmt: skip
         p.time = t0 + i * 0.001
         pkts.append(p)
-        sent[qp] += 1
+        if qp != tail:
+            sent[qp] += 1
     pcap = tmp_path / "roce.pcap"
     scapy.wrpcap(str(pcap), pkts)
 
@@ -163,5 +169,9 @@ def test_sigterm_mid_batch_stores_every_sflow_sample_once(tmp_path: Path) -> Non
     print(emitted, ports, got)
     # every row the collector emitted before SIGTERM is stored ...
     assert sum(n for n, _, _ in got.values()) + int(ports) == emitted
-    # ... once (rows = distinct PSNs), and every packet the agent sent is among them
-    assert got == {qp: (n, n, n) for qp, n in sent.items()}
+    # ... once (rows = distinct PSNs), and every counted packet the agent sent is among them
+    assert {qp: v for qp, v in got.items() if qp != tail} == {
+        qp: (n, n, n) for qp, n in sent.items()
+    }
+    n, distinct, packets = got.get(tail, (0, 0, 0))
+    assert n == distinct == packets <= 60
