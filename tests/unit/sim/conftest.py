@@ -11,17 +11,22 @@ START = "2026-11-01T00:00:00Z"
 
 
 def run_tables(scenario: str = "small", **over: Any) -> tuple[Any, dict[str, Any]]:
-    import polars as pl
-
     from telemetry.sim import build, load_scenario
 
     sc = load_scenario(scenario).with_overrides(start=START, **over)
     sim = build(sc)
+    return sim, sim_tables(sim)
+
+
+def sim_tables(sim: Any) -> dict[str, Any]:
+    """Every record kind the simulation emits, one polars frame per kind."""
+    import polars as pl
+
     parts: dict[str, list[pa.Table]] = {}
     for batches in sim.batches():
         for b in batches:
             parts.setdefault(b.kind.name, []).append(b.table)
-    return sim, {k: pl.from_arrow(pa.concat_tables(v)) for k, v in parts.items()}
+    return {k: pl.from_arrow(pa.concat_tables(v)) for k, v in parts.items()}
 
 
 @pytest.fixture(scope="session")

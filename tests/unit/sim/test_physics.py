@@ -339,19 +339,13 @@ def _variant(name: str, change: Any) -> tuple[Any, dict[str, Any]]:
     """A built-in scenario changed by `change` (on its dumped dict), run like run_tables."""
     from telemetry.sim import build, load_scenario
     from telemetry.sim.scenario import parse_scenario
-    from tests.unit.sim.conftest import START
+    from tests.unit.sim.conftest import START, sim_tables
 
     raw = load_scenario(name).model_dump()
     raw["start"] = START
     change(raw)
     sim = build(parse_scenario(raw))
-    parts: dict[str, list[Any]] = {}
-    for batches in sim.batches():
-        for b in batches:
-            parts.setdefault(b.kind.name, []).append(b.table)
-    import pyarrow as pa
-
-    return sim, {k: pl.from_arrow(pa.concat_tables(v)) for k, v in parts.items()}
+    return sim, sim_tables(sim)
 
 
 def test_a_misplaced_replica_breaks_the_policy_whatever_the_replica_count() -> None:
