@@ -321,6 +321,8 @@ class Correlator:
             st.received += int(counts["flows"])
             st.extra["unowned_src"] = st.extra.get("unowned_src", 0) + int(counts["src_unowned"])
             st.extra["unowned_dst"] = st.extra.get("unowned_dst", 0) + int(counts["dst_unowned"])
+            if counts["index_built"]:  # the lease index, rebuilt when the inventory changed
+                st.extra["index_builds"] = st.extra.get("index_builds", 0) + 1
         return shared
 
     def _tables(self) -> tuple[set[str], set[str]]:

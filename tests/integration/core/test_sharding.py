@@ -22,6 +22,7 @@ from telemetry.records import KINDS
 from telemetry.store.migrations import (
     MIGRATION_7_SHARD_KEYS,
     MIGRATION_12_ROLLUPS,
+    MIGRATION_14_TABLES,
     Context,
     render_all,
 )
@@ -63,6 +64,9 @@ def test_every_distributed_table_ends_sharded_by_its_entity() -> None:
     for r in MIGRATION_12_ROLLUPS:
         source = next(k for k in KINDS.values() if k.table == r.source)
         assert keys.pop(r.table.name) == keys_of(entity_columns(source)), r.table.name
+    # the lease index: one row per cluster, on the shard of its cluster
+    for t in MIGRATION_14_TABLES:
+        assert keys.pop(t.name) == keys_of(("cluster",)), t.name
     assert keys == {"schema_migrations": "version"}
     assert "rand()" not in " ".join(keys.values())
     # a single server gets no Distributed tables and migration 7 renders nothing

@@ -7,11 +7,19 @@ import pytest
 from telemetry.errors import StoreUnavailable
 from telemetry.records import GPU_SAMPLE, KINDS, POD_IP_LEASE
 from telemetry.store import Store, time_range
-from telemetry.store.migrations import MIGRATION_12_ROLLUPS, MIGRATIONS, Context, render_all
+from telemetry.store.migrations import (
+    MIGRATION_12_ROLLUPS,
+    MIGRATION_14_TABLES,
+    MIGRATIONS,
+    Context,
+    render_all,
+)
 from tests.conftest import now_ms
 
 # the rollups written by the correlation engine, not by a view (migration 13 dropped theirs)
 ENGINE_WRITES = {"job_port_intervals"}
+# the engine's own tables that are no record kind: the lease index (migration 14)
+ENGINE_TABLES = {t.name for t in MIGRATION_14_TABLES}
 
 
 def test_migrate_twice_changes_nothing(store: Store) -> None:
@@ -114,6 +122,7 @@ def test_cluster_ddl_parses_with_clickhouse_format_query(store: Store) -> None:
         assert formatted.split()[0] in ("CREATE", "ALTER", "RENAME", "DROP")
     rollups = {r.table.name: r.source for r in MIGRATION_12_ROLLUPS}
     tables = {k.table for k in KINDS.values()} | {"schema_migrations"} | set(rollups)
+    tables |= ENGINE_TABLES
     assert local == tables
     assert distributed == {t: t for t in tables}
     assert views == {f"{t}_mv": (src, t) for t, src in rollups.items() if t not in ENGINE_WRITES}
@@ -261,9 +270,14 @@ def test_store_from_the_first_schema_migrates_to_the_current_one(store: Store) -
             )
         }
         rollups = {r.table.name for r in MIGRATION_12_ROLLUPS}
-        assert tables == {k.table for k in KINDS.values()} | {"schema_migrations"} | rollups | {
-            f"{r}_mv" for r in rollups - ENGINE_WRITES
-        }
+        assert (
+            tables
+            == {k.table for k in KINDS.values()}
+            | {"schema_migrations"}
+            | rollups
+            | {f"{r}_mv" for r in rollups - ENGINE_WRITES}
+            | ENGINE_TABLES
+        )
         assert not tables & set(MIGRATION_4_RENAMES)
         for k in KINDS.values():
             assert _columns(store, db, k.table) == [

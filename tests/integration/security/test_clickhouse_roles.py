@@ -272,6 +272,8 @@ ROLE_PROBES: dict[str, dict[str, tuple[Any, ...]]] = {
         # re-attributing a window replaces its intervals of the flows' rollup
         "DELETE FROM railscope.job_port_intervals WHERE src_namespace = 'team-c'": ([],),
         "INSERT INTO railscope.job_port_intervals (bucket) VALUES (now())": ([],),
+        # the lease index the attribution reads, rebuilt when the inventory changes
+        "INSERT INTO railscope.attribution_index (built_at) VALUES (now64())": ([],),
         "INSERT INTO railscope.switch_port_intervals (bucket) VALUES (now())": (ACCESS_DENIED,),
         "INSERT INTO railscope.gpu_samples (ts) VALUES (now64())": (ACCESS_DENIED,),
         "DROP TABLE railscope.findings": (ACCESS_DENIED,),
