@@ -286,20 +286,15 @@ def ensure(ctx: Context, params: dict[str, Any]) -> tuple[int, bool]:
 
 def read_sql(ctx: Context) -> str:
     """The WITH items that bind ARRAYS' names to the index row filed under `{fp:UInt64}`. Each
-    is a scalar subquery of its own (read once per query, a constant); the first fails the
-    query when the row is gone (replaced by another window's build between `ensure` and this
-    read) instead of looking every flow up in nothing."""
+    is a scalar subquery of its own (read once per query, a constant), and each fails the query
+    when the row is gone (replaced by another window's build, then merged away, between
+    `ensure` and this read) instead of looking every flow up in nothing."""
     where = (
         f"FROM {_index(ctx)} WHERE cluster = {{cluster:String}} "
         "AND fingerprint = {fp:UInt64} AND since <= {ws:DateTime64(3, 'UTC')}"
     )
-    items = []
-    for i, (col, name) in enumerate(ARRAYS.items()):
-        value = f"argMax({col}, built_at)"
-        if i == 0:
-            value = (
-                f"if(throwIf(count() = 0, 'the attribution index row was replaced by another build: retried next tick') = 0, "
-                f"{value}, {value})"
-            )
-        items.append(f"(SELECT {value} {where}) AS {name}")
-    return ",\n".join(items)
+    gone = "'the attribution index row was replaced by another build: retried next tick'"
+    return ",\n".join(
+        f"(SELECT if(throwIf(count() = 0, {gone}) = 0, argMax({col}, built_at), []) {where}) AS {name}"
+        for col, name in ARRAYS.items()
+    )
