@@ -62,8 +62,8 @@ def declared_hypernodes(ctx: Context) -> tuple[Any, Any]:
 
 
 # Node facts (SU, IDC, HyperNode ancestors) arrive as one string parameter (array parameters
-# of 2,048 nodes' facts cost 0.1 s to parse, per use); NIC facts are read in the same query.
-# Both are joined to the segments (a few per lease), not to the flows.
+# of 2,048 nodes' facts cost 0.1 s to parse, per use); the lease index joins SU, IDC and the
+# NICs to its segments (a few per lease), not to the flows (lease_index.py).
 def _lca(depth: int) -> str:
     """The lowest common HyperNode of the two ends' nodes (`AN[k]`: every node's k-th ancestor
     counted from its root, 0 beyond its depth; `s_node`/`d_node`: the ends' node indexes, 0 for
