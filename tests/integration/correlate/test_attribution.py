@@ -560,3 +560,77 @@ def test_flows_before_any_inventory_attributed_to_nobody(store: Store) -> None:
         f"SELECT DISTINCT src_pod, dst_job, src_node, src_rail, dst_rail, lca_hypernode, lca_tier FROM {store.table(ATTRIBUTED_FLOW)}"
     )
     assert got == [("", "", "", -1, -1, "", 0)]
+
+
+def test_lowest_common_hypernode_over_chains_of_different_depths(store: Store) -> None:
+    """The LCA of two nodes whose HyperNode chains differ in depth (a node directly under a
+    tier-2 HyperNode beside nodes under tier-1 ones), sit in two separate trees, or have none:
+    the first of the source's ancestors (lowest tier first) the destination also has, as
+    HyperNodeTree.lca defines it."""
+    from telemetry.correlate.attribution import Ancestry, attribute_window
+    from telemetry.correlate.registry import Context, Window
+    from telemetry.correlate.thresholds import default_thresholds
+
+    s = t0()
+    t = ms(s)
+    chains = {
+        "n1": ["su1", "pod1", "root1"],
+        "n2": ["su2", "pod1", "root1"],
+        "n3": ["pod2", "root1"],
+        "n4": ["root2"],
+        "n5": [],
+    }
+    tiers = {"su1": 1, "su2": 1, "pod1": 2, "pod2": 2, "root1": 3, "root2": 3}
+    store.insert(
+        POD_IP_LEASE,
+        POD_IP_LEASE.to_arrow(
+            [
+                {
+                    "cluster": "c",
+                    "ip": f"10.7.0.{i}",
+                    "namespace": "a",
+                    "pod": f"p{i}",
+                    "node": f"n{i}",
+                    "primary": True,
+                    "valid_from": t - 3_600_000,
+                    "valid_to": None,
+                    "updated_at": t,
+                }
+                for i in range(1, 6)
+            ]
+        ),
+    )
+    pairs = [(1, 2), (1, 3), (3, 1), (1, 1), (3, 3), (1, 4), (4, 4), (5, 1), (2, 5)]
+    store.insert(
+        FLOW_SAMPLE,
+        FLOW_SAMPLE.to_arrow(
+            [
+                {
+                    **ROCE_SAMPLE,
+                    "ts": t + 1_000 * k,
+                    "src_ip": f"10.7.0.{a}",
+                    "dst_ip": f"10.7.0.{b}",
+                    "sampling_rate": 1,
+                    "bytes": 4096,
+                    "packets": 1,
+                }
+                for k, (a, b) in enumerate(pairs)
+            ]
+        ),
+    )
+    anc = Ancestry({n: c for n, c in chains.items() if c}, tiers)
+    ctx = Context(store, Window(s, s + timedelta(minutes=1)), default_thresholds(), "c")
+    attribute_window(ctx, anc, ({}, {}))
+    got = store.query_rows(
+        f"SELECT src_node, dst_node, lca_hypernode, lca_tier FROM {store.table('attributed_flow')} ORDER BY ts"
+    )
+
+    def lca(a: str, b: str) -> tuple[str, int]:
+        h = next((h for h in chains[a] if h in chains[b]), "")
+        return h, tiers.get(h, 0)
+
+    want = [(f"n{a}", f"n{b}", *lca(f"n{a}", f"n{b}")) for a, b in pairs]
+    assert got == want
+    assert [g[2] for g in got] == [
+        "pod1", "root1", "root1", "su1", "pod2", "", "root2", "", "",
+    ]  # fmt: skip
