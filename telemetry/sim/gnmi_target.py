@@ -244,13 +244,14 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "bad username or password")
 
     def _hang(self, context: Any) -> None:
-        self._watch(context)
+        """Answer nothing until the call ends (its RPC registered `_watch`)."""
         with self._cond:
             while context.is_active():
                 self._cond.wait(1.0)
 
     def Get(self, request: Any, context: Any) -> Any:
         self._auth(context)
+        self._watch(context)
         self.requests.append("Get")
         if self.behaviour == "hang":
             self._hang(context)
