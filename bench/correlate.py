@@ -8,6 +8,10 @@ job_port_intervals rollup). Contenders, in the same run on the same data:
   computing the same output columns (pod, node, job, rail, NIC, leaf port, SU, IDC, lowest
   common HyperNode and tier on both ends); nothing read from or written to a store. A sample of
   flows (by source IP) is compared row for row with railscope's.
+- railscope's attribution query alone (`clickhouse_joins_only_s`, `joins_only_ratio_vs_polars`):
+  the same INSERT ... SELECT into a Null table, so the joins and output columns without the
+  tick's storage work (the part written, the rollup, fingerprint and counts): the like-for-like
+  figure against polars' in-memory joins.
 - polars as the engine (`polars_engine_s`, `engine_ratio_vs_polars`): what a tick would cost
   with polars doing the joins: the window's flows read from the store, the same polars joins
   (inventory kept in memory between ticks, as railscope keeps its lease index), the rows
@@ -18,9 +22,9 @@ job_port_intervals rollup). Contenders, in the same run on the same data:
   whose index is rebuilt only when the inventory changes.
 
 Steady-state figures are medians of `--repeats` runs after `--warmup` runs that do not count:
-a process's first polars runs pay for warming its allocator (polars 2.1 at 1 M flows: 1.1-1.5 s
-for the first two runs, 0.55-0.6 s from then on), as railscope's first tick does for the
-embedded engine. The embedded engine's background merges run in this process: they are waited
+a process's first polars runs are slower (polars 2.1 at 1 M flows: 0.7-1.5 s for the first
+one or two, 0.55-0.6 s from then on; `polars_first_s` is the first), as railscope's first tick
+is for the embedded engine. The embedded engine's background merges run in this process: they are waited
 out before each run (the wait after the last attribution is `clickhouse_merges_after_s`).
 Last line: one JSON object.
 
@@ -45,7 +49,15 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.results import report
-from telemetry.correlate.attribution import Ancestry, _rollup_insert, attribute_window
+from telemetry.correlate import lease_index
+from telemetry.correlate.attribution import (
+    Ancestry,
+    _node_params,
+    _rollup_insert,
+    attribute_sql,
+    attribute_window,
+    node_facts,
+)
 from telemetry.correlate.registry import Context, Window
 from telemetry.correlate.thresholds import default_thresholds
 from telemetry.records import (
@@ -304,17 +316,18 @@ def timed(fn, *a):  # type: ignore[no-untyped-def]
 def steady(fn, *a, warmup: int, repeats: int, before=None):  # type: ignore[no-untyped-def]
     """(median wall s, that run's CPU s, the first run's wall s, the last result) of `fn(*a)`
     run `warmup` times uncounted, then `repeats` times; `before()` resets the store first."""
-    runs = []
+    runs, r = [], None
     for _ in range(warmup + max(1, repeats)):
         if before is not None:
             before()
+        r = None  # the previous run's result freed first (10 M attributed rows: GBs)
         *run, r = timed(fn, *a)
         runs.append(run)
     wall, cpu = sorted(runs[warmup:])[(len(runs) - warmup - 1) // 2]
     return wall, cpu, runs[0][0], r
 
 
-def polars_engine(store: Store, ctx: Context, *inventory) -> pl.DataFrame:  # type: ignore[no-untyped-def]
+def polars_engine(store: Store, ctx: Context, *inventory) -> None:  # type: ignore[no-untyped-def]
     """A tick with polars as the engine: the window's flows read from the store, the polars
     joins against the inventory it holds, the attributed rows inserted, the same rollup."""
     fl = store.query_arrow(
@@ -322,12 +335,26 @@ def polars_engine(store: Store, ctx: Context, *inventory) -> pl.DataFrame:  # ty
         f"FROM {ctx.table('flow_sample')} WHERE {ctx.where('flow_sample')}",
         ctx.params(),
     )
-    df = polars_attribution(fl, *inventory)
-    store.insert(ATTRIBUTED_FLOW, df.select(ATTRIBUTED_FLOW.columns).to_arrow())
+    rows = polars_attribution(fl, *inventory).select(ATTRIBUTED_FLOW.columns).to_arrow()
+    del fl
+    store.insert(ATTRIBUTED_FLOW, rows)
+    del rows
     rollup = _rollup_insert(ctx, rerun=False)
     if rollup is not None:
         ctx.command(rollup)
-    return df
+
+
+def joins_only(ctx: Context, anc: Ancestry) -> None:
+    """railscope's attribution query alone, its rows discarded (INSERT into a Null table): the
+    joins and output columns polars computes, none of the tick's storage work (the part written,
+    the rollup, the fingerprint and counts)."""
+    params = _node_params(*node_facts(ctx), anc)
+    fp, _ = lease_index.ensure(ctx, params)
+    depth = max((len(v) for v in anc.ancestors.values()), default=0)
+    sql = attribute_sql(ctx, depth).replace(
+        ctx.table("attributed_flow"), "bench.attributed_null", 1
+    )
+    ctx.command(sql, {**params, "fp": fp})
 
 
 def compare(store: Store, df: pl.DataFrame, ips: list[str]) -> int:
@@ -409,6 +436,9 @@ def main() -> None:
             "root": 4,
         },
     )
+    store.client.command(
+        "CREATE TABLE bench.attributed_null AS bench.attributed_flows ENGINE = Null"
+    )
     results = []
     for n in sizes:
         store.client.command("TRUNCATE TABLE bench.flow_samples")
@@ -430,6 +460,7 @@ def main() -> None:
         pl_unowned = int((df["src_pod"] == "").sum())
         assert counts["flows"] == n and pl_unowned == counts["src_unowned"], (counts, pl_unowned)
         ips = df["src_ip"].unique().sort().gather_every(max(1, args.leases // 2 // 200)).to_list()
+        df = df.filter(pl.col("src_ip").is_in(ips))  # the sample: all that is kept
         compared = compare(store, df, ips)
 
         def anew() -> None:  # the same flows arrive anew
@@ -441,14 +472,19 @@ def main() -> None:
         merges_s = settle(store)
         assert not counts["index_built"] and counts["src_unowned"] == pl_unowned
         assert compare(store, df, ips) == compared
+        join_s, join_cpu, _, _ = steady(joins_only, ctx, anc, **runs)
         eng_s, eng_cpu, _, _ = steady(polars_engine, store, ctx, *inventory, before=anew, **runs)
         assert compare(store, df, ips) == compared  # the polars engine's rows: the same
+        store.release_memory()  # what the engine's allocator keeps, before the next size
         results.append(
             {
                 "flows": n,
                 "clickhouse_s": round(ch_s, 2),
                 "polars_s": round(pl_s, 2),
                 "polars_first_s": round(pl_first, 2),
+                "clickhouse_joins_only_s": round(join_s, 2),
+                "clickhouse_joins_only_cpu_s": round(join_cpu, 2),
+                "joins_only_ratio_vs_polars": round(pl_s / join_s, 3),
                 "polars_engine_s": round(eng_s, 2),
                 "polars_engine_cpu_s": round(eng_cpu, 2),
                 "engine_ratio_vs_polars": round(eng_s / ch_s, 3),
@@ -470,6 +506,7 @@ def main() -> None:
             f"{n:>11,} flows  clickhouse {ch_s:6.2f}s ({n / ch_s:>12,.0f}/s)  polars {pl_s:6.2f}s ({n / pl_s:>12,.0f}/s)  "
             f"ratio {pl_s / ch_s:.2f}  (CPU s {ch_cpu:.2f} vs {pl_cpu:.2f}: {pl_cpu / ch_cpu:.2f})  "
             f"first tick {cold_s:.2f}s: ratio {pl_s / cold_s:.2f}  "
+            f"joins only {join_s:.2f}s: ratio {pl_s / join_s:.2f}  "
             f"polars as the engine {eng_s:.2f}s: ratio {eng_s / ch_s:.2f}"
         )
     growth = results[-1]["clickhouse_s"] / max(results[0]["clickhouse_s"], 1e-9)
@@ -484,6 +521,7 @@ def main() -> None:
             "min_ratio_vs_polars": min(r["ratio_vs_polars"] for r in results),
             "min_cpu_ratio_vs_polars": min(r["cpu_ratio_vs_polars"] for r in results),
             "min_cold_ratio_vs_polars": min(r["cold_ratio_vs_polars"] for r in results),
+            "min_joins_only_ratio_vs_polars": min(r["joins_only_ratio_vs_polars"] for r in results),
             "min_engine_ratio_vs_polars": min(r["engine_ratio_vs_polars"] for r in results),
             "warmup": args.warmup,
             "repeats": args.repeats,
