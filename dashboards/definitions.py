@@ -939,6 +939,15 @@ def self_health() -> g.Dashboard:
                 unit="bytes",
             ),
             prom(
+                "Spool rows evicted unconfirmed (an insert cut off after sending: may be stored)",
+                [
+                    (
+                        "sum by (instance) (railscope_component_spool_unconfirmed_rows)",
+                        "{{instance}}",
+                    )
+                ],
+            ),
+            prom(
                 "Targets up",
                 [('sum by (job) (up{job=~"railscope.*"})', "{{job}}")],
             ),

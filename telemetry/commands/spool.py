@@ -62,10 +62,17 @@ def status(args: argparse.Namespace) -> int:
     for d in _spool_dirs(root):
         sp = Spool.view(d)
         waiting, rejected = sp.entries(), sp.rejected_entries()
+        unconfirmed = [e for e in waiting if sp.is_unconfirmed(e)]
         print(
             f"{d}: {len(waiting)} waiting ({sum(e.rows for e in waiting)} rows), "
             f"{len(rejected)} rejected ({sum(e.rows for e in rejected)} rows), "
             f"{sp.bytes()} bytes"
+            + (
+                f"; {len(unconfirmed)} waiting batch(es) may be stored already (an insert "
+                "broke off after it was sent: the replay's token keeps it from being stored twice)"
+                if unconfirmed
+                else ""
+            )
         )
     return 0
 

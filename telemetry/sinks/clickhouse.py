@@ -44,6 +44,25 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, OSError)
 
 
+def may_have_landed(exc: BaseException) -> bool:
+    """Whether a failed insert may still have been written: a connection that broke after the
+    request went out (reset, closed without an answer, timed out reading it) leaves that
+    unknown; a server that answered with an error code, or one that was never reached
+    (connection refused, no route), did not write it."""
+    if error_code(exc) is not None or isinstance(exc, SchemaError | StoreUnavailable):
+        return False
+    chain: list[BaseException] = []  # the exception and its causes (urllib3's, wrapped)
+    e: BaseException | None = exc
+    while e is not None and len(chain) < 8:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    if any(isinstance(x, ConnectionRefusedError) for x in chain):
+        return False
+    text = " ".join(str(x) for x in chain)
+    never = ("NewConnectionError", "Connection refused", "Failed to establish a new connection")
+    return not any(n in text for n in never)
+
+
 def _retry_reason(exc: BaseException) -> str:
     """The `reason` label of a retry: the code's name from the table (a bounded set), else
     `unreachable` (connection-level trouble)."""
@@ -253,6 +272,8 @@ class ClickHouseSink:
                 self._insert(entry)
             except Exception as e:
                 if is_transient(e):
+                    if may_have_landed(e):
+                        self.spool.mark_unconfirmed(entry)
                     self._failed(entry, e)
                     break
                 code = error_code(e)
@@ -316,6 +337,7 @@ class ClickHouseSink:
             self.stats.extra["spool_batches"] = float(len(entries))
             self.stats.extra["spool_rejected_batches"] = float(len(rejected))
             self.stats.extra["spool_dropped_rows"] = float(self.spool.dropped_rows)
+            self.stats.extra["spool_unconfirmed_rows"] = float(self.spool.unconfirmed_rows)
             self.stats.extra["buffered_rows"] = float(
                 sum(b.rows for b in self._buffers.values()) + sum(t.num_rows for _, t in self._held)
             )

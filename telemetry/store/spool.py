@@ -60,6 +60,13 @@ class SpoolEntry:
             return 0
 
 
+UNCONFIRMED = ".unconfirmed"  # beside a batch: an insert of it may have landed (mark_unconfirmed)
+
+
+def _mark(path: Path) -> Path:
+    return path.with_name(path.name + UNCONFIRMED)
+
+
 class Spool:
     """One process owns a spool directory (an exclusive `flock` on `.lock`): two writers would
     replay and delete each other's files. `Spool.view()` looks without owning."""
@@ -83,10 +90,17 @@ class Spool:
             self._take_lock()
             for stale in self.dir.glob("*.tmp"):  # a crash mid-write: never acknowledged
                 stale.unlink(missing_ok=True)
+            for mark in self.dir.glob(f"*{UNCONFIRMED}"):  # its batch is gone: nothing to mark
+                if not mark.with_name(mark.name.removesuffix(UNCONFIRMED)).exists():
+                    mark.unlink(missing_ok=True)
         entries = self.entries()
         self._seq = entries[-1].seq + 1 if entries else 1
         self.dropped_rows = 0
         self.dropped_files = 0
+        # rows of batches evicted after an insert attempt whose outcome is unknown (the
+        # connection broke once the batch was sent): the store may hold them, so they are
+        # counted here and not as dropped
+        self.unconfirmed_rows = 0
 
     @classmethod
     def view(cls, directory: str | os.PathLike[str]) -> Spool:
@@ -173,12 +187,27 @@ class Spool:
     @staticmethod
     def remove(entry: SpoolEntry) -> None:
         entry.path.unlink(missing_ok=True)
+        _mark(entry.path).unlink(missing_ok=True)
+
+    @staticmethod
+    def is_unconfirmed(entry: SpoolEntry) -> bool:
+        """Whether `entry` carries the mark of mark_unconfirmed."""
+        return _mark(entry.path).exists()
+
+    def mark_unconfirmed(self, entry: SpoolEntry) -> None:
+        """An insert of `entry` failed after the batch was sent (the connection broke before the
+        answer): the store may have written it. It stays in line (its replay carries the same
+        token, so it is not stored twice); if the spool's limit evicts it before a replay
+        succeeds, its rows count as unconfirmed, not dropped. The mark is a file beside the
+        batch, so a restarted collector still knows."""
+        _mark(entry.path).touch()
 
     def reject(self, entry: SpoolEntry, reason: str) -> Path:
         """Move a batch the store refuses (not a transient error) aside, keeping it for a person."""
         self.rejected_dir.mkdir(exist_ok=True)
         dest = self.rejected_dir / entry.path.name
         os.replace(entry.path, dest)
+        _mark(entry.path).unlink(missing_ok=True)  # refused: the store did not write it
         dest.with_suffix(".reason.txt").write_text(reason + "\n")
         self._sync_dir(self.rejected_dir)
         self._sync_dir(self.dir)
@@ -211,8 +240,22 @@ class Spool:
             if e == keep:
                 continue
             total -= e.size
+            unconfirmed = self.is_unconfirmed(e)
             self.remove(e)
             e.path.with_suffix(".reason.txt").unlink(missing_ok=True)
+            if unconfirmed:
+                self.unconfirmed_rows += e.rows
+                log.error(
+                    "spool %s is over its limit (%d bytes): discarded the oldest batch %s "
+                    "(%d %s rows) UNCONFIRMED: an insert of it broke off after it was sent, so "
+                    "the store may hold it (counted as unconfirmed, not as dropped)",
+                    self.dir,
+                    self.max_bytes,
+                    e.path.name,
+                    e.rows,
+                    e.kind,
+                )
+                continue
             self.dropped_rows += e.rows
             self.dropped_files += 1
             log.error(

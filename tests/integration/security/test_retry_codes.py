@@ -206,3 +206,8 @@ def test_cli_spool_status_and_replay_rejected(tmp_path: Path) -> None:
     assert "0 waiting (0 rows), 1 rejected (7 rows)" in cli("status")
     assert "1 rejected batch(es) (7 rows) back in line" in cli("replay-rejected")
     assert "1 waiting (7 rows), 0 rejected (0 rows)" in cli("status")
+    assert "may be stored already" not in cli("status")
+    spool = Spool(tmp_path / "spool" / "sflow")
+    spool.mark_unconfirmed(spool.entries()[0])
+    spool.close()
+    assert "; 1 waiting batch(es) may be stored already" in cli("status")

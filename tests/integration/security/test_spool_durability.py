@@ -17,7 +17,12 @@ from telemetry.pipeline import Pipeline
 from telemetry.store import Store
 from telemetry.store.spool import Spool
 from tests.conftest import now_ms
-from tests.integration.core.test_exactly_once import FlakyClient, ListSource, gpu_batch
+from tests.integration.core.test_exactly_once import (
+    FlakyClient,
+    ListSource,
+    assert_exact,
+    gpu_batch,
+)
 from tests.integration.security.test_retry_codes import make_sink
 
 ROOT = Path(__file__).parents[3]
@@ -97,3 +102,86 @@ def test_full_spool_disk_keeps_the_pipeline_running_and_counts_the_loss(
     assert stored == distinct == produced - sink.stats.dropped
     assert stored >= spooled + 1_000  # the spool and the memory buffer both reached the store
     assert sink.spool.entries() == []
+
+
+def test_a_batch_cut_off_after_it_was_sent_and_then_evicted_is_unconfirmed_not_dropped(
+    store: Store, tmp_path: Path
+) -> None:
+    """The store writes a batch but the connection breaks before its answer; the batch stays
+    spooled (its replay would carry the same token). While the store then refuses connections
+    the spool overflows and evicts it: its rows count as unconfirmed, not as dropped, so rows
+    stored = rows produced - rows dropped still holds. Batches whose inserts never reached the
+    store are evicted as dropped."""
+    flaky = FlakyClient(store.client)
+    sink, clock = make_sink(Store(store.dsn, database=store.database, client=flaky), tmp_path)
+    ts0 = now_ms() - 60_000
+    flaky.lost_acks = 1  # written, then "connection reset by peer"
+    sink.export(gpu_batch(0, 10, ts0))
+    assert sink.down and [e.rows for e in sink.spool.entries()] == [10]
+    assert len(list(sink.spool.dir.glob("*.unconfirmed"))) == 1
+    sink.spool.max_bytes = int(sink.spool.bytes() * 2.5)  # room for two batches
+    flaky.down = True  # "connection refused": nothing of these reaches the store
+    for k in range(1, 5):
+        clock[0] += 10  # past the backoff: every export tries the spool again
+        sink.export(gpu_batch(k * 10, 10, ts0))
+    assert (sink.spool.unconfirmed_rows, sink.stats.dropped) == (10, 20)
+    assert sink.stats.extra["spool_unconfirmed_rows"] == 10
+    flaky.down = False
+    clock[0] += 100
+    sink.flush(force=True)
+    assert sink.spool.entries() == [] and not list(sink.spool.dir.glob("*.unconfirmed"))
+    assert_exact(store, 50 - sink.stats.dropped)  # the cut-off batch did land
+
+
+def test_real_client_errors_tell_a_refused_connection_from_one_cut_after_sending() -> None:
+    """The clickhouse-connect errors the sink classifies (may_have_landed), raised for real: a
+    closed port (never reached) against a server that reads the request and closes without an
+    answer, or accepts and closes (the client cannot tell whether anything was written)."""
+    import socket
+    import threading
+
+    import clickhouse_connect
+
+    from telemetry.sinks.clickhouse import is_transient, may_have_landed
+
+    def serve(read: bool) -> int:
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+
+        def run() -> None:
+            while True:
+                c, _ = srv.accept()
+                c.settimeout(2)
+                if read:
+                    try:
+                        while (d := c.recv(65536)) and b"\r\n\r\n" not in d:
+                            pass
+                    except OSError:
+                        pass
+                c.close()
+
+        threading.Thread(target=run, daemon=True).start()
+        return int(srv.getsockname()[1])
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    closed = int(probe.getsockname()[1])
+    probe.close()
+
+    def error(port: int) -> BaseException:
+        try:
+            client = clickhouse_connect.get_client(
+                host="127.0.0.1", port=port, connect_timeout=2, send_receive_timeout=3,
+                autogenerate_session_id=False, query_retries=0,
+            )  # fmt: skip
+            client.raw_insert("t", ["a"], insert_block=b"x" * 10, fmt="ArrowStream")
+        except Exception as e:
+            return e
+        raise AssertionError(f"port {port} answered")
+
+    refused, cut, closed_early = error(closed), error(serve(read=True)), error(serve(read=False))
+    assert all(is_transient(e) for e in (refused, cut, closed_early))
+    assert not may_have_landed(refused), refused
+    assert may_have_landed(cut), cut
+    assert may_have_landed(closed_early), closed_early

@@ -176,6 +176,7 @@ def served_metrics() -> set[str]:
         "railscope_collector_duration_seconds",
         "railscope_collector_success",
         "railscope_component_spool_bytes",  # ClickHouse sink's extra gauge
+        "railscope_component_spool_unconfirmed_rows",  # another of its extras
         "railscope_finding_active",
         "railscope_findings",
     }

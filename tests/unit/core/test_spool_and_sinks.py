@@ -65,6 +65,36 @@ def test_spool_drops_oldest_past_limit_and_counts(tmp_path: Path) -> None:
     assert len(sp.entries()) == 2
 
 
+def test_an_evicted_batch_marked_unconfirmed_is_counted_apart_even_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """A batch whose insert broke off after it was sent may be in the store: evicted, its rows
+    count as unconfirmed, not dropped, also when another process evicts it (the mark is a file
+    beside the batch); a mark whose batch is gone is cleaned up, one on a stored batch removed."""
+    one = _gpu(20_000).table
+    sp = Spool(tmp_path)
+    first = sp.append("gpu_sample", one)
+    sp.mark_unconfirmed(first)
+    second = sp.append("gpu_sample", one)
+    sp.close()
+    (
+        tmp_path
+        / "0000000000000099.gpu_sample.5.0123456789abcdef0123456789abcdef.arrow.unconfirmed"
+    ).touch()
+    sp = Spool(tmp_path, max_bytes=int(first.size * 2.5))
+    assert [p.name for p in tmp_path.glob("*.unconfirmed")] == [first.path.name + ".unconfirmed"]
+    sp.append("gpu_sample", one)  # over the limit: the oldest, the marked one, goes
+    assert (sp.unconfirmed_rows, sp.dropped_rows) == (20_000, 0)
+    sp.append("gpu_sample", one)  # the next oldest was never sent: dropped
+    assert (sp.unconfirmed_rows, sp.dropped_rows, sp.dropped_files) == (20_000, 20_000, 1)
+    assert second.seq not in [e.seq for e in sp.entries()]
+    assert not list(tmp_path.glob("*.unconfirmed"))
+    third = sp.entries()[0]
+    sp.mark_unconfirmed(third)
+    sp.remove(third)  # replayed and stored after all: no mark left behind
+    assert not list(tmp_path.glob("*.unconfirmed"))
+
+
 def test_spool_ignores_half_written_files(tmp_path: Path) -> None:
     (tmp_path / "0000000000000007.gpu_sample.5.0123456789abcdef0123456789abcdef.tmp").write_bytes(
         b"partial"
