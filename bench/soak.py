@@ -90,7 +90,10 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
 
 
 class FaultProxy:
-    """TCP proxy to the store with a mode: up (forward), down (refuse), readonly (answer 242)."""
+    """TCP proxy to the store with a mode: up (forward), down (refuse), readonly (answer 242).
+    Down closes the listening socket, so new connections are refused as by a store that is
+    gone, and the collector knows those inserts never arrived; the connections open at a mode
+    change are cut wherever they are, which is what leaves an insert's outcome unknown."""
 
     def __init__(self, target_port: int) -> None:
         self.target = ("127.0.0.1", target_port)
@@ -98,6 +101,8 @@ class FaultProxy:
         self.port = free_port()
         self.loop = asyncio.new_event_loop()
         self._conns: set[asyncio.StreamWriter] = set()
+        self._server: asyncio.Server | None = None
+        self._handle: Any = None
         ready = threading.Event()
         threading.Thread(target=self._run, args=(ready,), daemon=True).start()
         ready.wait(10)
@@ -105,11 +110,19 @@ class FaultProxy:
     def set(self, mode: str) -> None:
         self.mode = mode
 
-        def drop() -> None:
+        async def switch() -> None:
+            closing = None
+            if mode == "down" and self._server is not None:
+                closing, self._server = self._server, None
+                closing.close()  # refuse from now on
             for w in list(self._conns):
                 w.close()
+            if closing is not None:
+                await closing.wait_closed()  # (3.12+: once its connections closed, above)
+            if mode != "down" and self._server is None:
+                self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
 
-        self.loop.call_soon_threadsafe(drop)
+        asyncio.run_coroutine_threadsafe(switch(), self.loop).result(30)
 
     def _run(self, ready: threading.Event) -> None:
         async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
@@ -146,7 +159,8 @@ class FaultProxy:
                 w.close()
 
         async def main() -> None:
-            await asyncio.start_server(handle, "127.0.0.1", self.port)
+            self._handle = handle
+            self._server = await asyncio.start_server(handle, "127.0.0.1", self.port)
 
         asyncio.set_event_loop(self.loop)
         self.loop.run_until_complete(main())
