@@ -67,6 +67,12 @@ def _mark(path: Path) -> Path:
     return path.with_name(path.name + UNCONFIRMED)
 
 
+def _move_mark(src: Path, dest: Path) -> None:
+    """A batch moved (rejected, or back in line): its mark, if any, goes with it."""
+    if _mark(src).exists():
+        os.replace(_mark(src), _mark(dest))
+
+
 class Spool:
     """One process owns a spool directory (an exclusive `flock` on `.lock`): two writers would
     replay and delete each other's files. `Spool.view()` looks without owning."""
@@ -207,7 +213,7 @@ class Spool:
         self.rejected_dir.mkdir(exist_ok=True)
         dest = self.rejected_dir / entry.path.name
         os.replace(entry.path, dest)
-        _mark(entry.path).unlink(missing_ok=True)  # refused: the store did not write it
+        _move_mark(entry.path, dest)  # an earlier, cut-off insert of it may still have landed
         dest.with_suffix(".reason.txt").write_text(reason + "\n")
         self._sync_dir(self.rejected_dir)
         self._sync_dir(self.dir)
@@ -220,6 +226,7 @@ class Spool:
         for e in self.rejected_entries():
             dest = self.dir / e.path.name
             os.replace(e.path, dest)
+            _move_mark(e.path, dest)
             e.path.with_suffix(".reason.txt").unlink(missing_ok=True)
             back.append(SpoolEntry(e.seq, e.kind, e.rows, e.token, dest))
         self._sync_dir(self.rejected_dir)

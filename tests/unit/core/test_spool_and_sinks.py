@@ -91,6 +91,10 @@ def test_an_evicted_batch_marked_unconfirmed_is_counted_apart_even_after_a_resta
     assert not list(tmp_path.glob("*.unconfirmed"))
     third = sp.entries()[0]
     sp.mark_unconfirmed(third)
+    rejected = sp.reject(third, "later refused for good")  # the mark goes with it, and back
+    assert sp.is_unconfirmed(sp.rejected_entries()[0]) and rejected.parent == sp.rejected_dir
+    (third,) = [e for e in sp.replay_rejected() if e.seq == third.seq]
+    assert sp.is_unconfirmed(third) and not list(sp.rejected_dir.glob("*.unconfirmed"))
     sp.remove(third)  # replayed and stored after all: no mark left behind
     assert not list(tmp_path.glob("*.unconfirmed"))
 
