@@ -50,14 +50,11 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.results import report
-from telemetry.correlate import lease_index
 from telemetry.correlate.attribution import (
     Ancestry,
-    _node_params,
     _rollup_insert,
-    attribute_sql,
     attribute_window,
-    node_facts,
+    statement,
 )
 from telemetry.correlate.registry import Context, Window
 from telemetry.correlate.thresholds import default_thresholds
@@ -350,13 +347,8 @@ def joins_only(ctx: Context, anc: Ancestry) -> None:
     joins and output columns polars computes, none of the tick's storage work (the part written,
     the rollup, the counts); the node facts and the index's fingerprint are read first, as in a
     tick."""
-    params = _node_params(*node_facts(ctx), anc)
-    fp, _ = lease_index.ensure(ctx, params)
-    depth = max((len(v) for v in anc.ancestors.values()), default=0)
-    sql = attribute_sql(ctx, depth).replace(
-        ctx.table("attributed_flow"), "bench.attributed_null", 1
-    )
-    ctx.command(sql, {**params, "fp": fp})
+    sql, params, _ = statement(ctx, anc)
+    ctx.command(sql.replace(ctx.table("attributed_flow"), "bench.attributed_null", 1), params)
 
 
 def compare(store: Store, df: pl.DataFrame, ips: list[str]) -> int:

@@ -64,17 +64,81 @@ def declared_hypernodes(ctx: Context) -> tuple[Any, Any]:
 # Node facts (SU, IDC, HyperNode ancestors) arrive as one string parameter (array parameters
 # of 2,048 nodes' facts cost 0.1 s to parse, per use); the lease index joins SU, IDC and the
 # NICs to its segments (a few per lease), not to the flows (lease_index.py).
+CODE_BITS = 64  # the width of a node's path code (a UInt64)
+
+
+@dataclass(frozen=True)
+class PathCodes:
+    """Every node's HyperNode chain packed into one UInt64, root first: level k's HyperNode as
+    its (1-based) position among its parent's children, in a field of its own whose end
+    `ends[k-1]` counts bits from the top. Two nodes' chains agree down to their lowest common
+    HyperNode and differ below it (HyperNodeTree: one parent each), so the fields the two
+    codes share from the top are the LCA's own chain: `hypernode` maps each HyperNode's code
+    (its chain's fields, the rest 0) to it. No codes (PathCodes.of gives None) when the chains
+    need more than CODE_BITS bits."""
+
+    ends: tuple[int, ...]
+    node: dict[str, int]
+    hypernode: dict[int, str]
+
+    @classmethod
+    def of(cls, anc: Ancestry) -> PathCodes | None:
+        children: dict[str | None, set[str]] = {}
+        for chain in anc.ancestors.values():  # lowest tier first: chain[i + 1] is the parent
+            for i, h in enumerate(chain):
+                children.setdefault(chain[i + 1] if i + 1 < len(chain) else None, set()).add(h)
+        position = {h: i for kids in children.values() for i, h in enumerate(sorted(kids), 1)}
+        widths: list[int] = []
+        for chain in anc.ancestors.values():
+            for k, h in enumerate(reversed(chain)):
+                if k == len(widths):
+                    widths.append(0)
+                widths[k] = max(widths[k], position[h].bit_length())
+        ends = tuple(sum(widths[: k + 1]) for k in range(len(widths)))
+        if ends and ends[-1] > CODE_BITS:
+            return None
+
+        def code(root_first: list[str]) -> int:
+            return sum(position[h] << (CODE_BITS - ends[k]) for k, h in enumerate(root_first))
+
+        nodes, hns = {}, {}
+        for n, chain in anc.ancestors.items():
+            root_first = chain[::-1]
+            nodes[n] = code(root_first)
+            for k in range(len(root_first)):
+                hns[code(root_first[: k + 1])] = root_first[k]
+        return cls(ends, nodes, hns)
+
+    def lca_sql(self) -> str:
+        """The LCA (1-based into `hn`, 0 for none) of nodes `s_node` and `d_node` (`PC`: every
+        node's code, 0 for a node without HyperNodes or no node): the number of fields the two
+        codes agree on from the top (their XOR below 2^(64 - end)), the source's code cut to
+        those, looked up by `transform` in `{lca_codes}`/`{lca_ids}` (a hash of a hundred or
+        so). A few integer operations and two array reads per flow: comparing the chains tier
+        by tier (_lca) cost 0.16 s per 1 M flows at depth 4, this 0.02 s (bench/correlate.py's
+        flows, the columns alone)."""
+        if not self.ends:
+            return "toUInt32(0)"
+        xor = "(bitXor(PC[s_node], PC[d_node]) AS lca_xor)"
+        agree = " + ".join(
+            f"({xor if k == 0 else 'lca_xor'} < {1 << (CODE_BITS - e)})"
+            for k, e in enumerate(self.ends)
+        )
+        full = (1 << CODE_BITS) - 1
+        masks = ", ".join(["0", *(str(full ^ ((1 << (CODE_BITS - e)) - 1)) for e in self.ends)])
+        return (
+            f"transform(bitAnd(PC[s_node], CAST([{masks}] AS Array(UInt64))"
+            f"[1 + ({agree})]), {{lca_codes:Array(UInt64)}}, {{lca_ids:Array(UInt32)}}, "
+            "toUInt32(0))"
+        )
+
+
 def _lca(depth: int) -> str:
-    """The lowest common HyperNode of the two ends' nodes (`AN[k]`: every node's k-th ancestor
-    counted from its root, 0 beyond its depth; `s_node`/`d_node`: the ends' node indexes, 0 for
-    none), 0 for none. HyperNodes form a tree (HyperNodeTree: one parent each), so two nodes'
-    root-first chains agree from the root down to their lowest common HyperNode and differ
-    below it: the LCA is the deepest position where both chains hold the same HyperNode. One
-    comparison per tier, unrolled, on scalar ids read from per-node arrays (a few thousand
-    entries: cache-resident); comparing each of the source's ancestors with every one of the
-    destination's (depth x depth) cost 0.05 s more per 1 M flows, and a lambda
-    (arrayFirst(h -> has(dst, h), src)) copied dst once per element: a third of the whole
-    attribution."""
+    """The lowest common HyperNode when the chains do not fit PathCodes: (`AN[k]`: every
+    node's k-th ancestor counted from its root, 0 beyond its depth; `s_node`/`d_node`: the
+    ends' node indexes, 0 for none), 0 for none. The two nodes' root-first chains agree from
+    the root down to their lowest common HyperNode and differ below it: the LCA is the deepest
+    position where both chains hold the same HyperNode. One comparison per tier, unrolled."""
     if depth <= 0:
         return "toUInt32(0)"
     arms = [
@@ -94,11 +158,13 @@ def _segment_of(end: str, ip: str) -> str:
              if({end}_c = 0, toUInt32(0), {end}_f + {end}_c - 1) AS {end}_id"""
 
 
-def attribute_sql(ctx: Context, depth: int = 0) -> str:
+def attribute_sql(ctx: Context, depth: int = 0, codes: PathCodes | None = None) -> str:
     """INSERT ... SELECT of the window's attributed flows, looked up in the lease index row filed
-    under `{fp:UInt64}` (lease_index.ensure); `depth`: the most HyperNode ancestors any node
-    has. In cluster mode the INSERT into the Distributed table writes to its shards before it
-    returns (the rollup is read from the flows right after). The rows go to the table in blocks
+    under `{fp:UInt64}` (lease_index.ensure); the lowest common HyperNode by `codes` (the
+    `nodes` parameter then carries each node's code), else by comparing the chains (`depth`:
+    the most HyperNode ancestors any node has). In cluster mode the INSERT into the
+    Distributed table writes to its shards before it returns (the rollup is read from the
+    flows right after). The rows go to the table in blocks
     of 524,288 rows: the SELECT goes on while a block is written, where one block of about a
     million rows (the default) left the whole write until the end (bench/correlate.py, medians
     of 7: 1 M flows 0.99 s instead of 1.08 s, 3 M flows 2.30 s instead of 2.50 s; blocks of
@@ -106,10 +172,19 @@ def attribute_sql(ctx: Context, depth: int = 0) -> str:
     settings = ["min_insert_block_size_rows = 524288"]
     if ctx.store.cluster:
         settings.append("distributed_foreground_insert = 1")
-    ancestors = ", ".join(
-        f"arrayMap(l -> toUInt32OrZero(splitByChar('\\x1f', l)[{3 + k}]), NODES)"
-        for k in range(1, depth + 1)
-    )
+    if codes is not None:
+        lca = codes.lca_sql()
+        # every node's path code; a lambda over a constant is not folded into a constant and
+        # would run again for every block of flows read: computed once, in a subquery
+        per_node = "(SELECT arrayMap(l -> toUInt64OrZero(splitByChar('\\x1f', l)[4]), NODES)) AS PC"
+    else:
+        lca = _lca(depth)
+        ancestors = ", ".join(
+            f"arrayMap(l -> toUInt32OrZero(splitByChar('\\x1f', l)[{3 + k}]), NODES)"
+            for k in range(1, depth + 1)
+        )
+        # per node: its k-th HyperNode ancestor from its root (1-based into hn), 0 none
+        per_node = f"(SELECT [{ancestors}]) AS AN"
     at = NUM_AT
     keys = ", ".join(
         f"toLowCardinality(toUInt32(NUM[{at[key]}][{p}_id])) AS {p}_{key}"
@@ -128,9 +203,7 @@ def attribute_sql(ctx: Context, depth: int = 0) -> str:
         for key, cols in KEYS.items():
             for i, c in enumerate(cols, 1):
                 out[f"{side}_{c}"] = f"K_{key}[{i}][{p}_{key}]"
-    out["lca_hypernode"] = (
-        f"arrayElement({{hn:Array(String)}}, toLowCardinality({_lca(depth)}) AS lca)"
-    )
+    out["lca_hypernode"] = f"arrayElement({{hn:Array(String)}}, toLowCardinality({lca}) AS lca)"
     out["lca_tier"] = "arrayElement({hn_tier:Array(UInt8)}, lca)"
     assert sorted(out) == sorted(ATTRIBUTED_FLOW.columns), sorted(
         set(out) ^ set(ATTRIBUTED_FLOW.columns)
@@ -138,14 +211,11 @@ def attribute_sql(ctx: Context, depth: int = 0) -> str:
     select = ",\n       ".join(f"{e} AS {c}" if e != c else c for c, e in out.items())
     return f"""
 INSERT INTO {ctx.table("attributed_flow")} ({", ".join(out)})
-WITH splitByChar('\\x1e', {{nodes:String}}) AS NODES,  -- per node: node US su US idc US ancestor...
+WITH splitByChar('\\x1e', {{nodes:String}}) AS NODES,  -- per node: node US su US idc US HyperNodes
 -- the lease index (lease_index.py): constants, each read once in a subquery of its own
 {read_sql(ctx)},
 NUM[1] AS SS,
--- per node: its k-th HyperNode ancestor from its root (1-based into hn), 0 none. Computed once,
--- in a subquery of its own: a lambda over a constant is not folded into a constant and would
--- run again for every block of flows read
-(SELECT [{ancestors}]) AS AN
+{per_node}
 SELECT {select}
 FROM (SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, bytes,
              toUnixTimestamp64Milli(ts) AS t, {_segment_of("s", "src_ip")},
@@ -165,27 +235,32 @@ def _node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
     return {r["node"]: r["su"] for r in rows}, {r["node"]: r["idc"] for r in rows}
 
 
-def _node_params(su: dict[str, str], idc: dict[str, str], anc: Ancestry) -> dict[str, Any]:
+def _node_params(
+    su: dict[str, str], idc: dict[str, str], anc: Ancestry, codes: PathCodes | None = None
+) -> dict[str, Any]:
     """attribute_sql's parameters: `hn`/`hn_tier`, every HyperNode and its tier (0 unknown);
-    `nodes`, per node its SU, IDC and HyperNode ancestors (from the root down: see _lca) as
-    1-based indexes into `hn`, fields split by US (0x1f), nodes by RS (0x1e): one string, not array
-    parameters (those of 2,048 nodes cost 0.1 s to parse). Kubernetes object names never hold
-    control characters."""
+    `nodes`, per node its SU, IDC and then its path code (`codes`; `lca_codes`/`lca_ids`: each
+    HyperNode's code and its 1-based index into `hn`), or without codes its HyperNode ancestors
+    (from the root down: see _lca) as 1-based indexes into `hn`; fields split by US (0x1f),
+    nodes by RS (0x1e): one string, not array parameters (those of 2,048 nodes cost 0.1 s to
+    parse). Kubernetes object names never hold control characters."""
     hns = sorted(set(anc.tiers) | {h for hs in anc.ancestors.values() for h in hs})
-    ids = {h: str(i) for i, h in enumerate(hns, 1)}
+    ids = {h: i for i, h in enumerate(hns, 1)}
     nodes = sorted(set(su) | set(idc) | set(anc.ancestors))
+
+    def hypernodes(n: str) -> list[str]:
+        if codes is not None:
+            return [str(codes.node[n])] if n in codes.node else []
+        return [str(ids[h]) for h in reversed(anc.ancestors.get(n, []))]
+
     lines = "\x1e".join(
-        "\x1f".join(
-            [
-                n,
-                su.get(n, ""),
-                idc.get(n, ""),
-                *(ids[h] for h in reversed(anc.ancestors.get(n, []))),
-            ]
-        )
-        for n in nodes
+        "\x1f".join([n, su.get(n, ""), idc.get(n, ""), *hypernodes(n)]) for n in nodes
     )
-    return {"nodes": lines, "hn": hns, "hn_tier": [anc.tiers.get(h, 0) for h in hns]}
+    params = {"nodes": lines, "hn": hns, "hn_tier": [anc.tiers.get(h, 0) for h in hns]}
+    if codes is not None:
+        params["lca_codes"] = list(codes.hypernode)
+        params["lca_ids"] = [ids[h] for h in codes.hypernode.values()]
+    return params
 
 
 def node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
@@ -235,6 +310,23 @@ def _rollup_insert(ctx: Context, rerun: bool) -> str | None:
     )
 
 
+def statement(
+    ctx: Context,
+    anc: Ancestry | None = None,
+    facts: tuple[dict[str, str], dict[str, str]] | None = None,
+) -> tuple[str, dict[str, Any], bool]:
+    """The INSERT ... SELECT that attributes the window's flows and its parameters, the lease
+    index ensured for it first (whether it had to be built). `anc` and `facts` (node_facts):
+    what the caller already read for this tick."""
+    anc = anc if anc is not None else ancestry(ctx)
+    su, idc = facts if facts is not None else _node_facts(ctx)
+    depth = max((len(v) for v in anc.ancestors.values()), default=0)
+    codes = PathCodes.of(anc)
+    params = _node_params(su, idc, anc, codes)
+    fp, built = lease_index.ensure(ctx, params)
+    return attribute_sql(ctx, depth, codes), {**params, "fp": fp}, built
+
+
 def attribute_window(
     ctx: Context,
     anc: Ancestry | None = None,
@@ -253,12 +345,8 @@ def attribute_window(
     elif not had["flows"]:  # nothing arrived: no facts to read, nothing to join
         return {"flows": 0, "src_unowned": 0, "dst_unowned": 0, "index_built": False}
     rollup = _rollup_insert(ctx, rerun=bool(had["n"]))
-    anc = anc if anc is not None else ancestry(ctx)
-    su, idc = facts if facts is not None else _node_facts(ctx)
-    depth = max((len(v) for v in anc.ancestors.values()), default=0)
-    params = _node_params(su, idc, anc)
-    fp, built = lease_index.ensure(ctx, params)
-    ctx.command(attribute_sql(ctx, depth), {**params, "fp": fp})
+    sql, params, built = statement(ctx, anc, facts)
+    ctx.command(sql, params)
     if rollup is not None:
         ctx.command(rollup)
     # owned by nobody: no namespace (every pod has one), a LowCardinality column's compare

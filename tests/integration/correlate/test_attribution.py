@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 
 import polars as pl
+import pytest
 
 from telemetry.correlate import Correlator
 from telemetry.correlate import findings as fstore
@@ -562,54 +563,47 @@ def test_flows_before_any_inventory_attributed_to_nobody(store: Store) -> None:
     assert got == [("", "", "", -1, -1, "", 0)]
 
 
-def test_lowest_common_hypernode_over_chains_of_different_depths(store: Store) -> None:
-    """The LCA of two nodes whose HyperNode chains differ in depth (a node directly under a
-    tier-2 HyperNode beside nodes under tier-1 ones), sit in two separate trees, or have none:
-    the first of the source's ancestors (lowest tier first) the destination also has, as
-    HyperNodeTree.lca defines it."""
+def _lca_of_pairs(
+    store: Store, chains: dict[str, list[str]], tiers: dict[str, int], pairs: list[tuple[str, str]]
+) -> list[tuple[str, str, str, int]]:
+    """Attribute one flow per (source node, destination node) pair, each node owning one IP, the
+    HyperNodes `chains` (lowest tier first) declared: (src_node, dst_node, lca_hypernode,
+    lca_tier) per flow, in the pairs' order."""
     from telemetry.correlate.attribution import Ancestry, attribute_window
     from telemetry.correlate.registry import Context, Window
     from telemetry.correlate.thresholds import default_thresholds
 
     s = t0()
     t = ms(s)
-    chains = {
-        "n1": ["su1", "pod1", "root1"],
-        "n2": ["su2", "pod1", "root1"],
-        "n3": ["pod2", "root1"],
-        "n4": ["root2"],
-        "n5": [],
-    }
-    tiers = {"su1": 1, "su2": 1, "pod1": 2, "pod2": 2, "root1": 3, "root2": 3}
+    ip = {n: f"10.{7 + i // 250}.0.{1 + i % 250}" for i, n in enumerate(sorted(chains))}
     store.insert(
         POD_IP_LEASE,
         POD_IP_LEASE.to_arrow(
             [
                 {
                     "cluster": "c",
-                    "ip": f"10.7.0.{i}",
+                    "ip": ip[n],
                     "namespace": "a",
-                    "pod": f"p{i}",
-                    "node": f"n{i}",
+                    "pod": f"p-{n}",
+                    "node": n,
                     "primary": True,
                     "valid_from": t - 3_600_000,
                     "valid_to": None,
                     "updated_at": t,
                 }
-                for i in range(1, 6)
+                for n in chains
             ]
         ),
     )
-    pairs = [(1, 2), (1, 3), (3, 1), (1, 1), (3, 3), (1, 4), (4, 4), (5, 1), (2, 5)]
     store.insert(
         FLOW_SAMPLE,
         FLOW_SAMPLE.to_arrow(
             [
                 {
                     **ROCE_SAMPLE,
-                    "ts": t + 1_000 * k,
-                    "src_ip": f"10.7.0.{a}",
-                    "dst_ip": f"10.7.0.{b}",
+                    "ts": t + 10 * k,
+                    "src_ip": ip[a],
+                    "dst_ip": ip[b],
                     "sampling_rate": 1,
                     "bytes": 4096,
                     "packets": 1,
@@ -621,16 +615,99 @@ def test_lowest_common_hypernode_over_chains_of_different_depths(store: Store) -
     anc = Ancestry({n: c for n, c in chains.items() if c}, tiers)
     ctx = Context(store, Window(s, s + timedelta(minutes=1)), default_thresholds(), "c")
     attribute_window(ctx, anc, ({}, {}))
-    got = store.query_rows(
+    return store.query_rows(  # type: ignore[return-value]
         f"SELECT src_node, dst_node, lca_hypernode, lca_tier FROM {store.table('attributed_flow')} ORDER BY ts"
     )
 
-    def lca(a: str, b: str) -> tuple[str, int]:
-        h = next((h for h in chains[a] if h in chains[b]), "")
-        return h, tiers.get(h, 0)
 
-    want = [(f"n{a}", f"n{b}", *lca(f"n{a}", f"n{b}")) for a, b in pairs]
-    assert got == want
+def _chain_lca(
+    chains: dict[str, list[str]], tiers: dict[str, int], a: str, b: str
+) -> tuple[str, int]:
+    """HyperNodeTree.lca's definition: the first of the source's ancestors (lowest tier first)
+    the destination also has."""
+    h = next((h for h in chains[a] if h in chains[b]), "")
+    return h, tiers.get(h, 0)
+
+
+# the LCA by path codes (the default), and by comparing chains tier by tier (codes too wide)
+LCA_WAYS = pytest.mark.parametrize("code_bits", [64, 3], ids=["path-codes", "chains"])
+
+
+@LCA_WAYS
+def test_lowest_common_hypernode_over_chains_of_different_depths(
+    store: Store, monkeypatch: pytest.MonkeyPatch, code_bits: int
+) -> None:
+    """The LCA of two nodes whose HyperNode chains differ in depth (a node directly under a
+    tier-2 HyperNode beside nodes under tier-1 ones), sit in two separate trees, or have none:
+    the first of the source's ancestors (lowest tier first) the destination also has, as
+    HyperNodeTree.lca defines it."""
+    from telemetry.correlate import attribution
+
+    monkeypatch.setattr(attribution, "CODE_BITS", code_bits)
+    chains = {
+        "n1": ["su1", "pod1", "root1"],
+        "n2": ["su2", "pod1", "root1"],
+        "n3": ["pod2", "root1"],
+        "n4": ["root2"],
+        "n5": [],
+    }
+    tiers = {"su1": 1, "su2": 1, "pod1": 2, "pod2": 2, "root1": 3, "root2": 3}
+    pairs = [(1, 2), (1, 3), (3, 1), (1, 1), (3, 3), (1, 4), (4, 4), (5, 1), (2, 5)]
+    named = [(f"n{a}", f"n{b}") for a, b in pairs]
+    got = _lca_of_pairs(store, chains, tiers, named)
+    assert got == [(a, b, *_chain_lca(chains, tiers, a, b)) for a, b in named]
     assert [g[2] for g in got] == [
         "pod1", "root1", "root1", "su1", "pod2", "", "root2", "", "",
     ]  # fmt: skip
+    assert (attribution.PathCodes.of(attribution.Ancestry(chains, tiers)) is None) == (
+        code_bits == 3
+    )
+
+
+@LCA_WAYS
+@pytest.mark.parametrize("seed", [1, 2])
+def test_lowest_common_hypernode_of_random_forests(
+    store: Store, monkeypatch: pytest.MonkeyPatch, code_bits: int, seed: int
+) -> None:
+    """Random HyperNode forests (three roots; one HyperNode with 300 children, so a level's
+    field is 9 bits wide and the first field's top bit is set; nodes hung at every depth, some
+    under none): every flow's LCA is the chains' own, by either way."""
+    import random
+
+    from telemetry.correlate import attribution
+
+    monkeypatch.setattr(attribution, "CODE_BITS", code_bits)
+    rng = random.Random(seed)
+    parent: dict[str, str | None] = {f"r{i}": None for i in range(3)}
+    level = list(parent)
+    for depth in range(1, 5):
+        nxt = []
+        for p in level:
+            for _ in range(300 if p == "r2" else rng.randint(0, 4)):
+                h = f"h{depth}.{len(parent)}"
+                parent[h] = p
+                nxt.append(h)
+        level = nxt
+
+    def chain(h: str | None) -> list[str]:
+        out = []
+        while h is not None:
+            out.append(h)
+            h = parent[h]
+        return out
+
+    hns = sorted(parent)
+    chains = {f"n{i}": chain(rng.choice(hns)) if i % 10 else [] for i in range(120)}
+    tiers = {h: 6 - len(chain(h)) for h in hns}
+    nodes = sorted(chains)
+    pairs = [(rng.choice(nodes), rng.choice(nodes)) for _ in range(400)]
+    pairs += [(a, a) for a in nodes[:20]]
+    got = _lca_of_pairs(store, chains, tiers, pairs)
+    want = [(a, b, *_chain_lca(chains, tiers, a, b)) for a, b in pairs]
+    assert got == want
+    assert len({g[2] for g in got}) > 10  # many different LCAs, at several tiers
+    assert len({g[3] for g in got}) >= 4
+    codes = attribution.PathCodes.of(attribution.Ancestry(chains, tiers))
+    assert (codes is None) == (code_bits == 3)
+    if codes is not None:
+        assert max(codes.node.values()) >= 1 << 63

@@ -12,11 +12,9 @@ import pytest
 from telemetry.correlate import Correlator
 from telemetry.correlate.attribution import (
     Ancestry,
-    _node_params,
-    attribute_sql,
     attribute_window,
+    statement,
 )
-from telemetry.correlate.lease_index import ensure
 from telemetry.correlate.registry import Context, Window
 from telemetry.correlate.thresholds import default_thresholds
 from telemetry.records import FLOW_SAMPLE, GPU_NIC_AFFINITY, LLDP_LINK, POD_IP_LEASE
@@ -195,12 +193,11 @@ def test_an_index_row_gone_fails_the_attribution_instead_of_attributing_to_nobod
     inventory(store, t)
     flows(store, t)
     ctx = _ctx(store, s, 0, 120)
-    params = _node_params({}, {}, Ancestry({}, {}))
-    fp, built = ensure(ctx, params)
-    assert built and ensure(ctx, params) == (fp, False)
+    sql, params, built = statement(ctx, Ancestry({}, {}), ({}, {}))
+    assert built and statement(ctx, Ancestry({}, {}), ({}, {})) == (sql, params, False)
     store.client.command(f"TRUNCATE TABLE {store.database}.attribution_index")
     with pytest.raises(Exception, match="attribution index row was replaced"):
-        ctx.command(attribute_sql(ctx), {**params, "fp": fp})
+        ctx.command(sql, params)
     assert store.count("attributed_flow") == 0
 
 
