@@ -75,7 +75,7 @@ class PathCodes:
     HyperNode and differ below it (HyperNodeTree: one parent each), so the fields the two
     codes share from the top are the LCA's own chain: `hypernode` maps each HyperNode's code
     (its chain's fields, the rest 0) to it. No codes (PathCodes.of gives None) when the chains
-    need more than CODE_BITS bits."""
+    need more than CODE_BITS bits, or give one HyperNode two parents."""
 
     ends: tuple[int, ...]
     node: dict[str, int]
@@ -83,10 +83,15 @@ class PathCodes:
 
     @classmethod
     def of(cls, anc: Ancestry) -> PathCodes | None:
-        children: dict[str | None, set[str]] = {}
+        parent: dict[str, str | None] = {}
         for chain in anc.ancestors.values():  # lowest tier first: chain[i + 1] is the parent
             for i, h in enumerate(chain):
-                children.setdefault(chain[i + 1] if i + 1 < len(chain) else None, set()).add(h)
+                up = chain[i + 1] if i + 1 < len(chain) else None
+                if parent.setdefault(h, up) != up:
+                    return None  # not a tree: two parents (compared chain by chain instead)
+        children: dict[str | None, set[str]] = {}
+        for h, up in parent.items():
+            children.setdefault(up, set()).add(h)
         position = {h: i for kids in children.values() for i, h in enumerate(sorted(kids), 1)}
         widths: list[int] = []
         for chain in anc.ancestors.values():

@@ -65,3 +65,11 @@ def test_chains_that_need_more_than_64_bits_get_no_codes() -> None:
 def test_no_hypernodes_no_fields() -> None:
     codes = PathCodes.of(Ancestry({}, {}))
     assert codes is not None and codes.ends == () and codes.node == {}
+
+
+def test_a_hypernode_with_two_parents_gets_no_codes() -> None:
+    """Chains that are not one tree's paths (HyperNodeTree never gives them) are left to the
+    comparison chain by chain rather than coded inconsistently."""
+    assert PathCodes.of(Ancestry({"n1": ["a", "r1"], "n2": ["a", "r2"]}, {})) is None
+    assert PathCodes.of(Ancestry({"n1": ["a", "r1"], "n2": ["a"]}, {})) is None
+    assert PathCodes.of(Ancestry({"n1": ["a", "r1"], "n2": ["b", "r1"]}, {})) is not None
