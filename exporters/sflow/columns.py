@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exporters.sflow.decode import ROCEV2_PORT
+from exporters.sflow.decode import MAX_VLAN, ROCEV2_PORT
 
 _VLAN_TPIDS = (0x8100, 0x88A8, 0x9100)
 _PAD = 64  # zero bytes after the buffer: a clamped gather past the end reads zeros
@@ -154,7 +154,9 @@ def flow_columns(
         off = off + 4 * tagged
         tagged = tagged & np.isin(etype, _VLAN_TPIDS) & (hlen >= off + 4)
     has_xsw = xsw >= 0
-    vlan = np.where(vlan != 0, vlan, np.where(has_xsw, g.u32(np.where(has_xsw, xsw, 0)), 0))
+    # else the extended switch record's ingress VLAN, when the agent knew it (decode.MAX_VLAN)
+    xvlan = np.where(has_xsw, g.u32(np.where(has_xsw, xsw, 0)), 0)
+    vlan = np.where(vlan != 0, vlan, np.where(xvlan <= MAX_VLAN, xvlan, 0))
 
     # network layer
     ip = h + off

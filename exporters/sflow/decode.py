@@ -45,6 +45,7 @@ ETHERNET_FIELDS = (
     "internal_mac_receive_errors", "symbol_errors",
 )  # fmt: skip
 
+MAX_VLAN = 4095  # 802.1Q's 12-bit VLAN id
 MAX_SAMPLES = 4096  # far above any real agent (a 1500-byte datagram holds ~10); bounds the work
 
 
@@ -201,14 +202,19 @@ def sampled_header_length(data: bytes | memoryview, off: int, length: int, rend:
     return hlen
 
 
-def extended_switch(data: bytes | memoryview, off: int, length: int) -> tuple[int, ...]:
-    """(src vlan, src priority, dst vlan, dst priority) of an extended-switch record, checked."""
+def extended_switch(data: bytes | memoryview, off: int, length: int) -> tuple[int | None, ...]:
+    """(src vlan, src priority, dst vlan, dst priority) of an extended-switch record. A value
+    outside 802.1Q's range is one the agent did not know (Juniper and hsflowd send 0xFFFFFFFF
+    for the VLAN of a routed port): None, the sample kept."""
     if length < 16:
         raise DecodeError("bad_record", "extended switch shorter than 16 bytes")
     sv, sp, dv, dp = _XSW.unpack_from(data, off)
-    if sv > 4095 or dv > 4095 or sp > 7 or dp > 7:
-        raise DecodeError("bad_record", f"extended switch vlan {sv}/{dv} priority {sp}/{dp}")
-    return sv, sp, dv, dp
+    return (
+        sv if sv <= MAX_VLAN else None,
+        sp if sp <= 7 else None,
+        dv if dv <= MAX_VLAN else None,
+        dp if dp <= 7 else None,
+    )
 
 
 def check_counter_record(fmt: int, length: int) -> None:

@@ -130,6 +130,14 @@ def test_real_capture_same_rows() -> None:
     assert set(got["flow_sample"]["switch"].to_pylist()) == {"spine01"}
 
 
+def test_unknown_vlan_same_rows() -> None:
+    """VLAN 0xFFFFFFFF in extended switch records (a real capture, akvorado's data-1140): every
+    sample kept by both paths; the flow's VLAN is the known one or 0, never 65535."""
+    pcap = PCAP.with_name("akvorado_data-1140.pcap")
+    got = _same([(u.payload, int(u.ts * 1000)) for u in read_udp(pcap)])
+    assert got["flow_sample"]["vlan"].to_pylist() == [100, 0, 100, 100, 100]
+
+
 def test_built_datagrams_same_rows() -> None:
     got = _same([(d, 1_700_000_000_000 + i) for i, d in enumerate(_built())])
     flows = got["flow_sample"].to_pylist()

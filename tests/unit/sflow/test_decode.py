@@ -141,6 +141,30 @@ def test_real_capture_matches_tcpdump_decode() -> None:
     assert (nflow, ncounter) == (13, 48)
 
 
+def test_unknown_vlan_keeps_the_sample() -> None:
+    """A real Juniper-style datagram (akvorado's data-1140.pcap): extended switch records with
+    VLAN 0xFFFFFFFF (unknown) on a routed port. All five flow samples are read, as akvorado's
+    own decode of it (root_test.go) has them; the unknown VLAN is None, not 4294967295 (and
+    never truncated to 16 bits)."""
+    (u,) = read_udp(FIX / "akvorado_data-1140.pcap")
+    d = decode(u.payload)
+    assert d["agent"] == "172.16.0.3" and d["counters"] == []
+    got = [
+        (f["src_ip"], f["dst_ip"], f["in_port"], f["out_port"], f["src_vlan"], f["dst_vlan"])
+        for f in d["flows"]
+    ]
+    v6 = ("2a0c:8880:2:0:185:21:130:38", "2a0c:8880:2:0:185:21:130:39", "27", "28", 100, 100)
+    assert got == [
+        v6,
+        ("104.26.8.24", "45.90.161.46", "49001", "25", None, 100),
+        v6,
+        ("45.90.161.148", "191.87.91.27", "28", "49001", 100, None),
+        v6,
+    ]
+    assert {f["sampling_rate"] for f in d["flows"]} == {1024}
+    assert [f["frame_bytes"] for f in d["flows"]] == [1518, 439, 1518, 64, 1518]
+
+
 def test_sampled_header_fields_match_scapy() -> None:
     """The L2-L4 + BTH fields agree with scapy's own dissection of the same frame."""
     scapy = pytest.importorskip("scapy.all")
