@@ -327,8 +327,7 @@ class BaseSource:
             self.stats.last_success = False
             self.stats.last_error = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
             self.stats.error(type(e).__name__)
-            log.error("source %s: collection failed: %s", self.name, e)
-            raise
+            raise  # the caller says so, once: logged by a pipeline that goes on, printed by a CLI
         finally:
             self.stats.last_duration_seconds = time.perf_counter() - t
         self.stats.last_success = True
@@ -403,8 +402,9 @@ class Pipeline:
         for src in self.sources:
             try:
                 batches = list(src.collect())
-            except Exception:
-                continue  # already counted and logged by the source; the others keep going
+            except Exception as e:  # counted by the source; the others keep going
+                log.error("source %s: collection failed: %s", src.name, e)
+                continue
             n += self.publish(_handed_over(batches))
         if self.report_host is not None:
             self.publish([self.self_report()])

@@ -142,8 +142,8 @@ def run_source(name: str, args: argparse.Namespace) -> int:
         try:
             collected = source.collect()
         except UserError:
-            raise
-        except Exception:  # already logged by the source with its input named
+            raise  # one line: the input named and what is wrong with it
+        except Exception:
             print(
                 f"railscope {name}: collection failed: {source.stats.last_error}",
                 file=sys.stderr,
@@ -190,11 +190,7 @@ def run_source(name: str, args: argparse.Namespace) -> int:
                 prom.close()
     try:
         n = pipeline.run_once()
-        if not source.stats.last_success:  # the pipeline goes on; a one-shot run says so
-            print(
-                f"railscope {name}: collection failed: {source.stats.last_error}",
-                file=sys.stderr,
-            )
+        if not source.stats.last_success:  # logged by the pipeline (one line); exit non-zero
             return 1
         log.info("%s: stored %d records in %s", name, n, store.dsn.redacted())
     finally:
