@@ -17,8 +17,13 @@ from typing import Any
 
 import orjson
 
-# Format versions whose fields this parser knows (`metadata.inspector_output_format_version`).
-KNOWN_VERSIONS = frozenset({"v4.0"})
+# Format versions whose fields this parser knows (`metadata.inspector_output_format_version`):
+# v4.0; v4.1 adds a per-dump `dump_stats` record (no collective: its ring-buffer drops are
+# counted, `Rows.inspector_dropped`); v4.2 adds fields (coll_algo, coll_proto, comm_name). Any
+# v4.N is read for the fields v4.0 has (minor versions add, they do not change); another major
+# version is refused line by line (`unknown_version`).
+KNOWN_VERSIONS = frozenset({"v4.0", "v4.1", "v4.2"})
+_SAME_MAJOR = re.compile(r"v4\.\d{1,4}")
 # The bounded `reason` values a line is counted under when it gives no row.
 REASONS = (
     "malformed_json",  # not a JSON object / not UTF-8 / truncated
@@ -62,6 +67,10 @@ class Rows:
     tuples: list[tuple[Any, ...]] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
     first_error: dict[str, str] = field(default_factory=dict)  # reason -> an example, for the log
+    # well-formed lines that are not collectives (`dump_stats`, `p2p_perf` records), by kind
+    skipped: dict[str, int] = field(default_factory=dict)
+    # collective records the Inspector overwrote in its ring before dumping them (dump_stats)
+    inspector_dropped: int = 0
 
     def __len__(self) -> int:
         return len(self.tuples)
@@ -108,9 +117,31 @@ def _str(v: Any) -> str:
     return v
 
 
+def known_version(v: Any) -> bool:
+    return v in KNOWN_VERSIONS or (type(v) is str and _SAME_MAJOR.fullmatch(v) is not None)
+
+
+def _not_a_collective(doc: dict[str, Any], rows: Rows) -> bool:
+    """A well-formed record of another kind: counted in `rows.skipped` (and a dump_stats
+    record's drops in `rows.inspector_dropped`). False for anything else."""
+    if "coll_perf" in doc:
+        return False
+    stats = doc.get("dump_stats")
+    if type(stats) is dict:
+        n = stats.get("coll_dropped_since_last_dump")
+        if type(n) is int and n > 0:
+            rows.inspector_dropped += n
+        rows.skipped["dump_stats"] = rows.skipped.get("dump_stats", 0) + 1
+        return True
+    if type(doc.get("p2p_perf")) is dict:
+        rows.skipped["p2p_perf"] = rows.skipped.get("p2p_perf", 0) + 1
+        return True
+    return False
+
+
 def parse_json_line(line: str | bytes, rows: Rows) -> None:
-    """One Inspector JSON line into `rows` (a blank line is skipped, anything else bad is
-    counted under its reason)."""
+    """One Inspector JSON line into `rows` (a blank line is skipped, a record that is not a
+    collective counted in `rows.skipped`, anything else bad counted under its reason)."""
     if len(line) > MAX_LINE_BYTES:
         rows.error("line_too_long", f"{len(line)} bytes")
         return
@@ -125,10 +156,13 @@ def parse_json_line(line: str | bytes, rows: Rows) -> None:
         if type(doc) is not dict:
             raise _Bad("malformed_json")
         try:
-            h, m, p = doc["header"], doc["metadata"], doc["coll_perf"]
+            h, m = doc["header"], doc["metadata"]
             version = m["inspector_output_format_version"]
-            if version not in KNOWN_VERSIONS:
+            if not known_version(version):
                 raise _Bad("unknown_version")
+            if _not_a_collective(doc, rows):
+                return
+            p = doc["coll_perf"]
             row = (
                 _uint(m["dump_timestamp_us"], _U64) // 1000,
                 _str(m["hostname"]),
@@ -178,7 +212,7 @@ def parse_json_lines(lines: Iterable[str | bytes], rows: Rows | None = None) -> 
             us, algo, bus = p["coll_exec_time_us"], p["coll_algobw_gbs"], p["coll_busbw_gbs"]
             src = p.get("coll_timing_source", "")
             if not (
-                v in versions
+                (v in versions or known_version(v))
                 and type(ts) is type(sn) is type(size) is type(pid) is type(rank) is int
                 and type(nr) is type(nn) is int
                 and type(host) is type(cid) is type(coll) is type(src) is str

@@ -140,7 +140,17 @@ class NcclSource(BaseSource):
             self._live(Path(self.cfg.dump_dir or "."), rows)
         for reason, n in rows.errors.items():
             self.problems.add(reason, rows.first_error.get(reason, ""), "", n)
-        self.stats.received += len(rows) + sum(rows.errors.values())
+        self.stats.received += len(rows) + sum(rows.errors.values()) + sum(rows.skipped.values())
+        if rows.inspector_dropped:  # lost before they reached a file: the sample is incomplete
+            extra = self.stats.extra
+            extra["inspector_dropped_records"] = (
+                extra.get("inspector_dropped_records", 0.0) + rows.inspector_dropped
+            )
+            log.warning(
+                "nccl: the Inspector dropped %d collective record(s) before dumping them (its "
+                "ring buffer overflowed): raise NCCL_INSPECTOR_DUMP_COLL_RING_SIZE or dump more often",
+                rows.inspector_dropped,
+            )
         if not len(rows):
             return []
         return [Batch(COLLECTIVE_SAMPLE, self._table(rows, local))]

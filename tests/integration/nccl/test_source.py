@@ -95,6 +95,29 @@ def test_follow_restart_prom_and_foreign_files(tmp_path: Path) -> None:
     assert [r["coll_sn"] for r in rows(again.collect())] == [1406]
 
 
+def test_dump_stats_drops_are_reported(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A v4.1 dump: its dump_stats record is not a collective and not an error; the collectives
+    the Inspector dropped before dumping are a warning and a self-metric."""
+    dump = tmp_path / "nccl-inspector-7"
+    dump.mkdir()
+    doc = json.loads(line(1))
+    doc["metadata"]["inspector_output_format_version"] = "v4.1"
+    stats = {k: doc[k] for k in ("header", "metadata")}
+    stats["dump_stats"] = {"coll_records": 2, "coll_dropped_total": 30,
+                           "coll_dropped_since_last_dump": 30}  # fmt: skip
+    (dump / "node-a-pid4242.log").write_text(
+        json.dumps(stats) + "\n" + json.dumps(doc) + "\n" + line(2)
+    )
+    src = NcclSource(NcclConfig(dump_dir=str(dump), node_name="node-a"))
+    with caplog.at_level("WARNING"):
+        got = rows(src.collect())
+    assert [(r["coll_sn"], r["format_version"]) for r in got] == [(1, "v4.1"), (2, "v4.0")]
+    assert src.stats.errors == {}
+    assert src.stats.received == 3
+    assert src.stats.extra["inspector_dropped_records"] == 30
+    assert "dropped 30 collective record(s)" in caplog.text
+
+
 @pytest.fixture
 def training_process() -> Iterator[int]:
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])

@@ -152,6 +152,52 @@ def test_bad_json_lines_are_counted_by_reason(line: str, reason: str) -> None:
     assert rows.errors == {reason: 1}
 
 
+def _v42(doc: dict) -> dict:
+    """A v4.2 record (NVIDIA's comm-patterns README): comm_name in the header, coll_algo and
+    coll_proto in coll_perf, no git_rev or rec_mechanism."""
+    doc = json.loads(json.dumps(doc))
+    doc["header"]["comm_name"] = "DP Group 0"
+    doc["metadata"]["inspector_output_format_version"] = "v4.2"
+    for k in ("git_rev", "rec_mechanism"):
+        doc["metadata"].pop(k, None)
+    doc["coll_perf"].update(coll_algo="RING", coll_proto="LL")
+    return doc
+
+
+def test_later_v4_formats_are_read_and_their_other_records_skipped() -> None:
+    """v4.1 adds a per-dump `dump_stats` record, v4.2 adds fields; point-to-point operations come
+    as `p2p_perf` records. Collectives of any v4.N are read for v4.0's fields; the other
+    records are counted as skipped, not as errors; the ring-buffer drops a dump_stats record
+    reports are summed. Another major version, or a version not of that shape, is refused."""
+    good = json.loads(GOOD)
+    meta = {**good["metadata"], "inspector_output_format_version": "v4.1"}
+    stats = {
+        "header": good["header"],
+        "metadata": meta,
+        "dump_stats": {"coll_records": 1024, "coll_dropped_total": 4096,
+                       "coll_dropped_since_last_dump": 512, "p2p_records": 0},
+    }  # fmt: skip
+    p2p = {
+        "header": good["header"],
+        "metadata": meta,
+        "p2p_perf": {"p2p": "Recv", "p2p_sn": 1, "p2p_peer": 10, "p2p_msg_size_bytes": 1048576,
+                     "p2p_exec_time_us": 4, "p2p_algobw_gbs": 262.144, "p2p_busbw_gbs": 262.144},
+    }  # fmt: skip
+    v41 = {**good, "metadata": meta}
+    lines = [json.dumps(d) for d in (stats, v41, p2p, _v42(good), stats)]
+    lines.append(json.dumps({"header": good["header"], "metadata": meta, "other": {}}))
+    versions = ("v4", "v4.1b", "v4.17")  # the last one a later minor version: read
+    lines += [_with(("metadata", "inspector_output_format_version"), v) for v in versions]
+    rows = parse.parse_json_lines(lines)
+    assert [rows.row(i)["format_version"] for i in range(len(rows))] == ["v4.1", "v4.2", "v4.17"]
+    assert {k: v for k, v in rows.row(1).items() if k != "format_version"} == {
+        k: v for k, v in rows.row(0).items() if k != "format_version"
+    }
+    assert rows.skipped == {"dump_stats": 2, "p2p_perf": 1}
+    assert rows.inspector_dropped == 1024
+    assert rows.errors == {"missing_field": 1, "unknown_version": 2}
+
+
 def test_size_bucket_and_message_size() -> None:
     assert [parse.size_bucket(n) for n in (0, 1, 1000, 1024, 3 << 20, 1 << 30, 5 << 30)] == [
         "0B",
