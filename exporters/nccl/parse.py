@@ -67,7 +67,8 @@ class Rows:
     tuples: list[tuple[Any, ...]] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
     first_error: dict[str, str] = field(default_factory=dict)  # reason -> an example, for the log
-    # well-formed lines that are not collectives (`dump_stats`, `p2p_perf` records), by kind
+    # well-formed lines that give no row: records that are not collectives (`dump_stats`,
+    # `p2p_perf`), collectives without a bandwidth (`nan_bandwidth`), by kind
     skipped: dict[str, int] = field(default_factory=dict)
     # collective records the Inspector overwrote in its ring before dumping them (dump_stats)
     inspector_dropped: int = 0
@@ -163,6 +164,11 @@ def parse_json_line(line: str | bytes, rows: Rows) -> None:
             if _not_a_collective(doc, rows):
                 return
             p = doc["coll_perf"]
+            if type(p) is dict and "nan" in (p.get("coll_algobw_gbs"), p.get("coll_busbw_gbs")):
+                # the plugin's writer prints a NaN double as the string "nan" (a collective of
+                # no bytes in no time): no bandwidth to record, and nothing wrong with the line
+                rows.skipped["nan_bandwidth"] = rows.skipped.get("nan_bandwidth", 0) + 1
+                return
             row = (
                 _uint(m["dump_timestamp_us"], _U64) // 1000,
                 _str(m["hostname"]),

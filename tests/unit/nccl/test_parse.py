@@ -168,7 +168,8 @@ def test_later_v4_formats_are_read_and_their_other_records_skipped() -> None:
     """v4.1 adds a per-dump `dump_stats` record, v4.2 adds fields; point-to-point operations come
     as `p2p_perf` records. Collectives of any v4.N are read for v4.0's fields; the other
     records are counted as skipped, not as errors; the ring-buffer drops a dump_stats record
-    reports are summed. Another major version, or a version not of that shape, is refused."""
+    reports are summed. A bandwidth the plugin wrote as "nan" (its writer's NaN) gives no row
+    and no error. Another major version, or a version not of that shape, is refused."""
     good = json.loads(GOOD)
     meta = {**good["metadata"], "inspector_output_format_version": "v4.1"}
     stats = {
@@ -188,12 +189,13 @@ def test_later_v4_formats_are_read_and_their_other_records_skipped() -> None:
     lines.append(json.dumps({"header": good["header"], "metadata": meta, "other": {}}))
     versions = ("v4", "v4.1b", "v4.17")  # the last one a later minor version: read
     lines += [_with(("metadata", "inspector_output_format_version"), v) for v in versions]
+    lines.append(_with(("coll_perf", "coll_busbw_gbs"), "nan"))  # how the plugin writes NaN
     rows = parse.parse_json_lines(lines)
     assert [rows.row(i)["format_version"] for i in range(len(rows))] == ["v4.1", "v4.2", "v4.17"]
     assert {k: v for k, v in rows.row(1).items() if k != "format_version"} == {
         k: v for k, v in rows.row(0).items() if k != "format_version"
     }
-    assert rows.skipped == {"dump_stats": 2, "p2p_perf": 1}
+    assert rows.skipped == {"dump_stats": 2, "p2p_perf": 1, "nan_bandwidth": 1}
     assert rows.inspector_dropped == 1024
     assert rows.errors == {"missing_field": 1, "unknown_version": 2}
 
