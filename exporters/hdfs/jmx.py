@@ -86,7 +86,24 @@ def sample(doc: dict[str, Any], role: str) -> dict[str, Any]:
                 b.get("State"), str
             ):
                 row.setdefault("ha_state", b["State"])
+            if str(b.get("name", "")).endswith("name=NameNodeInfo"):
+                for attr, fld in (("LiveNodes", "live_datanodes"), ("DeadNodes", "dead_datanodes")):
+                    n = _count_nodes(b.get(attr))
+                    if n is not None:
+                        row.setdefault(fld, n)  # FSNamesystemState's count, when present, wins
     return row
+
+
+def _count_nodes(value: Any) -> int | None:
+    """How many DataNodes a NameNodeInfo node list (a JSON object inside a string) names; None
+    when it is absent or not such a list (live_nodes says why, for discovery)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        nodes = json.loads(value)
+    except ValueError:
+        return None
+    return len(nodes) if isinstance(nodes, dict) else None
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,34 @@ def test_jmx_capture(role: str) -> None:
     assert {k: s.get(k, ABSENT) for k in JMX_CAPTURES[role]} == JMX_CAPTURES[role]
 
 
+def test_namenode_info_alone_fills_the_namenode_fields() -> None:
+    """A `?qry=...NameNodeInfo` scrape (a real Hadoop 3.1.3 one): NameNodeInfo's names for the
+    numbers FSNamesystem carries, and the DataNodes its LiveNodes / DeadNodes list."""
+    doc = json.loads((FIX / "namenode_info_only_hadoop313.jmx.json").read_text())
+    assert jmx.role_of(doc) == "namenode"
+    s = jmx.sample(doc, "namenode")
+    assert s == {
+        "missing_blocks": 0,
+        "blocks": 0,
+        "files": 1,
+        "capacity_total_bytes": 62725623808,
+        "capacity_used_bytes": 24576,
+        "capacity_remaining_bytes": 55830482944,
+        "live_datanodes": 1,
+        "dead_datanodes": 0,
+    }
+    # beside FSNamesystem / FSNamesystemState (a full /jmx), theirs win
+    full = json.loads((FIX / "namenode.jmx.json").read_text())
+    info = next(b for b in full["beans"] if b["name"].endswith("name=NameNodeInfo"))
+    fsn = next(b for b in full["beans"] if b["name"].endswith("name=FSNamesystem"))
+    mixed = {"beans": [dict(info, Total=1, TotalFiles=2), fsn]}
+    s = jmx.sample(mixed, "namenode")
+    assert (s["capacity_total_bytes"], s["files"]) == (fsn["CapacityTotal"], fsn["FilesTotal"])
+    assert s["live_datanodes"] == len(json.loads(info["LiveNodes"]))
+    broken = {"beans": [{"name": "Hadoop:service=NameNode,name=NameNodeInfo", "LiveNodes": "{"}]}
+    assert "live_datanodes" not in jmx.sample(broken, "namenode")
+
+
 def test_namenode_jmx_lists_live_datanodes() -> None:
     doc = json.loads((FIX / "namenode.jmx.json").read_text())
     nodes = jmx.live_nodes(doc)
