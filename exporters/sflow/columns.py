@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exporters.sflow.decode import MAX_VLAN, ROCEV2_PORT
+from exporters.sflow.decode import INTERNAL, MAX_VLAN, ROCEV2_PORT
 
 _VLAN_TPIDS = (0x8100, 0x88A8, 0x9100)
 _PAD = 64  # zero bytes after the buffer: a clamped gather past the end reads zeros
@@ -83,7 +83,11 @@ def _iface_names(
     out = []
     for k in uniq.tolist():
         a, c, v = k >> 34, (k >> 32) & 3, k & 0xFFFFFFFF
-        text = str(v) if c == 0 else ("discard" if c == 1 else "multiple")
+        text = (
+            ("internal" if v == INTERNAL else str(v))
+            if c == 0
+            else ("discard" if c == 1 else "multiple")
+        )
         out.append(agents[a].names.get(v, text) if named or c == 0 else text)
     return pc.take(pa.array(out, type=pa.string()), pa.array(inv.reshape(-1)))
 

@@ -73,10 +73,14 @@ class DecodeError(ValueError):
         self.reason = reason
 
 
+INTERNAL = 0x3FFFFFFF  # format 0's largest value: the device itself, not one of its interfaces
+
+
 def _iface(fmt: int, value: int) -> str:
-    """An interface as sFlow describes it: an ifIndex, a discard, or 'multiple' (fan-out)."""
+    """An interface as sFlow describes it: an ifIndex, 'internal' (traffic from or to the device
+    itself: its CPU), a discard, or 'multiple' (fan-out)."""
     if fmt == 0:
-        return str(value)
+        return "internal" if value == INTERNAL else str(value)
     if fmt == 1:
         return "discard"
     return "multiple"

@@ -80,6 +80,8 @@ def _built() -> list[bytes]:
         E.flow_sample(roce[:128], rate=4096, frame_length=4158, input=1, output=7),
         E.flow_sample(E.rocev2_frame("10.0.0.9", "10.0.0.8", 5, vlan=300)[:96], vlan=12),
         E.flow_sample(roce[:60], vlan=44, expanded=True, input=2, output=3),
+        E.flow_sample(roce[:64], input=0x3FFFFFFF, output=7),  # from the switch itself
+        E.flow_sample(roce[:64], input=2, output=0x3FFFFFFF, expanded=True),  # to it
         E.flow_sample(_qinq(roce, 0, 0x0ABC)[:128], rate=2),
         E.flow_sample(_qinq(roce, 0x0123, 0x0456)[:128]),
         E.flow_sample(bytes(tcp[:80])),
@@ -151,7 +153,8 @@ def test_built_datagrams_same_rows() -> None:
         0x0ABC,
         0x0123,
     }  # a tag wins over extended switch
-    assert {f["in_port"] for f in flows} >= {"Ethernet0", "discard"}
+    assert {f["in_port"] for f in flows} >= {"Ethernet0", "discard", "internal"}
+    assert "internal" in {f["out_port"] for f in flows}  # sFlow's 0x3FFFFFFF: the device itself
 
 
 def test_mutated_and_random_datagrams_counted_the_same() -> None:
