@@ -25,7 +25,9 @@ IFNAMSIZ = 16
 # this is a broken reply, refused before sizing the string and value buffers by it.
 MAX_STATS = 1 << 16
 
-_LINE = re.compile(r"^\s*([^:]+?):\s*(-?\d+)\s*$")
+# name: value, the value after the last colon: be2net and bnx2x name per-queue statistics
+# "rxq0: rx_bytes" and "[0]: rx_bytes" (the ioctl's string table holds those names as they are)
+_LINE = re.compile(r"^\s*(.+?):\s*(-?\d+)\s*$")
 
 
 class EthtoolError(Exception):

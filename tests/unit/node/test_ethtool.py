@@ -26,6 +26,26 @@ def test_real_mlx5_capture_exact_values() -> None:
     assert len(s) == 23
 
 
+def test_names_with_a_colon_in_them() -> None:
+    """be2net (a real capture) names its per-queue statistics "rxq0: rx_bytes", bnx2x
+    "[0]: rx_bytes": the value is after the last colon, the name is the rest, as the ioctl's
+    string table has it; what railscope's own captures write reads back the same."""
+    s = parse_ethtool_s(
+        (FIXTURES / "ethtool" / "be2net_oneconnect_netutils_issue208_partial.txt").read_text()
+    )
+    assert s["rxq0: rx_bytes"] == 176801830924270
+    assert s["rxq0: rx_post_fail"] == 0
+    assert s["rx_in_range_errors"] == 1430
+    assert len(s) == 44
+    stats = {"[0]: rx_bytes": 209487403324, "[0]: rx_ucast_packets": 194386668, "rx_bytes": 7}
+    assert (
+        parse_ethtool_s("NIC statistics:\n" + "".join(f"     {k}: {v}\n" for k, v in stats.items()))
+        == stats
+    )
+    with pytest.raises(EthtoolError):
+        parse_ethtool_s("     rxq0: rx_bytes: 12abc\n")
+
+
 def test_malformed_line_is_an_error_naming_it() -> None:
     with pytest.raises(EthtoolError, match=r"x\.txt:3: not 'name: integer'") as e:
         parse_ethtool_s(
