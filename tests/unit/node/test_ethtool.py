@@ -58,6 +58,39 @@ def test_missing_capture_is_nothing(tmp_path: Path) -> None:
     assert TextEthtool(tmp_path).stats("eth9") == {}
 
 
+def test_intel_ice_priority_names(problems) -> None:  # type: ignore[no-untyped-def]
+    """Intel's ice driver (E810, irdma RoCE) names per-priority PFC `rx_priority_3_xoff.nic`
+    (ice_ethtool.c; its out-of-tree build can say `port-rx-xoff_prio-3_events`): XOFF frames
+    are the pauses, XON frames are not counted as pauses."""
+
+    class Ice:
+        def stats(self, netdev: str) -> dict[str, int]:
+            out = {
+                f"{d}_priority_{p}_{k}.nic": 0
+                for d in ("rx", "tx")
+                for p in range(8)
+                for k in ("xon", "xoff")
+            }
+            out.update(
+                {
+                    "rx_priority_3_xoff.nic": 700,
+                    "rx_priority_3_xon.nic": 650,
+                    "tx_priority_3_xoff.nic": 40,
+                }
+            )
+            return out if netdev == "ens5np0" else {"port-rx-xoff_prio-3_events": 9}
+
+    nic, prio = RdmaCollector(NODE8, "n", Ice()).collect(1, problems)
+    assert problems.items == []
+    p3 = next(r for r in prio if r["netdev"] == "ens5np0" and r["priority"] == 3)
+    assert (p3["rx_pause_total"], p3["tx_pause_total"]) == (700, 40)
+    assert len([r for r in prio if r["netdev"] == "ens5np0"]) == 8
+    n4 = next(r for r in nic if r["netdev"] == "ens5np0")
+    assert (n4["pfc_rx_pause_total"], n4["pfc_tx_pause_total"]) == (700, 40)
+    other = next(r for r in prio if r["netdev"] != "ens5np0" and r["priority"] == 3)
+    assert other["rx_pause_total"] == 9 and "tx_pause_total" not in other
+
+
 def test_per_priority_rows_and_nic_aggregates(problems) -> None:
     c = RdmaCollector(NODE8, "n", TextEthtool(NODE8 / "ethtool"))
     nic, prio = c.collect(1, problems)
