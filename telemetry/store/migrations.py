@@ -260,6 +260,11 @@ MIGRATIONS: list[Migration] = [
         "inventory changes",
         create_tables(lambda: MIGRATION_14_TABLES),
     ),
+    Migration(
+        15,
+        "nic_samples: link-level (802.3x) pause frames and pause time, received and sent",
+        alter_columns(lambda: MIGRATION_15_COLUMNS),
+    ),
 ]
 
 
@@ -1797,6 +1802,31 @@ MIGRATION_12_ROLLUPS: tuple[Rollup, ...] = (
        count() AS `flows`, sum(`bytes`) AS `bytes`
 FROM {{source}}
 GROUP BY `cluster`, `src_namespace`, `src_job`, `switch`, `out_port`, `bucket`""",
+    ),
+)
+
+
+# Migration 15: link-level pause on NICs (exporters/node/nic_counters.csv names the drivers').
+MIGRATION_15_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    (
+        "nic_samples",
+        "ADD",
+        "`global_rx_pause_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Link-level (802.3x) pause frames received.' AFTER `pfc_rx_pause_duration_seconds_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`global_tx_pause_total` Nullable(UInt64) CODEC(ZSTD(1)) COMMENT 'Link-level (802.3x) pause frames sent.' AFTER `global_rx_pause_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`global_rx_pause_duration_seconds_total` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Time the port was paused by received link-level pause frames.' AFTER `global_tx_pause_total`",
+    ),
+    (
+        "nic_samples",
+        "ADD",
+        "`global_tx_pause_duration_seconds_total` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Time the port paused its peer with link-level pause frames.' AFTER `global_rx_pause_duration_seconds_total`",
     ),
 )
 

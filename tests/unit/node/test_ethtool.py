@@ -91,6 +91,31 @@ def test_intel_ice_priority_names(problems) -> None:  # type: ignore[no-untyped-
     assert other["rx_pause_total"] == 9 and "tx_pause_total" not in other
 
 
+def test_link_level_pause(problems) -> None:  # type: ignore[no-untyped-def]
+    """A real mlx5 port that sent 5.7 M link-level (802.3x) pause frames and no PFC: the global
+    pause counters and time are on nic_sample; PFC stays absent (not 0: the driver printed no
+    per-priority pause line)."""
+    real = parse_ethtool_s(
+        (FIXTURES / "ethtool" / "mlx5_ethtool_S_global_pause_bpf_list_kernel5.15.txt").read_text()
+    )
+
+    class One:
+        def stats(self, netdev: str) -> dict[str, int]:
+            return (
+                real if netdev == "ens5np0" else {"link_xoff_rx.nic": 12, "port-tx-xoff_events": 3}
+            )
+
+    nic, _ = RdmaCollector(NODE8, "n", One()).collect(1, problems)
+    assert problems.items == []
+    n = next(r for r in nic if r["netdev"] == "ens5np0")
+    assert n["global_tx_pause_total"] == 5745042
+    assert n["global_tx_pause_duration_seconds_total"] == pytest.approx(771.10381)
+    assert n.get("global_rx_pause_total") is None and n.get("pfc_tx_pause_total") is None
+    assert n["rx_discards_phy_total"] == 58591428329
+    ice = next(r for r in nic if r["netdev"] != "ens5np0")  # Intel ice's names
+    assert (ice["global_rx_pause_total"], ice["global_tx_pause_total"]) == (12, 3)
+
+
 def test_per_priority_rows_and_nic_aggregates(problems) -> None:
     c = RdmaCollector(NODE8, "n", TextEthtool(NODE8 / "ethtool"))
     nic, prio = c.collect(1, problems)
