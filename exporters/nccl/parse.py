@@ -9,6 +9,7 @@ See docs/nccl.md for the format and ../shared/data/nccl/README.md for its descri
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable
@@ -240,6 +241,35 @@ def parse_json_lines(lines: Iterable[str | bytes], rows: Rows | None = None) -> 
             )
         )  # fmt: skip
     return rows
+
+
+def compact_objects(text: str) -> list[str]:
+    """A file of JSON objects laid out over several lines each (the Inspector README's examples,
+    or a dump passed through `jq .`) as one compact line per object, for parse_json_lines.
+    What does not decode is kept from there on as one piece, counted once as malformed (where the
+    next object would start is not guessed)."""
+    dec = json.JSONDecoder()
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and text[i].isspace():
+            i += 1
+        if i >= n:
+            break
+        try:
+            obj, i = dec.raw_decode(text, i)
+        except ValueError:
+            out.append(text[i:].strip())
+            break
+        out.append(json.dumps(obj, separators=(",", ":")))
+    return out
+
+
+def pretty_printed(head: bytes) -> bool:
+    """Whether a JSON file's first line is a lone `{` (objects laid out over lines), which the
+    plugin itself never writes (one compact object per line)."""
+    first = head.lstrip().split(b"\n", 1)[0]
+    return first.strip() == b"{"
 
 
 # --- Prometheus textfile ------------------------------------------------------------------------

@@ -185,7 +185,12 @@ class NcclSource(BaseSource):
             try:
                 if kind == "json":
                     with f.open("rb") as fh:
-                        parse.parse_json_lines(fh, rows)
+                        if parse.pretty_printed(fh.read(_SNIFF_BYTES)):
+                            text = f.read_text(errors="replace")
+                            parse.parse_json_lines(parse.compact_objects(text), rows)
+                        else:
+                            fh.seek(0)
+                            parse.parse_json_lines(fh, rows)
                 elif kind == "prom":
                     self._read_prom(f, rows)
             except OSError as e:

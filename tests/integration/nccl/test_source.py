@@ -118,6 +118,16 @@ def test_dump_stats_drops_are_reported(tmp_path: Path, caplog: pytest.LogCapture
     assert "dropped 30 collective record(s)" in caplog.text
 
 
+def test_a_pretty_printed_capture_is_read(tmp_path: Path) -> None:
+    """--from a file whose objects are laid out over lines (as the Inspector README prints them):
+    every collective read, nothing counted as malformed."""
+    f = tmp_path / "readme-example.json"
+    f.write_text("\n".join(json.dumps(json.loads(line(sn)), indent=2) for sn in (1, 2, 3)))
+    src = NcclSource(NcclConfig(node_name="node-a"), from_path=str(f))
+    assert [r["coll_sn"] for r in rows(src.collect())] == [1, 2, 3]
+    assert src.stats.errors == {}
+
+
 @pytest.fixture
 def training_process() -> Iterator[int]:
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])

@@ -200,6 +200,22 @@ def test_later_v4_formats_are_read_and_their_other_records_skipped() -> None:
     assert rows.errors == {"missing_field": 1, "unknown_version": 2}
 
 
+def test_objects_laid_out_over_lines() -> None:
+    """The Inspector README's examples (and `jq .` of a dump) lay each object over many lines:
+    read as one compact line per object; a broken object at the end is one malformed line."""
+    docs = [json.loads(GOOD), _v42(json.loads(GOOD))]
+    text = "\n".join(json.dumps(d, indent=2) for d in docs)
+    assert parse.pretty_printed(text.encode()) and not parse.pretty_printed(GOOD.encode())
+    broken = json.dumps(docs[0], indent=2)[:-40]
+    lines = parse.compact_objects(text + "\n\n" + broken)
+    assert len(lines) == 3 and "\n" in lines[2]
+    rows = parse.parse_json_lines(lines)
+    assert [rows.row(i) for i in range(len(rows))] == [
+        parse.parse_json_lines([json.dumps(d)]).row(0) for d in docs
+    ]
+    assert rows.errors == {"malformed_json": 1}
+
+
 def test_size_bucket_and_message_size() -> None:
     assert [parse.size_bucket(n) for n in (0, 1, 1000, 1024, 3 << 20, 1 << 30, 5 << 30)] == [
         "0B",
