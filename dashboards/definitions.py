@@ -480,6 +480,20 @@ ORDER BY max_over_mean DESC LIMIT 50"""
                 unit="pps",
             ),
             prom(
+                "NIC link-level (802.3x) pauses, sent and received (exporter, per node)",
+                [
+                    (
+                        'sum by (node) (rate(railscope_nic_global_tx_pause_total{cluster="$cluster"}[2m]))',
+                        "{{node}} sent",
+                    ),
+                    (
+                        'sum by (node) (rate(railscope_nic_global_rx_pause_total{cluster="$cluster"}[2m]))',
+                        "{{node}} received",
+                    ),
+                ],
+                unit="pps",
+            ),
+            prom(
                 "ECMP max/mean (switch exporter)",
                 [
                     (
