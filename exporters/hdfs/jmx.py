@@ -88,9 +88,11 @@ def sample(doc: dict[str, Any], role: str) -> dict[str, Any]:
                 row.setdefault("ha_state", b["State"])
             if str(b.get("name", "")).endswith("name=NameNodeInfo"):
                 for attr, fld in (("LiveNodes", "live_datanodes"), ("DeadNodes", "dead_datanodes")):
+                    if fld in row:  # FSNamesystemState's count wins: no node list parsed
+                        continue
                     n = _count_nodes(b.get(attr))
                     if n is not None:
-                        row.setdefault(fld, n)  # FSNamesystemState's count, when present, wins
+                        row[fld] = n
     return row
 
 
