@@ -116,6 +116,51 @@ def test_link_level_pause(problems) -> None:  # type: ignore[no-untyped-def]
     assert (ice["global_rx_pause_total"], ice["global_tx_pause_total"]) == (12, 3)
 
 
+def test_broadcom_bnxt_names(problems) -> None:  # type: ignore[no-untyped-def]
+    """Broadcom's bnxt_en (Thor, bnxt_re RoCE) names, from the kernel's bnxt_ethtool.c: per
+    priority `rx_pfc_ena_frames_pri3` and `pfc_pri3_rx_duration_us`, link-level
+    `rx_pause_frames`. `rx_pfc_frames` (all priorities), the transitions (both directions, where
+    mlx5 counts one) and `rx_bytes_pri3` (the CoS queue priority 3 maps to, shared with every
+    priority on that queue) are not priority 3's pauses or bytes and are not read."""
+
+    class Bnxt:
+        def stats(self, netdev: str) -> dict[str, int]:
+            out: dict[str, int] = {"rx_pause_frames": 0, "tx_pause_frames": 0}
+            for d in ("rx", "tx"):
+                out[f"{d}_pfc_frames"] = 9999
+                for p in range(8):
+                    out[f"{d}_pfc_ena_frames_pri{p}"] = 0
+                    out[f"pfc_pri{p}_{d}_duration_us"] = 0
+                    out[f"pfc_pri{p}_{d}_transitions"] = 5555
+                    out[f"{d}_bytes_pri{p}"] = out[f"{d}_packets_pri{p}"] = 7777
+                    out[f"{d}_bytes_cos{p}"] = out[f"{d}_packets_cos{p}"] = 7777
+            out.update(
+                {
+                    "rx_pfc_ena_frames_pri3": 1200,
+                    "tx_pfc_ena_frames_pri3": 30,
+                    "pfc_pri3_rx_duration_us": 2_500_000,
+                    "rx_pause_frames": 17,
+                }
+            )
+            return out if netdev == "ens5np0" else {"tx_pauseframes": 4}  # Emulex be2net
+
+    nic, prio = RdmaCollector(NODE8, "n", Bnxt()).collect(1, problems)
+    assert problems.items == []
+    mine = [r for r in prio if r["netdev"] == "ens5np0"]
+    assert len(mine) == 8
+    p3 = next(r for r in mine if r["priority"] == 3)
+    assert (p3["rx_pause_total"], p3["tx_pause_total"]) == (1200, 30)
+    assert p3["rx_pause_duration_seconds_total"] == pytest.approx(2.5)
+    for field in ("rx_bytes_total", "rx_packets_total", "rx_pause_transitions_total"):
+        assert field not in p3, field
+    n = next(r for r in nic if r["netdev"] == "ens5np0")
+    assert (n["pfc_rx_pause_total"], n["pfc_tx_pause_total"]) == (1200, 30)
+    assert n["pfc_rx_pause_duration_seconds_total"] == pytest.approx(2.5)
+    assert (n["global_rx_pause_total"], n["global_tx_pause_total"]) == (17, 0)
+    be2 = next(r for r in nic if r["netdev"] != "ens5np0")
+    assert be2["global_tx_pause_total"] == 4 and be2.get("global_rx_pause_total") is None
+
+
 def test_per_priority_rows_and_nic_aggregates(problems) -> None:
     c = RdmaCollector(NODE8, "n", TextEthtool(NODE8 / "ethtool"))
     nic, prio = c.collect(1, problems)
