@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from telemetry.correlate import lease_index
-from telemetry.correlate.lease_index import KEYS, NUM_AT, read_sql
+from telemetry.correlate.lease_index import KEYS, num, read_sql, segments_sql
 from telemetry.records import ATTRIBUTED_FLOW
 from telemetry.store import time_range
 
@@ -156,10 +156,11 @@ def _lca(depth: int) -> str:
 def _segment_of(end: str, ip: str) -> str:
     """The columns that find a flow end's segment (`{end}_id`, 1-based into the sorted segment
     arrays, 0 for none): the IP's first segment and count (`IPV`: first << 32 | count) by a
-    hash lookup on the IP, then how many of its starts are <= t (a slice of a few)."""
+    hash lookup on the IP, then how many of its starts are <= t (a slice of a few; the starts are
+    NUM's first SEGS values)."""
     return f"""transform({ip}, IPK, IPV, toUInt64(0)) AS {end}_v,
              toUInt32(bitShiftRight({end}_v, 32)) AS {end}_f,
-             arrayCount(x -> x <= t, arraySlice(SS, {end}_f, bitAnd({end}_v, 4294967295))) AS {end}_c,
+             arrayCount(x -> x <= t, arraySlice(NUM, {end}_f, bitAnd({end}_v, 4294967295))) AS {end}_c,
              if({end}_c = 0, toUInt32(0), {end}_f + {end}_c - 1) AS {end}_id"""
 
 
@@ -190,9 +191,8 @@ def attribute_sql(ctx: Context, depth: int = 0, codes: PathCodes | None = None) 
         )
         # per node: its k-th HyperNode ancestor from its root (1-based into hn), 0 none
         per_node = f"(SELECT [{ancestors}]) AS AN"
-    at = NUM_AT
     keys = ", ".join(
-        f"toLowCardinality(toUInt32(NUM[{at[key]}][{p}_id])) AS {p}_{key}"
+        f"toLowCardinality(toUInt32({num(key, f'{p}_id')})) AS {p}_{key}"
         for p in "sd"
         for key in KEYS
     )
@@ -204,7 +204,7 @@ def attribute_sql(ctx: Context, depth: int = 0, codes: PathCodes | None = None) 
     for side in ("src", "dst"):
         p = side[0]
         out[f"{side}_pod"] = f"POD[{p}_id]"
-        out[f"{side}_rail"] = f"toInt64(NUM[{at['rail1']}][{p}_id]) - 1"
+        out[f"{side}_rail"] = f"toInt64({num('rail1', f'{p}_id')}) - 1"
         for key, cols in KEYS.items():
             for i, c in enumerate(cols, 1):
                 out[f"{side}_{c}"] = f"K_{key}[{i}][{p}_{key}]"
@@ -219,13 +219,13 @@ INSERT INTO {ctx.table("attributed_flow")} ({", ".join(out)})
 WITH splitByChar('\\x1e', {{nodes:String}}) AS NODES,  -- per node: node US su US idc US HyperNodes
 -- the lease index (lease_index.py): constants, each read once in a subquery of its own
 {read_sql(ctx)},
-NUM[1] AS SS,
+{segments_sql()},
 {per_node}
 SELECT {select}
 FROM (SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, bytes,
              toUnixTimestamp64Milli(ts) AS t, {_segment_of("s", "src_ip")},
              {_segment_of("d", "dst_ip")},
-             toUInt32(NUM[{at["nidx"]}][s_id]) AS s_node, toUInt32(NUM[{at["nidx"]}][d_id]) AS d_node,
+             toUInt32({num("nidx", "s_id")}) AS s_node, toUInt32({num("nidx", "d_id")}) AS d_node,
              {keys}
       FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")})
 SETTINGS {", ".join(settings)}"""

@@ -186,10 +186,28 @@ def nic_sql(ctx: Context) -> str:
         GROUP BY node, rail, nic, port"""
 
 
-# NUM[i]: per segment, the i-th of these (s: start in ms; rail1: rail + 1, 0 unknown; nidx: the
-# node's position in the `nodes` parameter; then the three keys of KEYS)
+# numbers[i]: per segment, the i-th of these (s: start in ms; rail1: rail + 1, 0 unknown; nidx:
+# the node's position in the `nodes` parameter; then the three keys of KEYS). read_sql gives
+# them to a query flattened, one after the other, as NUM: see num().
 NUMERIC = ("s", "rail1", "nidx", *KEYS)
 NUM_AT = {c: i for i, c in enumerate(NUMERIC, 1)}
+
+
+def num(field: str, seg: str) -> str:
+    """SQL: `field` (of NUMERIC) of segment `seg` (1-based; 0 = none, which reads 0) in NUM.
+    NUM is the stored arrays flattened: a constant indexed by a column is looked up as it is,
+    where `numbers[3]` of the nested constant is folded into a constant of its own, about 8 ms
+    per use at 100,000 segments, whatever the number of flows (0.08 s of a 0.16 s query over a
+    few hundred flows)."""
+    k = NUM_AT[field] - 1
+    if k == 0:
+        return f"NUM[{seg}]"
+    return f"NUM[({k} * SEGS + {seg}) * ({seg} != 0)]"
+
+
+def segments_sql() -> str:
+    """The WITH item binding SEGS, the number of segments, for num()."""
+    return f"intDiv(length(NUM), {len(NUMERIC)}) AS SEGS"
 
 
 def _index(ctx: Context) -> str:
@@ -285,7 +303,8 @@ def ensure(ctx: Context, params: dict[str, Any]) -> tuple[int, bool]:
 
 
 def read_sql(ctx: Context) -> str:
-    """The WITH items that bind ARRAYS' names to the index row filed under `{fp:UInt64}`. Each
+    """The WITH items that bind ARRAYS' names to the index row filed under `{fp:UInt64}`
+    (`numbers` flattened: num()). Each
     is a scalar subquery of its own (read once per query, a constant), and each fails the query
     when the row is gone (replaced by another window's build, then merged away, between
     `ensure` and this read) instead of looking every flow up in nothing."""
@@ -294,7 +313,9 @@ def read_sql(ctx: Context) -> str:
         "AND fingerprint = {fp:UInt64} AND since <= {ws:DateTime64(3, 'UTC')}"
     )
     gone = "'the attribution index row was replaced by another build: retried next tick'"
+    value = {"numbers": "arrayFlatten(argMax(numbers, built_at))"}
     return ",\n".join(
-        f"(SELECT if(throwIf(count() = 0, {gone}) = 0, argMax({col}, built_at), []) {where}) AS {name}"
+        f"(SELECT if(throwIf(count() = 0, {gone}) = 0, "
+        f"{value.get(col, f'argMax({col}, built_at)')}, []) {where}) AS {name}"
         for col, name in ARRAYS.items()
     )
