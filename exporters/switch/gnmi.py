@@ -21,6 +21,7 @@ import random
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from pathlib import Path
@@ -457,8 +458,14 @@ def _fmt(elems: list[tuple[str, dict[str, str]]]) -> str:
 
 # -- SONiC telemetry ---------------------------------------------------------------------------
 class SonicGnmi(_Stream):
-    """SONiC's telemetry service: COUNTERS_DB name maps read once (Get), `COUNTERS/Ethernet*`
-    and `COUNTERS/Ethernet*/Queues` SAMPLEd, APPL_DB `PORT_TABLE` / `LLDP_ENTRY_TABLE` ON_CHANGE.
+    """SONiC's telemetry service: COUNTERS_DB name maps and CONFIG_DB `PORT` read once (Get),
+    `COUNTERS/Ethernet*` and `COUNTERS/Ethernet*/Queues` SAMPLEd, APPL_DB `PORT_TABLE` /
+    `LLDP_ENTRY_TABLE` ON_CHANGE.
+
+    The telemetry service keys those answers by each port's vendor alias (CONFIG_DB
+    `PORT|<name>` `alias`: `etp1`, `Ethernet1/1`), not by the SONiC name the name maps use
+    (sonic-gnmi virtual_db.go v2rEthPortStats, v2rEthPortQueStats): the keys are turned back
+    into SONiC names as each update arrives.
 
     An update's decoded JSON is kept as it came (port or queue name -> SAI counter hash): no
     per-value work when it arrives. A poll reads the cache column by column through
@@ -491,6 +498,10 @@ class SonicGnmi(_Stream):
         self._ports: tuple[list[str], list[str]] = ([], [])
         self._queues: tuple[list[Any], ...] = ([], [], [], [], [])
         self._bad_queues: list[tuple[str, str]] = []
+        # the port and queue names as the switch keys its answers (the vendor alias in place of
+        # the port name), in the name maps' order, and back: key as sent -> SONiC name
+        self._wire: dict[str, list[str]] = {"port": [], "queue": []}
+        self._unwire: dict[str, str] = {}
         # lldp_link columns of `appl` (None: to be read); APPL_DB changes on change only
         self._lldp: dict[str, list[Any]] | None = None
         # the ports' (up, speed_bps) columns from PORT_TABLE, for the port names they were read
@@ -540,12 +551,47 @@ class SonicGnmi(_Stream):
             self.sample_paths = SONIC_SAMPLE
         return True
 
+    async def _aliases(self, md: list[tuple[str, str]]) -> dict[str, str]:
+        """SONiC port name -> its vendor alias, from CONFIG_DB `PORT` (the ports whose alias
+        differs from the name; an alias two ports share, or that is another port's name, is
+        left out: it would name either). A switch that does not let CONFIG_DB be read: none,
+        said once per session."""
+        import grpc
+
+        try:
+            notes = await self._get(md, "CONFIG_DB", ("PORT",))
+        except grpc.aio.AioRpcError as e:
+            transport = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                         grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAUTHENTICATED)  # fmt: skip
+            if e.code() in transport:
+                raise
+            log.warning(
+                "switch %s: gNMI %s did not give CONFIG_DB PORT (%s: %s): ports are matched "
+                "by their SONiC names; a telemetry service that keys COUNTERS by vendor alias "
+                "will show them as missing_counters",
+                self.name, self.cfg.address, e.code().name, e.details(),
+            )  # fmt: skip
+            return {}
+        out: dict[str, str] = {}
+        for n in notes:
+            for elems, v in self._decoded(n):
+                if [e[0] for e in elems] != ["PORT"] or not isinstance(v, dict):
+                    continue
+                for key, h in v.items():
+                    name = str(key).removeprefix("PORT|")
+                    alias = h.get("alias") if isinstance(h, dict) else None
+                    if isinstance(alias, str) and alias and alias != name:
+                        out[name] = alias
+        twice = {a for a, k in Counter(out.values()).items() if k > 1}
+        return {n: a for n, a in out.items() if a not in twice and a not in out}
+
     async def _prepare(self, md: list[tuple[str, str]]) -> None:
         maps: dict[str, dict[str, str]] = {}
         for n in await self._get(md, "COUNTERS_DB", SONIC_MAPS):
             for elems, v in self._decoded(n):
                 if len(elems) == 1 and isinstance(v, dict):
                     maps[elems[0][0]] = {str(k): _str(x) for k, x in v.items()}
+        alias = await self._aliases(md)
         pmap = maps.get(C.PORT_NAME_MAP, {})
         qtype, qindex = maps.get(C.QUEUE_TYPE_MAP, {}), maps.get(C.QUEUE_INDEX_MAP, {})
         queues: tuple[list[Any], ...] = ([], [], [], [], [])  # name, port, index, type, key
@@ -571,10 +617,20 @@ class SonicGnmi(_Stream):
             for c, v in zip(queues, row, strict=True):
                 c.append(v)
         ports = sorted(pmap.items(), key=lambda kv: C._natural(kv[0]))
+        names = {"port": [n for n, _ in ports], "queue": queues[0]}
+        wire = {
+            "port": [alias.get(n, n) for n in names["port"]],
+            "queue": [
+                f"{alias.get(p, p)}:{q.rpartition(':')[2]}"
+                for q, p in zip(queues[0], queues[1], strict=True)
+            ],
+        }
+        unwire = {w: n for k in wire for w, n in zip(wire[k], names[k], strict=True) if w != n}
         with self.lock:
             self.maps = maps
-            self._ports = ([n for n, _ in ports], [f"COUNTERS:{o}" for _, o in ports])
+            self._ports = (names["port"], [f"COUNTERS:{o}" for _, o in ports])
             self._queues = queues
+            self._wire, self._unwire = wire, unwire
             self._bad_queues = bad
             for kind in ("port", "queue"):  # its block was read in the old maps' order
                 self._materialize(kind)
@@ -610,6 +666,7 @@ class SonicGnmi(_Stream):
         groups = {port: value} if port is not None and not queues else value
         if not all(type(h) is dict for h in groups.values()):
             return False
+        groups = self._named(groups)
         kind = "queue" if queues else "port"
         self._materialize(kind)  # an update read by _take before this one goes first
         # the hashes are kept whole, never edited: a poll reads them without a copy; their
@@ -626,6 +683,11 @@ class SonicGnmi(_Stream):
         )
         self._block[kind] = cols
         return True
+
+    def _named(self, d: dict[str, Any]) -> dict[str, Any]:
+        """An answer's {port or queue key as the switch sent it: ...} keyed by SONiC names."""
+        un = self._unwire
+        return {un.get(k, k): v for k, v in d.items()} if un else d
 
     def _take(self, elems: list[tuple[str, dict[str, str]]], val: Any, ts_ms: int) -> bool:
         """A whole `COUNTERS/Ethernet*` or `COUNTERS/Ethernet*/Queues` update read straight into
@@ -645,7 +707,7 @@ class SonicGnmi(_Stream):
         raw = getattr(val, which)
         if not isinstance(raw, bytes):
             raw = raw.encode()
-        names = self._queues[0] if kind == "queue" else self._ports[0]
+        names = self._wire[kind]  # the keys as the switch sends them
         if not names or not raw.isascii():  # ASCII: no UTF-8 for msgspec to judge otherwise
             return False
         reader = self._readers.get(kind)
@@ -657,7 +719,9 @@ class SonicGnmi(_Stream):
         top, cols, wd = got
         with self.lock:
             self._pending[kind] = raw
-            (self.queue_ts if kind == "queue" else self.port_ts).update(dict.fromkeys(top, ts_ms))
+            (self.queue_ts if kind == "queue" else self.port_ts).update(
+                dict.fromkeys(self._named(top), ts_ms)
+            )
             self.values += len(top)
             self._block[kind] = cols
             if kind == "queue":
@@ -671,7 +735,9 @@ class SonicGnmi(_Stream):
             return
         self._pending[kind] = None
         # _take read it: JSON objects of objects (json.loads takes what orjson may refuse)
-        (self.queue_h if kind == "queue" else self.port_h).update(_json(raw, "json_ietf_val"))
+        (self.queue_h if kind == "queue" else self.port_h).update(
+            self._named(_json(raw, "json_ietf_val"))
+        )
 
     def _apply_field(self, field: str, value: dict[str, Any], ts_ms: int) -> bool:
         """`COUNTERS/Ethernet*/<field>` -> {port: {field: "n"}} (ports without the counter left
@@ -679,6 +745,7 @@ class SonicGnmi(_Stream):
         every port is there (or none: a counter this switch model lacks)."""
         if not all(type(h) is dict for h in value.values()):
             return False
+        value = self._named(value)
         self._field_seen = True
         self.field_h[field] = value
         self.field_ts[field] = ts_ms

@@ -10,13 +10,16 @@ Behaviours a test can ask for: `users` (username/password metadata checked), `be
 "ok" | "hang" (takes the call, never answers) | "garbage" (counters that are not JSON / not
 numbers) | "no_stream" (STREAM refused: UNIMPLEMENTED) | "no_subscribe" (Subscribe refused) |
 "no_fields" (`COUNTERS/Ethernet*/<counter>` refused: NOT_FOUND, as a telemetry service without
-that virtual path would),
+that virtual path would) | "no_config" (a Get of CONFIG_DB refused: NOT_FOUND),
 `stop_after` (samples sent in all before the target goes silent), and TLS credentials;
 `rendered` renders each answer once per state and `phase_s` delays a STREAM's SAMPLEs after the
 first (bench/switch.py's targets).
 Without `set_state` times, every notification carries `base_ns` + 1 s per sample sent.
 
-As SONiC's telemetry service (sonic-gnmi): `COUNTERS/Ethernet*/<counter>` is one counter of every
+As SONiC's telemetry service (sonic-gnmi): CONFIG_DB tables are answered `{key: hash}` (`config`,
+CONFIG_DB hashes such as `PORT|Ethernet0`, default none); the COUNTERS answers are keyed by each
+port's vendor alias (CONFIG_DB `PORT|<name>` `alias`) where it has one, a queue as
+`<alias>:<index>` (virtual_db.go v2rEthPortStats, v2rEthPortQueStats); `COUNTERS/Ethernet*/<counter>` is one counter of every
 port, `{port: {counter: "n"}}` with the ports that lack it left out (virtual_db.go
 v2rEthPortFieldStats, db_client.go dbFieldMultiSubscribe), and a STREAM sends each SAMPLE path
 in a notification of its own (a goroutine per subscribed path there).
@@ -54,6 +57,7 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         appl: dict[str, Any],
         oc: dict[str, Any],
         *,
+        config: dict[str, Any] | None = None,
         users: dict[str, str] | None = None,
         behaviour: str = "ok",
         stop_after: int | None = None,
@@ -62,6 +66,13 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         phase_s: float = 0.0,
     ) -> None:
         self.counters, self.appl, self.oc = counters, appl, oc
+        self.config = config or {}
+        # SONiC port name -> vendor alias: the keys of the COUNTERS answers
+        self.alias = {
+            k[len("PORT|") :]: h["alias"]
+            for k, h in self.config.items()
+            if k.startswith("PORT|") and h.get("alias")
+        }
         # rendered: the state changes only through set_state, so each answer is rendered once
         # per state (a benchmark's targets keep up with many switches); without it, every
         # sample is rendered from the state as it is (a test may edit it in place)
@@ -128,10 +139,22 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         appl = self.appl if appl is None else appl
         e = _elems(path)
         names = [n for n, _ in e]
+        a = self.alias
+
+        def qkey(q: str) -> str:
+            port, _, idx = q.rpartition(":")
+            return f"{a.get(port, port)}:{idx}"
+
+        if target == "CONFIG_DB":
+            if len(names) == 1:
+                pre = names[0] + "|"
+                rows = {k[len(pre) :]: h for k, h in self.config.items() if k.startswith(pre)}
+                return [pb.Update(path=path, val=_json(rows))]
+            return []
         if target == "COUNTERS_DB":
             if names == ["COUNTERS", "Ethernet*"]:
                 v: Any = {
-                    p: counters[f"COUNTERS:{oid}"]
+                    a.get(p, p): counters[f"COUNTERS:{oid}"]
                     for p, oid in counters["COUNTERS_PORT_NAME_MAP"].items()
                 }
                 if self.behaviour == "garbage":
@@ -143,13 +166,13 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
                 for p, oid in counters["COUNTERS_PORT_NAME_MAP"].items():
                     h = counters.get(f"COUNTERS:{oid}", {})
                     if f in h:
-                        v[p] = {f: h[f]}
+                        v[a.get(p, p)] = {f: h[f]}
                 if self.behaviour == "garbage":
                     return [pb.Update(path=path, val=pb.TypedValue(json_ietf_val=b"{Ethernet0: "))]
                 return [pb.Update(path=path, val=_json(v))]
             if names == ["COUNTERS", "Ethernet*", "Queues"]:
                 v = {
-                    q: counters[f"COUNTERS:{oid}"]
+                    qkey(q): counters[f"COUNTERS:{oid}"]
                     for q, oid in counters["COUNTERS_QUEUE_NAME_MAP"].items()
                     if f"COUNTERS:{oid}" in counters
                 }
@@ -214,7 +237,10 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         return out
 
     def _refuses(self, target: str, paths: list[Any]) -> str | None:
-        """What a "no_fields" target says to a request naming a per-counter path."""
+        """What a "no_fields" target says to a request naming a per-counter path, and a
+        "no_config" one to any CONFIG_DB request."""
+        if self.behaviour == "no_config" and target == "CONFIG_DB":
+            return "target CONFIG_DB is not allowed for this user"
         if self.behaviour != "no_fields" or target != "COUNTERS_DB":
             return None
         for p in paths:

@@ -242,9 +242,43 @@ def test_sonic_stream_gives_the_dump_values(target: tuple[Target, int]) -> None:
     assert st["up"] == 1 and st["ports"] == 3
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # pygnmi
+@pytest.mark.parametrize("target", [{"aliases": True}], indirect=True)
+def test_fixture_keys_counters_by_vendor_alias_as_sonic_gnmi_does(
+    target: tuple[Target, int],
+) -> None:
+    """sonic-gnmi keys `COUNTERS/Ethernet*` (and its Queues and per-counter paths) by each
+    port's CONFIG_DB alias, and answers a Get of CONFIG_DB `PORT` with the table's hashes by
+    key. Checked with pygnmi's client on the sonic-utilities mock tables (Ethernet4 = etp2)."""
+    from pygnmi.client import gNMIclient
+
+    t, port = target
+    oid = t.counters["COUNTERS_PORT_NAME_MAP"]["Ethernet4"]
+    with gNMIclient(target=("127.0.0.1", port), insecure=True) as gc:
+
+        def val(target: str, path: str) -> Any:
+            got = gc.get(target=target, path=[path], encoding="json_ietf")
+            return got["notification"][0]["update"][0]["val"]
+
+        assert val("CONFIG_DB", "PORT")["Ethernet4"]["alias"] == "etp2"
+        ports = val("COUNTERS_DB", "COUNTERS/Ethernet*")
+        assert set(ports) == {"etp1", "etp2", "etp3"}
+        assert ports["etp2"] == t.counters[f"COUNTERS:{oid}"]
+        assert "etp2:3" in val("COUNTERS_DB", "COUNTERS/Ethernet*/Queues")
+        assert set(val("COUNTERS_DB", "COUNTERS/Ethernet*/SAI_PORT_STAT_IF_IN_OCTETS")) == set(
+            ports
+        )
+
+
 @pytest.mark.parametrize(
     ("target", "sonic_paths"),
-    [({}, "fields"), ({}, "whole"), ({"behaviour": "no_fields"}, "fields")],
+    [
+        ({}, "fields"),
+        ({}, "whole"),
+        ({"behaviour": "no_fields"}, "fields"),
+        ({"aliases": True}, "whole"),
+        ({"aliases": True}, "fields"),
+    ],
     indirect=["target"],
 )
 def test_redis_and_gnmi_give_the_same_records(
@@ -256,7 +290,9 @@ def test_redis_and_gnmi_give_the_same_records(
     """The two transports on the same switch state: every port, priority, queue and LLDP
     value equal (rates aside: Redis has RATES:*, gNMI derives them on the next poll), whether
     gNMI subscribes one path per counter (`sonic_paths: fields`), the whole hashes, or falls
-    back to the whole hashes from a switch that refuses the per-counter paths."""
+    back to the whole hashes from a switch that refuses the per-counter paths; and whether
+    the telemetry service keys its answers by SONiC name or, as sonic-gnmi does where CONFIG_DB
+    gives ports an alias, by vendor alias (named back by CONFIG_DB `PORT`)."""
     from exporters.switch.gnmi import SONIC_FIELD_SAMPLE
     from exporters.switch.sonic import targets_from_config
 
@@ -311,6 +347,25 @@ def test_redis_and_gnmi_give_the_same_records(
                 assert b[k][f] == v, (kind, k, f, b[k][f], v)
                 compared += 1
     assert compared > 500
+
+
+@pytest.mark.parametrize("target", [{"aliases": True, "behaviour": "no_config"}], indirect=True)
+def test_alias_keys_without_config_db_are_named_not_guessed(
+    target: tuple[Target, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A switch that keys COUNTERS by alias but does not let CONFIG_DB be read: said once, and
+    each port of the name maps is `missing_counters`; no alias becomes a port record."""
+    _, port = target
+    caplog.set_level(logging.WARNING)
+    src = _source(port)
+    try:
+        rows = _rows(src)
+    finally:
+        src.close()
+    said = [r.getMessage() for r in caplog.records if "CONFIG_DB PORT" in r.getMessage()]
+    assert len(said) == 1 and "NOT_FOUND" in said[0] and "leaf01" in said[0]
+    assert rows.get("switch_port_sample", []) == []
+    assert src.stats.errors.get("missing_counters") == 3
 
 
 def test_openconfig_dialect(target: tuple[Target, int]) -> None:
