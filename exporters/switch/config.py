@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from telemetry.config import SourceConfig
 
@@ -50,6 +50,13 @@ class GnmiConfig(BaseModel):
         "qos/interfaces/interface/pfc/pfc-priorities (openconfig-qos-ext, Enterprise SONiC's "
         "management framework); off: a switch without that model may refuse the Subscribe",
     )
+    origin: str | None = Field(
+        default=None,
+        description="openconfig dialect: the gNMI origin of every request's prefix (absent: "
+        "none, which most targets take as openconfig). SONiC's telemetry service refuses a "
+        "Subscribe with neither origin nor target (UNIMPLEMENTED 'Empty target data not "
+        "supported', after which railscope falls back to Get); give it origin: openconfig",
+    )
     sonic_paths: Literal["whole", "fields"] = Field(
         default="whole",
         description="sonic dialect: whole subscribes COUNTERS/Ethernet* (every counter of every "
@@ -64,6 +71,15 @@ class GnmiConfig(BaseModel):
     username: str | None = None
     password: str | None = None
     password_file: str | None = Field(default=None, description="file holding the password")
+
+    @model_validator(mode="after")
+    def _origin_is_openconfig_only(self) -> GnmiConfig:
+        if self.origin is not None and self.dialect != "openconfig":
+            raise ValueError(
+                "origin applies to the openconfig dialect only: the sonic dialect's requests "
+                "name their database as the target"
+            )
+        return self
 
 
 class SnmpConfig(BaseModel):

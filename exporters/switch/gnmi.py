@@ -239,7 +239,10 @@ class _Stream:
                 except grpc.aio.AioRpcError as e:
                     if e.code() != grpc.StatusCode.UNIMPLEMENTED:
                         raise
-                    log.info("switch %s: gNMI %s refused, using %s", self.name, mode, then)
+                    log.info(
+                        "switch %s: gNMI %s refused (%s), using %s",
+                        self.name, mode, e.details(), then,
+                    )  # fmt: skip
                     self.mode = then
             while not self.stopped:
                 t = time.monotonic()
@@ -248,6 +251,10 @@ class _Stream:
                         self._notification(n)
                 self._synced()
                 await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - t)))
+
+    def _prefix(self, target: str) -> Any:
+        """The prefix of every request: the dialect's target and the configured origin."""
+        return gnmi_pb().Path(target=target, origin=self.cfg.origin or "")
 
     def _metadata(self) -> list[tuple[str, str]]:
         md = []
@@ -288,7 +295,7 @@ class _Stream:
                 continue
             req = pb.SubscribeRequest(
                 subscribe=pb.SubscriptionList(
-                    prefix=pb.Path(target=target),
+                    prefix=self._prefix(target),
                     mode=pb.SubscriptionList.STREAM,
                     encoding=pb.Encoding.JSON_IETF,
                     subscription=[
@@ -344,7 +351,7 @@ class _Stream:
         await queue.put(
             pb.SubscribeRequest(
                 subscribe=pb.SubscriptionList(
-                    prefix=pb.Path(target=target),
+                    prefix=self._prefix(target),
                     mode=pb.SubscriptionList.POLL,
                     encoding=pb.Encoding.JSON_IETF,
                     subscription=[pb.Subscription(path=parse_path(p)) for p in paths],
@@ -377,6 +384,11 @@ class _Stream:
     def _notification(self, n: Any) -> None:
         # the switch's own time; a notification without one gets the arrival time
         ts_ms = n.timestamp // 1_000_000 if n.timestamp > 0 else int(self.clock() * 1000)
+        for p in n.delete:  # what the switch no longer has (gNMI spec 2.1, 3.5.2.3)
+            elems = path_str(n.prefix, p)
+            with self.lock:
+                if self._delete(elems):
+                    self.updates += 1
         for elems, val in self._updates(n):
             if self._take(elems, val, ts_ms):  # read without decoding it whole
                 self.updates += 1
@@ -418,6 +430,10 @@ class _Stream:
             except ValueError as e:
                 self.problems.add("bad_update", f"{self.name} {_fmt(elems)}", str(e))
 
+    def _delete(self, elems: list[tuple[str, dict[str, str]]]) -> bool:
+        """Forget what a deleted path held (under the lock); False: nothing cached there."""
+        return False
+
     def _take(self, elems: list[tuple[str, dict[str, str]]], val: Any, ts_ms: int) -> bool:
         """A dialect's shortcut for an update it can read without `decode` and `_apply`
         (True: read and applied; False: it goes the general way)."""
@@ -426,7 +442,7 @@ class _Stream:
     async def _get(self, md: list[tuple[str, str]], target: str, paths: Sequence[str]) -> Any:
         pb = gnmi_pb()
         req = pb.GetRequest(
-            prefix=pb.Path(target=target),
+            prefix=self._prefix(target),
             path=[parse_path(p) for p in paths],
             encoding=pb.Encoding.JSON_IETF,
         )
@@ -650,6 +666,9 @@ class SonicGnmi(_Stream):
             for key, h in rows.items():
                 if not isinstance(h, dict):
                     return False
+                if not h:  # a key deleted (Redis keeps no empty hash): sonic-gnmi sends {key: {}}
+                    self.appl.pop(f"{table}:{key}", None)
+                    continue
                 self.appl[f"{table}:{key}"] = {str(k): _str(x) for k, x in h.items()}
             self._lldp = None
             self._appl_version += 1
@@ -682,6 +701,16 @@ class SonicGnmi(_Stream):
             else None
         )
         self._block[kind] = cols
+        return True
+
+    def _delete(self, elems: list[tuple[str, dict[str, str]]]) -> bool:
+        names = [e[0] for e in elems]
+        if len(names) != 2 or names[0] not in SONIC_ON_CHANGE:
+            return False
+        if self.appl.pop(f"{names[0]}:{names[1]}", None) is None:
+            return False
+        self._lldp = None
+        self._appl_version += 1
         return True
 
     def _named(self, d: dict[str, Any]) -> dict[str, Any]:
@@ -929,43 +958,83 @@ class OpenConfigGnmi(_Stream):
 
     def _apply(self, elems: list[tuple[str, dict[str, str]]], value: Any, ts_ms: int) -> bool:
         names = [e[0] for e in elems]
-        leaves = _flatten(value)
+        # a target may send a container (.../state -> {"counters": {...}}), one leaf per update
+        # (.../state/counters/in-octets -> 42, Arista, Cumulus) or either wrapped in its own
+        # name (.../state/oper-status -> {"openconfig-interfaces:oper-status": "UP"}, SONiC's
+        # translib): every leaf is named by its path below the list entry it belongs to
+        leaves = _flatten(_unwrapped(value, names[-1] if names else ""))
         if leaves is None:
             return False
+        where = self._entry(elems)
+        if where is None:
+            return False
+        kind, key, at = where
+        tail = "/".join(names[at + 1 :])
+        got = {f"{tail}/{leaf}".strip("/"): v for leaf, v in leaves.items()}
+        if kind == "port":
+            self.ports.setdefault(key, {}).update(got)
+            if "counters" in names or any("counters/" in k for k in got):
+                # each leaf may carry its own time (EOS stamps a counter when it last changed):
+                # the port's counters are as of the newest
+                self.port_ts[key] = max(self.port_ts.get(key, 0), ts_ms)
+            return True
+        # queue, PFC and LLDP leaves are flat: named by their last element
+        into: dict[Any, dict[str, str]] = self._caches()[kind]
+        into.setdefault(key, {}).update((k.rsplit("/", 1)[-1], v) for k, v in got.items())
+        return True
+
+    def _caches(self) -> dict[str, dict[Any, dict[str, str]]]:
+        return {"port": self.ports, "pfc": self.pfc, "queue": self.queues, "lldp": self.lldp}
+
+    def _entry(self, elems: list[tuple[str, dict[str, str]]]) -> tuple[str, Any, int] | None:
+        """(cache, its key, the index of the list entry's element) of a path, or None: not a
+        path this dialect reads, or a wildcard or missing key where a name should be."""
+        names = [e[0] for e in elems]
         if names[:2] == ["interfaces", "interface"]:
             port = elems[1][1].get("name", "")
-            if not port or "*" in port:
-                return False
-            tail = "/".join(names[2:])
-            h = self.ports.setdefault(port, {})
-            for leaf, v in leaves.items():
-                h[f"{tail}/{leaf}".strip("/")] = v
-            if "counters" in names:
-                self.port_ts[port] = ts_ms
-            return True
+            return None if not port or "*" in port else ("port", port, 1)
         if names[:3] == ["qos", "interfaces", "interface"] and "pfc-priority" in names:
+            at = names.index("pfc-priority")
             port = elems[2][1].get("interface-id", "")
-            dot1p = elems[names.index("pfc-priority")][1].get("dot1p", "")
+            dot1p = elems[at][1].get("dot1p", "")
             if not port or not dot1p.isdigit() or int(dot1p) > 7:
-                return False
-            # .../state -> {"statistics": {...}} or .../state/statistics -> {...}: leaf names
-            h = self.pfc.setdefault((port, int(dot1p)), {})
-            h.update((k.rsplit("/", 1)[-1], v) for k, v in leaves.items())
-            return True
+                return None
+            return "pfc", (port, int(dot1p)), at
         if names[:3] == ["qos", "interfaces", "interface"] and "queue" in names:
-            port = elems[2][1].get("interface-id", "")
-            q = elems[names.index("queue")][1].get("name", "")
-            if not port or not q:
-                return False
-            self.queues.setdefault((port, q), {}).update(leaves)
-            return True
+            at = names.index("queue")
+            port, q = elems[2][1].get("interface-id", ""), elems[at][1].get("name", "")
+            return None if not port or not q else ("queue", (port, q), at)
         if names[:3] == ["lldp", "interfaces", "interface"] and "neighbor" in names:
+            at = names.index("neighbor")
             port = elems[2][1].get("name", "")
-            nid = elems[names.index("neighbor")][1].get("id", "")
-            if not port:
+            return None if not port else ("lldp", (port, elems[at][1].get("id", "")), at)
+        return None
+
+    def _delete(self, elems: list[tuple[str, dict[str, str]]]) -> bool:
+        """A deleted list entry (an LLDP neighbour gone, an interface or queue removed), or a
+        whole interface's neighbours, PFC priorities or queues: forgotten."""
+        names = [e[0] for e in elems]
+        where = self._entry(elems)
+        if where is not None:
+            kind, key, at = where
+            if at != len(names) - 1:  # a leaf or container below an entry: kept until replaced
                 return False
-            self.lldp.setdefault((port, nid), {}).update(leaves)
-            return True
+            gone = self._caches()[kind].pop(key, None) is not None
+            if kind == "port":
+                self.port_ts.pop(key, None)
+            return gone
+        # .../interface[name=X]/neighbors (or .../output/queues, .../pfc-priorities): every one
+        if len(elems) >= 3 and names[:3] in (["lldp", "interfaces", "interface"],
+                                             ["qos", "interfaces", "interface"]):  # fmt: skip
+            port = elems[2][1].get("name") or elems[2][1].get("interface-id", "")
+            of = {"neighbors": "lldp", "queues": "queue", "pfc-priorities": "pfc"}
+            into = self._caches().get(of.get(names[-1], ""))
+            if into is None or not port:
+                return False
+            keys = [k for k in into if k[0] == port]
+            for k in keys:
+                del into[k]
+            return bool(keys)
         return False
 
     def poll(self, problems: C.Problems, *, lldp: bool = True) -> tuple[list[Any], ...]:
@@ -1004,12 +1073,23 @@ class OpenConfigGnmi(_Stream):
                 row["ts"] = pts[port]
             prow.append(row)
         qrow = []
+        # a queue is stored by number: a name gives its trailing digits, and two names of one
+        # port that give the same number (BE1, AF1, NC1) cannot be told apart: named, not stored
+        index = {k: _queue_index(k[1]) for k in queues}
+        twice = Counter((p, i) for (p, _), i in index.items() if i is not None)
         for (port, q), h in sorted(
             queues.items(), key=lambda kv: C._natural(kv[0][0] + ":" + kv[0][1])
         ):
-            idx = _queue_index(q)
+            idx = index[(port, q)]
             if idx is None:
                 problems.add("bad_value", f"{self.name} queue {port}/{q!r}")
+                continue
+            if twice[(port, idx)] > 1:
+                problems.add(
+                    "bad_value",
+                    f"{self.name} queue {port}/{q!r}",
+                    f"its number {idx} is also another queue's name's on {port}",
+                )
                 continue
             key = f"qos/interfaces/interface[interface-id={port}]/output/queues/queue[name={q}]"
             qrow.append({"port": port, "queue": idx, "queue_type": "unicast",
@@ -1204,6 +1284,16 @@ def _concat(chunks: list[C.Column]) -> C.Column:
     return [x for c in chunks for x in c]
 
 
+def _unwrapped(v: Any, name: str) -> Any:
+    """A value wrapped in its own node's name ({"openconfig-interfaces:oper-status": "UP"} at
+    .../oper-status, as SONiC's translib answers) -> what it wraps; anything else as it is."""
+    if isinstance(v, dict) and len(v) == 1:
+        ((k, inner),) = v.items()
+        if str(k).split(":", 1)[-1] == name:
+            return inner
+    return v
+
+
 def _flatten(v: Any, prefix: str = "") -> dict[str, str] | None:
     """JSON-IETF container -> {leaf path: value string}; a bare leaf -> {'': value}. Module
     prefixes (openconfig-interfaces:counters) are dropped."""
@@ -1223,7 +1313,7 @@ def _flatten(v: Any, prefix: str = "") -> dict[str, str] | None:
 
 _SPEEDS = {"10MB": 1e7, "100MB": 1e8, "1GB": 1e9, "2500MB": 2.5e9, "5GB": 5e9, "10GB": 1e10,
            "25GB": 2.5e10, "40GB": 4e10, "50GB": 5e10, "100GB": 1e11, "200GB": 2e11,
-           "400GB": 4e11, "800GB": 8e11}  # fmt: skip
+           "400GB": 4e11, "600GB": 6e11, "800GB": 8e11, "1600GB": 1.6e12}  # fmt: skip
 
 
 def _oc_speed(v: str | None) -> float | None:

@@ -37,6 +37,7 @@ def test_gnmi_and_snmp_sections(tmp_path: Path) -> None:
         ("{name: a, gnmi: {address: 'h:1', dialect: junos}}", "sources.switch.switches.0.gnmi.dialect"),
         ("{name: a, gnmi: {address: 'h:1', tls: {verify: no}}}", "sources.switch.switches.0.gnmi.tls.verify"),
         ("{name: a, snmp: {address: h, version: '1'}}", "sources.switch.switches.0.snmp.version"),
+        ("{name: a, gnmi: {address: 'h:1', origin: openconfig}}", "origin applies to the openconfig dialect only"),
     ],
 )  # fmt: skip
 def test_bad_sections_name_the_key(tmp_path: Path, switch: str, message: str) -> None:

@@ -155,3 +155,28 @@ def test_a_full_update_with_a_bad_value_is_read_by_the_poll_and_named() -> None:
     pc, _, _, _ = st.poll_columns(seen)
     assert pc["rx_bytes_total"][pc["port"].index("Ethernet4")] is None
     assert ("bad_value", f"COUNTERS:{oid} SAI_PORT_STAT_IF_IN_OCTETS='lots'") in seen.got
+
+
+def test_a_deleted_lldp_neighbour_is_no_link() -> None:
+    """sonic-gnmi sends an APPL_DB key deleted under ON_CHANGE as {key: {}} (db_client.go; its
+    test TestTableKeyOnDeletion): the neighbour is gone, not a link to nobody. A gNMI delete of
+    the key's path says the same."""
+    st, _ = _stream()
+    pb = G.gnmi_pb()
+
+    def ports() -> list[str]:
+        return sorted(st.poll_columns(Seen())[3].get("local_port", []))
+
+    _sample(st, _stream()[1])
+    assert ports() == ["Ethernet0", "Ethernet4", "Ethernet8"]
+    st._notification(pb.Notification(
+        timestamp=1, prefix=pb.Path(target="APPL_DB"),
+        update=[pb.Update(path=G.parse_path("LLDP_ENTRY_TABLE"),
+                          val=pb.TypedValue(json_ietf_val=b'{"Ethernet4": {}}'))],
+    ))  # fmt: skip
+    assert ports() == ["Ethernet0", "Ethernet8"]
+    st._notification(pb.Notification(
+        timestamp=2, prefix=pb.Path(target="APPL_DB"),
+        delete=[G.parse_path("LLDP_ENTRY_TABLE/Ethernet8")],
+    ))  # fmt: skip
+    assert ports() == ["Ethernet0"]
