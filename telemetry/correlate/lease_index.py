@@ -174,15 +174,28 @@ def _keyed(key: str) -> str:
 
 def nic_sql(ctx: Context) -> str:
     """(node, rail) -> RDMA device and the leaf port LLDP shows it cabled to, as of the window's
-    end. Rails come from the node exporter's GPU<->NIC affinity (rail = NIC index)."""
+    end. Rails come from the node exporter's GPU<->NIC affinity (rail = NIC index).
+
+    The leaf port is named as the switch names it where the switch's own LLDP saw the NIC (one
+    neighbour record of that switch with the node and netdev as its remote end): a SONiC leaf
+    advertises its ports by vendor alias (lldpmgrd: `portidsubtype local <alias>`), so the
+    host's view says `leaf01:etp1` where the leaf's counters say `Ethernet0`. Else the host's
+    view (lldpcli on the node), else none."""
+    lldp = latest_lldp_sql(ctx.store, lo=None, hi="we")
     return f"""
-        SELECT a.node AS node, assumeNotNull(a.g_rail) AS rail, a.g_nic AS nic, if(empty(l.remote_device), '', concat(l.remote_device, ':', l.remote_port)) AS port
+        SELECT a.node AS node, assumeNotNull(a.g_rail) AS rail, a.g_nic AS nic,
+               multiIf(s.n = 1, concat(s.switch, ':', s.switch_port),
+                       empty(l.remote_device), '', concat(l.remote_device, ':', l.remote_port)) AS port
         FROM (SELECT node, argMax(rail, ts) AS g_rail, argMax(nic, ts) AS g_nic, argMax(netdev, ts) AS g_netdev
               FROM {ctx.table("gpu_nic_affinity")}
               WHERE cluster = {{cluster:String}} AND {time_range("gpu_nic_affinity", None, "we")}
               GROUP BY node, gpu HAVING g_nic != '' AND g_rail IS NOT NULL) AS a
-        LEFT JOIN ({latest_lldp_sql(ctx.store, lo=None, hi="we")}) AS l
+        LEFT JOIN ({lldp}) AS l
           ON l.local_device = a.node AND l.local_port = a.g_netdev
+        LEFT JOIN (SELECT remote_device, remote_port, any(local_device) AS switch,
+                          any(local_port) AS switch_port, count() AS n
+                   FROM ({lldp}) WHERE remote_device != '' GROUP BY remote_device, remote_port) AS s
+          ON s.remote_device = a.node AND s.remote_port = a.g_netdev
         GROUP BY node, rail, nic, port"""
 
 

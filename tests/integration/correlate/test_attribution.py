@@ -387,6 +387,28 @@ def test_flows_carry_rail_nic_and_leaf_port_of_both_ends(store: Store) -> None:
         (1, "mlx5_1", "leaf-n1-r1:Ethernet8", 1, "mlx5_1", "leaf-n3-r1:Ethernet8"),
         (1, "mlx5_1", "leaf-n1-r1:Ethernet8", -1, "", ""),
     ]
+    # A SONiC leaf advertises its ports by vendor alias (lldpmgrd: portidsubtype local <alias>):
+    # the hosts see etp3 where the leaf's counters say Ethernet8. The leaf's own LLDP (its
+    # port, the host and netdev at the far end) names the port as the switch does, and wins.
+    # Without a host-side record it still gives the port; two records of one far end do not.
+    store.client.command(f"TRUNCATE TABLE {store.table('lldp_link')}")
+    host = [("n1", "eth3", "leaf-n1-r1", "etp3"), ("n3", "eth3", "leaf-n3-r1", "etp3")]
+    switch = [("leaf-n1-r1", "Ethernet8", "n1", "eth3"), ("leaf-n3-r1", "Ethernet8", "n3", "eth3"),
+              ("leaf-n3-r1", "Ethernet12", "n3", "eth3")]  # fmt: skip
+    for leaves_only, rows in ((False, host + switch), (True, switch[:2])):
+        store.client.command(f"TRUNCATE TABLE {store.table('lldp_link')}")
+        store.insert(LLDP_LINK, LLDP_LINK.to_arrow([
+            {"ts": t - 60_000, "cluster": "c", "local_device": a, "local_port": b,
+             "remote_device": c, "remote_port": d, "source": "t"} for a, b, c, d in rows
+        ]))  # fmt: skip
+        Correlator(store, cluster="c").run(s, s + timedelta(minutes=5))
+        got = store.query_rows(
+            f"SELECT src_leaf_port, dst_leaf_port FROM {store.table('attributed_flow')} ORDER BY ts LIMIT 1"
+        )
+        if leaves_only:
+            assert got == [("leaf-n1-r1:Ethernet8", "leaf-n3-r1:Ethernet8")]
+        else:  # n3's far end is on two leaf ports: its host's own view
+            assert got == [("leaf-n1-r1:Ethernet8", "leaf-n3-r1:etp3")]
 
 
 def test_polars_baseline_equals_clickhouse_row_for_row() -> None:
