@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,14 +53,25 @@ COLUMNS: dict[str, tuple[str, int]] = {
 LLDP_REM = "1.0.8802.1.1.2.1.4.1.1."  # lldpRemEntry: index timeMark.localPortNum.remIndex
 LLDP_LOC_PORT = "1.0.8802.1.1.2.1.3.7.1."  # lldpLocPortEntry: index localPortNum
 LLDP_COLUMNS = {
+    "lldpRemChassisIdSubtype": LLDP_REM + "4",
     "lldpRemChassisId": LLDP_REM + "5",
     "lldpRemPortIdSubtype": LLDP_REM + "6",
     "lldpRemPortId": LLDP_REM + "7",
     "lldpRemPortDesc": LLDP_REM + "8",
     "lldpRemSysName": LLDP_REM + "9",
+    "lldpLocPortIdSubtype": LLDP_LOC_PORT + "2",
     "lldpLocPortId": LLDP_LOC_PORT + "3",
     "lldpLocPortDesc": LLDP_LOC_PORT + "4",
 }
+# LLDP-MIB LldpChassisIdSubtype / LldpPortIdSubtype: the subtypes whose id is an address, not
+# text (a MAC's six octets can be printable: 50:6b:4b:5a:31:40 is "PkKZ1@")
+CHASSIS_ID = {"mac": 4, "net": 5}  # macAddress(4), networkAddress(5)
+PORT_ID = {"mac": 3, "net": 4}  # macAddress(3), networkAddress(4)
+# interfaceName(5), local(7): the port id is the port's name (lldpd: the ifname; SONiC's agent:
+# the alias); the description is the operator's text ("uplink to spine01")
+PORT_ID_NAMES = (5, 7)
+# what Dell OS10's agent serves for a field the neighbour did not send
+NOT_ADVERTISED = "Not Advertised"
 # CISCO-PFC-EXT-MIB cpfcIfPriorityEntry (index ifIndex.priority), as SONiC's snmp agent serves
 # it (sonic-snmpagent mibs/vendor/cisco/ciscoPfcExtMIB.py): cpfcIfPriorityRequests (.2) is
 # SAI_PORT_STAT_PFC_<p>_RX_PKTS and cpfcIfPriorityIndications (.3) SAI_PORT_STAT_PFC_<p>_TX_PKTS
@@ -69,7 +81,9 @@ PFC_COLUMNS = {
     "cpfcIfPriorityIndications": PFC_PRIORITY + "3",
 }
 _ENGINES: dict[int, Any] = {}  # id(loop) -> the SnmpEngine its switches share
-OPER = {1: 1, 2: 0}  # up(1) -> 1, down(2) -> 0; testing/unknown/dormant/... -> null
+# ifOperStatus (RFC 2863): down(2), notPresent(6) and lowerLayerDown(7) (a LAG whose members
+# are down) are not operational; testing(3), unknown(4) and dormant(5) say nothing -> null
+OPER = {1: 1, 2: 0, 6: 0, 7: 0}
 
 
 def _auth(cfg: SnmpConfig) -> Any:
@@ -271,25 +285,35 @@ class SnmpSwitch:
     def _lldp(self, data: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         col = {n: data.get(o, {}) for n, o in LLDP_COLUMNS.items()}
         out = []
-        for index, sysname in sorted(col["lldpRemSysName"].items()):
+        # Chassis ID and Port ID are mandatory TLVs, the system name is not (NIC firmware sends
+        # none): every entry with either id is a link
+        for index in sorted(col["lldpRemChassisId"].keys() | col["lldpRemPortId"].keys()):
             parts = index.split(".")
             if len(parts) < 3:
                 continue
             local = parts[1]
-            local_name = _text(col["lldpLocPortDesc"].get(local)) or _text(
-                col["lldpLocPortId"].get(local)
-            )
-            port_id = _text(col["lldpRemPortId"].get(index))
-            # subtype 3 = MAC address: the description names the port better (as SONiC's path)
-            if _int(col["lldpRemPortIdSubtype"].get(index)) == 3 and col["lldpRemPortDesc"].get(
-                index
-            ):
-                port_id = _text(col["lldpRemPortDesc"][index])
+            # lldpLocPortNum is not an ifIndex on every agent (Dell OS10): name the local port
+            # from lldpLocPortTable only. Its id names it where the subtype says it is a name;
+            # else (a MAC, or no subtype served: Dell OS10) the description first, then the id
+            loc_sub = _int(col["lldpLocPortIdSubtype"].get(local))
+            loc_id = _lldp_id(col["lldpLocPortId"].get(local), loc_sub, PORT_ID)
+            loc_desc = _text(col["lldpLocPortDesc"].get(local))
+            names = (loc_id, loc_desc) if loc_sub in PORT_ID_NAMES else (loc_desc, loc_id)
+            local_name = names[0] or names[1]
+            sub = _int(col["lldpRemPortIdSubtype"].get(index))
+            port_id = _lldp_id(col["lldpRemPortId"].get(index), sub, PORT_ID)
+            desc = _advertised(col["lldpRemPortDesc"].get(index))
+            # a MAC port id: the description names the port better (as the Redis and gNMI paths)
+            if sub == PORT_ID["mac"] and desc:
+                port_id = desc
+            chassis_sub = _int(col["lldpRemChassisIdSubtype"].get(index))
             out.append({
                 "local_port": local_name or local,
-                "remote_device": _text(sysname),
+                "remote_device": _advertised(col["lldpRemSysName"].get(index)),
                 "remote_port": port_id,
-                "remote_chassis_id": _hex(col["lldpRemChassisId"].get(index)),
+                "remote_chassis_id": _lldp_id(
+                    col["lldpRemChassisId"].get(index), chassis_sub, CHASSIS_ID
+                ),
                 "source": "snmp",
             })  # fmt: skip
         return out
@@ -324,16 +348,33 @@ def _text(v: Any) -> str:
         return str(v)
 
 
-def _hex(v: Any) -> str:
-    """A chassis id: printable text as is, a MAC (6 octets) as aa:bb:..."""
+def _advertised(v: Any) -> str:
+    """A text field the neighbour may leave out; Dell OS10's "Not Advertised" is left out."""
+    t = _text(v)
+    return "" if t == NOT_ADVERTISED else t
+
+
+def _lldp_id(v: Any, subtype: int | None, kinds: dict[str, int]) -> str:
+    """A chassis or port id as its subtype says: a MAC (6 octets) as aa:bb:..., a network
+    address as IPv4/IPv6 text (its first octet the IANA address family: 1 IPv4, 2 IPv6); other
+    subtypes, and an address whose length does not fit (SONiC's agent serves a MAC as its text),
+    as text where printable, else hex."""
     if v is None:
         return ""
     try:
         raw = bytes(v.asOctets())
     except AttributeError:
         return str(v)
-    if raw.isascii() and raw.decode().isprintable():
-        return raw.decode()
+    if subtype == kinds["mac"] and len(raw) == 6:
+        return ":".join(f"{b:02x}" for b in raw)
+    if subtype == kinds["net"] and (raw[:1], len(raw)) in ((b"\x01", 5), (b"\x02", 17)):
+        return str(ipaddress.ip_address(raw[1:]))
+    try:
+        text = raw.rstrip(b"\x00").decode()
+    except UnicodeDecodeError:
+        text = ""
+    if text and text.isprintable():
+        return text
     return ":".join(f"{b:02x}" for b in raw)
 
 

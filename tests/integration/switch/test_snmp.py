@@ -18,6 +18,33 @@ from exporters.switch.snmp import SnmpSwitch
 from exporters.switch.source import SwitchSource
 
 FIX = Path(__file__).parents[2] / "fixtures" / "sonic"
+# what railscope makes of each LLDP-MIB row of the second agent (conftest.LLDP_REM_ROWS):
+# (local_port, remote_device, remote_port, remote_chassis_id)
+LLDP_WANT = {
+    # the local port is lldpLocPortId where its subtype says it is a name, not the description
+    "lldpd": ("s3vA", "spine01", "s3vB", "02:00:00:00:0b:01"),
+    "sonic_snmpagent": ("etp1", "switch13", "Ethernet1", "00:11:22:33:44:55"),
+    # no subtype (Dell OS10) and no description: the id, as before
+    "dell_os10": ("ethernet1/1/25", "1007-lan-2", "ethernet1/1/25", "4c:d9:8f:fb:1e:fe"),
+    # a MAC chassis id is a MAC by its subtype, even where its octets are printable ("PkKZ1@")
+    "lldpd_printable_mac_chassis": ("s3vA", "spine01", "s3vB", "50:6b:4b:5a:31:40"),
+    # a MAC port id: the description names the port, as on the Redis and gNMI paths
+    "lldpd_mac_port_with_description": ("s3vA", "spine01", "s3vB", "02:00:00:00:0b:02"),
+    # no system name sent: still a link
+    "nic_firmware_mandatory_tlvs_only": ("s3vA", "", "0c:42:a1:11:22:33", "0c:42:a1:11:22:33"),
+    "mac_port_printable_without_description": (
+        "s3vA", "gpu-node-08", "50:6b:4b:5a:31:41", "50:6b:4b:5a:31:41"),
+    # networkAddress: the IANA address family octet, then the address; a NUL-terminated port id
+    "chassis_ipv4": ("s3vA", "oob-sw1", "swp1", "10.0.0.11"),
+    # a local port whose id is a MAC: its description names it
+    "chassis_ipv6_port_ipv4": ("bmc port", "bmc-gw", "192.168.0.1", "2001:db8::1"),
+    "chassis_local_text": ("bmc port", "odd", "Eth 7", "chassis-7"),
+    "chassis_component_binary": ("bmc port", "odd2", "9", "00:ff:10"),
+    # Dell OS10's "Not Advertised" is a field the neighbour did not send
+    "dell_os10_not_advertised": ("ethernet1/1/30", "", "TenGigabitEthernet 1/43", "f4:8e:38:55:de:f6"),
+    "dell_os10_not_advertised_mac_port": (
+        "ethernet1/1/30", "", "f4:8e:38:55:de:f7", "f4:8e:38:55:de:f7"),
+}  # fmt: skip
 
 
 def _walk(port: int, oid: str, *auth: str) -> dict[str, int]:
@@ -93,7 +120,7 @@ def test_readings_equal_snmpbulkwalk(snmpd: dict[str, Any], version: str) -> Non
     for idx, name in names.items():
         # counters move while we read: ours lies between the two walks around it
         assert before[idx] <= rows[name]["rx_bytes_total"] <= after[idx], name
-        assert rows[name]["up"] == {1: 1, 2: 0}.get(oper[idx]), name
+        assert rows[name]["up"] == {1: 1, 2: 0, 6: 0, 7: 0}.get(oper[idx]), name
     lo = next(r for n, r in rows.items() if n == "lo")
     assert lo["rx_packets_total"] is not None and lo["rx_errors_total"] is not None
 
@@ -203,3 +230,49 @@ def test_sonic_pfc_per_priority_equals_the_dump(snmpd: dict[str, Any]) -> None:
         assert "switch_priority_sample" not in {b.kind.name for b in src.collect()}
     finally:
         src.close()
+
+
+@pytest.fixture(scope="module")
+def agents_lldp(snmpd_agents: dict[str, Any]) -> list[tuple[str, ...]]:
+    src = _source(snmpd_agents["port"])
+    try:
+        rows = {b.kind.name: b.table.to_pylist() for b in src.collect()}["lldp_link"]
+    finally:
+        src.close()
+    fields = ("local_port", "remote_device", "remote_port", "remote_chassis_id")
+    return [tuple(r[f] for f in fields) for r in rows]
+
+
+@pytest.mark.parametrize("case", sorted(LLDP_WANT))
+def test_lldp_mib_rows_as_real_agents_serve_them(
+    agents_lldp: list[tuple[str, ...]], case: str
+) -> None:
+    """Each LLDP-MIB row the second agent serves (lldpd, sonic-snmpagent, Dell OS10 and NIC
+    firmware shapes: conftest.LLDP_REM_ROWS) is the link it describes."""
+    assert LLDP_WANT[case] in agents_lldp, (case, agents_lldp)
+
+
+def test_every_lldp_mib_row_is_one_link(agents_lldp: list[tuple[str, ...]]) -> None:
+    """Every neighbour with a chassis or port id is a link, once: none is dropped for want of a
+    system name (only Chassis ID, Port ID and TTL are mandatory)."""
+    from tests.integration.switch.conftest import LLDP_REM_ROWS
+
+    assert set(LLDP_WANT) == set(LLDP_REM_ROWS) and len(set(LLDP_WANT.values())) == len(LLDP_WANT)
+    assert sorted(agents_lldp) == sorted(LLDP_WANT.values())
+
+
+def test_oper_status_per_rfc_2863(snmpd_agents: dict[str, Any]) -> None:
+    """ifOperStatus: up(1) is up; down(2), notPresent(6) and lowerLayerDown(7) are not
+    operational (a LAG whose members are down reads down, not unknown); testing(3), unknown(4)
+    and dormant(5) are unknown."""
+    src = _source(snmpd_agents["port"])
+    try:
+        rows = {b.kind.name: b.table.to_pylist() for b in src.collect()}["switch_port_sample"]
+    finally:
+        src.close()
+    up = {r["port"]: r["up"] for r in rows}
+    assert {p: up.get(p, "missing") for p in (
+        "oper-up", "oper-down", "oper-testing", "oper-unknown", "oper-dormant",
+        "oper-notPresent", "Port-Channel2",
+    )} == {"oper-up": 1, "oper-down": 0, "oper-testing": None, "oper-unknown": None,
+           "oper-dormant": None, "oper-notPresent": 0, "Port-Channel2": 0}  # fmt: skip
