@@ -36,17 +36,25 @@ def volcano_job(
     }
     if queue is not None:
         spec["queue"] = queue
-    return {"kind": "Job", "metadata": {"name": name, "namespace": ns}, "spec": spec}
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }
 
 
 def podgroup_of(job: str, ns: str, allocated: str) -> dict[str, Any]:
     """The PodGroup Volcano creates for Job `job`, with the HyperNode it allocated."""
     return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
         "metadata": {
             "name": f"{job}-uid",
             "namespace": ns,
             "annotations": {"volcano.sh/job-allocated-hypernode": allocated},
-            "ownerReferences": [{"kind": "Job", "name": job}],
+            "ownerReferences": [
+                {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": job}
+            ],
         },
     }

@@ -59,6 +59,9 @@ KEY_FIELDS: dict[str, tuple[str, ...]] = {
 GPU = "nvidia.com/gpu"
 GPU_PRODUCT = "nvidia.com/gpu.product"  # GPU Feature Discovery's model label
 GROUP_NAME = "scheduling.k8s.io/group-name"  # Volcano's PodGroup annotation on its pods
+# Volcano Jobs are `kind: Job` of this API group; Kubernetes' batch/v1 Job has the same kind
+VOLCANO_JOB_GROUP = "batch.volcano.sh"
+VOLCANO_JOB_API = VOLCANO_JOB_GROUP + "/v1alpha1"
 HIERARCHY = "volcano.sh/hierarchy"
 
 
@@ -354,11 +357,23 @@ def job_facts(obj: Mapping[str, Any], allocated: str = "") -> list[Fact]:
     return [_job_fact(obj, replicas, allocated)]
 
 
+def is_volcano_job(obj: Mapping[str, Any]) -> bool:
+    """A Volcano Job, as an object or an ownerReference: kind Job of API group batch.volcano.sh
+    (any version). A Kubernetes batch/v1 Job is not one."""
+    api = obj.get("apiVersion")
+    return (
+        obj.get("kind") == "Job"
+        and isinstance(api, str)
+        and api.rpartition("/")[0] == VOLCANO_JOB_GROUP
+    )
+
+
 def podgroup_job(obj: Mapping[str, Any]) -> str:
-    """The Volcano Job owning a PodGroup ('' when it is a standalone PodGroup)."""
+    """The Volcano Job owning a PodGroup ('' when none: a standalone PodGroup, or one Volcano's
+    PodGroup controller made for the pod of another controller, e.g. a batch/v1 Job)."""
     meta = mapping(obj.get("metadata"), "PodGroup metadata")
     for o in items(meta.get("ownerReferences"), "PodGroup metadata.ownerReferences"):
-        if o.get("kind") == "Job":
+        if is_volcano_job(o):
             return str(o.get("name") or "")
     return ""
 

@@ -15,10 +15,12 @@ from exporters.inventory.objects import (
     KEY_FIELDS,
     PROVISIONING_KEYS,
     PURPOSE_KEYS,
+    VOLCANO_JOB_API,
     Fact,
     Malformed,
     describe,
     hypernode_facts,
+    is_volcano_job,
     job_facts,
     namespace_facts,
     node_facts,
@@ -227,6 +229,8 @@ class InventoryState:
         checked a whole list of HyperNodes for cycles (saves a tree build per object)."""
         at = self.clock() if at is None else at
         kind, ns, name = owner = (str(obj.get("kind") or ""), *_ns_name(obj))
+        if kind == "Job" and not is_volcano_job(obj):
+            return  # another API group's Job (Kubernetes batch/v1): not read
         try:
             if kind == "Event":
                 self._pod_event(etype, obj)
@@ -372,17 +376,18 @@ class InventoryState:
                         "metadata": {
                             "namespace": key[0],
                             "name": "",
-                            "ownerReferences": [{"kind": "Job", "name": key[1]}],
+                            "ownerReferences": [
+                                {"apiVersion": VOLCANO_JOB_API, "kind": "Job", "name": key[1]}
+                            ],
                         },
                     },
                     at,
                 )
         for owner in self.ledger.owners(api_kind) - seen:
-            self.event(
-                "DELETED",
-                {"kind": api_kind, "metadata": {"namespace": owner[1], "name": owner[2]}},
-                at,
-            )
+            gone = {"kind": api_kind, "metadata": {"namespace": owner[1], "name": owner[2]}}
+            if api_kind == "Job":  # only Volcano Jobs are owners
+                gone["apiVersion"] = VOLCANO_JOB_API
+            self.event("DELETED", gone, at)
         self.synced.add(api_kind)
         if api_kind in _JOB_KINDS and (self.watched & _JOB_KINDS) <= self.synced:
             for owner in self.ledger.owners("Job?"):  # stored job rows neither list claimed

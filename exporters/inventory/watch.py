@@ -38,6 +38,13 @@ class Resource:
     def query(self) -> list[tuple[str, Any]]:
         return [("fieldSelector", self.field_selector)] if self.field_selector else []
 
+    @property
+    def api_version(self) -> str:
+        """group/version from the path (`v1` for the core group): list items of built-in kinds
+        come without apiVersion and kind, and a Job is read by its group."""
+        parts = self.path.split("/")
+        return parts[2] if parts[1] == "api" else f"{parts[2]}/{parts[3]}"
+
 
 RESOURCES: tuple[Resource, ...] = (
     Resource("Namespace", "/api/v1/namespaces"),
@@ -191,6 +198,7 @@ class Watcher:
                 raise ApiException(status=0, reason=f"GET {r.path}: not a list object")
             for it in body.get("items") or []:
                 it.setdefault("kind", r.kind)
+                it.setdefault("apiVersion", r.api_version)
                 items.append(it)
             meta = body.get("metadata") or {}
             cont = meta.get("continue") or ""
@@ -234,6 +242,7 @@ class Watcher:
                 new_rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                 if etype != "BOOKMARK":
                     obj.setdefault("kind", r.kind)
+                    obj.setdefault("apiVersion", r.api_version)
                     with self.lock:
                         self.state.event(etype, obj)
                         self.stats.received += 1

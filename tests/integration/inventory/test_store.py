@@ -102,7 +102,12 @@ def test_restart_keeps_job_rows_of_jobs_and_standalone_podgroups(store: Any) -> 
         "metadata": {"name": "pg-solo", "namespace": "t"},
         "spec": {"minMember": 3},
     }
-    gone = {"kind": "Job", "metadata": {"name": "old", "namespace": "t"}, "spec": {}}
+    gone = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "old", "namespace": "t"},
+        "spec": {},
+    }
     a = InventoryState(lambda: now_ms())
     a.sync("Job", [job, gone], t0)
     a.sync("PodGroup", [pg_of_job, standalone], t0)

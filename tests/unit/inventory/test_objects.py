@@ -221,3 +221,46 @@ def test_state_reports_a_malformed_podgroup_in_a_list_instead_of_raising() -> No
     assert state.problems == [
         "PodGroup metadata is a list [('name', 'pg')], not an object; skipped"
     ]
+
+
+def test_batch_v1_job_is_not_a_volcano_job_and_its_podgroup_is_a_job_row() -> None:
+    """Kubernetes' own Job (kubernetes/website's `pi`) and the PodGroup Volcano's PodGroup
+    controller makes for its pod, owned by that batch/v1 Job (tests/fixtures/volcano)."""
+    from exporters.inventory.state import InventoryState
+
+    state = InventoryState(lambda: 1_800_000_000_000)
+    state.apply_dump(
+        load_dump(FIX / "volcano" / "k8s_website_controllers_job.yaml")
+        + load_dump(FIX / "volcano" / "volcano_pgcontroller_podgroup_for_batchv1_job.yaml")
+    )
+    rows = state.drain_rows()
+    assert state.problems == []
+    pg_name = "podgroup-9f0c2d6e-3b1a-4c55-8e0e-2f6f7c1d2a10"
+    (pg,) = rows["podgroup"]
+    assert (pg["podgroup"], pg["job"], pg["min_member"], pg["min_gpus"]) == (pg_name, "", 1, 8)
+    # no row for `pi`; the PodGroup's own spec is the job, as for any PodGroup without a Volcano Job
+    (job,) = rows["job"]
+    assert (job["namespace"], job["job"], job["queue"], job["replicas"]) == (
+        "default",
+        pg_name,
+        "default",
+        1,
+    )
+    assert (job["topology_mode"], job["highest_tier_allowed"]) == ("hard", 1)
+    # a Volcano Job of the same name keeps its row when the batch/v1 Job is deleted
+    (vc_job,) = load_dump(FIX / "volcano" / "userguide_job_no_network_topology.yaml")
+    state.event("ADDED", vc_job | {"metadata": {"name": "pi", "namespace": "default"}})
+    assert [r["job"] for r in state.drain_rows()["job"]] == ["pi"]
+    (batch_job,) = load_dump(FIX / "volcano" / "k8s_website_controllers_job.yaml")
+    state.event("DELETED", batch_job, 1_800_000_001_000)
+    assert state.drain_rows() == {}
+
+
+def test_watch_gives_list_items_their_api_version() -> None:
+    """kube-apiserver lists built-in kinds' items without apiVersion; a Job is read by its group."""
+    from exporters.inventory.watch import RESOURCES
+
+    by_kind = {r.kind: r.api_version for r in RESOURCES}
+    assert by_kind["Job"] == "batch.volcano.sh/v1alpha1"
+    assert (by_kind["Pod"], by_kind["PriorityClass"]) == ("v1", "scheduling.k8s.io/v1")
+
