@@ -13,6 +13,8 @@ import re
 import reprlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -418,17 +420,50 @@ def _integer(value: Any, what: str) -> int:
 _parts = sections
 
 
+# A Kubernetes resource.Quantity (apimachinery pkg/api/resource/quantity.go): a signed decimal
+# number, then a binary SI suffix, a decimal SI suffix or a decimal exponent ("1E" is 10**18,
+# "1E3" is 1000).
+_QUANTITY = re.compile(
+    r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
+)
+_BINARY_SI = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}  # powers of 1024
+_DECIMAL_SI = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+def parse_quantity(raw: Any) -> Fraction:
+    """The exact value of a Kubernetes quantity ("8", "1k", "2Ki", "1e3", "500m"; a YAML number
+    is read as its decimal text). ValueError saying why when it is not one, or when it lies
+    outside 1e-30..1e21 (no count railscope reads comes near)."""
+    m = (
+        _QUANTITY.fullmatch(str(raw))
+        if isinstance(raw, str | int | float) and not isinstance(raw, bool)
+        else None
+    )
+    if m is None:
+        raise ValueError("not a Kubernetes quantity")
+    number, suffix = Decimal(m[1]), m[2] or ""
+    binary = _BINARY_SI.get(suffix, 0)
+    exp10 = 3 * binary if binary else _DECIMAL_SI.get(suffix)
+    if exp10 is None:
+        exp10 = int(suffix[1:]) if len(suffix) < 12 else 10**9  # eN / EN
+    if number and not -30 <= number.adjusted() + exp10 <= 21:
+        raise ValueError("a Kubernetes quantity out of range")
+    return Fraction(number) * (Fraction(1024) ** binary if binary else Fraction(10) ** exp10)
+
+
 def gpu_quantity(resources: Any, where: str, warnings: list[str], key: str = GPU) -> int | None:
-    """nvidia.com/gpu from a resource list (None when absent). GPUs are whole devices: a value
-    that is not a whole number is reported and read as absent."""
+    """nvidia.com/gpu (or `key`) from a resource list, a Kubernetes quantity (None when absent).
+    GPUs are whole devices: a value that is not a quantity or not a whole number is reported and
+    read as absent, never rounded."""
     if not isinstance(resources, Mapping) or key not in resources:
         return None
     raw = resources[key]
     try:
-        value = float(str(raw))
-        if value < 0 or value != int(value):
-            raise ValueError
-    except (ValueError, OverflowError):  # not a number, fractional, NaN, infinite
+        value = parse_quantity(raw)
+    except ValueError as e:
+        warnings.append(f"{where} {key} {raw!r} is {e}; ignored")
+        return None
+    if value < 0 or value.denominator != 1:
         warnings.append(f"{where} {key} {raw!r} is not a whole number of GPUs; ignored")
         return None
     return int(value)

@@ -8,7 +8,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from exporters.inventory.objects import load_dump
+import pytest
+
+from exporters.inventory.objects import GPU, load_dump
 from exporters.inventory.state import InventoryState
 
 FIX = Path(__file__).parents[2] / "fixtures" / "pool"
@@ -204,3 +206,66 @@ def test_pod_gpu_requests_model_and_node_gpus() -> None:
     }
     _, rows = rows_of([pod])
     assert rows["pod"][0]["gpu_model"] == "NVIDIA-H100-80GB-HBM3|NVIDIA-H200"
+
+
+def test_resource_quota_of_1k_gpus_as_the_api_server_prints_it() -> None:
+    """The API server prints a quantity of 1000 as `1k` (tests/fixtures/pool/quota/rq_1k.yaml)."""
+    st, rows = rows_of(load_dump(FIX / "quota" / "rq_1k.yaml"))
+    (q,) = rows["resource_quota"]
+    assert (q["gpus_hard"], q["gpus_used"]) == (1000, 296)
+    assert st.problems == []
+
+
+@pytest.mark.parametrize(
+    ("value", "gpus"),
+    [
+        ("1k", 1000),
+        ("2Ki", 2048),
+        ("1e3", 1000),
+        ("1E3", 1000),
+        ("2000m", 2),
+        ("+8", 8),
+        ("16.", 16),
+        ("0.01k", 10),
+        (8, 8),
+        (1e3, 1000),  # a YAML float
+        ("1500m", None),
+        ("1.5", None),
+        ("-1", None),
+        ("1K", None),  # not a suffix
+        ("1ki", None),
+        ("8 ", None),
+        ("0x10", None),
+        ("1e99999", None),
+        (True, None),
+        ({"value": 8}, None),
+    ],
+)
+def test_gpu_quantities_are_kubernetes_quantities(value: Any, gpus: int | None) -> None:
+    """Every GPU count (Node capacity/allocatable, pod requests/limits, Queue capability/deserved/
+    guarantee, PodGroup minResources, ResourceQuota hard/used) reads one quantity parser; what is
+    not a whole quantity is a named warning and null, never a rounded number."""
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "w-0", "namespace": "team-a"},
+        "spec": {"containers": [{"name": "a", "resources": {"limits": {GPU: value}}}]},
+        "status": {"phase": "Pending"},
+    }
+    node = {"kind": "Node", "metadata": {"name": "gpu-1"}, "status": {"capacity": {GPU: value}}}
+    queue = copy.deepcopy(load_dump(FIX / "volcano_queues.yaml")[0])
+    queue["spec"]["capability"][GPU] = value
+    pg = copy.deepcopy(load_dump(FIX / "volcano_podgroup.yaml")[0])
+    pg["spec"]["minResources"][GPU] = value
+    rq = copy.deepcopy(load_dump(FIX / "quota" / "rq_1k.yaml")[0])
+    rq["spec"]["hard"]["requests." + GPU] = value
+    st, rows = rows_of([pod, node, queue, pg, rq])
+    got = (
+        rows["pod"][0]["gpu_requests"],
+        rows["node"][0]["gpu_capacity"],
+        rows["queue"][0]["capability_gpus"],
+        rows["podgroup"][0]["min_gpus"] or None,
+        rows["resource_quota"][0]["gpus_hard"],
+    )
+    assert got == (gpus,) * 5
+    assert len(st.problems) == (0 if gpus is not None else 5)
+    assert all(f"{GPU} {value!r} is " in p and p.endswith("; ignored") for p in st.problems)
