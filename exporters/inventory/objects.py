@@ -21,7 +21,7 @@ from typing import Any
 from telemetry.errors import UserError
 from telemetry.records import KINDS
 from telemetry.times import iso_to_ms
-from telemetry.topology.hypernodes import MalformedHyperNode, parse_hypernode
+from telemetry.topology.hypernodes import MalformedHyperNode, member_problems, parse_hypernode
 
 NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
 ALLOCATED_HYPERNODE = "volcano.sh/job-allocated-hypernode"
@@ -316,6 +316,8 @@ def hypernode_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
         spec = parse_hypernode(obj)
     except MalformedHyperNode as e:
         raise Malformed(str(e)) from None
+    # stored as declared; a member Volcano resolves to nothing is named, the others still count
+    warnings.extend(f"HyperNode {p.subject}: {p.message}" for p in member_problems(spec))
     start = iso_to_ms(mapping(obj.get("metadata"), "HyperNode metadata").get("creationTimestamp"))
     return [
         _fact(

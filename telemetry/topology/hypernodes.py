@@ -46,7 +46,7 @@ class HyperNodeSpec:
 class Problem:
     """Something wrong in the declared tree; `subject` names the HyperNode (or node)."""
 
-    kind: str  # bad_regex | bad_object | cycle | multi_claim | unresolved | tier_order | mixed_depth | multi_parent
+    kind: str  # bad_regex | bad_object | cycle | ignored_member | multi_claim | unresolved | tier_order | mixed_depth | multi_parent
     subject: str
     message: str
 
@@ -128,20 +128,12 @@ def parse_hypernode(obj: Mapping[str, Any]) -> HyperNodeSpec:
                 raise MalformedHyperNode(
                     f"HyperNode {name}: members[{i}].selector.regexMatch has no pattern"
                 )
-            try:
-                re.compile(pattern)
-            except (re.error, RecursionError, OverflowError) as e:
-                raise MalformedHyperNode(
-                    f"HyperNode {name}: members[{i}].selector.regexMatch pattern {pattern!r} is not a valid regex: {e}"
-                ) from None
             members.append(Member(mtype, "regexMatch", pattern))
         elif "labelMatch" in sel:
             lm = sel["labelMatch"] or {}
-            if not isinstance(lm, Mapping) or not (
-                lm.get("matchLabels") or lm.get("matchExpressions")
-            ):
+            if not isinstance(lm, Mapping):
                 raise MalformedHyperNode(
-                    f"HyperNode {name}: members[{i}].selector.labelMatch is empty"
+                    f"HyperNode {name}: members[{i}].selector.labelMatch is not an object"
                 )
             labels = lm.get("matchLabels") or {}
             exprs = lm.get("matchExpressions") or []
@@ -192,6 +184,113 @@ def _text(v: Any, hypernode: str, i: int) -> str:
     if isinstance(v, int | float) and not isinstance(v, bool):
         return str(v)
     raise MalformedHyperNode(f"HyperNode {hypernode}: members[{i}] name {_short(v)} is not text")
+
+
+# RE2's POSIX classes (Go regexp/syntax perl_groups.go), as code point ranges; Python's re reads
+# `[[:digit:]]` as the set `[:digt` followed by `]` (a FutureWarning, and it matches nothing).
+_POSIX_CLASSES: dict[str, tuple[tuple[int, int], ...]] = {
+    "alnum": ((0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)),
+    "alpha": ((0x41, 0x5A), (0x61, 0x7A)),
+    "ascii": ((0x00, 0x7F),),
+    "blank": ((0x09, 0x09), (0x20, 0x20)),
+    "cntrl": ((0x00, 0x1F), (0x7F, 0x7F)),
+    "digit": ((0x30, 0x39),),
+    "graph": ((0x21, 0x7E),),
+    "lower": ((0x61, 0x7A),),
+    "print": ((0x20, 0x7E),),
+    "punct": ((0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E)),
+    "space": ((0x09, 0x0D), (0x20, 0x20)),
+    "upper": ((0x41, 0x5A),),
+    "word": ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)),
+    "xdigit": ((0x30, 0x39), (0x41, 0x46), (0x61, 0x66)),
+}
+
+
+def _class_items(ranges: Sequence[tuple[int, int]], negated: bool) -> str:
+    """Code point ranges as the inside of a Python character set (`[:^name:]`: the complement)."""
+    if negated:
+        out, lo = [], 0
+        for a, b in ranges:
+            if a > lo:
+                out.append((lo, a - 1))
+            lo = b + 1
+        ranges = [*out, (lo, 0x10FFFF)]
+    esc = "\\U{:08x}".format
+    return "".join(esc(a) if a == b else f"{esc(a)}-{esc(b)}" for a, b in ranges)
+
+
+def go_regex(pattern: str) -> re.Pattern[str]:
+    """A Go (RE2) regexp compiled by Python's re: POSIX classes inside bracket expressions
+    (`[[:digit:]]`, `[[:^space:]x]`) become the code points RE2 gives them. re.error when Python
+    cannot compile what is left; an unknown class name is one, as in Go."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_set = first = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            first = False
+            continue
+        if not in_set:
+            out.append(c)
+            i += 1
+            if c == "[":
+                in_set = first = True
+                if pattern.startswith("^", i):
+                    out.append("^")
+                    i += 1
+            continue
+        if c == "]" and not first:  # a `]` first in the set is a literal, in Go as in Python
+            in_set = False
+        first = False
+        end = pattern.find(":]", i + 2) if pattern.startswith("[:", i) else -1
+        if end < 0:
+            out.append(c)
+            i += 1
+            continue
+        name = pattern[i + 2 : end]
+        ranges = _POSIX_CLASSES.get(name.removeprefix("^"))
+        if ranges is None:
+            raise re.error(f"invalid character class range [:{name}:]")
+        out.append(_class_items(ranges, name.startswith("^")))
+        i = end + 2
+    return re.compile("".join(out))
+
+
+def member_issue(m: Member) -> tuple[str, str] | None:
+    """(problem kind, message) for a member Volcano resolves to nothing whatever the nodes are
+    (pkg/scheduler/api/hyper_node_info.go): a HyperNode member by regexMatch or labelMatch (only
+    exactMatch names a HyperNode), a labelMatch with no criteria, a pattern re cannot compile.
+    The HyperNode's other members still count."""
+    what = f"{m.type} member {m.selector} {m.render()!r}"
+    if m.type == "HyperNode" and m.selector != "exactMatch":
+        return (
+            "ignored_member",
+            f"{what} is ignored: Volcano takes HyperNode members by exactMatch only",
+        )
+    if m.selector == "labelMatch" and not (
+        m.value.get("matchLabels") or m.value.get("matchExpressions")
+    ):
+        return (
+            "ignored_member",
+            f"{m.type} member labelMatch {{}} has no criteria: it matches nothing",
+        )
+    if m.selector == "regexMatch":
+        try:
+            go_regex(m.value)
+        except (re.error, RecursionError, OverflowError) as e:
+            return "bad_regex", f"{what} is not a valid regex ({e}): it matches nothing"
+    return None
+
+
+def member_problems(spec: HyperNodeSpec) -> list[Problem]:
+    """The `member_issue` of each member of one HyperNode, naming it."""
+    return [
+        Problem(kind, spec.name, msg)
+        for kind, msg in filter(None, (member_issue(m) for m in spec.members))
+    ]
 
 
 def label_selector_matches(sel: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
@@ -262,6 +361,10 @@ class HyperNodeTree:
             for m in s.members:
                 if not m.type:  # sketch format without a type: a HyperNode if one has that name
                     m = Member("HyperNode" if m.value in specs_d else "Node", m.selector, m.value)
+                issue = member_issue(m)
+                if issue is not None:  # matches nothing, whatever the nodes are
+                    problems.append(Problem(issue[0], s.name, issue[1]))
+                    continue
                 pool: Sequence[str] = universe if m.type == "Node" else sorted(specs_d)
                 if m.selector == "exactMatch":
                     hit = (
@@ -269,15 +372,11 @@ class HyperNodeTree:
                         if m.value in (node_labels if m.type == "Node" else specs_d)
                         else []
                     )
-                elif m.selector == "regexMatch":
-                    rx = re.compile(m.value)
+                elif m.selector == "regexMatch":  # Go's MatchString: unanchored
+                    rx = go_regex(m.value)
                     hit = [n for n in pool if rx.search(n)]
                 else:
-                    hit = [
-                        n
-                        for n in pool
-                        if m.type == "Node" and label_selector_matches(m.value, node_labels[n])
-                    ]
+                    hit = [n for n in pool if label_selector_matches(m.value, node_labels[n])]
                 if not hit:
                     problems.append(
                         Problem(
@@ -499,7 +598,9 @@ __all__ = [
     "MalformedHyperNode",
     "Member",
     "Problem",
+    "go_regex",
     "load_manifests",
+    "member_problems",
     "parse_hypernode",
     "to_manifest",
 ]

@@ -48,6 +48,7 @@ def test_dump_to_jsonl(capsys: pytest.CaptureFixture[str]) -> None:
     kinds = {r["_kind"] for r in recs}
     assert kinds == {"pod", "pod_ip_lease", "node", "hypernode", "job", "podgroup"}
     assert sorted(r["hypernode"] for r in recs if r["_kind"] == "hypernode") == [
+        "bad-regex",  # stored as declared; its member matches nothing and is reported
         "rack-0",
         "spine-0",
     ]

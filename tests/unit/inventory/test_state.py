@@ -92,7 +92,7 @@ def test_job_takes_the_allocated_hypernode_from_its_podgroup() -> None:
     assert rows[-1]["topology_mode"] == "soft" and rows[-1]["highest_tier_allowed"] == 2
 
 
-def test_hypernode_cycle_and_bad_regex_are_skipped_by_name() -> None:
+def test_hypernode_cycle_is_skipped_and_a_bad_regex_member_named() -> None:
     s = InventoryState(Clock())
 
     def hn(name: str, tier: int, child: str) -> dict:
@@ -123,9 +123,9 @@ def test_hypernode_cycle_and_bad_regex_are_skipped_by_name() -> None:
         1000,
     )
     rows = s.drain_rows()
-    assert [r["hypernode"] for r in rows["hypernode"]] == ["ok"]
+    assert [r["hypernode"] for r in rows["hypernode"]] == ["ok", "rx"]  # rx: as declared
     assert any(p.startswith("HyperNode a: HyperNode cycle") for p in s.problems)
-    assert any(p.startswith("HyperNode rx:") and "regex" in p for p in s.problems)
+    assert "HyperNode rx: Node member regexMatch '(' is not a valid regex" in "\n".join(s.problems)
     # a later edit that closes a loop is refused too, and the old declaration stays open
     s.event(
         "MODIFIED",
@@ -152,3 +152,28 @@ def test_backdate_uses_object_start_only_for_new_facts() -> None:
     }
     s.sync("Pod", [p], 5000, backdate=True)
     assert [r["valid_from"] for r in s.drain_rows()["pod"]] == [1000]
+
+
+def test_hypernode_members_volcano_ignores_are_stored_and_named() -> None:
+    """An empty labelMatch and a HyperNode member by regexMatch (tests/fixtures/volcano/
+    hypernode_members): the HyperNode is stored as declared, each such member is reported."""
+    from exporters.inventory.objects import load_dump
+    from tests.unit.inventory.test_objects import FIX
+
+    s = InventoryState(Clock())
+    s.apply_dump(
+        load_dump(FIX / "volcano" / "hypernode_members" / "empty_labelmatch.yaml")
+        + load_dump(FIX / "volcano" / "hypernode_members" / "s4_regex_hypernode_members.yaml"),
+        1000,
+    )
+    rows = s.drain_rows()["hypernode"]
+    assert [(r["hypernode"], r["selector"], r["member"]) for r in rows] == [
+        ("s0", "exactMatch", "node-0"),
+        ("s0", "labelMatch", ""),
+        ("s4", "regexMatch", "^s[01]$"),
+    ]
+    assert s.problems == [
+        "HyperNode s0: Node member labelMatch {} has no criteria: it matches nothing",
+        "HyperNode s4: HyperNode member regexMatch '^s[01]$' is ignored: "
+        "Volcano takes HyperNode members by exactMatch only",
+    ]

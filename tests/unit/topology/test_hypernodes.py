@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +12,8 @@ import yaml
 from telemetry.topology.hypernodes import (
     HyperNodeSpec,
     HyperNodeTree,
-    MalformedHyperNode,
     Problem,
+    go_regex,
     load_manifests,
     naive_lca,
     parse_hypernode,
@@ -95,10 +96,21 @@ def test_regex_member_and_bad_regex() -> None:
         {f"gpu-{i}": {} for i in range(6)},
     )
     assert tree.nodes["r0"] == {"gpu-0", "gpu-1", "gpu-2", "gpu-3"}
-    with pytest.raises(MalformedHyperNode, match=r"HyperNode bad: .*not a valid regex"):
-        parse_hypernode(
-            hn("bad", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "gpu-[0-"}}}])
+    # a pattern re cannot compile: that member matches nothing, named; the others still count
+    bad = parse_hypernode(
+        hn(
+            "bad",
+            1,
+            [
+                {"type": "Node", "selector": {"regexMatch": {"pattern": "gpu-[0-"}}},
+                {"type": "Node", "selector": {"exactMatch": {"name": "gpu-5"}}},
+            ],
         )
+    )
+    tree = HyperNodeTree.build([bad], {f"gpu-{i}": {} for i in range(6)})
+    assert tree.nodes["bad"] == {"gpu-5"}
+    assert [(p.kind, p.subject) for p in tree.problems] == [("bad_regex", "bad")]
+    assert "Node member regexMatch 'gpu-[0-' is not a valid regex" in tree.problems[0].message
 
 
 def test_label_expressions() -> None:
@@ -211,3 +223,89 @@ def test_lca_by_names_with_unknown_nodes() -> None:
     )
     assert names == ["s4", None, None, "s3"]
     assert tiers.tolist() == [2, 0, 0, 1]
+
+
+MEMBERS = FIX / "hypernode_members"  # Volcano's published HyperNodes and variants of them
+
+
+def _members_tree(*names: str) -> HyperNodeTree:
+    """The HyperNodes of fixture files `names` resolved against hypernode_members/nodes.yaml."""
+    specs, problems = [], []
+    for name in names:
+        got = load_manifests(yaml.safe_load_all((MEMBERS / name).read_text()))
+        specs += got[0]
+        problems += got[1]
+    assert problems == []
+    (nodes,) = yaml.safe_load_all((MEMBERS / "nodes.yaml").read_text())
+    return HyperNodeTree.build(
+        specs, {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes["items"]}
+    )
+
+
+def test_hypernode_member_by_regex_is_ignored_as_volcano_does() -> None:
+    """Volcano resolves HyperNode members by exactMatch only (hyper_node_info.go): s4's
+    regexMatch "^s[01]$" gives it no children, and says so, naming s4."""
+    tree = _members_tree("website_nta_leaf_hypernodes.yaml", "s4_regex_hypernode_members.yaml")
+    assert tree.children["s4"] == set()
+    assert tree.lca("node-0", "node-2") is None and tree.lca("node-0", "node-1") == ("s0", 1)
+    (p,) = [p for p in tree.problems if p.subject == "s4"]
+    assert (p.kind, p.message) == (
+        "ignored_member",
+        "HyperNode member regexMatch '^s[01]$' is ignored: "
+        "Volcano takes HyperNode members by exactMatch only",
+    )
+
+
+def test_empty_label_match_matches_nothing_and_the_other_members_count() -> None:
+    tree = _members_tree("empty_labelmatch.yaml")
+    assert tree.nodes["s0"] == {"node-0"}
+    assert [(p.kind, p.subject) for p in tree.problems] == [("ignored_member", "s0")]
+    assert "labelMatch {} has no criteria: it matches nothing" in tree.problems[0].message
+
+
+def test_re2_posix_class_pattern_resolves() -> None:
+    """`^node-[[:digit:]]+$` is a valid Go regexp; Python's re alone reads it as matching nothing."""
+    tree = _members_tree("posix_class.yaml")
+    assert tree.nodes["s0"] == {f"node-{i}" for i in (*range(8), 10)}
+    assert tree.problems == []
+    # Go's MatchString is unanchored: the blog's `node-[01]` also takes node-10
+    tree = _members_tree("blog_v111_s0_exact_plus_regex.yaml")
+    assert tree.nodes["s0"] == {"node-0", "node-1", "node-10"}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "hits", "misses"),
+    [  # RE2's classes (re2/re2/testing and Go regexp/syntax doc: "[[:alpha:]] alphabetic ...")
+        ("^[[:alnum:]]$", "a Z 7", "_ - é"),
+        ("^[[:alpha:]]$", "a Z", "7 _"),
+        ("^[[:ascii:]]$", "\x00 ~ \x7f", "é"),
+        ("^[[:blank:]]$", "\t \x20", "\n"),
+        ("^[[:cntrl:]]$", "\x00 \x1f \x7f", "\x20"),
+        ("^[[:digit:]]$", "0 9", "a ٣"),
+        ("^[[:graph:]]$", "! ~ a", "\x20 \x7f"),
+        ("^[[:lower:]]$", "a z", "A"),
+        ("^[[:print:]]$", "\x20 ~", "\t"),
+        ("^[[:punct:]]$", "! / : @ [ ` { ~", "a 0 \x20"),
+        ("^[[:space:]]$", "\t \n \x0b \x0c \r \x20", "a"),
+        ("^[[:upper:]]$", "A Z", "a"),
+        ("^[[:word:]]$", "a Z 0 _", "-"),
+        ("^[[:xdigit:]]$", "0 a F", "g G"),
+        ("^[[:^digit:]x]$", "a x é", "5"),
+        ("^[^[:digit:][:space:]]$", "a", "5 \x20"),
+        ("^[]a[:digit:]]$", "] a 3", "b"),
+        ("^\\[[:digit:]]$", "[d]", "[5]"),  # escaped `[`: `[:digit:]` is a set of `:digt`
+    ],
+)
+def test_go_regex_posix_classes(pattern: str, hits: str, misses: str) -> None:
+    rx = go_regex(pattern)
+
+    def chars(s: str) -> list[str]:
+        return [c.encode().decode("unicode_escape") if c.startswith("\\") else c for c in s.split()]
+
+    assert [c for c in chars(hits) if not rx.search(c)] == []
+    assert [c for c in chars(misses) if rx.search(c)] == []
+
+
+def test_go_regex_unknown_class_is_an_error_as_in_go() -> None:
+    with pytest.raises(re.error, match=r"invalid character class range \[:digits:\]"):
+        go_regex("^node-[[:digits:]]+$")
