@@ -24,6 +24,8 @@ from telemetry.times import iso_to_ms
 from telemetry.topology.hypernodes import MalformedHyperNode, member_problems, parse_hypernode
 
 NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
+# what Multus before v3.4.1 wrote instead (v3.4.1 onwards writes both)
+OLD_NETWORK_STATUS = "k8s.v1.cni.cncf.io/networks-status"
 ALLOCATED_HYPERNODE = "volcano.sh/job-allocated-hypernode"
 JOB_NAME_LABELS = ("volcano.sh/job-name", "batch.volcano.sh/job-name")
 # Node labels that name the data center and scalable unit, first present wins.
@@ -232,7 +234,8 @@ def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
         return facts
     ip_start = iso_to_ms(status.get("startTime")) or start
     entries: list[Mapping[str, Any]] = []
-    raw = annotations.get(NETWORK_STATUS)
+    key = NETWORK_STATUS if NETWORK_STATUS in annotations else OLD_NETWORK_STATUS
+    raw = annotations.get(key)
     if raw:
         try:
             parsed = json.loads(raw)
@@ -241,7 +244,7 @@ def pod_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
             entries = parsed
         except ValueError as e:
             warnings.append(
-                f"Pod {ns}/{name}: annotation {NETWORK_STATUS} is not valid network-status JSON ({e}); "
+                f"Pod {ns}/{name}: annotation {key} is not valid network-status JSON ({e}); "
                 "its secondary IPs were skipped"
             )
     primary_ips = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -264,3 +265,34 @@ def test_watch_gives_list_items_their_api_version() -> None:
     assert by_kind["Job"] == "batch.volcano.sh/v1alpha1"
     assert (by_kind["Pod"], by_kind["PriorityClass"]) == ("v1", "scheduling.k8s.io/v1")
 
+
+def test_multus_before_3_4_1_networks_status_annotation() -> None:
+    """Multus v3.4 writes only `k8s.v1.cni.cncf.io/networks-status` (k8sclient/k8sclient.go);
+    the value is the multus quickstart's (tests/fixtures/k8s/PROVENANCE.md)."""
+    status = (FIX / "k8s" / "multus_quickstart_network_status.json").read_text()
+    pod = copy.deepcopy(pods()["samplepod"])
+    annotations = pod["metadata"]["annotations"]
+    annotations["k8s.v1.cni.cncf.io/networks-status"] = annotations.pop(
+        "k8s.v1.cni.cncf.io/network-status"
+    )
+    got = [
+        (f.key[0], dict(f.values)["interface"], dict(f.values)["mac"])
+        for f in pod_facts(pod, [])
+        if f.kind == "pod_ip_lease"
+    ]
+    assert got == [("10.244.1.73", "eth0", ""), ("192.168.1.205", "net1", "86:1d:96:ff:55:0d")]
+    assert annotations["k8s.v1.cni.cncf.io/networks-status"] == status
+    # v3.4.1 onwards writes both: the new name is read
+    annotations["k8s.v1.cni.cncf.io/network-status"] = status.replace("192.168.1.205", "192.0.2.7")
+    assert [f.key[0] for f in pod_facts(pod, []) if f.kind == "pod_ip_lease"] == [
+        "10.244.1.73",
+        "192.0.2.7",
+    ]
+    # a broken old annotation is named as such
+    del annotations["k8s.v1.cni.cncf.io/network-status"]
+    annotations["k8s.v1.cni.cncf.io/networks-status"] = "[{"
+    warnings: list[str] = []
+    pod_facts(pod, warnings)
+    assert warnings[0].startswith(
+        "Pod default/samplepod: annotation k8s.v1.cni.cncf.io/networks-status is not valid"
+    )
