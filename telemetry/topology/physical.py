@@ -30,8 +30,10 @@ class LldpFormatError(ValueError):
 def parse_lldpcli_json(
     text: str | Mapping[str, Any], local_device: str, where: str = "lldpcli output"
 ) -> list[dict[str, Any]]:
-    """`lldpcli show neighbors -f json` -> lldp_link rows (without ts/cluster). lldpcli prints
-    `interface` as an object for one port and as a list of one-key objects for several."""
+    """`lldpcli show neighbors -f json` or `-f json0` -> lldp_link rows (without ts/cluster).
+    json prints `interface` as an object for one port and as a list of one-key objects for
+    several; json0 (lldpd's regular format) prints every element as a list of objects and the
+    port as a `name` field: {"lldp": [{"interface": [{"name": "eth0", "chassis": [...], ...}]}]}."""
     try:
         doc = json.loads(text) if isinstance(text, str) else text
     except ValueError as e:
@@ -40,17 +42,16 @@ def parse_lldpcli_json(
         raise LldpFormatError(
             f"{where}: no top-level 'lldp' object (is this `lldpcli show neighbors -f json`?)"
         )
-    lldp = doc["lldp"]
-    if isinstance(lldp, list):  # lldpcli prints [] / {} for no neighbours depending on version
-        lldp = lldp[0] if lldp else {}
-    lldp = _obj(lldp, where, "lldp")
+    lldp = _first(doc["lldp"], where, "lldp")  # a list: json0, or json with no neighbours
     ifaces = lldp.get("interface") or {}
     entries: list[tuple[str, Any]] = []
     if isinstance(ifaces, Mapping):
         entries = list(ifaces.items())
     elif isinstance(ifaces, list):
         for item in ifaces:
-            if isinstance(item, Mapping):
+            if isinstance(item, Mapping) and isinstance(item.get("name"), str):  # json0
+                entries.append((item["name"], item))
+            elif isinstance(item, Mapping):
                 entries.extend(item.items())
     else:
         raise LldpFormatError(f"{where}: lldp.interface is a {type(ifaces).__name__}")
@@ -60,35 +61,55 @@ def parse_lldpcli_json(
         at = f"interface {port}"
         if not isinstance(info, Mapping):
             raise LldpFormatError(f"{where}: {at}: not an object")
-        chassis = _obj(info.get("chassis"), where, f"{at}: chassis")
-        if isinstance(chassis.get("id"), Mapping):
+        chassis = _first(info.get("chassis"), where, f"{at}: chassis")
+        if isinstance(info.get("chassis"), list):  # json0: the system name is a field
+            remote = _value(chassis.get("name"), where, f"{at}: chassis name")
+            cinfo = chassis
+        elif isinstance(chassis.get("id"), Mapping):
             remote, cinfo = "", chassis  # neighbour without a system name
         elif chassis:
             remote, cinfo = next(iter(chassis.items()))
             cinfo = _obj(cinfo, where, f"{at}: chassis {remote}")
         else:
             remote, cinfo = "", {}
-        cid = _obj(cinfo.get("id"), where, f"{at}: chassis id")
+        cid = _first(cinfo.get("id"), where, f"{at}: chassis id")
         chassis_id = _text(cid.get("value"), where, f"{at}: chassis id value")
-        p = _obj(info.get("port"), where, f"{at}: port")
-        pid = _obj(p.get("id"), where, f"{at}: port id")
-        # the port id is an ifname when the neighbour says so; else its description names the port
-        remote_port = (
-            pid.get("value")
-            if pid.get("type") in ("ifname", "local")
-            else (p.get("descr") or pid.get("value"))
+        p = _first(info.get("port"), where, f"{at}: port")
+        pid = _first(p.get("id"), where, f"{at}: port id")
+        pid_value = _text(pid.get("value"), where, f"{at}: port id")
+        descr = _value(p.get("descr"), where, f"{at}: port descr")
+        # the port id names the port when it is an ifname, or a locally assigned name (SONiC
+        # sends its alias); a MAC, or a local id of digits only (Juniper's SNMP ifIndex), does
+        # not, and the port description does
+        named = pid.get("type") == "ifname" or (
+            pid.get("type") == "local" and not pid_value.isdigit()
         )
+        remote_port = pid_value if named else (descr or pid_value)
         rows.append(
             {
                 "local_device": local_device,
                 "local_port": port,
                 "remote_device": _text(remote, where, f"{at}: chassis name") or chassis_id,
-                "remote_port": _text(remote_port, where, f"{at}: port id"),
+                "remote_port": remote_port,
                 "remote_chassis_id": chassis_id,
                 "source": "lldpcli",
             }
         )
     return rows
+
+
+def _first(v: Any, where: str, what: str) -> Mapping[str, Any]:
+    """An object field, or json0's list of objects holding it (its first): {} when absent/empty."""
+    if isinstance(v, list):
+        v = v[0] if v else {}
+    return _obj(v, where, what)
+
+
+def _value(v: Any, where: str, what: str) -> str:
+    """A text field: json's "text", or json0's [{"value": "text"}] ('' when absent)."""
+    if isinstance(v, list | Mapping):
+        v = _first(v, where, what).get("value")
+    return _text(v, where, what)
 
 
 def _obj(v: Any, where: str, what: str) -> Mapping[str, Any]:

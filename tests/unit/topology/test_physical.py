@@ -48,6 +48,40 @@ def test_lldpcli_two_ports_capture_is_a_list() -> None:
     ]
 
 
+def _links(name: str) -> list[tuple[str, str, str, str]]:
+    rows = parse_lldpcli_json((FIX / name).read_text(), "gpu-host-1", where=name)
+    return [
+        (r["local_port"], r["remote_device"], r["remote_port"], r["remote_chassis_id"])
+        for r in rows
+    ]
+
+
+# lldpd 1.0.16 facing a leaf configured as SONiC's lldpmgrd does (port id subtype local): one
+# port with SONiC's alias, one with what a Juniper EX sends (its SNMP ifIndex 539)
+LOCAL_PORTIDS = [
+    ("vA", "leaf-sonic-1", "hundredGigE1/2", "2e:cf:da:56:72:15"),
+    ("vA2", "leaf-sonic-1", "ge-0/0/12.0", "2e:cf:da:56:72:15"),
+]
+
+
+def test_local_port_id_of_digits_is_an_ifindex_and_the_description_names_the_port() -> None:
+    assert _links("lldpcli_neighbors_local_portids.json") == LOCAL_PORTIDS
+
+
+def test_lldpcli_json0_captures_read_as_json() -> None:
+    """`-f json0` of the same neighbours: every value a list of objects, the port a `name`."""
+    assert _links("lldpcli_neighbors_local_portids_json0.json") == LOCAL_PORTIDS
+    assert _links("lldpcli_neighbors_one_port_json0.json") == LOCAL_PORTIDS[:1]
+    assert _links("lldpcli_neighbors_none_json0.json") == []
+
+
+def test_lldpd_own_json_and_json0_expectations_agree() -> None:
+    """lldpd's tests/integration/test_lldpcli.py: one neighbour in both formats (port id mac)."""
+    want = [("eth0", "ns-2.example.com", "eth1", "00:00:00:00:00:02")]
+    assert _links("lldpd_test_lldpcli_json_neighbors_eth0.json") == want
+    assert _links("lldpd_test_lldpcli_json0_neighbors_eth0.json") == want
+
+
 def test_lldpcli_bad_input_names_it() -> None:
     with pytest.raises(LldpFormatError, match=r"h1\.json: not JSON"):
         parse_lldpcli_json("{oops", "h1", where="h1.json")
@@ -68,7 +102,7 @@ def test_lldpcli_bad_input_names_it() -> None:
         ),
         (lambda d: _iface(d)["chassis"]["leaf1"].update(id="x"), "rsvA: chassis id is a str"),
         (lambda d: _iface(d).update(port=True), "interface rsvA: port is a bool, not an object"),
-        (lambda d: _iface(d)["port"].update(id=["a"]), "interface rsvA: port id is a list"),
+        (lambda d: _iface(d)["port"].update(id=["a"]), "interface rsvA: port id is a str"),
         (lambda d: _iface(d)["port"]["id"].update(value={}), "rsvA: port id is a dict, not text"),
         (lambda d: _iface(d)["port"]["id"].update(value="\ud800"), "is not valid UTF-8"),
     ],
