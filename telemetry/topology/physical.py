@@ -207,10 +207,13 @@ class Fabric:
         self.links = [dict(r) for r in links]
         self.affinity = [dict(r) for r in affinity]
         self.adj: dict[str, dict[str, set[tuple[str, str]]]] = {}
+        # (device, its port, far device, far port) as each device's own LLDP names its port
+        self.own: set[tuple[str, str, str, str]] = set()
         for r in self.links:
             a, b = str(r["local_device"]), str(r["remote_device"])
             if not a or not b or a == b:
                 continue
+            self.own.add((a, str(r["local_port"]), b, str(r["remote_port"])))
             self.adj.setdefault(a, {}).setdefault(b, set()).add(
                 (str(r["local_port"]), str(r["remote_port"]))
             )
@@ -251,7 +254,11 @@ class Fabric:
         return level
 
     def uplinks(self, server: str) -> dict[str, tuple[str, str]]:
-        """Server NIC (netdev) -> (leaf, leaf port), rail NICs only when affinity is known."""
+        """Server NIC (netdev) -> (leaf, leaf port), rail NICs only when affinity is known.
+        The leaf port as the leaf's own LLDP names it where it has exactly one record of that
+        NIC at its far end: a SONiC leaf advertises its ports by vendor alias (lldpmgrd:
+        `portidsubtype local <alias>`), so the server's view says `etp1` where the leaf's
+        records and counters say `Ethernet0`. Else the server's view."""
         rails = {nd for (s, nd) in self.rail_of if s == server} | {
             nd for (s, nd) in self.gpus_of if s == server
         }
@@ -263,6 +270,10 @@ class Fabric:
                 if rails and lp not in rails:
                     continue  # frontend/management NIC: not part of the rail fabric
                 out[lp] = (nb, rp)
+            for lp in {lp for lp, _ in ports} & out.keys():
+                named = [rp for p, rp in ports if p == lp and (nb, rp, server, lp) in self.own]
+                if len(named) == 1:
+                    out[lp] = (nb, named[0])
         return out
 
     def gpu_paths(self, server: str) -> list[dict[str, Any]]:

@@ -164,6 +164,21 @@ def test_gpu_paths() -> None:
     assert paths[5]["spines"] == ["spine-p1-0", "spine-p1-1"]
 
 
+def test_uplink_port_named_as_the_leaf_names_it() -> None:
+    """A SONiC leaf advertises its ports by vendor alias (lldpmgrd: portidsubtype local
+    <alias>): the server's lldpcli sees etp3 where the leaf's own LLDP and counters say
+    Ethernet8. The leaf's record names the port; without it, the server's view."""
+    host = {"local_device": "n1", "local_port": "eth3", "remote_device": "leaf1",
+            "remote_port": "etp3", "source": "lldpcli"}  # fmt: skip
+    leaf = {"local_device": "leaf1", "local_port": "Ethernet8", "remote_device": "n1",
+            "remote_port": "eth3", "source": "sonic"}  # fmt: skip
+    aff = [{"node": "n1", "gpu": 0, "netdev": "eth3", "rail": 0}]
+    assert Fabric([host, leaf], aff).uplinks("n1") == {"eth3": ("leaf1", "Ethernet8")}
+    assert Fabric([host], aff).uplinks("n1") == {"eth3": ("leaf1", "etp3")}
+    [path] = Fabric([leaf, host], aff).gpu_paths("n1")
+    assert (path["leaf"], path["leaf_port"]) == ("leaf1", "Ethernet8")
+
+
 def test_no_drift_no_differences() -> None:
     f = SynthFabric()
     specs, _ = load_manifests(f.declared_manifests())
