@@ -174,8 +174,16 @@ def attribute_sql(ctx: Context, depth: int = 0, codes: PathCodes | None = None) 
     of 524,288 rows: the SELECT goes on while a block is written, where one block of about a
     million rows (the default) left the whole write until the end (bench/correlate.py, medians
     of 7: 1 M flows 0.99 s instead of 1.08 s, 3 M flows 2.30 s instead of 2.50 s; blocks of
-    262,144 took 1 CPU-s more at 3 M)."""
-    settings = ["min_insert_block_size_rows = 524288"]
+    262,144 took 1 CPU-s more at 3 M). The flows are read in blocks of up to 262,144 rows,
+    whatever their bytes: every block copies each constant array it indexes (NUM alone is
+    a few MB at 100,000 leases, used a dozen times), and the default cap of 1 MB per block
+    made that about 40 blocks per 1 M flows (the INSERT 0.59 s wall / 0.94 CPU-s against
+    0.40 s / 0.67 CPU-s, medians of 5; the SELECT alone on one thread 0.60 s against 0.33 s)."""
+    settings = [
+        "min_insert_block_size_rows = 524288",
+        "max_block_size = 262144",
+        "preferred_block_size_bytes = 1000000000",
+    ]
     if ctx.store.cluster:
         settings.append("distributed_foreground_insert = 1")
     if codes is not None:
