@@ -359,7 +359,11 @@ def attribute_window(
         return {"flows": 0, "src_unowned": 0, "dst_unowned": 0, "index_built": False}
     rollup = _rollup_insert(ctx, rerun=bool(had["n"]))
     sql, params, built = statement(ctx, anc, facts)
-    ctx.command(sql, params)
+    try:
+        ctx.command(sql, params)
+    except Exception:
+        lease_index.forget(ctx)  # the index row may be gone: fingerprinted again next tick
+        raise
     if rollup is not None:
         ctx.command(rollup)
     # owned by nobody: no namespace (every pod has one), a LowCardinality column's compare

@@ -14,6 +14,7 @@ import hashlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from telemetry.records import KINDS
 from telemetry.store import time_range
 from telemetry.store.schema import quote
 from telemetry.topology.store_io import latest_lldp_sql
@@ -302,17 +303,86 @@ def fingerprint(inputs: int, nodes: str, build: str) -> int:
     return int.from_bytes(h.digest(), "big")
 
 
+# What the index is built from, and each one's time column: build_sql reads the rows begun
+# before the window's end (`time_range(kind, None, "we")`).
+INPUTS = ("pod_ip_lease", "pod", "gpu_nic_affinity", "lldp_link")
+MEMO = "lease_index"  # its entry in the engine's memo (Context.extra["memo"], kept across ticks)
+
+
+def unchanged_sql(ctx: Context) -> str:
+    """One row: `parts`, a hash of the active parts of the tables the index is built from (any
+    insert, merge, mutation or truncation names a new part), and `moved`, how many of their
+    rows begin in [{lo}, {hi}) (those enter or leave the index's inputs when the window's end
+    moves across them). A few milliseconds, where fingerprint_sql reads every lease and pod
+    version (0.04-0.07 s at 100,000 leases)."""
+    tables = ", ".join(f"'{KINDS[k].table}'" for k in INPUTS)
+    moved = " + ".join(
+        f"(SELECT count() FROM {ctx.table(k)} WHERE cluster = {{cluster:String}} AND "
+        f"{time_range(k, 'lo', 'hi')})"
+        for k in INPUTS
+    )
+    return f"""
+SELECT (SELECT cityHash64(groupArray(p)) FROM (
+            SELECT concat(table, '/', name) AS p FROM system.parts
+            WHERE database = {{db:String}} AND table IN ({tables}) AND active ORDER BY p)) AS parts,
+       {moved} AS moved"""
+
+
 def ensure(ctx: Context, params: dict[str, Any]) -> tuple[int, bool]:
     """(the fingerprint of an index row that serves the window, whether this call built it):
-    built first when no stored row does. `params`: attribution._node_params."""
+    built first when no stored row does. `params`: attribution._node_params.
+
+    Between ticks of the engine (its memo in `ctx.extra`) the fingerprint is taken again only
+    when something it covers may have changed: the parts of the input tables, a row of theirs
+    that began between the previous tick's window end and this one's, the node facts or the
+    build query; or the window starts before the previous one. Otherwise the previous tick's
+    fingerprint stands, without reading the inventory. A row gone since (replaced by a build
+    for another window, then merged away) fails the attribution's read (read_sql), and
+    attribute_window forgets the memo: the next tick takes the fingerprint again. In cluster
+    mode (the parts lie on the shards) it is taken every tick."""
     build = build_sql(ctx)
+    memo = None if ctx.store.cluster else ctx.extra.get("memo")
+    inputs = hashlib.blake2b(f"{params['nodes']}\x00{build}".encode(), digest_size=8).digest()
+    parts = None
+    if memo is not None:
+        prev = memo.get(MEMO)
+        lo, hi = sorted((prev["we"], ctx.window.end)) if prev else (ctx.window.end,) * 2
+        (now,) = ctx.rows(unchanged_sql(ctx), {"db": ctx.store.database, "lo": lo, "hi": hi})
+        parts = now["parts"]
+        if (
+            prev is not None
+            and prev["parts"] == parts
+            and prev["inputs"] == inputs
+            and not now["moved"]
+            and prev["since"] <= ctx.window.start
+        ):
+            prev["we"] = ctx.window.end
+            return int(prev["fp"]), False
     (row,) = ctx.rows(fingerprint_sql(ctx))
     fp = fingerprint(int(row["inputs"]), params["nodes"], build)
-    if fp in row["have"]:
-        return fp, False
-    ctx.command(build, {**params, "fp": fp})
-    log.debug("attribution index rebuilt for %s (fingerprint %x)", ctx.window.start.isoformat(), fp)
-    return fp, True
+    built = fp not in row["have"]
+    if built:
+        ctx.command(build, {**params, "fp": fp})
+        log.debug(
+            "attribution index rebuilt for %s (fingerprint %x)", ctx.window.start.isoformat(), fp
+        )
+    if memo is not None:  # the parts as they were before the fingerprint was taken
+        # the row read serves this window (its since <= ws), so any window starting later
+        memo[MEMO] = {
+            "parts": parts,
+            "inputs": inputs,
+            "we": ctx.window.end,
+            "since": ctx.window.start,
+            "fp": fp,
+        }
+    return fp, built
+
+
+def forget(ctx: Context) -> None:
+    """Drop the memo's fingerprint (the index row it names could not be read)."""
+    memo = ctx.extra.get("memo")
+    if memo is not None:
+        memo.pop(MEMO, None)
 
 
 def read_sql(ctx: Context) -> str:
