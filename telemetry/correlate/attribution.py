@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from telemetry.correlate import lease_index
-from telemetry.correlate.lease_index import KEYS, num, read_sql, segments_sql
+from telemetry.correlate.lease_index import KEYS, num, read_sql
 from telemetry.records import ATTRIBUTED_FLOW
 from telemetry.store import time_range
 
@@ -166,11 +166,10 @@ def _lca(depth: int) -> str:
 def _segment_of(end: str, ip: str) -> str:
     """The columns that find a flow end's segment (`{end}_id`, 1-based into the sorted segment
     arrays, 0 for none): the IP's first segment and count (`IPV`: first << 32 | count) by a
-    hash lookup on the IP, then how many of its starts are <= t (a slice of a few; the starts are
-    NUM's first SEGS values)."""
+    hash lookup on the IP, then how many of its starts are <= t (a slice of a few of S)."""
     return f"""transform({ip}, IPK, IPV, toUInt64(0)) AS {end}_v,
              toUInt32(bitShiftRight({end}_v, 32)) AS {end}_f,
-             arrayCount(x -> x <= t, arraySlice(NUM, {end}_f, bitAnd({end}_v, 4294967295))) AS {end}_c,
+             arrayCount(x -> x <= t, arraySlice(S, {end}_f, bitAnd({end}_v, 4294967295))) AS {end}_c,
              if({end}_c = 0, toUInt32(0), {end}_f + {end}_c - 1) AS {end}_id"""
 
 
@@ -185,9 +184,9 @@ def attribute_sql(ctx: Context, depth: int = 0, codes: PathCodes | None = None) 
     million rows (the default) left the whole write until the end (bench/correlate.py, medians
     of 7: 1 M flows 0.99 s instead of 1.08 s, 3 M flows 2.30 s instead of 2.50 s; blocks of
     262,144 took 1 CPU-s more at 3 M). The flows are read in blocks of up to 262,144 rows,
-    whatever their bytes: every block copies each constant array it indexes (NUM alone is
-    a few MB at 100,000 leases, used a dozen times), and the default cap of 1 MB per block
-    made that about 40 blocks per 1 M flows (the INSERT 0.59 s wall / 0.94 CPU-s against
+    whatever their bytes: every block copies each constant array it indexes (the index's
+    numbers were then one 7 MB array at 100,000 leases, used a dozen times; see num()), and the
+    default cap of 1 MB per block made that about 40 blocks per 1 M flows (the INSERT 0.59 s wall / 0.94 CPU-s against
     0.40 s / 0.67 CPU-s, medians of 5; the SELECT alone on one thread 0.60 s against 0.33 s)."""
     settings = [
         "min_insert_block_size_rows = 524288",
@@ -237,7 +236,6 @@ INSERT INTO {ctx.table("attributed_flow")} ({", ".join(out)})
 WITH splitByChar('\\x1e', {{nodes:String}}) AS NODES,  -- per node: node US su US idc US HyperNodes
 -- the lease index (lease_index.py): constants, each read once in a subquery of its own
 {read_sql(ctx)},
-{segments_sql()},
 {per_node}
 SELECT {select}
 FROM (SELECT ts, cluster, switch, out_port, src_ip, dst_ip, dst_port, dest_qp, bytes,

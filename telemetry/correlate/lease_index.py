@@ -25,10 +25,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX = "attribution_index"
+# Per segment, its numbers: field -> (column of attribution_index, the name attribute_sql reads
+# it by, its type). s: start in ms; rail1: rail + 1, 0 unknown; nidx: the node's position in
+# the `nodes` parameter; then the three keys of KEYS (below).
+NUMERIC = {
+    "s": ("starts", "S", "UInt64"),
+    "rail1": ("rails", "RL", "UInt32"),
+    "nidx": ("node_index", "NI", "UInt32"),
+    "nj": ("namespace_job_keys", "NJ", "UInt32"),
+    "nk": ("node_keys", "NK", "UInt32"),
+    "ck": ("nic_keys", "CK", "UInt32"),
+}
 # the index's arrays (columns of attribution_index) and the names attribute_sql reads them by
 ARRAYS = {
     "pods": "POD",
-    "numbers": "NUM",
+    **{col: name for col, name, _ in NUMERIC.values()},
     "namespace_job": "K_nj",
     "node_su_idc": "K_nk",
     "nic_port": "K_ck",
@@ -200,28 +211,14 @@ def nic_sql(ctx: Context) -> str:
         GROUP BY node, rail, nic, port"""
 
 
-# numbers[i]: per segment, the i-th of these (s: start in ms; rail1: rail + 1, 0 unknown; nidx:
-# the node's position in the `nodes` parameter; then the three keys of KEYS). read_sql gives
-# them to a query flattened, one after the other, as NUM: see num().
-NUMERIC = ("s", "rail1", "nidx", *KEYS)
-NUM_AT = {c: i for i, c in enumerate(NUMERIC, 1)}
-
-
 def num(field: str, seg: str) -> str:
-    """SQL: `field` (of NUMERIC) of segment `seg` (1-based; 0 = none, which reads 0) in NUM.
-    NUM is the stored arrays flattened: a constant indexed by a column is looked up as it is,
-    where `numbers[3]` of the nested constant is folded into a constant of its own, about 8 ms
-    per use at 100,000 segments, whatever the number of flows (0.08 s of a 0.16 s query over a
-    few hundred flows)."""
-    k = NUM_AT[field] - 1
-    if k == 0:
-        return f"NUM[{seg}]"
-    return f"NUM[({k} * SEGS + {seg}) * ({seg} != 0)]"
-
-
-def segments_sql() -> str:
-    """The WITH item binding SEGS, the number of segments, for num()."""
-    return f"intDiv(length(NUM), {len(NUMERIC)}) AS SEGS"
+    """SQL: `field` (of NUMERIC) of segment `seg` (1-based; 0 = none, which reads 0). Each field
+    is an array of its own, in the narrowest type that holds it: every block of flows copies
+    each constant array it indexes, once per use (a dozen uses), so one flattened UInt64 array
+    of every field (7 MB at 100,000 leases) cost 10-15 ms per block, the separate arrays about a
+    tenth of that (bench/correlate.py's 1 M flows: the INSERT 0.40 s against 0.43 s; one over
+    13 flows 76 ms against 81 ms; the same rows)."""
+    return f"{NUMERIC[field][1]}[{seg}]"
 
 
 def _index(ctx: Context) -> str:
@@ -235,11 +232,13 @@ def build_sql(ctx: Context) -> str:
     `nodes` (attribution._node_params) and `fp` (the fingerprint it is filed under)."""
     settings = "SETTINGS distributed_foreground_insert = 1" if ctx.store.cluster else ""
     fields = ", ".join("toUnixTimestamp64Milli(s)" if f == "s" else f for f in _FIELDS)
+    # a rail past UInt32 (a network named rail99999999999) is unknown, never a wrapped number
+    value = {"rail1": f"if(x.{_AT['rail1']} > 4294967295, 0, x.{_AT['rail1']})"}
     num = ", ".join(
-        f"arrayMap(x -> toUInt64(x), arrayEnumerateDense({_values(c)}))"
+        f"arrayMap(x -> to{t}(x), arrayEnumerateDense({_values(c)}))"
         if c in KEYS
-        else f"arrayMap(x -> toUInt64(x.{_AT[c]}), R)"
-        for c in NUMERIC
+        else f"arrayMap(x -> to{t}({value.get(c, f'x.{_AT[c]}')}), R)"
+        for c, (_, _, t) in NUMERIC.items()
     )
     distinct = ",\n".join(f"arrayDistinct({_values(k)}) AS U_{k}" for k in KEYS)
     keyed = ", ".join(
@@ -266,7 +265,7 @@ arrayMap(x -> x.1, R) AS all_ips,
 arrayFilter((i, f) -> f, arrayEnumerate(all_ips), first) AS fst
 SELECT {{cluster:String}}, now64(3), {{fp:UInt64}}, {{ws:DateTime64(3, 'UTC')}}, length(R),
        arrayMap(x -> x.{_AT["pod"]}, R),
-       [{num}],
+       {num},
        {keyed},
        arrayFilter((x, f) -> f, all_ips, first),
        -- per IP: its first segment << 32 | how many it has
@@ -386,8 +385,7 @@ def forget(ctx: Context) -> None:
 
 
 def read_sql(ctx: Context) -> str:
-    """The WITH items that bind ARRAYS' names to the index row filed under `{fp:UInt64}`
-    (`numbers` flattened: num()). Each
+    """The WITH items that bind ARRAYS' names to the index row filed under `{fp:UInt64}`. Each
     is a scalar subquery of its own (read once per query, a constant), and each fails the query
     when the row is gone (replaced by another window's build, then merged away, between
     `ensure` and this read) instead of looking every flow up in nothing."""
@@ -396,9 +394,8 @@ def read_sql(ctx: Context) -> str:
         "AND fingerprint = {fp:UInt64} AND since <= {ws:DateTime64(3, 'UTC')}"
     )
     gone = "'the attribution index row was replaced by another build: retried next tick'"
-    value = {"numbers": "arrayFlatten(argMax(numbers, built_at))"}
     return ",\n".join(
-        f"(SELECT if(throwIf(count() = 0, {gone}) = 0, "
-        f"{value.get(col, f'argMax({col}, built_at)')}, []) {where}) AS {name}"
+        f"(SELECT if(throwIf(count() = 0, {gone}) = 0, argMax({col}, built_at), []) {where}) "
+        f"AS {name}"
         for col, name in ARRAYS.items()
     )

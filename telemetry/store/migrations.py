@@ -265,6 +265,12 @@ MIGRATIONS: list[Migration] = [
         "nic_samples: link-level (802.3x) pause frames and pause time, received and sent",
         alter_columns(lambda: MIGRATION_15_COLUMNS),
     ),
+    Migration(
+        16,
+        "attribution_index: each segment number in an array of its own, in the narrowest type "
+        "that holds it (a query copied the one flattened array once per use and block)",
+        alter_columns(lambda: MIGRATION_16_COLUMNS),
+    ),
 ]
 
 
@@ -1828,6 +1834,39 @@ MIGRATION_15_COLUMNS: tuple[tuple[str, str, str], ...] = (
         "ADD",
         "`global_tx_pause_duration_seconds_total` Nullable(Float64) CODEC(ZSTD(1)) COMMENT 'Time the port paused its peer with link-level pause frames.' AFTER `global_rx_pause_duration_seconds_total`",
     ),
+)
+
+
+# Migration 16: the index's per-segment numbers (lease_index.NUMERIC), one array each. The old
+# `numbers` column goes: an index row is a cache, rebuilt by a railscope whose build query
+# differs (its fingerprint covers the query), so no row that had only `numbers` is read again.
+MIGRATION_16_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    *(
+        (
+            "attribution_index",
+            "ADD",
+            f"`{col}` Array({t}) COMMENT '{doc}' AFTER `{after}`",
+        )
+        for col, t, doc, after in (
+            ("starts", "UInt64", "Per segment (sorted by IP, then start): its start (ms).", "pods"),
+            ("rails", "UInt32", "Per segment: its rail + 1 (0 unknown).", "starts"),
+            (
+                "node_index",
+                "UInt32",
+                "Per segment: the position of its node among the node facts.",
+                "rails",
+            ),
+            (
+                "namespace_job_keys",
+                "UInt32",
+                "Per segment: its (namespace, job) key.",
+                "node_index",
+            ),
+            ("node_keys", "UInt32", "Per segment: its (node, SU, IDC) key.", "namespace_job_keys"),
+            ("nic_keys", "UInt32", "Per segment: its (NIC, leaf port) key.", "node_keys"),
+        )
+    ),
+    ("attribution_index", "DROP", "`numbers`"),
 )
 
 
