@@ -27,11 +27,13 @@ log = logging.getLogger(__name__)
 INDEX = "attribution_index"
 # Per segment, its numbers: field -> (column of attribution_index, the name attribute_sql reads
 # it by, its type). s: start in ms; rail1: rail + 1, 0 unknown; nidx: the node's position in
-# the `nodes` parameter; then the three keys of KEYS (below).
+# the `nodes` parameter; code: the node's HyperNode path code (attribution.PathCodes; 0 none,
+# or the chains compared tier by tier instead); then the three keys of KEYS (below).
 NUMERIC = {
     "s": ("starts", "S", "UInt64"),
     "rail1": ("rails", "RL", "UInt32"),
     "nidx": ("node_index", "NI", "UInt32"),
+    "code": ("path_codes", "PC", "UInt64"),
     "nj": ("namespace_job_keys", "NJ", "UInt32"),
     "nk": ("node_keys", "NK", "UInt32"),
     "ck": ("nic_keys", "CK", "UInt32"),
@@ -40,12 +42,13 @@ NUMERIC = {
 ARRAYS = {
     "pods": "POD",
     **{col: name for col, name, _ in NUMERIC.values()},
-    "namespace_job": "K_nj",
-    "node_su_idc": "K_nk",
-    "nic_port": "K_ck",
     "ips": "IPK",
     "ip_segments": "IPV",
 }
+# the string attributes of KEYS' keys (columns of attribution_index, one per key, each an array
+# per attribute), read as one constant `K`: one scalar subquery instead of three (each costs
+# 2-3 ms however small its value)
+KEYED = {"nj": "namespace_job", "nk": "node_su_idc", "ck": "nic_port"}
 
 
 def _rail(network: str) -> str:
@@ -133,13 +136,13 @@ def _segments(ctx: Context) -> str:
     segment AS (
         SELECT o.ip AS ip, o.s AS s, o.namespace AS namespace, o.pod AS pod, o.node AS node,
                o.job AS job, o.rail + 1 AS rail1, n.su AS su, n.idc AS idc, n.nidx AS nidx,
-               r.nic AS nic, r.leaf_port AS leaf_port
+               n.code AS code, r.nic AS nic, r.leaf_port AS leaf_port
         FROM owned AS o
         LEFT JOIN node_info AS n ON o.node = n.node
         LEFT JOIN nic_info AS r ON o.node = r.node AND o.rail = r.rail
         UNION ALL  -- a lease that ended with no successor yet: its IP is nobody's from then on
         SELECT ip, if(b > a, assumeNotNull(b), a) AS s, '', '', '', '', toInt64(0), '', '',
-               toUInt32(0), '', ''
+               toUInt32(0), toUInt64(0), '', ''
         FROM lease WHERE gap_after
     )"""
 
@@ -168,20 +171,13 @@ KEYS = {  # key -> the string attributes it carries
     "ck": ("nic", "leaf_port"),
 }
 # a segment's fields in the tuples of `R` (sorted by IP, then start), 1-based
-_FIELDS = ("ip", "s", "pod", "rail1", "nidx", *(c for cols in KEYS.values() for c in cols))
+_FIELDS = ("ip", "s", "pod", "rail1", "nidx", "code", *(c for cols in KEYS.values() for c in cols))
 _AT = {f: i for i, f in enumerate(_FIELDS, 1)}
 
 
 def _values(key: str) -> str:
     """Per segment of `R`, the tuple of `key`'s attributes."""
     return f"arrayMap(x -> ({', '.join(f'x.{_AT[c]}' for c in KEYS[key])}), R)"
-
-
-def _keyed(key: str) -> str:
-    """`K_{key}`: per number of the key (1-based, see KEYS), its attributes, one array per
-    attribute."""
-    arrays = ", ".join(f"arrayMap(y -> y.{i}, u)" for i in range(1, len(KEYS[key]) + 1))
-    return f"""(SELECT [{arrays}] FROM (SELECT arrayDistinct({_values(key)}) AS u)) AS K_{key}"""
 
 
 def nic_sql(ctx: Context) -> str:
@@ -226,10 +222,11 @@ def _index(ctx: Context) -> str:
     return f"{quote(ctx.store.database)}.{quote(INDEX)}"
 
 
-def build_sql(ctx: Context) -> str:
+def build_sql(ctx: Context, codes: bool) -> str:
     """INSERT ... SELECT of a new index row for the window's cluster: the segments sorted by
-    (IP, start) with their attributes as arrays (see ARRAYS). Parameters: the window, the cluster,
-    `nodes` (attribution._node_params) and `fp` (the fingerprint it is filed under)."""
+    (IP, start) with their attributes as arrays (see ARRAYS, KEYED). Parameters: the window, the
+    cluster, `nodes` (attribution._node_params: with `codes`, each node's path code is its
+    fourth field) and `fp` (the fingerprint it is filed under)."""
     settings = "SETTINGS distributed_foreground_insert = 1" if ctx.store.cluster else ""
     fields = ", ".join("toUnixTimestamp64Milli(s)" if f == "s" else f for f in _FIELDS)
     # a rail past UInt32 (a network named rail99999999999) is unknown, never a wrapped number
@@ -241,15 +238,17 @@ def build_sql(ctx: Context) -> str:
         for c, (_, _, t) in NUMERIC.items()
     )
     distinct = ",\n".join(f"arrayDistinct({_values(k)}) AS U_{k}" for k in KEYS)
-    keyed = ", ".join(
+    per_key = ", ".join(
         "[" + ", ".join(f"arrayMap(y -> y.{i}, U_{k})" for i in range(1, len(cols) + 1)) + "]"
         for k, cols in KEYS.items()
     )
     return f"""
-INSERT INTO {_index(ctx)} (cluster, built_at, fingerprint, since, segments, {", ".join(ARRAYS)})
+INSERT INTO {_index(ctx)} (cluster, built_at, fingerprint, since, segments, {", ".join(ARRAYS)},
+    {", ".join(KEYED.values())})
 WITH splitByChar('\\x1e', {{nodes:String}}) AS NODES,  -- per node: node US su US idc US ancestor...
 node_info AS (  -- nidx: the node's position in NODES
-    SELECT f[1] AS node, f[2] AS su, f[3] AS idc, toUInt32(i) AS nidx
+    SELECT f[1] AS node, f[2] AS su, f[3] AS idc, toUInt32(i) AS nidx,
+           {"toUInt64OrZero(f[4])" if codes else "toUInt64(0)"} AS code
     FROM (SELECT arrayJoin(arrayEnumerate(NODES)) AS i, splitByChar('\\x1f', NODES[i]) AS f)
     WHERE length(f) >= 3
 ),
@@ -266,11 +265,11 @@ arrayFilter((i, f) -> f, arrayEnumerate(all_ips), first) AS fst
 SELECT {{cluster:String}}, now64(3), {{fp:UInt64}}, {{ws:DateTime64(3, 'UTC')}}, length(R),
        arrayMap(x -> x.{_AT["pod"]}, R),
        {num},
-       {keyed},
        arrayFilter((x, f) -> f, all_ips, first),
        -- per IP: its first segment << 32 | how many it has
        arrayMap((x, y) -> bitOr(bitShiftLeft(toUInt64(x), 32), toUInt64(y - x)),
-                fst, arraySlice(arrayPushBack(arrayPopFront(fst), length(all_ips) + 1), 1, length(fst)))
+                fst, arraySlice(arrayPushBack(arrayPopFront(fst), length(all_ips) + 1), 1, length(fst))),
+       {per_key}
 {settings}"""
 
 
@@ -339,7 +338,7 @@ def ensure(ctx: Context, params: dict[str, Any]) -> tuple[int, bool]:
     for another window, then merged away) fails the attribution's read (read_sql), and
     attribute_window forgets the memo: the next tick takes the fingerprint again. In cluster
     mode (the parts lie on the shards) it is taken every tick."""
-    build = build_sql(ctx)
+    build = build_sql(ctx, "lca_codes" in params)
     memo = None if ctx.store.cluster else ctx.extra.get("memo")
     inputs = hashlib.blake2b(f"{params['nodes']}\x00{build}".encode(), digest_size=8).digest()
     parts = None
@@ -394,8 +393,17 @@ def read_sql(ctx: Context) -> str:
         "AND fingerprint = {fp:UInt64} AND since <= {ws:DateTime64(3, 'UTC')}"
     )
     gone = "'the attribution index row was replaced by another build: retried next tick'"
+    parts = ", ".join(f"argMax({col}, built_at)" for col in KEYED.values())
     return ",\n".join(
-        f"(SELECT if(throwIf(count() = 0, {gone}) = 0, argMax({col}, built_at), []) {where}) "
-        f"AS {name}"
-        for col, name in ARRAYS.items()
+        f"(SELECT if(throwIf(count() = 0, {gone}) = 0, {value}, []) {where}) AS {name}"
+        for value, name in [
+            *((f"argMax({col}, built_at)", name) for col, name in ARRAYS.items()),
+            (f"arrayConcat({parts})", "K"),
+        ]
     )
+
+
+def keyed(key: str, attribute: str, number: str) -> str:
+    """SQL: `attribute` (of KEYS[key]) of key number `number` (1-based; 0 reads '') in `K`."""
+    at = [(k, c) for k, cols in KEYS.items() for c in cols].index((key, attribute)) + 1
+    return f"K[{at}][{number}]"

@@ -1857,10 +1857,16 @@ MIGRATION_16_COLUMNS: tuple[tuple[str, str, str], ...] = (
                 "rails",
             ),
             (
+                "path_codes",
+                "UInt64",
+                "Per segment: the HyperNode path code of its node (0 none).",
+                "node_index",
+            ),
+            (
                 "namespace_job_keys",
                 "UInt32",
                 "Per segment: its (namespace, job) key.",
-                "node_index",
+                "path_codes",
             ),
             ("node_keys", "UInt32", "Per segment: its (node, SU, IDC) key.", "namespace_job_keys"),
             ("nic_keys", "UInt32", "Per segment: its (NIC, leaf port) key.", "node_keys"),
