@@ -384,10 +384,17 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2, help="uncounted runs of each contender")
     ap.add_argument("--repeats", type=int, default=3, help="counted runs (the median is kept)")
     args = ap.parse_args()
+    # the store is removed afterwards: left behind, each run's GBs filled the page cache, and
+    # later runs spent several times the system time writing their parts
+    with tempfile.TemporaryDirectory(prefix="rs-bench-corr-") as tmp:
+        run(args, tmp)
+
+
+def run(args: argparse.Namespace, tmp: str) -> None:
     runs = {"warmup": args.warmup, "repeats": args.repeats}
     sizes = [int(x) for x in args.sizes.split(",")]
     rng = np.random.default_rng(3)
-    store = Store(f"chdb://{tempfile.mkdtemp(prefix='rs-bench-corr-')}/store", database="bench")
+    store = Store(f"chdb://{tmp}/store", database="bench")
     store.migrate()
     t0 = (int(time.time() * 1000) // HOUR_MS - 3) * HOUR_MS
     ls, pods = leases(args.leases, t0)
@@ -530,6 +537,7 @@ def main() -> None:
             "repeats": args.repeats,
         }
     )
+    store.client.close()
 
 
 if __name__ == "__main__":

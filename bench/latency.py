@@ -89,7 +89,11 @@ def main() -> None:
     )
     ap.add_argument("--batch-hours", type=float, default=2.0, help="batch run range (0: none)")
     a = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="railscope-latency-"))
+    with tempfile.TemporaryDirectory(prefix="railscope-latency-") as tmp:  # removed afterwards
+        run(a, Path(tmp))
+
+
+def run(a: argparse.Namespace, tmp: Path) -> None:
     dsn = f"chdb://{tmp / 'store'}"
     now_s = time.time() - 3600  # inside every table's TTL
     interval = 0.0
