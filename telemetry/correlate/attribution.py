@@ -361,9 +361,10 @@ def attribute_window(
     """(Re)write the window's attributed flows. Returns counts for self-report (flows, IPs
     owned by nobody, whether the lease index had to be rebuilt). `anc` and `facts`
     (node_facts) are what the caller already read for this tick."""
+    # whether the window holds attributed rows (a re-run) and flows: the first row answers
     (had,) = ctx.rows(f"""
-        SELECT (SELECT count() FROM {ctx.table("attributed_flow")} WHERE {ctx.where("attributed_flow")}) AS n,
-               (SELECT count() FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")}) AS flows""")
+        SELECT (SELECT count() FROM (SELECT 1 FROM {ctx.table("attributed_flow")} WHERE {ctx.where("attributed_flow")} LIMIT 1)) AS n,
+               (SELECT count() FROM (SELECT 1 FROM {ctx.table("flow_sample")} WHERE {ctx.where("flow_sample")} LIMIT 1)) AS flows""")
     if had["n"]:  # a re-run: replace, never add twice (new flows skip the mutation)
         ctx.command(
             f"DELETE FROM {ctx.table('attributed_flow')} WHERE {ctx.where('attributed_flow')}"
