@@ -98,7 +98,11 @@ def _versions(ctx: Context, kind: str, key: str, cols: str) -> str:
 # Fifth version (this module, stop 32): the arrays are kept between ticks in attribution_index
 # and rebuilt only when their inputs change (their fingerprint): building them took 0.4-0.5 s
 # of one thread per tick at 100,000 leases, before any flow was read; reading them back takes
-# 0.03-0.05 s.
+# 0.03-0.05 s. Sixth (migration 16): each per-segment number in an array of its own, in the
+# narrowest type, with the node's path code among them (attribute_sql no longer takes the node
+# facts); each block of flows copies every constant array it indexes once per use, and a scalar
+# subquery costs 2-3 ms however small its value, so the flattened 7 MB array of every number
+# cost 10-15 ms per block, and the query's fixed cost (13 flows) fell from 80 to 65 ms.
 def _segments(ctx: Context) -> str:
     """One row per (IP, start): the attribution of a flow sent at t from/to that IP is the
     segment with the latest start <= t, or nothing before the IP's first lease. Leases that
