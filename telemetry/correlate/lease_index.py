@@ -349,10 +349,19 @@ def ensure(ctx: Context, params: dict[str, Any]) -> tuple[int, bool]:
     if memo is not None:
         prev = memo.get(MEMO)
         lo, hi = sorted((prev["we"], ctx.window.end)) if prev else (ctx.window.end,) * 2
-        (now,) = ctx.rows(unchanged_sql(ctx), {"db": ctx.store.database, "lo": lo, "hi": hi})
+        try:
+            (now,) = ctx.rows(unchanged_sql(ctx), {"db": ctx.store.database, "lo": lo, "hi": hi})
+        except Exception as e:  # system.parts not readable: fingerprint every tick, as before
+            if not memo.get(MEMO + ":unreadable"):
+                log.warning("lease index: %s; its fingerprint is taken every tick", _first(e))
+            memo[MEMO + ":unreadable"] = True
+            memo.pop(MEMO, None)
+            memo = None
+            now = {"parts": None, "moved": 1}
         parts = now["parts"]
         if (
-            prev is not None
+            memo is not None
+            and prev is not None
             and prev["parts"] == parts
             and prev["inputs"] == inputs
             and not now["moved"]
@@ -378,6 +387,11 @@ def ensure(ctx: Context, params: dict[str, Any]) -> tuple[int, bool]:
             "fp": fp,
         }
     return fp, built
+
+
+def _first(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0][:300] if lines else type(e).__name__
 
 
 def forget(ctx: Context) -> None:

@@ -303,3 +303,29 @@ def test_with_the_memo_an_index_row_gone_fails_one_tick_and_the_next_rebuilds(
     assert "lease_index" not in memo
     assert _attribute(store, s, 120, 350, memo)
     assert _pods(store, s) == [(60, "train1-0", "train1-1"), (330, "", "train1-1")]
+
+
+def test_with_system_parts_unreadable_the_fingerprint_is_taken_every_tick(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store that refuses the memo's check (system.parts) attributes as before, taking the
+    fingerprint every tick, and says why once."""
+    from telemetry.correlate import lease_index
+
+    monkeypatch.setattr(lease_index, "unchanged_sql", lambda ctx: "SELECT * FROM no_such_table")
+    s = t0()
+    t = ms(s)
+    inventory(store, t)
+    flows(store, t)
+    memo: dict[str, Any] = {}
+    with caplog.at_level("WARNING", logger="telemetry.correlate.lease_index"):
+        assert _attribute(store, s, 0, 120, memo)
+        assert not _attribute(store, s, 120, 350, memo)
+        assert _attribute(store, s, 350, 425, memo)  # infer-0's lease begins at 360 s
+    assert _pods(store, s) == [
+        (60, "train1-0", "train1-1"),
+        (330, "", "train1-1"),
+        (420, "infer-0", "train1-1"),
+    ]
+    said = [r.getMessage() for r in caplog.records if "fingerprint is taken" in r.getMessage()]
+    assert len(said) == 1 and "no_such_table" in said[0].lower(), said

@@ -274,6 +274,9 @@ ROLE_PROBES: dict[str, dict[str, tuple[Any, ...]]] = {
         "INSERT INTO railscope.job_port_intervals (bucket) VALUES (now())": ([],),
         # the lease index the attribution reads, rebuilt when the inventory changes
         "INSERT INTO railscope.attribution_index (built_at) VALUES (now64())": ([],),
+        # and whether that may be needed: the inventory tables' parts (lease_index.unchanged_sql)
+        "SELECT count() > 0 FROM system.parts WHERE database = 'railscope' "
+        "AND table = 'pod_ip_leases' AND active": ([[1]],),
         "INSERT INTO railscope.switch_port_intervals (bucket) VALUES (now())": (ACCESS_DENIED,),
         "INSERT INTO railscope.gpu_samples (ts) VALUES (now64())": (ACCESS_DENIED,),
         "DROP TABLE railscope.findings": (ACCESS_DENIED,),
