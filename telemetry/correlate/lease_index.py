@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from telemetry.records import KINDS
-from telemetry.store import time_range
+from telemetry.store import first_line, time_range
 from telemetry.store.schema import quote
 from telemetry.topology.store_io import latest_lldp_sql
 
@@ -353,14 +353,13 @@ def ensure(ctx: Context, params: dict[str, Any]) -> tuple[int, bool]:
             (now,) = ctx.rows(unchanged_sql(ctx), {"db": ctx.store.database, "lo": lo, "hi": hi})
         except Exception as e:  # system.parts not readable: fingerprint every tick, as before
             if not memo.get(MEMO + ":unreadable"):
-                log.warning("lease index: %s; its fingerprint is taken every tick", _first(e))
+                log.warning("lease index: %s; its fingerprint is taken every tick", first_line(e))
             memo[MEMO + ":unreadable"] = True
             memo.pop(MEMO, None)
-            memo = None
-            now = {"parts": None, "moved": 1}
-        parts = now["parts"]
+            memo = prev = now = None
+        parts = now["parts"] if now else None
         if (
-            memo is not None
+            now
             and prev is not None
             and prev["parts"] == parts
             and prev["inputs"] == inputs
@@ -387,11 +386,6 @@ def ensure(ctx: Context, params: dict[str, Any]) -> tuple[int, bool]:
             "fp": fp,
         }
     return fp, built
-
-
-def _first(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return lines[0][:300] if lines else type(e).__name__
 
 
 def forget(ctx: Context) -> None:

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 from telemetry.store.dsn import DEFAULT_DSN, Dsn, parse_dsn
 
 if TYPE_CHECKING:
-    from telemetry.store.client import Store, table_ref, time_range
+    from telemetry.store.client import Store, first_line, table_ref, time_range
 
-_CLIENT = ("Store", "table_ref", "time_range")
+_CLIENT = ("Store", "first_line", "table_ref", "time_range")
 
 
 def __getattr__(name: str) -> Any:
@@ -21,4 +21,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'telemetry.store' has no attribute {name!r}")
 
 
-__all__ = ["DEFAULT_DSN", "Dsn", "Store", "parse_dsn", "table_ref", "time_range"]
+__all__ = ["DEFAULT_DSN", "Dsn", "Store", "first_line", "parse_dsn", "table_ref", "time_range"]

@@ -57,7 +57,7 @@ def _open_embedded(dsn: Dsn) -> Any:
             )
         except Exception as e:  # chdb raises plain RuntimeError on a locked path
             raise StoreUnavailable(
-                f"embedded store {dsn.path}: cannot open: {_first_line(e)}"
+                f"embedded store {dsn.path}: cannot open: {first_line(e)}"
             ) from None
         _EMBEDDED[dsn.path] = client
         return client
@@ -124,7 +124,7 @@ def _open_server(dsn: Dsn, connect_timeout: float) -> Any:
         )
     except (ClickHouseError, OSError) as e:
         raise StoreUnavailable(
-            f"ClickHouse at {dsn.redacted()} is unreachable: {_first_line(e)}"
+            f"ClickHouse at {dsn.redacted()} is unreachable: {first_line(e)}"
         ) from None
 
 
@@ -164,7 +164,9 @@ _REASONS = (
 )
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
+    """What went wrong, in one line: a known connection failure by its reason, else the
+    error's first line (300 characters at most)."""
     text = str(e).strip()
     for needle, reason in _REASONS:
         if needle in text:
@@ -309,7 +311,7 @@ class Store:
         try:
             self.client.command("SYSTEM JEMALLOC PURGE")
         except Exception as e:  # an engine built without jemalloc: nothing to give back
-            log.debug("embedded store: no allocator purge: %s", _first_line(e))
+            log.debug("embedded store: no allocator purge: %s", first_line(e))
 
     def query_arrow(
         self, sql: str, parameters: Mapping[str, Any] | Sequence[Any] | None = None
