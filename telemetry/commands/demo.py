@@ -126,26 +126,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ingest(sim: Any, cfg: Any, store: Any, con: Any, *, through_parsers: bool = False) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from telemetry.commands.progress import Progress
     from telemetry.sim.run import ingest
     from telemetry.transforms import build_transforms
 
-    with Progress(
-        TextColumn("  simulate + render + parse" if through_parsers else "  simulate + ingest"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("steps" if through_parsers else "chunks"),
-        TimeElapsedColumn(),
-        console=con,
-        transient=True,
-    ) as prog:
-        task = prog.add_task("sim", total=sim.steps if through_parsers else sim.n_chunks)
+    label = "simulate + render + parse" if through_parsers else "simulate + ingest"
+    with Progress(con, label, "steps" if through_parsers else "chunks") as prog:
         return ingest(
             sim,
             [clickhouse_sink(cfg, store)],
             build_transforms(cfg),
-            progress=lambda done, total, rows: prog.update(task, completed=done),
+            progress=lambda done, total, rows: prog.update(done, total, f"{rows:,} records"),
             through_parsers=cfg if through_parsers else None,
         )
 
@@ -154,6 +145,7 @@ def _correlate(sim: Any, cfg: Any, store: Any, con: Any) -> bool:
     """Run the correlation engine over the simulated window when it is built; score its findings."""
     from datetime import UTC, datetime
 
+    from telemetry.commands.progress import Progress
     from telemetry.sim.score import read_findings, read_incidents, render, score, score_incidents
 
     try:
@@ -167,7 +159,8 @@ def _correlate(sim: Any, cfg: Any, store: Any, con: Any) -> bool:
     start = datetime.fromtimestamp(sim.start_ms / 1000, UTC)
     end = datetime.fromtimestamp(sim.end_ms / 1000, UTC)
     try:
-        res = Correlator(store, cluster=cfg.cluster).run(start, end)
+        with Progress(con, "correlate", "ticks") as prog:
+            res = Correlator(store, cluster=cfg.cluster).run(start, end, progress=prog.update)
     except Exception as e:  # the engine is another component: report it, keep the demo's data
         con.print(
             f"\n[bold red]correlation failed[/]: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

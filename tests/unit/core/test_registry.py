@@ -53,9 +53,10 @@ def test_load_config_validates_every_source_without_importing_exporters(tmp_path
 @pytest.mark.parametrize(
     ("section", "message"),
     [
-        ("node: {collectors: {gpux: true}}", "sources.node.collectors.gpux: Extra inputs"),
-        ("switch: {enabled: maybe}", "sources.switch.enabled: Input should be a valid boolean"),
-        ("sflow: {interval_seconds: 0}", "sources.sflow.interval_seconds: Input should be greater"),
+        # the key path is railscope's; the reason after it is pydantic's, worded by its version
+        ("node: {collectors: {gpux: true}}", "sources.node.collectors.gpux: "),
+        ("switch: {enabled: maybe}", "sources.switch.enabled: "),
+        ("sflow: {interval_seconds: 0}", "sources.sflow.interval_seconds: "),
         (
             "nodes: {}",
             "sources.nodes: unknown source (known: hdfs, inventory, nccl, node, sflow, switch)",

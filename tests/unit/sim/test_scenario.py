@@ -68,7 +68,7 @@ def test_cli_prints_one_line_and_exits_2(tmp_path: Path, capsys: pytest.CaptureF
     p.write_text(GOOD.replace("start_minute", "strat_minute"))
     assert main(["sim", "show", str(p)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "faults.0.strat_minute: Extra inputs are not permitted" in err[0]
+    assert len(err) == 1 and f"scenario {p}: faults.0.strat_minute: " in err[0]
     assert main(["sim", "show", "no-such-scenario"]) == 2
     assert "built-ins: " in capsys.readouterr().err
     (tmp_path / "y.yaml").write_text("fabric: [\n")
@@ -120,7 +120,7 @@ def test_demo_node_counts_keep_the_workload_and_faults(nodes: int):
         # --nodes scaling (OverflowError) or numpy's seeding (ValueError)
         ("jobs:\n  - {name: j, tenant: t, nodes: " + "9" * 400 + "}\n", "jobs.0.nodes"),
         ("random_jobs: {count: " + "9" * 400 + "}\n", "random_jobs.count"),
-        ("seed: -1\n", "seed: Input should be greater than or equal to 0"),
+        ("seed: -1\n", "seed: "),  # after the key, pydantic's own words
         ("seed: &x [*x]\n", "nested deeper than 64 levels"),
     ],
     ids=["huge-job", "huge-count", "negative-seed", "self-anchor"],
