@@ -39,6 +39,13 @@ def register(sub: Any) -> list[str]:
         "--start", help="pin the simulated start (ISO, e.g. 2026-01-01T00:00:00Z); default: end now"
     )
     p.add_argument(
+        "--timing",
+        choices=("ideal", "realistic", "harsh"),
+        help="collection timing of the samples (default: the scenario's, realistic for the "
+        "built-ins): ideal = every device on one 10 s grid; realistic = each device at its own "
+        "phase with jitter, skew and rare lost polls; harsh = production extremes (docs/simulator.md)",
+    )
+    p.add_argument(
         "--keep", action="store_true", help="keep existing data in --data instead of starting fresh"
     )
     p.add_argument(
@@ -59,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     con = Console(highlight=False, soft_wrap=True)
     sc = load_scenario(args.scenario).with_overrides(
-        seed=args.seed, minutes=args.minutes, nodes=args.nodes, start=args.start
+        seed=args.seed, minutes=args.minutes, nodes=args.nodes, start=args.start, timing=args.timing
     )
     sim = build(sc)
     if args.through_parsers:
@@ -84,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
         f"[bold]railscope demo[/]: scenario [cyan]{sc.name}[/] seed {sc.seed}: {len(fab.nodes)} GPU servers "
         f"({len(fab.nodes) * fab.gpus_per_node} GPUs, {fab.nics_per_node} NICs each) in "
         f"{len({n.su_global for n in fab.nodes})} SUs, {len(sc.fabric.idcs)} IDCs, {len(fab.switches)} switches; "
-        f"{sc.duration_minutes:g} min at {sc.resolution_seconds} s; {len([f for f in sim.faults if f.origin == 'injected'])} faults"
+        f"{sc.duration_minutes:g} min at {sc.resolution_seconds} s, {sc.telemetry.profile} timing; "
+        f"{len([f for f in sim.faults if f.origin == 'injected'])} faults"
     )
     store = open_store(cfg, migrate=True)
     result = _ingest(sim, cfg, store, con, through_parsers=args.through_parsers)

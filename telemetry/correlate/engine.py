@@ -20,11 +20,12 @@ from telemetry.correlate import findings as fstore
 from telemetry.correlate.clock import Clock, SystemClock
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.incidents import IncidentTracker
+from telemetry.correlate.late import LateArrivals
 from telemetry.correlate.registry import Context, Window, detectors
 from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
 from telemetry.pipeline import ComponentStats
 from telemetry.records import KINDS
-from telemetry.store import Store, time_range
+from telemetry.store import Store
 from telemetry.store.schema import LOCAL_SUFFIX
 
 log = logging.getLogger(__name__)
@@ -45,16 +46,17 @@ def _ms(t: datetime) -> int:
 
 @dataclass
 class Activity:
-    """Where the data a batch run reads lies: per sample kind the interval buckets (epoch ms //
-    interval ms) holding rows, per state kind its first row. Read once per run, so that ticks
-    whose detectors would see empty windows are not evaluated (they find nothing)."""
+    """Where the data a batch run reads lies, read once per run: per kind the interval buckets
+    (epoch ms // interval ms) holding rows - for a sample kind its samples, for a state kind
+    (inventory, LLDP, GPU-NIC affinity) the moments it changed (a version began or ended). A
+    tick at which no detector's inputs changed within its window gives the answers the previous
+    evaluation gave, so a batch run evaluates only where something changed."""
 
     interval_ms: int
     buckets: dict[str, set[int]]
-    first: dict[str, int]  # state kind -> first row (epoch ms)
 
     def any_in(self, kind: str, lo_ms: int, hi_ms: int) -> bool:
-        """Rows of sample kind `kind` may lie in [lo_ms, hi_ms) (bucket granularity)."""
+        """Rows (or changes) of `kind` may lie in [lo_ms, hi_ms) (bucket granularity)."""
         got = self.buckets.get(kind)
         if not got:
             return False
@@ -63,13 +65,12 @@ class Activity:
             return any(b in got for b in range(b_lo, b_hi + 1))
         return any(b_lo <= b <= b_hi for b in got)
 
-    def active(self, kinds: tuple[str, ...], t_ms: int, lookback_ms: int) -> bool:
-        """A detector needing `kinds`, judging [t - lookback, t), may find something at t."""
+    def active(self, kinds: tuple[str, ...], t_ms: int, window_ms: int, settle_ms: int) -> bool:
+        """A detector reading `kinds` over [t - window, t) may answer differently at t than at
+        the tick before: a sample in its window, or a change of a state kind within `settle`."""
         for k in kinds:
-            if k in STATE_KINDS:
-                if k in self.first and self.first[k] < t_ms:
-                    return True
-            elif self.any_in(k, t_ms - lookback_ms, t_ms):
+            w = settle_ms if k in STATE_KINDS else window_ms
+            if self.any_in(k, t_ms - w, t_ms):
                 return True
         return False
 
@@ -98,6 +99,7 @@ class RunResult:
         default_factory=dict
     )  # stage/detector -> first line of the error
     cpu_seconds: float = 0.0  # process CPU time the evaluations took (the engine's and chdb's)
+    by_detector: dict[str, list[Finding]] = field(default_factory=dict)  # one evaluation's
 
     def fail(self, what: str, window: Window, e: BaseException) -> None:
         self.failed[what] = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
@@ -146,6 +148,9 @@ class Correlator:
         self.incidents = IncidentTracker(store, cluster, self.hysteresis)
         self._attributed_until: datetime | None = None
         self._memo: dict[str, tuple[str, Any]] = {}
+        self._judged_until: datetime | None = None  # the latest tick evaluate() judged
+        self._late: LateArrivals | None = None  # created by the first rejudge() (follow)
+        self.rejudged = 0  # re-judged (detector, tick) pairs, for self-report
 
     def data_span(self) -> tuple[datetime, datetime] | None:
         """First and last sample time over the kinds detectors read (each by its time column)."""
@@ -164,14 +169,19 @@ class Correlator:
         )
 
     def run(
-        self, start: datetime, end: datetime, progress: Callable[[int, int], None] | None = None
+        self,
+        start: datetime,
+        end: datetime,
+        progress: Callable[[int, int, str], None] | None = None,
     ) -> RunResult:
-        """Batch: evaluate every tick in (start, end + one interval], as a follower would have
-        (the last tick judges the data up to `end`). Findings are returned once each, as last
-        written. Where the data lies is read once (`activity`): a tick is evaluated with only
-        the detectors whose window holds data they read, and skipped when none does and no flow
-        arrived in its interval - those detectors would find nothing, so the findings are the
-        same as evaluating every tick, and a range mostly without data costs little."""
+        """Batch: judge every tick in (start, end + one interval], as a follower would have (the
+        last tick judges the data up to `end`); findings are returned once each, as last written.
+        Where the data lies and where the inventory changed is read once (`activity`). A detector
+        is evaluated at the ticks where its inputs changed within its window (and the tick
+        after); elsewhere it would answer as it last did, so its last findings are carried on
+        without a query, and a stretch where nothing changes costs nothing but one write of what
+        still holds at its end. The findings are those of evaluating every tick.
+        `progress(done, total, note)` follows the ticks."""
         result = RunResult()
         ts = list(
             ticks(
@@ -181,59 +191,147 @@ class Correlator:
             )
         )
         act = self.activity(ts[0], ts[-1]) if ts else None
+        ms = timedelta(milliseconds=1)
+        windows = {d.name: self.lookbacks[d.name] // ms for d in self.detectors}
+        settles = {d.name: int(d.settle_seconds(self.thresholds) * 1000) for d in self.detectors}
         latest: dict[str, Finding] = {}
+        last: dict[str, list[Finding]] = {}  # each detector's answer at its last evaluation
+        was: set[str] = set()  # detectors active at the previous tick
+        quiet_since: datetime | None = None  # the tick before a stretch of skipped ticks
+        prev: datetime | None = None
         for i, t in enumerate(ts):
             assert act is not None
             t_ms = _ms(t)
-            names = {
+            now_active = {
                 d.name
                 for d in self.detectors
-                if act.active(d.needs, t_ms, self.lookbacks[d.name] // timedelta(milliseconds=1))
+                if act.active(d.needs, t_ms, windows[d.name], settles[d.name])
             }
-            if not names and not act.any_in("flow_sample", t_ms - act.interval_ms, t_ms):
-                self.tracker.observe(t, [])  # closes what has not held for the hysteresis
+            names = now_active | was  # and the tick after: its window just emptied
+            was = now_active
+            flows = act.any_in("flow_sample", t_ms - act.interval_ms, t_ms)
+            if not names and not flows:
+                quiet_since = quiet_since or prev
                 result.skipped += 1
             else:
-                r = self.evaluate(t, only=names)
+                carried = [f for d, fs in last.items() if d not in names for f in fs]
+                r = self.evaluate(t, only=names, carried=carried, held_since=quiet_since)
+                quiet_since = None
                 for f in r.findings:
                     latest[f.finding_id] = f
+                last.update({d: r.by_detector.get(d, []) for d in names})
                 r.findings = []
                 result.merge(r)
+            prev = t
             if progress:
-                progress(i + 1, len(ts))
+                progress(i + 1, len(ts), f"{len(latest)} finding(s)")
+        held = [f for fs in last.values() for f in fs]
+        if quiet_since is not None and held and ts:
+            # what held when the data ended still holds at the last tick
+            found = self.tracker.observe(ts[-1], held, held_since=quiet_since)
+            self.incidents.observe(ts[-1], found)
+            for f in found:
+                latest[f.finding_id] = f
         result.findings = list(latest.values())
         return result
 
     def activity(self, first_tick: datetime, last_tick: datetime) -> Activity:
-        """Where the data the detectors read lies, for ticks first_tick..last_tick (one query
-        per kind)."""
+        """Where the data the detectors read lies, and when the state they read changed, for
+        ticks first_tick..last_tick (one query per kind)."""
         step_ms = int(self.interval * 1000)
-        lo = first_tick - max(self.lookbacks.values(), default=timedelta(0))
-        act = Activity(step_ms, {}, {})
+        back = max(
+            [timedelta(seconds=d.settle_seconds(self.thresholds)) for d in self.detectors]
+            + list(self.lookbacks.values()),
+            default=timedelta(0),
+        )
+        lo = first_tick - back
+        act = Activity(step_ms, {})
         kinds = {k for d in self.detectors for k in d.needs} | {"flow_sample"}
+        params = {"c": self.cluster, "ws": lo, "we": last_tick}
         for kind in sorted(kinds):
-            col = f"`{KINDS[kind].time_field}`"
-            where = "cluster = {c:String}"
-            if kind in STATE_KINDS:
-                r = self.store.query_rows(
-                    f"SELECT min({col}), count() FROM {self.store.table(kind)} WHERE {where}",
-                    {"c": self.cluster},
-                )
-                if r and r[0][1]:
-                    act.first[kind] = _ms(r[0][0].replace(tzinfo=UTC))
-                continue
+            k = KINDS[kind]
+            col = f"`{k.time_field}`"
+            cols = [col]
+            if "valid_to" in k.by_name:  # a version's end is a change too
+                cols.append("`valid_to`")
             rows = self.store.query_rows(
-                f"""SELECT DISTINCT intDiv(toUnixTimestamp64Milli({col}), {step_ms})
-                    FROM {self.store.table(kind)} WHERE {where} AND {time_range(kind)}""",
-                {"c": self.cluster, "ws": lo, "we": last_tick},
+                " UNION DISTINCT ".join(
+                    f"""SELECT DISTINCT intDiv(toUnixTimestamp64Milli({c}), {step_ms})
+                        FROM {self.store.table(kind)}
+                        WHERE cluster = {{c:String}} AND {c} >= {{ws:DateTime64(3, 'UTC')}}
+                          AND {c} < {{we:DateTime64(3, 'UTC')}}"""
+                    for c in cols
+                ),
+                params,
             )
-            act.buckets[kind] = {int(r[0]) for r in rows}
+            got = {int(r[0]) for r in rows if r[0] is not None}
+            if kind in STATE_KINDS:
+                # state set before the range is a change at its first tick
+                (before,) = self.store.query_rows(
+                    f"SELECT count() FROM (SELECT 1 FROM {self.store.table(kind)} "
+                    f"WHERE cluster = {{c:String}} AND {col} < {{ws:DateTime64(3, 'UTC')}} LIMIT 1)",
+                    params,
+                )
+                if before[0]:
+                    got.add(_ms(lo) // step_ms)
+            act.buckets[kind] = got
         return act
 
-    def evaluate(self, now: datetime, only: set[str] | None = None) -> RunResult:
+    def rejudge(self, now: datetime) -> RunResult:
+        """Live only (follow): before the tick at `now`, look for rows that arrived since the
+        last tick with times the engine already judged (late.py), and judge again, with the
+        detectors that read them, the latest evaluation whose window holds them; late flows are
+        attributed again first. What it finds opens (or extends) findings as of that evaluation.
+        Data later than `time.late_seconds` is not looked for."""
+        if self._judged_until is None:
+            return RunResult()
+        if self._late is None:
+            kinds = {k for d in self.detectors for k in d.needs} | {"flow_sample"}
+            self._late = LateArrivals(
+                self.store,
+                self.cluster,
+                kinds,
+                self.interval,
+                float(self.thresholds["time"]["late_seconds"]),
+            )
+        late = self._late.check(self._judged_until, now)
+        if not late:
+            return RunResult()
+        if "flow_sample" in late and self._attributed_until is not None:
+            first = last_tick(late["flow_sample"], self.interval)
+            self._attributed_until = min(self._attributed_until, first)
+        at: dict[datetime, set[str]] = {}
+        for d in self.detectors:
+            times = [late[k] for k in d.needs if k in late]
+            if not times:
+                continue
+            # the latest judged tick whose window [t - lookback, t) holds the earliest late row
+            t = min(
+                self._judged_until, last_tick(min(times) + self.lookbacks[d.name], self.interval)
+            )
+            if t - self.lookbacks[d.name] <= min(times) < t:
+                at.setdefault(t, set()).add(d.name)
+        result = RunResult()
+        for t, names in sorted(at.items()):
+            log.info("late data: judging %s again (%s)", t.isoformat(), ", ".join(sorted(names)))
+            result.merge(self.evaluate(t, only=names, rejudge=True))
+            self.rejudged += len(names)
+        return result
+
+    def evaluate(
+        self,
+        now: datetime,
+        only: set[str] | None = None,
+        *,
+        rejudge: bool = False,
+        carried: list[Finding] | None = None,
+        held_since: datetime | None = None,
+    ) -> RunResult:
         """One tick: attribute the flows that arrived since the last tick, run every detector
         (or those named in `only`) over its trailing window ending at `now`, and open/update/
-        close findings."""
+        close findings. `rejudge`: an earlier tick judged again for late data (rejudge()).
+        `carried`: findings of detectors not run that still hold (run()), held since
+        `held_since` when ticks were skipped in between."""
         cpu = time.process_time()
         result = RunResult(windows=1)
         nonempty, rollups = self._tables()
@@ -273,8 +371,12 @@ class Correlator:
             for f in got:
                 f.window_start, f.window_end = w.start, w.end
             found += got
-        result.findings = self.tracker.observe(now, found)
+            result.by_detector[d.name] = got
+        found += carried or []
+        result.findings = self.tracker.observe(now, found, held_since=held_since)
         self.incidents.observe(now, result.findings)  # incidents.py: regroup, write what changed
+        if not rejudge:
+            self._judged_until = max(now, self._judged_until or now)
         result.cpu_seconds = time.process_time() - cpu
         return result
 
@@ -302,7 +404,9 @@ class Correlator:
         }
         now = ctx.window.end
         lo = self._attributed_until
-        if lo is None or lo >= now or now - lo > max(self.lookbacks.values(), default=timedelta(0)):
+        if lo is not None and lo >= now:
+            return shared  # judged again for late data: attributed up to a later tick already
+        if lo is None or now - lo > max(self.lookbacks.values(), default=timedelta(0)):
             lo = now - max(self.lookbacks.values(), default=timedelta(0))
         if "flow_sample" in nonempty and lo < now:
             st = self.attribution_stats
@@ -366,7 +470,9 @@ def follow(
         for t in ticks(done, clock.now() - lag, corr.interval):
             if stop.is_set():
                 break
+            late = corr.rejudge(t)  # windows already judged that late data changed
             res = corr.evaluate(t)
+            res.merge(late)
             done = t
             if res.findings or res.failed:
                 log.info(

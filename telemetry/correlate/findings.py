@@ -103,12 +103,23 @@ class Tracker:
             (k, subj): _Open(fid, _utc(first), _utc(last)) for k, subj, fid, first, last in rows
         }
 
-    def observe(self, now: datetime, findings: Sequence[Finding]) -> list[Finding]:
-        """Record the findings holding at evaluation time `now`; returns them with ids set."""
+    def observe(
+        self, now: datetime, findings: Sequence[Finding], *, held_since: datetime | None = None
+    ) -> list[Finding]:
+        """Record the findings holding at evaluation time `now`; returns them with ids set.
+        `held_since`: the findings held at every tick since then, though not observed (a batch
+        run skips ticks where nothing changed): those open then stay open, never closed and
+        opened again."""
         now = _utc(now)
         if self.open is None:
             self.open = self._load(now)
-        for key in [k for k, o in self.open.items() if o.last_seen < now - self.hysteresis]:
+        held = {(f.kind, f.subject) for f in findings} if held_since is not None else set()
+        since = _utc(held_since) - self.hysteresis if held_since is not None else now
+        for key in [
+            k
+            for k, o in self.open.items()
+            if o.last_seen < now - self.hysteresis and not (k in held and o.last_seen >= since)
+        ]:
             del self.open[key]  # closed: not held for the hysteresis period
         if not findings:
             return []

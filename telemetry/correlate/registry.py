@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 # Every module that defines detectors. Adding a detector module is one line here.
 DETECTOR_MODULES = (
+    "telemetry.correlate.detectors.collection",
     "telemetry.correlate.detectors.collective",
     "telemetry.correlate.detectors.consequence",
     "telemetry.correlate.detectors.fabric",
@@ -143,15 +144,27 @@ class DetectorSpec:
     # the trailing window it judges: the sum of these thresholds (seconds), e.g.
     # ("ecmp.min_seconds", "sliding.interval_seconds") for a condition sustained min_seconds
     lookback: tuple[str, ...] = ("sliding.rate_seconds",)
+    # how long after a change of the state it reads (inventory) its answer may still change by
+    # time alone, past its lookback: e.g. ("pool.gang_pending_seconds",) for "pending that long"
+    settle: tuple[str, ...] = ()
 
     def lookback_seconds(self, thresholds: Mapping[str, Any]) -> float:
-        total = 0.0
-        for dotted in self.lookback:
-            cur: Any = thresholds
-            for p in dotted.split("."):
-                cur = cur[p]
-            total += float(cur)
-        return total
+        return _sum_thresholds(thresholds, self.lookback)
+
+    def settle_seconds(self, thresholds: Mapping[str, Any]) -> float:
+        """Lookback plus settle: after a change of a state kind it reads, the detector's answer
+        is the same at every tick once this long has passed without another (engine.run)."""
+        return self.lookback_seconds(thresholds) + _sum_thresholds(thresholds, self.settle)
+
+
+def _sum_thresholds(thresholds: Mapping[str, Any], paths: tuple[str, ...]) -> float:
+    total = 0.0
+    for dotted in paths:
+        cur: Any = thresholds
+        for p in dotted.split("."):
+            cur = cur[p]
+        total += float(cur)
+    return total
 
 
 _DETECTORS: dict[str, DetectorSpec] = {}
@@ -163,6 +176,7 @@ def detector(
     needs: tuple[str, ...],
     lookback: tuple[str, ...] = ("sliding.rate_seconds",),
     category: str = "",
+    settle: tuple[str, ...] = (),
 ) -> Callable[[Detector], Detector]:
     """Register `fn` as detector `name`. It is evaluated every `sliding.interval_seconds` over
     the trailing window `lookback` names (threshold paths, summed). `category` defaults to the
@@ -182,9 +196,9 @@ def detector(
             return fn(dataclasses.replace(ctx, detector=spec))
 
         spec = DetectorSpec(
-            name, category or fn.__module__.rpartition(".")[2], run, needs, lookback
+            name, category or fn.__module__.rpartition(".")[2], run, needs, lookback, settle
         )
-        spec.lookback_seconds(default_thresholds())  # a misspelt threshold fails at import
+        spec.settle_seconds(default_thresholds())  # a misspelt threshold fails at import
         _DETECTORS[name] = spec
         return run
 

@@ -48,6 +48,7 @@ from telemetry.sim.faults import Fault, GroundTruth, gpu_uuid, placement_targets
 from telemetry.sim.hdfs import HdfsModel, build_hdfs
 from telemetry.sim.pool import pool_gpus, pool_rows
 from telemetry.sim.scenario import Scenario, SpecField
+from telemetry.sim.timing import Disturber, device_lists
 from telemetry.sim.workload import TIER_NAMES, Job, Workload, expand_jobs, schedule
 
 FRAME = 4154  # RoCEv2 frame with a 4096-byte payload
@@ -233,12 +234,49 @@ class Simulation:
         return out
 
     # -- the whole run -----------------------------------------------------------------------
-    def batches(self) -> Iterator[list[Batch]]:
-        """Inventory and static facts first, then one list of batches per chunk of steps."""
-        yield self.inventory_batches()
+    def batches(self, *, disturbed: bool = True) -> Iterator[list[Batch]]:
+        """Inventory and static facts first, then one list of batches per chunk of steps. With
+        `disturbed` (the default) the samples carry the scenario's collection timing (timing.py:
+        phases, jitter, lost and duplicated polls, restarts); without, every sample sits on the
+        step grid (the device path renders those and disturbs what its parsers read)."""
+        dist = self.disturber() if disturbed else None
+        inv = self.inventory_batches()
+        if dist is not None:
+            dist.inventory({b.kind.name: b.table for b in inv})
+            inv = dist.batches(inv)
+        yield inv
         gen = _StepGen(self)
         for c0 in range(0, self.steps, self.chunk_steps):
-            yield gen.chunk(c0, min(self.steps, c0 + self.chunk_steps))
+            c1 = min(self.steps, c0 + self.chunk_steps)
+            out = gen.chunk(c0, c1)
+            if dist is not None:
+                out = dist.batches(out) + [
+                    Batch(LLDP_LINK, t)
+                    for t in dist.relearned_lldp(self.ts(c0) - self.dt * 1000, self.ts(c1))
+                ]
+            yield out
+
+    def disturber(self) -> Disturber | None:
+        """The scenario's collection timing as a fresh Disturber (None: ideal timing)."""
+        spec = self.scenario.telemetry
+        gaps = [
+            (f.target["class"], f.target["device"], f.start_ms, f.end_ms)
+            for f in self.faults
+            if f.kind == "collection_gap"
+        ]
+        if spec.ideal and not gaps:
+            return None
+        return Disturber(
+            spec,
+            self.scenario.seed,
+            self.start_ms,
+            self.dt * 1000,
+            self.end_ms,
+            device_lists(
+                (n.name for n in self.fabric.nodes), (s for s, _, _ in self.fabric.switches)
+            ),
+            gaps,
+        )
 
     @property
     def n_chunks(self) -> int:

@@ -466,6 +466,22 @@ def _r_drift(
     f.detail = {"declared_member": node.name, "wired_su": node.su_name}
 
 
+def _r_gap(
+    f: Fault, spec: FaultSpec, fab: Fabric, wl: Workload, rng: np.random.Generator, where: str
+) -> None:
+    """A source that stops sending (its exporter or collector down): the device itself is fine,
+    what reaches the store from it is nothing (timing.Disturber drops it)."""
+    switches = {s for s, _, _ in fab.switches}
+    if spec.target and spec.target in switches:
+        f.subject_type, f.subject, cls = "switch", spec.target, "switch"
+    else:
+        node = _pick_node(spec, fab, wl, rng, where, f.start_step)
+        f.subject_type, f.subject, cls = "node", fab.nodes[node].name, "node"
+    f.subjects = [f.subject]
+    f.target = {"class": cls, "device": f.subject}
+    f.detail = {"source": "node exporter" if cls == "node" else "switch collector"}
+
+
 _RESOLVERS = {
     "ecmp_collision": _r_ecmp,
     "pfc_storm": _r_pfc,
@@ -479,6 +495,7 @@ _RESOLVERS = {
     "hdfs_replica_misplaced": _r_misplaced,
     "dci_saturation": _r_dci,
     "hypernode_drift": _r_drift,
+    "collection_gap": _r_gap,
     **dict.fromkeys(POOL_FAULTS, pool_resolve),
 }
 

@@ -40,9 +40,13 @@ class _Due(BaseSource):
         return out
 
 
-def _split(b: Batch, before: pa.Scalar) -> tuple[Batch | None, Batch | None]:
-    """(rows whose time is before `before`, the rest) of one batch, by the kind's time column."""
+def _split(b: Batch, before: pa.Scalar, delay_ms: Any = None) -> tuple[Batch | None, Batch | None]:
+    """(rows that have arrived by `before`, the rest) of one batch: a row arrives at its time
+    (the kind's time column) plus its delay in ms (`delay_ms`, per row; None: none)."""
     col = b.table.column(b.kind.time_field)
+    if delay_ms is not None:
+        arrival = pc.add(col.cast(pa.int64()), pa.array(delay_ms, pa.int64()))
+        col = arrival.cast(col.type)
     mask = pc.fill_null(pc.less(col, before), True)
     now, later = b.table.filter(mask), b.table.filter(pc.invert(mask))
     return (Batch(b.kind, now) if now.num_rows else None), (
@@ -52,7 +56,8 @@ def _split(b: Batch, before: pa.Scalar) -> tuple[Batch | None, Batch | None]:
 
 class LiveFeed:
     """Drive `sim` interval by interval: at the end of interval k (sim.ts(k + 1)) every record
-    whose time lies before it is published, then the clock moves there. With `lockstep`, each
+    that has arrived by then (its time, plus the delay of a late poll in the scenario's timing)
+    is published, then the clock moves there. With `lockstep`, each
     step waits until the clock's waiter (a follower) has caught up before the next interval."""
 
     def __init__(
@@ -77,15 +82,19 @@ class LiveFeed:
         """Publish each interval at its end and move the clock there; yields that end."""
         held: list[Batch] = []
         ts_type = pa.timestamp("ms", tz="UTC")
-        for step, batches in enumerate(self.sim.batches()):
+        dist = self.sim.disturber()  # which polls arrive late (timing.py), and by how much
+        for step, batches in self._chunks():
             held += batches
             if step == 0:
                 continue  # inventory and static facts: published as their times come due
+            if step > self.sim.steps and not held:
+                break  # the late rows after the end have all arrived
             end_ms = self.sim.ts(step)  # chunk step-1 ends here
             before = pa.scalar(end_ms, type=ts_type)
             due, keep = [], []
             for b in held:
-                now, later = _split(b, before)
+                delay = dist.arrival_delay_ms(b.kind.name, b.table) if dist else None
+                now, later = _split(b, before, delay)
                 if now is not None:
                     due.append(now)
                 if later is not None:
@@ -101,6 +110,20 @@ class LiveFeed:
             if self.lockstep:
                 self.clock.wait_idle()
             yield end
+
+    def _chunks(self) -> Iterator[tuple[int, list[Batch]]]:
+        """(step, its batches) for every chunk, then empty steps while late rows may still be
+        on their way (the scenario's late_seconds past the end)."""
+        step = 0
+        for step, batches in enumerate(self.sim.batches()):
+            yield step, batches
+        late = (
+            self.sim.scenario.telemetry.late_seconds
+            if self.sim.scenario.telemetry.late_share
+            else 0
+        )
+        for extra in range(1, int(late // self.sim.dt) + 2):
+            yield step + extra, []
 
     def run(self) -> int:
         for _ in self.intervals():

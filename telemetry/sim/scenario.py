@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from telemetry.config import read_yaml
 from telemetry.errors import ConfigError
+from telemetry.sim.timing import TelemetrySpec
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 SERVER_MODELS_FILE = Path(__file__).parent / "server_models.yaml"
@@ -39,6 +40,7 @@ FaultKind = Literal[
     "gpu_idle_allocated",
     "gang_blocked_by_fragmentation",
     "queue_over_guarantee_starving",
+    "collection_gap",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
 
@@ -166,7 +168,9 @@ class FaultSpec(_M):
         None, gt=0, description="Default: until the end of the run."
     )
     target: str | None = Field(
-        None, description="Job, node, node/nic or switch; default: chosen by seed."
+        None,
+        description="Job, node, node/nic or switch (collection_gap: a node or a switch whose "
+        "telemetry stops); default: chosen by seed.",
     )
     xid: int | None = Field(None, ge=1, description="gpu_xid: the XID code (default 48).")
     severity: float = Field(1.0, gt=0, le=10, description="Scales the fault's magnitude.")
@@ -220,6 +224,9 @@ class Scenario(_M):
     sflow: SflowSpec = Field(default_factory=SflowSpec)  # type: ignore[arg-type]
     faults: list[FaultSpec] = Field(default_factory=list)
     pool: PoolSpec | None = None
+    # how collection disturbs the times of what reaches the store (telemetry/sim/timing.py):
+    # realistic by default; `ideal` is every device on one grid
+    telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)  # type: ignore[arg-type]
 
     @field_validator("start")
     @classmethod
@@ -261,9 +268,13 @@ class Scenario(_M):
         minutes: float | None = None,
         nodes: int | None = None,
         start: str | None = None,
+        timing: str | None = None,
     ) -> Scenario:
-        """The same scenario with CLI overrides applied (validated again)."""
+        """The same scenario with CLI overrides applied (validated again). `timing` replaces the
+        scenario's telemetry section with that profile (ideal, realistic, harsh)."""
         data = self.model_dump()
+        if timing is not None:
+            data["telemetry"] = {"profile": timing}
         if seed is not None:
             data["seed"] = seed
         if minutes is not None:

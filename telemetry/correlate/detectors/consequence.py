@@ -82,7 +82,7 @@ def network_bound(ctx: Context) -> list[Finding]:
 @detector(
     "gpu_without_direct_nic",
     category="placement",
-    needs=("gpu_nic_affinity",),
+    needs=("gpu_nic_affinity", "flow_sample"),
     lookback=("sliding.flow_seconds",),
 )
 def gpu_without_direct_nic(ctx: Context) -> list[Finding]:

@@ -16,6 +16,7 @@ from telemetry.correlate.sql import (
     rate,
     rollup_values,
 )
+from telemetry.correlate.timebase import aligned_sql, covered_sql
 
 
 def port_subject(switch: str, port: str) -> str:
@@ -132,13 +133,21 @@ def pfc_storm(ctx: Context) -> list[Finding]:
     for n in nics:
         subject = f"{n['node']}/{n['device']}"
         origins[subject] = {"rate": rate(n, "inc_pfc_tx_pause_total"), "seen_at": "nic"}
+    rdma = None
     for p in ports:
         rx = rate(p, "inc_pfc_rx_pause_total")
         peer = facing.get((p["switch"], p["port"]))
         if rx < storm or peer is None or peer[0] in switches:
             continue
-        # the host NIC behind this leaf port; its own exporter may be missing
-        subject = next((s for s in origins if s.split("/")[0] == peer[0]), f"{peer[0]}/{peer[1]}")
+        # the host NIC behind this leaf port, named as its exporter names it (the RDMA device of
+        # the netdev LLDP shows); its own exporter may be missing, or its samples not yet in
+        if rdma is None:
+            rdma = _rdma_devices(ctx)
+        dev = rdma.get(peer) or peer[1]
+        subject = next(
+            (s for s in origins if s == f"{peer[0]}/{dev}"),
+            next((s for s in origins if s.split("/")[0] == peer[0]), f"{peer[0]}/{dev}"),
+        )
         o = origins.setdefault(subject, {"rate": rx, "seen_at": "switch"})
         o["leaf_port"] = port_subject(p["switch"], p["port"])
     out = []
@@ -171,6 +180,25 @@ def pfc_storm(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+def _rdma_devices(ctx: Context) -> dict[tuple[str, str], str]:
+    """(node, netdev) -> the RDMA device on it, as the node exporters report them (the latest
+    pairing within the trailing baseline: a NIC renamed by a driver reload is named as now)."""
+    return ctx.cached(
+        f"rdma_devices@{ctx.window.end.isoformat()}",
+        lambda: {
+            (r["node"], r["netdev"]): r["device"]
+            for r in ctx.rows(
+                f"""SELECT node, netdev, argMax(device, ts) AS device FROM {ctx.table("nic_sample")}
+                    WHERE cluster = {{cluster:String}} AND netdev != ''
+                      AND ts >= {{we:DateTime64(3, 'UTC')}} - toIntervalSecond({{base:UInt32}})
+                      AND ts < {{we:DateTime64(3, 'UTC')}}
+                    GROUP BY node, netdev""",
+                {"base": int(float(ctx.t("time.gap_baseline_seconds")))},
+            )
+        },
+    )
 
 
 @detector("ecn_hotspot", needs=("switch_queue_sample",))
@@ -276,19 +304,6 @@ def _roles_and_neighbours(
     return roles, peers
 
 
-def _sample_seconds(ctx: Context) -> float:
-    """Typical spacing of switch samples in the window (for turning sample counts into time); one
-    interval while the window holds a single sample (data just started): one hot sample is one
-    interval hot, never the whole window."""
-    (r,) = ctx.rows(f"""
-        SELECT count(DISTINCT ts) AS n, dateDiff('millisecond', min(ts), max(ts)) / 1000 AS span
-        FROM {ctx.table("switch_port_sample")}
-        WHERE {ctx.where("switch_port_sample")}""")
-    if r["n"] and r["n"] > 1:
-        return float(r["span"]) / (r["n"] - 1)
-    return min(ctx.window.seconds, float(ctx.t("sliding.interval_seconds")))
-
-
 _UPLINK = {"leaf": "spine", "spine": "superspine"}
 
 
@@ -312,15 +327,22 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     )
     if not members:
         return []
-    step = _sample_seconds(ctx)
+    # each member on the evaluation grid (its latest sample at each grid point, timebase.py),
+    # then the members compared at the same grid point: never at equal timestamps
+    step = float(ctx.t("sliding.interval_seconds"))
+    aligned = aligned_sql(
+        ctx,
+        "switch_port_sample",
+        ["switch", "port"],
+        {"u": "ifNull(tx_utilization_ratio, 0)"},
+        "up = 1 AND (switch, port) IN {members:Array(Tuple(String, String))}",
+    )
     hot: dict[tuple[str, str], dict[str, Any]] = {}
     for r in ctx.rows(
         f"""
-        SELECT switch, ts, argMax(port, u) AS hot, max(u) AS hot_u, avg(u) AS mean_u, stddevPop(u) AS sd, count() AS n
-        FROM (SELECT switch, port, ts, ifNull(tx_utilization_ratio, 0) AS u FROM {ctx.table("switch_port_sample")}
-              WHERE {ctx.where("switch_port_sample")}
-                AND up = 1 AND (switch, port) IN {{members:Array(Tuple(String, String))}})
-        GROUP BY switch, ts HAVING n >= 2 AND mean_u > 0
+        SELECT switch, g, argMax(port, u) AS hot, max(u) AS hot_u, avg(u) AS mean_u, stddevPop(u) AS sd, count() AS n
+        FROM ({aligned})
+        GROUP BY switch, g HAVING n >= 2 AND mean_u > 0
           AND hot_u / mean_u >= {{ratio:Float64}} AND hot_u >= {{util:Float64}}""",
         {"members": members, "ratio": hot_ratio, "util": min_util},
     ):
@@ -333,7 +355,7 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
         h["cv"].append(r["sd"] / r["mean_u"])
     out = []
     for (dev, port), h in sorted(hot.items()):
-        seconds = h["samples"] * step
+        seconds = h["samples"] * step  # grid points at which it was the hot member
         if seconds < min_s:
             continue
         flows = ctx.rows(
@@ -380,21 +402,26 @@ def dci_near_capacity(ctx: Context) -> list[Finding]:
     limit = float(ctx.t("dci.near_capacity_ratio"))
     min_s = float(ctx.t("dci.min_seconds"))
     roles, peers = _roles_and_neighbours(ctx)
-    step = _sample_seconds(ctx)
     out = []
+    # how long each DCI port was near capacity: the time its own samples cover (timebase.py)
     for r in ctx.rows(
-        f"""
-        SELECT switch, port, any(role) AS role, countIf(tx_utilization_ratio >= {{limit:Float64}}) AS hot,
-               avgIf(tx_utilization_ratio, tx_utilization_ratio >= {{limit:Float64}}) AS util, max(tx_utilization_ratio) AS peak
-        FROM {ctx.table("switch_port_sample")}
-        WHERE {ctx.where("switch_port_sample")}
-        GROUP BY switch, port
-        HAVING hot > 0 AND role = 'dci'
-        ORDER BY switch, port""",
+        covered_sql(
+            ctx,
+            "switch_port_sample",
+            ["switch", "port"],
+            {"hot": "tx_utilization_ratio >= {limit:Float64}"},
+            {
+                "role": "any(role)",
+                "util": "avgIf(tx_utilization_ratio, tx_utilization_ratio >= {limit:Float64})",
+                "peak": "max(tx_utilization_ratio)",
+            },
+            where="role = 'dci'",
+        )
+        + " HAVING hot_s > 0 ORDER BY switch, port",
         {"limit": limit},
     ):
         peer = peers.get((r["switch"], r["port"]))
-        seconds = r["hot"] * step
+        seconds = float(r["hot_s"])
         if peer is None or peer[0] not in roles or seconds < min_s:
             continue
         subject = f"{port_subject(r['switch'], r['port'])}<->{port_subject(*peer)}"

@@ -71,7 +71,8 @@ def _between_sus_bytes(ctx: Context, ns: str, job: str) -> int:
     return _flow_bytes(ctx, ns, job, "src_su != dst_su AND dst_su != ''")
 
 
-@detector("placement_violation", needs=("pod",), lookback=("sliding.state_seconds",))
+# flows: the bytes that crossed the tier are their evidence (read over sliding.flow_seconds)
+@detector("placement_violation", needs=("pod", "flow_sample"), lookback=("sliding.state_seconds",))
 def placement(ctx: Context) -> list[Finding]:
     anc: Ancestry = ctx.extra["ancestry"]
     if not anc.ancestors:
@@ -131,7 +132,7 @@ def placement(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector("job_spans_su", needs=("pod",), lookback=("sliding.state_seconds",))
+@detector("job_spans_su", needs=("pod", "flow_sample"), lookback=("sliding.state_seconds",))
 def job_spans_su(ctx: Context) -> list[Finding]:
     su_of: dict[str, str] = ctx.extra["su"]
     out = []

@@ -247,6 +247,7 @@ def gang_shape(ctx: Context, g: dict[str, Any]) -> Gang | None:
     "gang_blocked_by_fragmentation",
     needs=("podgroup", "node"),
     lookback=("sliding.state_seconds",),
+    settle=("pool.gang_pending_seconds",),
 )
 def gang_blocked(ctx: Context) -> list[Finding]:
     gangs = _pending_gangs(ctx)
@@ -315,6 +316,7 @@ def gang_blocked(ctx: Context) -> list[Finding]:
     "queue_over_guarantee_starving",
     needs=("queue", "podgroup"),
     lookback=("sliding.state_seconds",),
+    settle=("pool.gang_pending_seconds",),
 )
 def queue_starving(ctx: Context) -> list[Finding]:
     waiting: dict[str, list[str]] = defaultdict(list)

@@ -10,7 +10,7 @@ from telemetry.correlate.registry import Context, detector
 from telemetry.correlate.sql import lldp_links
 
 
-@detector("hypernode_drift", needs=("hypernode",), lookback=("sliding.state_seconds",))
+@detector("hypernode_drift", needs=("hypernode", "lldp_link"), lookback=("sliding.state_seconds",))
 def hypernode_drift(ctx: Context) -> list[Finding]:
     from telemetry.correlate.attribution import declared_hypernodes
     from telemetry.topology.hypernodes import HyperNodeTree

@@ -1,0 +1,69 @@
+"""Late data for the live engine: rows that reach the store after the engine judged their time (a
+collector's retried batch, a spool replayed after a store outage, a slow poll).
+
+It keeps, per sample kind, how many rows each interval bucket held when it last looked (one
+small GROUP BY per kind per tick, over the last `time.late_seconds`), and reports the buckets
+already judged whose count grew since. The engine then re-judges the latest evaluation whose
+window holds them (docs/correlation.md, "Time"). Counts, not insert times: the store records no
+insert time, parts merge, and a ClickHouse cluster spreads inserts over replicas; a row count per
+bucket is the same question on every deployment. It never changes data.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from telemetry.records import KINDS
+from telemetry.store import Store
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class LateArrivals:
+    def __init__(
+        self, store: Store, cluster: str, kinds: set[str], interval_s: float, horizon_s: float
+    ) -> None:
+        self.store, self.cluster = store, cluster
+        self.kinds = sorted(k for k in kinds if "valid_to" not in KINDS[k].by_name)
+        self.step_ms = int(interval_s * 1000)
+        self.horizon = timedelta(seconds=horizon_s)
+        self.counts: dict[str, dict[int, int]] = {}
+        self.checked: datetime | None = None
+
+    def _counts(self, kind: str, lo: datetime, hi: datetime) -> dict[int, int]:
+        col = f"`{KINDS[kind].time_field}`"
+        rows = self.store.query_rows(
+            f"""SELECT intDiv(toUnixTimestamp64Milli({col}), {self.step_ms}) AS b, count()
+                FROM {self.store.table(kind)}
+                WHERE cluster = {{c:String}} AND {col} >= {{lo:DateTime64(3, 'UTC')}}
+                  AND {col} < {{hi:DateTime64(3, 'UTC')}}
+                GROUP BY b""",
+            {"c": self.cluster, "lo": lo, "hi": hi},
+        )
+        return {int(b): int(n) for b, n in rows}
+
+    def check(self, judged_until: datetime, now: datetime) -> dict[str, datetime]:
+        """Per kind, the start of the earliest bucket before `judged_until` (the last tick
+        judged) that gained rows since the previous check, within the horizon. The first check
+        only takes note."""
+        lo = now - self.horizon
+        out: dict[str, datetime] = {}
+        first = self.checked is None
+        limit = (judged_until - EPOCH) // timedelta(milliseconds=1)
+        for kind in self.kinds:
+            new = self._counts(kind, lo, now)
+            old = self.counts.get(kind, {})
+            if not first:
+                grew = [
+                    b
+                    for b, n in new.items()
+                    if n > old.get(b, 0) and (b + 1) * self.step_ms <= limit
+                ]
+                if grew:
+                    out[kind] = EPOCH + timedelta(milliseconds=min(grew) * self.step_ms)
+            self.counts[kind] = new
+        self.checked = now
+        return out
+
+
+__all__ = ["LateArrivals"]

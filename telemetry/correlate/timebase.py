@@ -1,0 +1,170 @@
+"""How the engine compares samples in time: the one place that knows real telemetry is never on a
+common grid (each device at its own phase, gNMI's per-leaf times, jitter, skewed clocks, missed
+and duplicated samples). Detectors ask it; they never compare timestamps across series.
+
+The model (docs/correlation.md, "Time"):
+- a series is one device's one thing (a port, a queue, a GPU), keyed by its label columns;
+- a sample stands for the time since its series' previous sample, at most `time.stale_after_
+  seconds` (a sample after a longer silence covers only that much): durations ("hot for 60 s")
+  are the sum of what the qualifying samples cover (`covered_sql`);
+- to compare series (the members of an ECMP group, the two ends of a link), each is aligned onto
+  the evaluation grid (multiples of `sliding.interval_seconds`): at a grid point a series has the
+  value of its latest sample at or before it, when that sample is at most `stale_after_seconds`
+  old, else none (`aligned_sql`); then series are compared at the same grid point;
+- a series' sample spacing is its own (the median of its positive time deltas, `spacing_sql`).
+It reads nothing itself: it writes SQL that detectors run through their Context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from telemetry.correlate.registry import Context
+from telemetry.records import KINDS
+
+
+def interval_ms(ctx: Context) -> int:
+    return int(float(ctx.t("sliding.interval_seconds")) * 1000)
+
+
+def stale_ms(ctx: Context) -> int:
+    """How long a sample stands for its series (a longer silence is a gap, not a value)."""
+    return int(float(ctx.t("time.stale_after_seconds")) * 1000)
+
+
+def _cols(keys: list[str]) -> str:
+    return ", ".join(f"`{k}`" for k in keys)
+
+
+def _window_with_lead(ctx: Context, kind: str, where: str) -> str:
+    """Rows of `kind` from `time.stale_after_seconds` before the window to its end (the samples
+    before the window stand for its first instants), filtered by `where`."""
+    col = f"`{KINDS[kind].time_field}`"
+    return (
+        f"cluster = {{cluster:String}} AND {col} >= {{ws:DateTime64(3, 'UTC')}} - "
+        f"toIntervalMillisecond({stale_ms(ctx)}) AND {col} < {{we:DateTime64(3, 'UTC')}}"
+        + (f" AND ({where})" if where else "")
+    )
+
+
+def aligned_sql(
+    ctx: Context, kind: str, keys: list[str], values: Mapping[str, str], where: str = ""
+) -> str:
+    """Every series of `kind` (by `keys`) on the evaluation grid inside the window: one row
+    (keys..., g, values...) per grid point g in [ws, we) at which the series' latest sample at or
+    before g is at most stale_after_seconds old; `values` (name -> SQL expression over the
+    kind's columns) are that sample's. A duplicated sample counts once; a series silent for
+    longer than stale_after_seconds has no row at the grid points of its silence."""
+    col = f"`{KINDS[kind].time_field}`"
+    k = _cols(keys)
+    step, stale = interval_ms(ctx), stale_ms(ctx)
+    exprs = ", ".join(f"{e} AS `{n}`" for n, e in values.items())
+    names = ", ".join(f"`{n}`" for n in values)
+    return f"""
+        SELECT {k}, toDateTime64(arrayJoin(range(
+                   toUInt64(greatest(intDiv(t + {step} - 1, {step}) * {step}, ws_ms)),
+                   toUInt64(greatest(least(nxt, t + {stale}, we_ms), ws_ms)),
+                   {step})) / 1000, 3, 'UTC') AS g, {names}
+        FROM (
+            SELECT {k}, toUnixTimestamp64Milli({col}) AS t, {exprs},
+                   leadInFrame(toUnixTimestamp64Milli({col}), 1, toInt64(t + {stale})) OVER (
+                       PARTITION BY {k} ORDER BY {col}
+                       ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING) AS nxt_raw,
+                   if(nxt_raw = t, t, nxt_raw) AS nxt,
+                   toUnixTimestamp64Milli({{ws:DateTime64(3, 'UTC')}}) AS ws_ms,
+                   toUnixTimestamp64Milli({{we:DateTime64(3, 'UTC')}}) AS we_ms
+            FROM {ctx.table(kind)}
+            WHERE {_window_with_lead(ctx, kind, where)}
+        )
+        WHERE nxt > t"""
+
+
+def covered_sql(
+    ctx: Context,
+    kind: str,
+    keys: list[str],
+    conditions: Mapping[str, str],
+    values: Mapping[str, str] | None = None,
+    where: str = "",
+) -> str:
+    """Per series of `kind`: for each of `conditions` (name -> SQL condition on a sample) the
+    seconds covered by the window's samples where it held (`<name>_s`), the seconds covered by
+    all of them (`covered_s`), their count (`samples`), and `values` (name -> aggregate over the
+    window's samples). A sample covers the time since its series' previous sample (even one just
+    before the window), at most stale_after_seconds; a series' first sample ever covers its
+    median spacing (one interval when it has none). A duplicated sample covers nothing."""
+    col = f"`{KINDS[kind].time_field}`"
+    k = _cols(keys)
+    stale, step = stale_ms(ctx), interval_ms(ctx)
+    conds = ", ".join(f"({c}) AS `_c_{n}`" for n, c in conditions.items())
+    sums = ", ".join(f"sumIf(cover, `_c_{n}`) / 1000 AS `{n}_s`" for n in conditions)
+    vals = "".join(f", {e} AS `{n}`" for n, e in (values or {}).items())
+    return f"""
+        SELECT {k}, sum(cover) / 1000 AS covered_s, count() AS samples, {sums}{vals}
+        FROM (
+            SELECT *, least(if(prev_t < 0, if(spacing > 0, spacing, {step}), t - prev_t),
+                            {stale}) AS cover
+            FROM (
+                SELECT *, medianExactIf(t - prev_t, prev_t >= 0 AND t > prev_t)
+                              OVER (PARTITION BY {k}) AS spacing
+                FROM (
+                    SELECT *, toUnixTimestamp64Milli({col}) AS t, {conds},
+                           lagInFrame(toUnixTimestamp64Milli({col}), 1, toInt64(-1)) OVER (
+                               PARTITION BY {k} ORDER BY {col}
+                               ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS prev_t
+                    FROM {ctx.table(kind)}
+                    WHERE {_window_with_lead(ctx, kind, where)}
+                )
+            )
+            WHERE {col} >= {{ws:DateTime64(3, 'UTC')}}
+        )
+        GROUP BY {k}"""
+
+
+def spacing_sql(ctx: Context, kind: str, keys: list[str], where: str = "") -> str:
+    """Per series of `kind` in the window: its own sample spacing (`spacing_s`, the median of its
+    positive time deltas; null with fewer than two distinct times), its last sample (`last`) and
+    how many samples it has (`samples`)."""
+    col = f"`{KINDS[kind].time_field}`"
+    k = _cols(keys)
+    w = f"cluster = {{cluster:String}} AND {col} >= {{ws:DateTime64(3, 'UTC')}} AND {col} < {{we:DateTime64(3, 'UTC')}}"
+    if where:
+        w += f" AND ({where})"
+    return f"""
+        SELECT {k}, medianExactIf(d, d > 0) / 1000 AS spacing_s, max(ts_) AS last,
+               min(ts_) AS first, count() AS samples
+        FROM (
+            SELECT {k}, {col} AS ts_,
+                   toUnixTimestamp64Milli({col}) - lagInFrame(toUnixTimestamp64Milli({col}), 1,
+                       toUnixTimestamp64Milli({col})) OVER (
+                       PARTITION BY {k} ORDER BY {col} ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS d
+            FROM {ctx.table(kind)}
+            WHERE {w}
+        )
+        GROUP BY {k}"""
+
+
+def activity_sql(ctx: Context, kind: str, device: str, series: list[str]) -> str:
+    """Per device of `kind` in the window (a device writes several series, `series` names their
+    keys within it): its last and first sample, how many samples, and its spacing - the mean of
+    its series' own time deltas, (last - first) / (samples per series - 1); null with fewer than
+    two samples per series. One aggregation, no window function: cheap over long windows."""
+    col = f"`{KINDS[kind].time_field}`"
+    w = f"cluster = {{cluster:String}} AND {col} >= {{ws:DateTime64(3, 'UTC')}} AND {col} < {{we:DateTime64(3, 'UTC')}}"
+    per = f"count() / uniqExact({_cols(series)})" if series else "count()"
+    return f"""
+        SELECT `{device}`, max({col}) AS last, min({col}) AS first, count() AS samples,
+               if({per} > 1, dateDiff('millisecond', min({col}), max({col})) / 1000 / ({per} - 1),
+                  NULL) AS spacing_s
+        FROM {ctx.table(kind)} WHERE {w}
+        GROUP BY `{device}`"""
+
+
+__all__ = [
+    "activity_sql",
+    "aligned_sql",
+    "covered_sql",
+    "interval_ms",
+    "spacing_sql",
+    "stale_ms",
+]
