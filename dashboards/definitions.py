@@ -527,8 +527,11 @@ def gpus() -> g.Dashboard:
             ),
             ts(
                 "Power draw by node",
-                f"SELECT $__timeInterval(ts) AS time, node, sum(power_watts) / uniqExact(ts) AS watts "
-                f"FROM {tbl('gpu_sample')} WHERE {gsel} GROUP BY time, node ORDER BY time, node",
+                # each GPU's mean over the bucket, summed per node: its samples' times are its
+                # own (one exporter cycle may read the GPUs at different instants)
+                f"SELECT time, node, sum(w) AS watts FROM (SELECT $__timeInterval(ts) AS time, "
+                f"node, gpu, avg(power_watts) AS w FROM {tbl('gpu_sample')} WHERE {gsel} "
+                f"GROUP BY time, node, gpu) GROUP BY time, node ORDER BY time, node",
                 unit="watt",
             ),
             ts(

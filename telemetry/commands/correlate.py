@@ -94,12 +94,19 @@ def run_correlate(args: argparse.Namespace) -> int:
         print("correlate: the store holds no data the detectors read; nothing to do")
         return 0
     start, end = rng
-    res = corr.run(start, end)
+    from rich.console import Console
+
+    from telemetry.commands.progress import Progress
+
+    # progress on stderr: a bar on a terminal, a line every few seconds in a log
+    with Progress(Console(stderr=True, highlight=False), "correlate", "ticks") as prog:
+        res = corr.run(start, end, progress=prog.update)
     kinds: dict[str, int] = {}
     for f in res.findings:
         kinds[f.kind] = kinds.get(f.kind, 0) + 1
     print(
-        f"correlated {res.windows} evaluation(s) {start:%Y-%m-%d %H:%M}Z .. {end:%Y-%m-%d %H:%M}Z: "
+        f"correlated {res.windows} evaluation(s) {start:%Y-%m-%d %H:%M}Z .. {end:%Y-%m-%d %H:%M}Z "
+        f"({res.skipped} tick(s) where nothing changed carried over): "
         f"{len({f.finding_id for f in res.findings})} finding(s)"
     )
     for k, n in sorted(kinds.items()):

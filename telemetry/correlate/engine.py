@@ -228,7 +228,7 @@ class Correlator:
         held = [f for fs in last.values() for f in fs]
         if quiet_since is not None and held and ts:
             # what held when the data ended still holds at the last tick
-            found = self.tracker.observe(ts[-1], held, held_since=quiet_since)
+            found = self.tracker.observe(ts[-1], [], held=held, held_since=quiet_since)
             self.incidents.observe(ts[-1], found)
             for f in found:
                 latest[f.finding_id] = f
@@ -372,8 +372,9 @@ class Correlator:
                 f.window_start, f.window_end = w.start, w.end
             found += got
             result.by_detector[d.name] = got
-        found += carried or []
-        result.findings = self.tracker.observe(now, found, held_since=held_since)
+        result.findings = self.tracker.observe(
+            now, found, held=carried or [], held_since=held_since
+        )
         self.incidents.observe(now, result.findings)  # incidents.py: regroup, write what changed
         if not rejudge:
             self._judged_until = max(now, self._judged_until or now)

@@ -104,21 +104,27 @@ class Tracker:
         }
 
     def observe(
-        self, now: datetime, findings: Sequence[Finding], *, held_since: datetime | None = None
+        self,
+        now: datetime,
+        findings: Sequence[Finding],
+        *,
+        held: Sequence[Finding] = (),
+        held_since: datetime | None = None,
     ) -> list[Finding]:
-        """Record the findings holding at evaluation time `now`; returns them with ids set.
-        `held_since`: the findings held at every tick since then, though not observed (a batch
-        run skips ticks where nothing changed): those open then stay open, never closed and
-        opened again."""
+        """Record the findings holding at evaluation time `now` (`findings` and `held`);
+        returns them with ids set. `held` held at every tick since `held_since`, though not
+        observed then (a batch run skips ticks where nothing changed): those open then stay
+        open, never closed and opened again."""
         now = _utc(now)
         if self.open is None:
             self.open = self._load(now)
-        held = {(f.kind, f.subject) for f in findings} if held_since is not None else set()
+        findings = [*findings, *held]
+        kept = {(f.kind, f.subject) for f in held} if held_since is not None else set()
         since = _utc(held_since) - self.hysteresis if held_since is not None else now
         for key in [
             k
             for k, o in self.open.items()
-            if o.last_seen < now - self.hysteresis and not (k in held and o.last_seen >= since)
+            if o.last_seen < now - self.hysteresis and not (k in kept and o.last_seen >= since)
         ]:
             del self.open[key]  # closed: not held for the hysteresis period
         if not findings:

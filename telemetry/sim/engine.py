@@ -251,10 +251,17 @@ class Simulation:
             out = gen.chunk(c0, c1)
             if dist is not None:
                 out = dist.batches(out) + [
-                    Batch(LLDP_LINK, t)
-                    for t in dist.relearned_lldp(self.ts(c0) - self.dt * 1000, self.ts(c1))
+                    Batch(LLDP_LINK, t) for t in dist.relearned_lldp(*self.sampled(c0, c1))
                 ]
             yield out
+
+    def sampled(self, c0: int, c1: int) -> tuple[int, int]:
+        """[lo, hi) ms holding the samples of steps c0 .. c1 - 1 as devices take them (each step's
+        within the interval before its grid point); the first and last steps hold what lies
+        before and after the run."""
+        lo = self.ts(c0) - self.dt * 1000 if c0 > 0 else -(2**62)
+        hi = self.ts(c1) - self.dt * 1000 if c1 < self.steps else 2**62
+        return lo, hi
 
     def disturber(self) -> Disturber | None:
         """The scenario's collection timing as a fresh Disturber (None: ideal timing)."""

@@ -29,9 +29,10 @@ Rows = dict[str, list[dict[str, Any]]]
 
 def iter_steps(sim: Simulation) -> Iterator[tuple[int, Rows, Rows]]:
     """(step, inventory records, that step's sample records) for every step in order, from one
-    pass over `sim.batches()`. Samples carry their step's time; sFlow samples and HDFS events fall
-    anywhere inside the step [ts, ts + dt)."""
-    it = sim.batches()
+    pass over `sim.batches()` on the step grid (undisturbed: the through-parsers path applies the
+    scenario's collection timing to what its parsers read). Samples carry their step's time;
+    sFlow samples and HDFS events fall anywhere inside the step [ts, ts + dt)."""
+    it = sim.batches(disturbed=False)
     inventory: Rows = {}
     for b in next(it):
         inventory.setdefault(b.kind.name, []).extend(b.table.to_pylist())

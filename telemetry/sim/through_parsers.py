@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from telemetry.errors import UserError
 from telemetry.pipeline import Batch
+from telemetry.records import LLDP_LINK
 from telemetry.sim.engine import Simulation
 from telemetry.sim.render import Files, Rows, iter_steps, render_step
 from telemetry.sim.source import SimSource
@@ -113,6 +114,10 @@ class ThroughParsersSource(SimSource):
                             str(spec.replicas), "--policy", "per_idc", "--per-idc",
                             str(max(1, spec.replicas // max(1, len(dn_idcs)))))  # fmt: skip
         self._now_ms = sim.start_ms
+        # the scenario's collection timing, applied to what the parsers read (timing.py): the
+        # sources stamp a step's samples with its time; real devices' own phases, lost polls and
+        # restarts are laid on them as on the fast path's records
+        self._dist = sim.disturber()
 
     @property
     def chunks(self) -> int:
@@ -146,6 +151,12 @@ class ThroughParsersSource(SimSource):
             out += self._read("hdfs", self.dir / "hdfs", at, *self._hdfs_flags)
         out += self._read_inventory()
         out += self._read_nccl(inventory, rows.get("collective_sample", []))
+        if self._dist is not None:
+            if step == 0:
+                self._dist.inventory({"lldp_link": _table_of(inventory.get("lldp_link", []))})
+            out = self._dist.batches(out) + [
+                Batch(LLDP_LINK, t) for t in self._dist.relearned_lldp(*sim.sampled(step, step + 1))
+            ]
         return out
 
     def _read_nccl(self, inventory: Rows, rows: list[dict[str, Any]]) -> list[Batch]:
@@ -273,6 +284,10 @@ class GnmiSwitches:
             self.source.close()
         for server, _, _ in self.servers:
             server.stop(0)
+
+
+def _table_of(rows: list[dict[str, Any]]) -> Any:
+    return LLDP_LINK.to_arrow(rows) if rows else None
 
 
 def _hashes(p: Path) -> dict[str, Any]:

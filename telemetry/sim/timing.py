@@ -292,15 +292,17 @@ class Disturber:
         true_off += spec.jitter_seconds * 1000 * (2 * self.uniform("jitter", dh, step) - 1)
         if cls == "switch":
             true_off += self._leaf_offsets(table, devs, dh, step)
-        true_off = np.maximum(true_off, -(self.dt_ms - 1))  # stays inside the step it samples
+        # stays inside the step it samples; whole ms, as the time it is stamped with
+        true_off = np.rint(np.maximum(true_off, -(self.dt_ms - 1)))
         if true_off.any() or any(r.cls == cls for r in self.restarts):
             table = self._counters(kind, table, ts, true_off)
         new_ts = ts + np.rint(true_off + skew).astype(np.int64)
         keep = self._present(cls, spec, devs, dh, step, ts)
         table = _with_ts(table, new_ts)
-        dup = self.uniform("dup", dh, step) < self.spec.duplicates
-        idx = np.concatenate([np.flatnonzero(keep), np.flatnonzero(keep & dup)])
-        return table.take(pa.array(idx)) if len(idx) != table.num_rows else table
+        dup = keep & (self.uniform("dup", dh, step) < self.spec.duplicates)
+        if keep.all() and not dup.any():
+            return table
+        return table.take(pa.array(np.concatenate([np.flatnonzero(keep), np.flatnonzero(dup)])))
 
     def batches(self, batches: list[Any]) -> list[Any]:
         """apply() to each batch; batches left empty are dropped."""

@@ -23,7 +23,7 @@ def sim_tables(sim: Any) -> dict[str, Any]:
     import polars as pl
 
     parts: dict[str, list[pa.Table]] = {}
-    for batches in sim.batches():
+    for batches in sim.batches(disturbed=False):
         for b in batches:
             parts.setdefault(b.kind.name, []).append(b.table)
     return {k: pl.from_arrow(pa.concat_tables(v)) for k, v in parts.items()}

@@ -16,7 +16,7 @@ def _digest(scenario: str, **over: object) -> tuple[str, dict[str, int]]:
     sim = build(load_scenario(scenario).with_overrides(start="2026-11-01T00:00:00Z", **over))  # type: ignore[arg-type]
     h = hashlib.sha256()
     rows: dict[str, int] = {}
-    for batches in sim.batches():
+    for batches in sim.batches():  # with the scenario's collection timing: deterministic too
         for b in batches:
             import pyarrow as pa
             import pyarrow.ipc as ipc
