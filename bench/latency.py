@@ -15,7 +15,7 @@ scenario's data end: wall seconds, ticks evaluated and ticks skipped (no data in
 Last line: one JSON object.
 
     python bench/latency.py [--scenarios small,multi-idc] [--sizes 128,512,2048] [--cycle-minutes 3]
-                            [--batch-hours 2]
+                            [--batch-hours 2] [--timing realistic|harsh|ideal]
 """
 
 from __future__ import annotations
@@ -88,6 +88,12 @@ def main() -> None:
         "--cycle-minutes", type=float, default=3.0, help="simulated minutes per CPU run"
     )
     ap.add_argument("--batch-hours", type=float, default=2.0, help="batch run range (0: none)")
+    ap.add_argument(
+        "--timing",
+        default="realistic",
+        choices=("ideal", "realistic", "harsh"),
+        help="the simulator's collection timing (telemetry/sim/timing.py; default realistic)",
+    )
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="railscope-latency-") as tmp:  # removed afterwards
         run(a, Path(tmp))
@@ -103,7 +109,8 @@ def run(a: argparse.Namespace, tmp: Path) -> None:
     batch: dict[str, Any] = {}
     for name in [s for s in a.scenarios.split(",") if s]:
         t = time.perf_counter()
-        store, sim, corr, _ = live_run(dsn, tmp / f"spool-{name}", load_scenario(name), now_s)
+        sc = load_scenario(name).with_overrides(timing=a.timing)
+        store, sim, corr, _ = live_run(dsn, tmp / f"spool-{name}", sc, now_s)
         interval = corr.interval
         truth = sim.ground_truth()
         found = read_findings(store, CLUSTER, truth.start_ms, truth.end_ms)
@@ -136,7 +143,9 @@ def run(a: argparse.Namespace, tmp: Path) -> None:
     cpu: dict[str, Any] = {}
     for n in [int(x) for x in a.sizes.split(",") if x]:
         t = time.perf_counter()
-        sc = load_scenario("small").with_overrides(nodes=n, minutes=a.cycle_minutes)
+        sc = load_scenario("small").with_overrides(
+            nodes=n, minutes=a.cycle_minutes, timing=a.timing
+        )
         cpu0 = time.process_time()
         _, _, corr, cycles = live_run(dsn, tmp / f"spool-{n}", sc, now_s)
         # the rest of the process CPU: simulating, the pipeline and the inserts (with the
@@ -163,6 +172,7 @@ def run(a: argparse.Namespace, tmp: Path) -> None:
         json.dumps(
             {
                 "interval_s": interval,
+                "timing": a.timing,
                 "kinds": kinds,
                 "missed": missed,
                 "quality": quality,

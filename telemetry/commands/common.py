@@ -108,6 +108,19 @@ def add_lag_arg(p: argparse.ArgumentParser, when: str = "") -> None:
     )
 
 
+def add_timing_arg(p: argparse.ArgumentParser) -> None:
+    """--timing: the simulator's collection timing profile (telemetry/sim/timing.py)."""
+    p.add_argument(
+        "--timing",
+        choices=("ideal", "realistic", "harsh"),
+        help="collection timing of the simulated samples (default: the scenario's; realistic for "
+        "the built-ins): ideal = every device on one 10 s grid; realistic = each device at its own "
+        "phase with jitter, NTP-level skew and rare lost polls; harsh = production extremes "
+        "(+-2 s jitter, 5 %% lost polls, restarts, duplicates, 10 %% sFlow loss, 20 %% of polls "
+        "30 s late); docs/simulator.md, Timing",
+    )
+
+
 def add_from_arg(
     p: Any, help: str, *, metavar: str = "FILE", dest: str = "from_path", many: bool = False
 ) -> None:

@@ -13,7 +13,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import add_command, clickhouse_sink, config_from_args, open_store
+from telemetry.commands.common import (
+    add_command,
+    add_timing_arg,
+    clickhouse_sink,
+    config_from_args,
+    open_store,
+)
 
 
 def register(sub: Any) -> list[str]:
@@ -38,13 +44,7 @@ def register(sub: Any) -> list[str]:
     p.add_argument(
         "--start", help="pin the simulated start (ISO, e.g. 2026-01-01T00:00:00Z); default: end now"
     )
-    p.add_argument(
-        "--timing",
-        choices=("ideal", "realistic", "harsh"),
-        help="collection timing of the samples (default: the scenario's, realistic for the "
-        "built-ins): ideal = every device on one 10 s grid; realistic = each device at its own "
-        "phase with jitter, skew and rare lost polls; harsh = production extremes (docs/simulator.md)",
-    )
+    add_timing_arg(p)
     p.add_argument(
         "--keep", action="store_true", help="keep existing data in --data instead of starting fresh"
     )

@@ -23,6 +23,7 @@ from telemetry.commands.common import (
     add_json_arg,
     add_out_arg,
     add_store_args,
+    add_timing_arg,
     arg,
     clickhouse_sink,
     store_from_args,
@@ -38,6 +39,7 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--minutes", type=float, help="simulated minutes (default: the scenario's)")
     p.add_argument("--nodes", type=int, help="GPU servers (default: the scenario's)")
     p.add_argument("--start", help="pin the start time (ISO with zone); default: the run ends now")
+    add_timing_arg(p)
 
 
 def _target_args(p: argparse.ArgumentParser) -> None:
@@ -69,7 +71,7 @@ def _load(args: argparse.Namespace) -> Any:
     from telemetry.sim import build, load_scenario
 
     sc = load_scenario(args.scenario).with_overrides(
-        seed=args.seed, minutes=args.minutes, nodes=args.nodes, start=args.start
+        seed=args.seed, minutes=args.minutes, nodes=args.nodes, start=args.start, timing=args.timing
     )
     return build(sc)
 

@@ -199,6 +199,12 @@ def group(
     ms = sorted(members, key=lambda m: (m.first_seen, m.kind, m.subject, m.finding_id))
     scopes = {m.finding_id: scope(m, peers) for m in ms}
     names = {m.finding_id: refs(m, peers) for m in ms}
+    # a collection gap explains the effects seen on its silent device: they join its incident
+    for m in ms:
+        if m.kind == "collection_gap":
+            names[m.finding_id].add(f"silent/{_norm(m.subject)}")
+        elif m.kind in consequences:
+            names[m.finding_id].add(f"silent/{re.split(r'[/:]', _norm(m.subject), maxsplit=1)[0]}")
 
     def same_cause(a: Member, b: Member) -> bool:
         return scopes[a.finding_id] == scopes[b.finding_id] and _overlap(a, b, gap) is not None

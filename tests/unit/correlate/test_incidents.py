@@ -220,3 +220,18 @@ def test_a_new_groups_id_is_never_one_in_use() -> None:
     out = tracker._assign([_group(storm, ecn), _group(ecmp)])
     ids = [i.incident_id for i in out]
     assert ids[0] == a and len(set(ids)) == 2 and not any(i.merged_into for i in out)
+
+
+def test_a_collection_gap_takes_the_effects_seen_on_its_silent_device() -> None:
+    """A switch collector silent while an effect (a consequence kind) is reported on one of its
+    ports: one incident, the gap its root. An effect on another switch, or a cause on the silent
+    switch, stays its own."""
+    gap = m("collection_gap", "switch", "leaf1", 0, 200, device="leaf1")
+    effect = m("ecn_hotspot", "port", "leaf1:Ethernet8", 60, 120)
+    other = m("ecn_hotspot", "port", "leaf2:Ethernet8", 60, 120)
+    flap = m("link_flap", "port", "leaf1:Ethernet16", 30, 200, "critical")
+    gs = group([gap, effect, other, flap], consequences=CONSEQUENCES, gap=GAP)
+    by_root = {g.root.subject: kinds(g) for g in gs}
+    assert by_root["leaf1"] == ["collection_gap", "ecn_hotspot"]
+    assert by_root["leaf2:Ethernet8"] == ["ecn_hotspot"]
+    assert by_root["leaf1:Ethernet16"] == ["link_flap"]
