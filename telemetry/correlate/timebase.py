@@ -28,8 +28,28 @@ def interval_ms(ctx: Context) -> int:
 
 
 def stale_ms(ctx: Context) -> int:
-    """How long a sample stands for its series (a longer silence is a gap, not a value)."""
+    """How long a sample stands for its series at least (a longer silence is a gap, not a
+    value); a series polled more slowly stands for `time.stale_after_spacings` of its own
+    spacing, up to `lead_ms`."""
     return int(float(ctx.t("time.stale_after_seconds")) * 1000)
+
+
+def lead_ms(ctx: Context) -> int:
+    """How far before the window a query reads, for the samples that stand for its first
+    instants: the longest a sample may stand for (`time.max_spacing_seconds` x the spacings)."""
+    return int(
+        max(
+            float(ctx.t("time.stale_after_seconds")),
+            float(ctx.t("time.max_spacing_seconds")) * float(ctx.t("time.stale_after_spacings")),
+        )
+        * 1000
+    )
+
+
+def _limit(ctx: Context) -> str:
+    """SQL: how long a sample stands for its series, given `spacing` (ms, its median delta)."""
+    k = float(ctx.t("time.stale_after_spacings"))
+    return f"greatest({stale_ms(ctx)}, least({lead_ms(ctx)}, toInt64({k} * spacing)))"
 
 
 def _cols(keys: list[str]) -> str:
@@ -42,7 +62,7 @@ def _window_with_lead(ctx: Context, kind: str, where: str) -> str:
     col = f"`{KINDS[kind].time_field}`"
     return (
         f"cluster = {{cluster:String}} AND {col} >= {{ws:DateTime64(3, 'UTC')}} - "
-        f"toIntervalMillisecond({stale_ms(ctx)}) AND {col} < {{we:DateTime64(3, 'UTC')}}"
+        f"toIntervalMillisecond({lead_ms(ctx)}) AND {col} < {{we:DateTime64(3, 'UTC')}}"
         + (f" AND ({where})" if where else "")
     )
 
@@ -52,29 +72,37 @@ def aligned_sql(
 ) -> str:
     """Every series of `kind` (by `keys`) on the evaluation grid inside the window: one row
     (keys..., g, values...) per grid point g in [ws, we) at which the series' latest sample at or
-    before g is at most stale_after_seconds old; `values` (name -> SQL expression over the
-    kind's columns) are that sample's. A duplicated sample counts once; a series silent for
-    longer than stale_after_seconds has no row at the grid points of its silence."""
+    before g still stands for it (at most stale_after_seconds old, or stale_after_spacings of the
+    series' own spacing when it is polled more slowly); `values` (name -> SQL expression over
+    the kind's columns) are that sample's. A duplicated sample counts once; a series silent for
+    longer has no row at the grid points of its silence."""
     col = f"`{KINDS[kind].time_field}`"
     k = _cols(keys)
-    step, stale = interval_ms(ctx), stale_ms(ctx)
+    step = interval_ms(ctx)
     exprs = ", ".join(f"{e} AS `{n}`" for n, e in values.items())
     names = ", ".join(f"`{n}`" for n in values)
     return f"""
         SELECT {k}, toDateTime64(arrayJoin(range(
                    toUInt64(greatest(intDiv(t + {step} - 1, {step}) * {step}, ws_ms)),
-                   toUInt64(greatest(least(nxt, t + {stale}, we_ms), ws_ms)),
+                   toUInt64(greatest(least(nxt, t + {_limit(ctx)}, we_ms), ws_ms)),
                    {step})) / 1000, 3, 'UTC') AS g, {names}
         FROM (
-            SELECT {k}, toUnixTimestamp64Milli({col}) AS t, {exprs},
-                   leadInFrame(toUnixTimestamp64Milli({col}), 1, toInt64(t + {stale})) OVER (
-                       PARTITION BY {k} ORDER BY {col}
-                       ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING) AS nxt_raw,
-                   if(nxt_raw = t, t, nxt_raw) AS nxt,
-                   toUnixTimestamp64Milli({{ws:DateTime64(3, 'UTC')}}) AS ws_ms,
-                   toUnixTimestamp64Milli({{we:DateTime64(3, 'UTC')}}) AS we_ms
-            FROM {ctx.table(kind)}
-            WHERE {_window_with_lead(ctx, kind, where)}
+            SELECT *, medianExactIf(t - prev, prev >= 0 AND t > prev)
+                          OVER (PARTITION BY {k}) AS spacing
+            FROM (
+                SELECT {k}, toUnixTimestamp64Milli({col}) AS t, {exprs},
+                       lagInFrame(toUnixTimestamp64Milli({col}), 1, toInt64(-1)) OVER (
+                           PARTITION BY {k} ORDER BY {col}
+                           ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS prev,
+                       leadInFrame(toUnixTimestamp64Milli({col}), 1, toInt64(-1)) OVER (
+                           PARTITION BY {k} ORDER BY {col}
+                           ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING) AS nxt_raw,
+                       if(nxt_raw < 0, t + {lead_ms(ctx)}, nxt_raw) AS nxt,
+                       toUnixTimestamp64Milli({{ws:DateTime64(3, 'UTC')}}) AS ws_ms,
+                       toUnixTimestamp64Milli({{we:DateTime64(3, 'UTC')}}) AS we_ms
+                FROM {ctx.table(kind)}
+                WHERE {_window_with_lead(ctx, kind, where)}
+            )
         )
         WHERE nxt > t"""
 
@@ -91,11 +119,12 @@ def covered_sql(
     seconds covered by the window's samples where it held (`<name>_s`), the seconds covered by
     all of them (`covered_s`), their count (`samples`), and `values` (name -> aggregate over the
     window's samples). A sample covers the time since its series' previous sample (even one just
-    before the window), at most stale_after_seconds; a series' first sample ever covers its
-    median spacing (one interval when it has none). A duplicated sample covers nothing."""
+    before the window), at most what a sample stands for (see aligned_sql); a series' first
+    sample ever covers its median spacing (one interval when it has none). A duplicated sample
+    covers nothing."""
     col = f"`{KINDS[kind].time_field}`"
     k = _cols(keys)
-    stale, step = stale_ms(ctx), interval_ms(ctx)
+    step = interval_ms(ctx)
     conds = ", ".join(f"({c}) AS `_c_{n}`" for n, c in conditions.items())
     sums = ", ".join(f"sumIf(cover, `_c_{n}`) / 1000 AS `{n}_s`" for n in conditions)
     vals = "".join(f", {e} AS `{n}`" for n, e in (values or {}).items())
@@ -103,7 +132,7 @@ def covered_sql(
         SELECT {k}, sum(cover) / 1000 AS covered_s, count() AS samples, {sums}{vals}
         FROM (
             SELECT *, least(if(prev_t < 0, if(spacing > 0, spacing, {step}), t - prev_t),
-                            {stale}) AS cover
+                            {_limit(ctx)}) AS cover
             FROM (
                 SELECT *, medianExactIf(t - prev_t, prev_t >= 0 AND t > prev_t)
                               OVER (PARTITION BY {k}) AS spacing
@@ -162,6 +191,7 @@ def activity_sql(ctx: Context, kind: str, device: str, series: list[str]) -> str
 
 __all__ = [
     "activity_sql",
+    "lead_ms",
     "aligned_sql",
     "covered_sql",
     "interval_ms",

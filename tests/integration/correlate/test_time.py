@@ -29,15 +29,21 @@ def _phase_ms(switch: str, port: str, step: int, leaf: bool) -> int:
 
 
 def _ports_off_grid(
-    store: Store, s: datetime, util: dict[tuple[str, str, str], float], *, leaf: bool
+    store: Store,
+    s: datetime,
+    util: dict[tuple[str, str, str], float],
+    *,
+    leaf: bool,
+    every_s: int = 10,
 ) -> None:
     """Switch port samples as a fabric sends them: each switch at its own phase (Redis polls),
-    with `leaf`, each port at its own time too (gNMI). Counters follow the utilization."""
+    with `leaf`, each port at its own time too (gNMI), every `every_s` seconds. Counters follow
+    the utilization."""
     cap = 400e9
     rows = []
     for (sw, role, port), u in util.items():
-        for i in range(31):
-            t = ms(s) + i * 10_000 + _phase_ms(sw, port, i, leaf)
+        for i in range(310 // every_s + 1):
+            t = ms(s) + i * every_s * 1000 + _phase_ms(sw, port, i, leaf)
             rows.append(
                 {
                     "ts": t,
@@ -55,8 +61,12 @@ def _ports_off_grid(
     store.insert(SWITCH_PORT_SAMPLE, SWITCH_PORT_SAMPLE.to_arrow(rows))
 
 
-@pytest.mark.parametrize("leaf", [False, True], ids=["per-switch-phase", "per-leaf-times"])
-def test_ecmp_hot_member_found_off_the_grid(store: Store, leaf: bool) -> None:
+@pytest.mark.parametrize(
+    ("leaf", "every_s"),
+    [(False, 10), (True, 10), (True, 30)],
+    ids=["per-switch-phase", "per-leaf-times", "polled-every-30s"],
+)
+def test_ecmp_hot_member_found_off_the_grid(store: Store, leaf: bool, every_s: int) -> None:
     s = t0()
     util = {
         ("leaf1", "leaf", f"Ethernet{256 + k * 8}"): u
@@ -64,7 +74,7 @@ def test_ecmp_hot_member_found_off_the_grid(store: Store, leaf: bool) -> None:
     }
     util |= {("leaf2", "leaf", f"Ethernet{256 + k * 8}"): 0.5 for k in range(4)}
     util |= {(f"spine{k}", "spine", "Ethernet0"): 0.3 for k in range(4)}
-    _ports_off_grid(store, s, util, leaf=leaf)
+    _ports_off_grid(store, s, util, leaf=leaf, every_s=every_s)
     _lldp(
         store,
         s,
