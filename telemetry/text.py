@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["parse_size", "split_top_level"]
+__all__ = ["human_bytes", "parse_size", "split_top_level"]
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
 _MULT = {
@@ -42,6 +42,17 @@ def parse_size(v: Any) -> int:
     if not m:
         raise ValueError(f"not a size: {v!r} (use bytes or e.g. 512MiB, 2GiB)")
     return int(float(m[1]) * _MULT[(m[2] or "").upper()])
+
+
+def human_bytes(n: float) -> str:
+    """A byte count for people: B, kB, MB, GB, TB (powers of 1000) with three significant
+    digits, so a non-zero amount never reads as 0.00 ('43.2 kB', '1.25 GB', '512 B')."""
+    v = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(v) < 999.5:
+            return f"{v:.0f} B" if unit == "B" else f"{v:.3g} {unit}"
+        v /= 1000
+    return f"{v:,.3g} TB" if abs(v) < 999.5 else f"{v:,.0f} TB"
 
 
 def split_top_level(text: str, sep: str, open: str, close: str) -> list[str]:

@@ -93,9 +93,39 @@ def _link(a: str, b: str) -> str:
 # fills when the interconnect does. Other kinds: the subject itself (a port: its link).
 _SCOPES: dict[str, Any] = {
     "hdfs_cross_idc_read": lambda ev: "idc/" + _link(ev.get("from_idc", ""), ev.get("to_idc", "")),
-    "hdfs_replica_violation": lambda ev: "policy/" + json.dumps(ev.get("layouts"), sort_keys=True),
+    "hdfs_replica_violation": lambda ev: "policy/" + _placement_shape(ev.get("layouts")),
     "dci_near_capacity": lambda ev: "dci",
 }
+
+def _places(members: Sequence[Member]) -> list[str]:
+    """Where one cause showed up, for causes whose members are spread over places: the writer
+    IDCs of replica placement failures (the IDC holding most of each layout's replicas)."""
+    out = set()
+    for m in members:
+        if m.kind != "hdfs_replica_violation":
+            continue
+        for lay in m.evidence.get("layouts") or []:
+            try:
+                d = json.loads(lay) if isinstance(lay, str) else dict(lay)
+                out.add(max(d, key=lambda k: (int(d[k]), k)))
+            except (ValueError, TypeError, AttributeError):
+                continue
+    return sorted(out)
+
+
+def _placement_shape(layouts: Any) -> str:
+    """What a placement policy's failure looks like whichever IDC wrote the blocks: the replica
+    counts per IDC, largest first, without the IDC names ({"idc-a": 3, "idc-b": 1} written from
+    idc-a and {"idc-b": 3, "idc-a": 1} from idc-b are one failure: [3, 1])."""
+    shapes = set()
+    for lay in layouts or []:
+        try:
+            d = json.loads(lay) if isinstance(lay, str) else dict(lay)
+            shapes.add(tuple(sorted((int(v) for v in d.values()), reverse=True)))
+        except (ValueError, TypeError, AttributeError):
+            shapes.add((str(lay),))  # not a layout: kept as written
+    return json.dumps(sorted(shapes, key=str))
+
 
 _ENTITY = re.compile(r"^[^\s]*[-/:.][^\s]*$")  # names of things: no spaces, a separator
 _TIME = re.compile(r"^\d{4}-\d\d-\d\d")
@@ -312,6 +342,9 @@ class Incident:
         for m in self.group.members[1:]:
             others[m.kind] = others.get(m.kind, 0) + 1
         tail = ", ".join(f"{n} {k}" for k, n in sorted(others.items()))
+        places = _places(self.group.members)
+        if len(places) > 1:
+            tail += ("; " if tail else "") + f"in {len(places)} places: {', '.join(places)}"
         return self.root.summary + (f" (with {tail})" if tail else "")
 
     def row(self, now: datetime) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from telemetry.correlate.sql import increase_cols, increase_sql, lldp_peers, rat
 from telemetry.correlate.thresholds import default_thresholds
 from telemetry.errors import UserError
 from telemetry.store import Store
+from telemetry.text import human_bytes
 
 
 @dataclass
@@ -135,11 +136,21 @@ def job_report(
                 {"findings": sorted({f["kind"] for f in placement})},
             )
         )
+    from telemetry.correlate.incidents import consequence_kinds
+
+    effects = consequence_kinds()
     for h in hops:  # findings on a hop are evidence for it
         for f in related:
             if f["subject"] == h.name and f["summary"] not in h.evidence_for:
                 h.evidence_for.append(f"[{f['kind']}] {f['summary']}")
-                h.score = max(h.score, 0.9 if f["severity"] == "critical" else 0.7)
+                # a hop a cause's finding names ranks above hops that only show symptoms
+                # (paused, rate-limited: 0.8 at most), so the top cause a slowed job's summary
+                # names is the one its incident groups it under
+                crit = f["severity"] == "critical"
+                cause = f["kind"] not in effects
+                h.score = max(
+                    h.score, (0.95 if crit else 0.85) if cause else (0.9 if crit else 0.7)
+                )
     hops += _pause_sources(hops, window, related)
     hops.sort(key=lambda h: -h.score)
     top = hops[0] if hops else None
@@ -438,7 +449,7 @@ def _port_hops(
 def render_text(rep: JobReport) -> str:
     lines = [
         f"job {rep.namespace}/{rep.job}  {rep.start:%Y-%m-%d %H:%M}Z .. {rep.end:%Y-%m-%d %H:%M}Z",
-        f"  pods: {len(rep.pods)} on {len({p['node'] for p in rep.pods})} node(s); sent {rep.bytes_sent / 1e9:.2f} GB (sampled flows)",
+        f"  pods: {len(rep.pods)} on {len({p['node'] for p in rep.pods})} node(s); sent {human_bytes(rep.bytes_sent)} (sampled flows)",
         f"  {rep.verdict}",
     ]
     if rep.collectives:  # what the job felt, above the hops that may explain it

@@ -7,6 +7,7 @@ from __future__ import annotations
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
 from telemetry.correlate.sql import ROLLUP_WINDOW, rollup_table
+from telemetry.text import human_bytes
 
 
 @detector(
@@ -106,7 +107,7 @@ def gpu_without_direct_nic(ctx: Context) -> list[Finding]:
                 "node",
                 r["node"],
                 f"{r['node']}: GPU(s) {', '.join(map(str, sorted(r['gpus'])))} have no NIC on their PCIe switch while the node sends "
-                f"{r['bytes'] / 1e9:.2f} GB of RDMA: their traffic crosses host memory",
+                f"{human_bytes(r['bytes'])} of RDMA: their traffic crosses host memory",
                 {"gpus": sorted(r["gpus"]), "rdma_bytes": r["bytes"], "pods": sorted(r["pods"])},
             )
         )

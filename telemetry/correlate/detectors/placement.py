@@ -12,6 +12,7 @@ from telemetry.correlate.attribution import Ancestry
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
 from telemetry.store import time_range
+from telemetry.text import human_bytes
 
 
 def _jobs(ctx: Context) -> list[dict[str, Any]]:
@@ -115,7 +116,7 @@ def placement(ctx: Context) -> list[Finding]:
                 "job",
                 key,
                 f"job {key} ({j['mode']}, highest tier allowed {allowed}) spans {where}; "
-                f"{crossed / 1e9:.2f} GB crossed {how} in the last {_flow_s(ctx)}s",
+                f"{human_bytes(crossed)} crossed {how} in the last {_flow_s(ctx)}s",
                 {
                     "mode": j["mode"],
                     "highest_tier_allowed": allowed,

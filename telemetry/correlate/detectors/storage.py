@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
+from telemetry.text import human_bytes
 
 
 def _host(addr: str) -> str:
@@ -32,7 +33,7 @@ def cross_idc_read(ctx: Context) -> list[Finding]:
                 "warning",
                 "host",
                 client,
-                f"{client} in {r['dest_idc']} read {r['bytes'] / 1e9:.2f} GB from DataNodes in {r['src_idc']} over the DCI",
+                f"{client} in {r['dest_idc']} read {human_bytes(r['bytes'])} from DataNodes in {r['src_idc']} over the DCI",
                 {
                     "bytes": r["bytes"],
                     "reads": r["reads"],

@@ -248,7 +248,8 @@ def test_flows_attributed_as_of_their_time_and_placement(store: Store) -> None:
     # (90 s .. 100 s) but inside the trailing flow window the bytes are counted over (40 .. 100 s)
     assert v["evidence"]["bytes_above_allowed_tier"] == 4_096_000
     assert v["evidence"]["flow_window_seconds"] == 60
-    assert v["summary"].endswith("GB crossed above tier 1 in the last 60s"), v["summary"]
+    # in human units: 4,096,000 bytes is 4.1 MB, never "0.00 GB"
+    assert v["summary"].endswith("4.1 MB crossed above tier 1 in the last 60s"), v["summary"]
     res = Correlator(store, cluster="c").run(s + timedelta(minutes=5), s + timedelta(minutes=10))
     assert res.failed == {}
     got = store.query_rows(

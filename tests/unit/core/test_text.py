@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from telemetry.text import parse_size, split_top_level
+from telemetry.text import human_bytes, parse_size, split_top_level
 
 
 @pytest.mark.parametrize(
@@ -42,3 +42,20 @@ def test_parse_size(value: object, size: int) -> None:
 def test_parse_size_refuses(value: object) -> None:
     with pytest.raises(ValueError, match="not a size"):
         parse_size(value)
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (0, "0 B"),
+        (512, "512 B"),
+        (43_210, "43.2 kB"),  # what a job's few sampled flows add up to: never "0.00 GB"
+        (4_096_000, "4.1 MB"),
+        (999_600, "1 MB"),
+        (1.25e9, "1.25 GB"),
+        (2_492_400_000_000, "2.49 TB"),
+        (7e15, "7,000 TB"),
+    ],
+)
+def test_human_bytes(n: float, text: str) -> None:
+    assert human_bytes(n) == text

@@ -178,6 +178,28 @@ def test_one_placement_policy_failure_over_many_files_is_one_incident() -> None:
     assert sorted(len(g.members) for g in gs) == [1, 21]
 
 
+def test_one_placement_policy_failure_from_several_writer_idcs_is_one_incident() -> None:
+    """The same policy misfiring for writers in three IDCs: 3+1 from each IDC's side is one
+    failure (one incident), a 4+0 layout another."""
+    files = [
+        m(
+            "hdfs_replica_violation",
+            "file",
+            f"/ckpt/{w}/shard.pt",
+            0,
+            60,
+            layouts=[f'{{"{w}": 3, "{o}": 1}}'],
+        )  # fmt: skip
+        for w, o in (("idc-a", "idc-b"), ("idc-b", "idc-c"), ("idc-c", "idc-a"))
+    ]
+    odd = m("hdfs_replica_violation", "file", "/x", 0, 50, layouts=['{"idc-a": 4}'])
+    gs = group([*files, odd], consequences=CONSEQUENCES, gap=GAP)
+    assert sorted(len(g.members) for g in gs) == [1, 3]
+    (big,) = [g for g in gs if len(g.members) == 3]
+    inc = Incident("i", "c", big, "open", Impact())
+    assert inc.summary.endswith("in 3 places: idc-a, idc-b, idc-c)"), inc.summary
+
+
 def _group(root: Member, *others: Member) -> Group:
     """A group as `group` makes them: root first, then causes and consequences."""
     roles = {root.finding_id: "root"}
