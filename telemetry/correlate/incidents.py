@@ -117,7 +117,7 @@ def _placement_shape(layouts: Any) -> str:
     """What a placement policy's failure looks like whichever IDC wrote the blocks: the replica
     counts per IDC, largest first, without the IDC names ({"idc-a": 3, "idc-b": 1} written from
     idc-a and {"idc-b": 3, "idc-a": 1} from idc-b are one failure: [3, 1])."""
-    shapes = set()
+    shapes: set[tuple[Any, ...]] = set()
     for lay in layouts or []:
         try:
             d = json.loads(lay) if isinstance(lay, str) else dict(lay)

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from telemetry.records import COLLECTIVE_SAMPLE
+from telemetry.sim.visibility import throttle_clock
 
 if TYPE_CHECKING:
     from telemetry.sim.engine import Simulation
@@ -242,7 +243,14 @@ def truth(sim: Simulation, log: PaceLog, faults: list[Fault]) -> list[Fault]:
             start_step=f.start_step,
             end_step=min(f.end_step, j.end_step),
         )
-        g.detail = {"cause": f.id, "cause_kind": f.kind, "cause_subject": f.subject, "job": j.key}
+        g.detail = {
+            "cause": f.id,
+            "cause_kind": f.kind,
+            "cause_subject": f.subject,
+            "job": j.key,
+            # its collectives take 1 / clock of the others' time (visibility.py: the floor)
+            "slowdown_ratio": round(1 / throttle_clock(float(f.target.get("severity", 1.0))), 3),
+        }
         out.append(g)
     return out
 

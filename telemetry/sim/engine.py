@@ -49,6 +49,7 @@ from telemetry.sim.hdfs import HdfsModel, build_hdfs
 from telemetry.sim.pool import pool_gpus, pool_rows
 from telemetry.sim.scenario import Scenario, SpecField
 from telemetry.sim.timing import Disturber, device_lists
+from telemetry.sim.visibility import apply_floors, dci_utilization, longest_clear, throttle_clock
 from telemetry.sim.workload import TIER_NAMES, Job, Workload, expand_jobs, schedule
 
 FRAME = 4154  # RoCEv2 frame with a 4096-byte payload
@@ -83,6 +84,15 @@ def _rng(seed: int, stream: str, *extra: int) -> np.random.Generator:
 
 def _h(*parts: object) -> int:
     return zlib.crc32("|".join(map(str, parts)).encode())
+
+
+def _pin(pinned: dict[str, tuple[int, float]], leaf: str, h: int, cand: list[int]) -> int:
+    """The uplink a flow of `leaf` takes: its hash's pick among `cand`, unless the leaf is pinned
+    (an ECMP collision) and the flow is among the pinned share (by its own hash)."""
+    pin = pinned.get(leaf)
+    if pin is not None and pin[0] in cand and ((h >> 13) % 1000) < pin[1] * 1000:
+        return pin[0]
+    return cand[h % len(cand)]
 
 
 def default_start_ms(sc: Scenario, now_s: float | None = None) -> int:
@@ -153,6 +163,9 @@ class Simulation:
     # ECMP imbalance the hashing produced by itself, noted while epochs are solved:
     # (uplink endpoint, t0, t1, offered/group mean, offered/capacity)
     natural_ecmp: list[tuple[int, int, int, float, float]] = field(default_factory=list)
+    # injected collisions, per epoch: (fault id, t0, t1, whether its uplink ran clear of the
+    # thresholds) - a weak one may never (visibility.py)
+    pinned_ecmp: list[tuple[str, int, int, bool]] = field(default_factory=list)
     # each job's network pace per epoch, noted while epochs are solved (collective ground truth)
     paces: PaceLog = field(default_factory=PaceLog)
 
@@ -175,8 +188,22 @@ class Simulation:
             self.start_ms,
             self.end_ms,
             self.dt,
-            self._with_collectives([*self.faults, *self._natural_ecmp_faults()]),
+            self._floored(self._with_collectives([*self.faults, *self._natural_ecmp_faults()])),
         )
+
+    def _floored(self, faults: list[Fault]) -> list[Fault]:
+        """The faults with those under their visibility floor marked (visibility.py)."""
+        runs: dict[str, list[tuple[int, int, bool]]] = {}
+        for fid, t0, t1, clear in self.pinned_ecmp:
+            runs.setdefault(fid, []).append((t0, t1, clear))
+        apply_floors(
+            faults,
+            dt_s=self.dt,
+            sampling_rate=self.scenario.sflow.sampling_rate,
+            pinned_clear_s={k: longest_clear(v, self.dt) for k, v in runs.items()},
+            clear_needed_s=NATURAL_ECMP_SECONDS,
+        )
+        return faults
 
     def _with_collectives(self, faults: list[Fault]) -> list[Fault]:
         return [*faults, *collective_truth(self, self.paces, faults)]
@@ -655,6 +682,7 @@ class _StepGen:
             for k, (j, p) in enumerate((j, p) for j in sim.workload.jobs for p in j.pods)
         }
         self.boundaries = self._boundaries()
+        self._pinned_by: dict[str, str] = {}  # pinned leaf -> the ecmp_collision fault
         self._epoch: EpochState | None = None
         self.rails = np.array(fab.gpu_rail())
         self.gpu_node = np.repeat(np.arange(len(fab.nodes)), fab.gpus_per_node)
@@ -777,10 +805,11 @@ class _StepGen:
         )
 
     def _route(
-        self, fl: Flows, down: np.ndarray, pinned: dict[str, int]
+        self, fl: Flows, down: np.ndarray, pinned: dict[str, tuple[int, float]]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per (flow, hop): tx endpoint and rx endpoint. ECMP picks among live uplinks by a hash of
-        the 5-tuple (source port = entropy); a pinned leaf (hash collision) sends all to one."""
+        the 5-tuple (source port = entropy); a pinned leaf (hash collision) sends a share of its
+        flows (the fault's severity; all at 1) to one uplink, chosen by the flows' own hash."""
         fab = self.fab
         f_idx: list[int] = []
         hop_idx: list[int] = []
@@ -805,7 +834,7 @@ class _StepGen:
                     cand = [u for u in range(len(ups_s)) if live(ups_s[u]) and live(ups_d[u])]
                     if not cand:
                         cand = list(range(len(ups_s)))
-                    u = pinned[ls] if ls in pinned and pinned[ls] in cand else cand[h % len(cand)]
+                    u = _pin(pinned, ls, h, cand)
                     hops += [
                         (ups_s[u], fab.spine_down[(ls, u)]),
                         (fab.spine_down[(ld, u)], ups_d[u]),
@@ -814,7 +843,7 @@ class _StepGen:
                     cand = [u for u in range(len(ups_s)) if live(ups_s[u])] or list(
                         range(len(ups_s))
                     )
-                    u1 = pinned[ls] if ls in pinned and pinned[ls] in cand else cand[h % len(cand)]
+                    u1 = _pin(pinned, ls, h, cand)
                     a, b = ns.idc_idx, nd.idc_idx
                     links = fab.dci[(min(a, b), max(a, b))]
                     lk = (h >> 4) % len(links)
@@ -847,7 +876,12 @@ class _StepGen:
         )
 
     def _note_imbalance(
-        self, t0: int, t1: int, carried: np.ndarray, down: np.ndarray, pinned: dict[str, int]
+        self,
+        t0: int,
+        t1: int,
+        carried: np.ndarray,
+        down: np.ndarray,
+        pinned: dict[str, tuple[int, float]],
     ) -> None:
         """Hashing alone can put far more traffic on one uplink of a group than on its siblings
         (a few elephant flows over a few links). That is a real collision, so it is ground
@@ -856,9 +890,21 @@ class _StepGen:
         >= NATURAL_ECMP_UTIL of the link (noted from NATURAL_ECMP_MARGIN below them: see
         _natural_ecmp_faults). Carried, not offered: a job that another fault stalls
         (a lost GPU hangs its collectives, a PFC storm paces it) sends little whatever its
-        hashing, and its uplinks are then not hot. Injected collisions (pinned leaves) are not
-        re-noted."""
+        hashing, and its uplinks are then not hot. Injected collisions (pinned leaves) are noted
+        apart: whether their uplink ran clear of the thresholds (a weak one may not)."""
         fab = self.fab
+        clear_ratio = NATURAL_ECMP_RATIO * (1 + NATURAL_ECMP_MARGIN)
+        clear_util = NATURAL_ECMP_UTIL * (1 + NATURAL_ECMP_MARGIN)
+        for leaf, (u, _) in pinned.items():
+            live = [e for e in fab.leaf_up[leaf] if not down[e]]
+            hot = fab.leaf_up[leaf][u]
+            if hot not in live or len(live) < 2:
+                continue
+            load = carried[live] / self.cap[live]
+            mean = float(load.mean())
+            util = float(carried[hot] / self.cap[hot])
+            clear = mean > 0 and util >= clear_ratio * mean and util >= clear_util
+            self.sim.pinned_ecmp.append((self._pinned_by[leaf], t0, t1, clear))
         groups = [ups for leaf, ups in fab.leaf_up.items() if leaf not in pinned] + list(
             fab.spine_up.values()
         )
@@ -890,7 +936,7 @@ class _StepGen:
         errors = np.zeros(n_eps)
         nic_stall = np.zeros(n_nics)
         nic_storm = np.zeros(n_nics, dtype=bool)
-        pinned: dict[str, int] = {}
+        pinned: dict[str, tuple[int, float]] = {}
         extra_tx = np.zeros(n_eps)
         for f in faults:
             tg, sev = f.target, f.target.get("severity", 1.0)
@@ -900,7 +946,8 @@ class _StepGen:
                 if (t0 - f.start_step) % 3 == 0:
                     down[tg["eps"]] = True
             elif f.kind == "ecmp_collision":
-                pinned[tg["leaf"]] = tg["uplink"]
+                pinned[tg["leaf"]] = (tg["uplink"], min(1.0, sev))
+                self._pinned_by[tg["leaf"]] = f.id
             elif f.kind == "pfc_storm":
                 pause_tx[tg["nic_ep"]] += 60000 * sev
                 nic_storm[tg["nic_ep"]] = True
@@ -908,14 +955,16 @@ class _StepGen:
                 wd[tg["leaf_port"]] = True
             elif f.kind == "nic_pcie_stall":
                 nic_stall[tg["nic_ep"]] += 20000 * sev
-                cap[tg["nic_ep"]] *= 0.25 / sev
-                cap[tg["leaf_port"]] *= 0.25 / sev
+                # severity 1: throughput down to 25 %; the loss scales with severity
+                cap[tg["nic_ep"]] *= max(0.05, 1.0 - 0.75 * sev)
+                cap[tg["leaf_port"]] *= max(0.05, 1.0 - 0.75 * sev)
                 pause_tx[tg["nic_ep"]] += 3000 * sev  # its receive buffer fills: it pauses the leaf
             elif f.kind == "dci_saturation":
                 a, b = tg["pair"]
+                load = dci_utilization(sev) - sim.scenario.fabric.dci.background_ratio
                 for ea, eb in fab.dci[(a, b)]:
-                    extra_tx[ea] += self.cap[ea] * min(0.8, 0.75 * sev)
-                    extra_tx[eb] += self.cap[eb] * min(0.8, 0.75 * sev)
+                    extra_tx[ea] += self.cap[ea] * max(0.0, load)
+                    extra_tx[eb] += self.cap[eb] * max(0.0, load)
         cap[down] = 0.0
         fl = self._flows(t0, faults)
         fi, hop, etx, erx = self._route(fl, down, pinned)
@@ -942,7 +991,7 @@ class _StepGen:
                 g = f.target["node"] * fab.gpus_per_node + f.target["gpu"]
                 jn = node_job[f.target["node"]]
                 if f.kind == "gpu_throttle":
-                    gpu_clock[g] = max(0.2, 0.6 / f.target["severity"])
+                    gpu_clock[g] = throttle_clock(f.target["severity"])  # visibility.py
                     gpu_reasons[g] |= CE_HW_SLOWDOWN | CE_SW_THERMAL | CE_HW_THERMAL
                     if jn >= 0:
                         k_job[jn] = min(k_job[jn], gpu_clock[g])

@@ -116,6 +116,10 @@ def build_hdfs(
                 plan = sorted(healthy(local), key=lambda i: i != local)
                 want = _counts(plan, idcs)
                 bad = next((f for f in misplaced if f.start_step <= t < f.end_step), None)
+                # severity: the share of the writes placed against the policy (all at 1), by the
+                # block's own hash (no draw: the rest of the run is the same at any severity)
+                if bad is not None and _share(block_seq) >= bad.target["severity"]:
+                    bad = None
                 if bad is not None and others:
                     plan = _misplaced(local, others[0], spec.replicas, want, idcs)
                 blk = f"blk_{block_seq}"
@@ -177,6 +181,13 @@ def build_hdfs(
         f.detail["blocks"] = len(blocks)
         f.scored = bool(blocks)  # no block written while it held: nothing could show it
     return out
+
+
+def _share(n: int) -> float:
+    """A fixed number in [0, 1) for block `n`."""
+    import zlib
+
+    return (zlib.crc32(f"block|{n}".encode()) % 10_000) / 10_000
 
 
 def _misplaced(local: int, other: int, replicas: int, want: dict[str, int], idcs: Any) -> list[int]:

@@ -292,8 +292,11 @@ class Disturber:
         true_off += spec.jitter_seconds * 1000 * (2 * self.uniform("jitter", dh, step) - 1)
         if cls == "switch":
             true_off += self._leaf_offsets(table, devs, dh, step)
-        # stays inside the step it samples; whole ms, as the time it is stamped with
-        true_off = np.rint(np.maximum(true_off, -(self.dt_ms - 1)))
+        # stays inside the step it samples, (grid - dt, grid]: its counters are then exactly the
+        # step's (a sample after the grid point would need the next step's increase, not known
+        # yet: extrapolating this one's overshoots where the rate falls, and the counter would
+        # go back at the next sample); whole ms, as the time it is stamped with
+        true_off = np.rint(np.clip(true_off, -(self.dt_ms - 1), 0))
         if true_off.any() or any(r.cls == cls for r in self.restarts):
             table = self._counters(kind, table, ts, true_off)
         new_ts = ts + np.rint(true_off + skew).astype(np.int64)
@@ -324,7 +327,7 @@ class Disturber:
         leaf_key = _row_keys(table, ("switch", "port", "queue", "priority"))
         lh = self._hash(leaf_key)
         leaf = sw.leaf_jitter_seconds * 1000 * (2 * self.uniform("leaf", lh, step) - 1)
-        walk = sw.walk_seconds * 1000 * self.uniform("walk", lh)
+        walk = -sw.walk_seconds * 1000 * self.uniform("walk", lh)  # the walk ends at the poll
         return np.where(tr == 1, leaf, np.where(tr == 2, walk, 0.0))
 
     def _present(

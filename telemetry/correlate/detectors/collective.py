@@ -174,33 +174,48 @@ def _ranked_causes(ctx: Context, job: str) -> list[dict[str, Any]]:
     lookback=("collective.window_seconds",),
 )
 def collective_straggler(ctx: Context) -> list[Finding]:
-    """One rank whose execution time, at the same collective sequence numbers, is at least
-    `collective.straggler_ratio` x the median of its communicator's ranks in at least
-    `collective.straggler_fraction` of them (and `collective.min_samples` of them at least, with
-    `collective.min_ranks` ranks reporting): localized to its node, GPU and the GPU's NIC."""
+    """One rank that is consistently slower than its communicator's others: at the same
+    collective sequence numbers its execution time over the median rank's is typically (its
+    median ratio) at least `collective.straggler_ratio`, and above the ranks' own noise
+    (1 + `collective.straggler_noise_factor` x the robust spread of every rank's ratio in the
+    communicator) in at least `collective.straggler_fraction` of the window's collectives (and
+    `collective.min_samples` of them at least, with `collective.min_ranks` ranks reporting): a
+    1.15x rank that is slow in most collectives is a straggler, a rank slow in one is not.
+    Localized to its node, GPU and the GPU's NIC."""
     rows = ctx.rows(
         f"""
-        SELECT s.namespace AS namespace, s.job AS job, s.comm_id AS comm_id,
-               s.collective AS collective, s.rank AS rank, any(s.node) AS node,
-               any(s.gpu) AS gpu, any(s.pod) AS pod, count() AS sns,
-               countIf(s.exec_time_seconds >= {{ratio:Float64}} * m.med) AS slow,
-               median(s.exec_time_seconds / m.med) AS typical_ratio
-        FROM {ctx.table("collective_sample")} AS s
-        INNER JOIN (
-            SELECT {_KEYS}, coll_sn, median(exec_time_seconds) AS med, uniqExact(rank) AS ranks
-            FROM {ctx.table("collective_sample")}
-            WHERE {ctx.where("collective_sample")}
-            GROUP BY {_KEYS}, coll_sn
-        ) AS m USING ({_KEYS}, coll_sn)
-        WHERE s.cluster = {{cluster:String}}
-          AND s.ts >= {{ws:DateTime64(3, 'UTC')}} AND s.ts < {{we:DateTime64(3, 'UTC')}}
-          AND m.ranks >= {{min_ranks:UInt32}} AND m.med > 0
+        SELECT namespace, job, comm_id, collective, rank, any(node) AS node, any(gpu) AS gpu,
+               any(pod) AS pod, count() AS sns, median(r) AS typical_ratio,
+               countIf(r >= 1 + greatest({{least_excess:Float64}}, {{k:Float64}} * noise))
+                   AS slow, any(noise) AS rank_noise
+        FROM (
+            SELECT *, 1.4826 * medianExact(abs(r - 1)) OVER (PARTITION BY {_KEYS}) AS noise
+            FROM (
+                SELECT s.namespace AS namespace, s.job AS job, s.comm_id AS comm_id,
+                       s.collective AS collective, s.rank AS rank, s.node AS node, s.gpu AS gpu,
+                       s.pod AS pod, s.exec_time_seconds / m.med AS r
+                FROM {ctx.table("collective_sample")} AS s
+                INNER JOIN (
+                    SELECT {_KEYS}, coll_sn, median(exec_time_seconds) AS med,
+                           uniqExact(rank) AS ranks
+                    FROM {ctx.table("collective_sample")}
+                    WHERE {ctx.where("collective_sample")}
+                    GROUP BY {_KEYS}, coll_sn
+                ) AS m USING ({_KEYS}, coll_sn)
+                WHERE s.cluster = {{cluster:String}}
+                  AND s.ts >= {{ws:DateTime64(3, 'UTC')}} AND s.ts < {{we:DateTime64(3, 'UTC')}}
+                  AND m.ranks >= {{min_ranks:UInt32}} AND m.med > 0
+            )
+        )
         GROUP BY namespace, job, comm_id, collective, rank
-        HAVING sns >= {{min_n:UInt32}} AND slow >= {{fraction:Float64}} * sns
+        HAVING sns >= {{min_n:UInt32}} AND typical_ratio >= {{ratio:Float64}}
+           AND slow >= {{fraction:Float64}} * sns
         ORDER BY namespace, job, comm_id, collective, rank""",
         {
             "ratio": float(ctx.t("collective.straggler_ratio")),
             "fraction": float(ctx.t("collective.straggler_fraction")),
+            "k": float(ctx.t("collective.straggler_noise_factor")),
+            "least_excess": float(ctx.t("collective.straggler_least_excess")),
             "min_n": int(ctx.t("collective.min_samples")),
             "min_ranks": int(ctx.t("collective.min_ranks")),
         },
@@ -234,6 +249,7 @@ def collective_straggler(ctx: Context) -> list[Finding]:
                     "slow_collectives": int(r["slow"]),
                     "collectives": int(r["sns"]),
                     "typical_ratio": round(float(r["typical_ratio"]), 3),
+                    "rank_noise": round(float(r["rank_noise"]), 4),
                 },
             )
         )

@@ -93,6 +93,25 @@ def test_counters_are_the_counters_of_the_moment_sampled() -> None:
     assert (j["off"] < 0).mean() > 0.9  # and they were off the grid
 
 
+def test_counters_never_go_back_but_for_a_restart() -> None:
+    """Every counter of every series rises or holds from sample to sample under harsh timing
+    without restarts, through epochs where a rate falls (a fault's end): a sample's counters are
+    the step's it lies in, never extrapolated past it."""
+    sim = _sim(
+        minutes=10, profile="harsh", node={"restarts_per_hour": 0}, switch={"restarts_per_hour": 0}
+    )
+    for kind, key in (
+        ("switch_port_sample", ["switch", "port"]),
+        ("nic_sample", ["node", "device"]),
+    ):
+        df = _frames(sim)[kind].unique().sort([*key, "ts"])
+        counters = [c for c in df.columns if c.endswith("_total")]
+        back = df.select(
+            [(pl.col(c).cast(pl.Float64).diff().over(key) < 0).sum().alias(c) for c in counters]
+        )
+        assert back.sum_horizontal().item() == 0, (kind, back)
+
+
 def test_lost_and_duplicated_polls_and_sflow_loss() -> None:
     sim = _sim(minutes=6, profile="ideal", node={"missed": 0.05}, duplicates=0.02, sflow_loss=0.1)
     got, ideal = _frames(sim), _frames(sim, disturbed=False)
@@ -125,7 +144,7 @@ def test_a_restart_is_a_silence_then_counters_from_zero_and_lldp_relearnt() -> N
 
 def test_gnmi_stamps_each_leaf_and_snmp_walks() -> None:
     for transport, knob in (("gnmi", "leaf_jitter_seconds"), ("snmp", "walk_seconds")):
-        sim = _sim(profile="ideal", switch={"transport": transport, knob: 0.5})
+        sim = _sim(profile="ideal", switch={"transport": transport, knob: 0.5, "phase": 0.5})
         f = _frames(sim)["switch_port_sample"]
         per = f.group_by("switch", (pl.col("ts").cast(pl.Int64) // 10_000).alias("b")).agg(
             pl.col("ts").n_unique().alias("times"), pl.len().alias("ports")
