@@ -97,6 +97,7 @@ _SCOPES: dict[str, Any] = {
     "dci_near_capacity": lambda ev: "dci",
 }
 
+
 def _places(members: Sequence[Member]) -> list[str]:
     """Where one cause showed up, for causes whose members are spread over places: the writer
     IDCs of replica placement failures (the IDC holding most of each layout's replicas)."""

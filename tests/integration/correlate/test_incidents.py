@@ -279,7 +279,9 @@ def unexplained_numbers(summary: str, subject: str, evidence: dict[str, Any]) ->
         decimals = len(mantissa.partition(".")[2])
         tol = 0.5 * 10 ** (int(exp or 0) - decimals) * (1 + 1e-9)
         val = float(t)
-        if not any(abs(r * k - val) <= tol for r in refs for k in (1, 100, 1e-12, 1e-9, 1e-6, 1e-3)):
+        if not any(
+            abs(r * k - val) <= tol for r in refs for k in (1, 100, 1e-12, 1e-9, 1e-6, 1e-3)
+        ):
             out.append(tok)
     return out
 

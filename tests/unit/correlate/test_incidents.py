@@ -189,7 +189,7 @@ def test_one_placement_policy_failure_from_several_writer_idcs_is_one_incident()
             0,
             60,
             layouts=[f'{{"{w}": 3, "{o}": 1}}'],
-        )  # fmt: skip
+        )
         for w, o in (("idc-a", "idc-b"), ("idc-b", "idc-c"), ("idc-c", "idc-a"))
     ]
     odd = m("hdfs_replica_violation", "file", "/x", 0, 50, layouts=['{"idc-a": 4}'])
