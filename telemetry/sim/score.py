@@ -253,8 +253,8 @@ def render(s: Score, truth: GroundTruth) -> str:
     ]
     if s.findings_total == 0:
         lines.append(
-            "no findings in the store for this run: the correlation engine has not run (or is not built yet), "
-            "so there is nothing to score. Ground truth per kind:"
+            "no findings in the store for this run: nothing to score (a healthy run finds nothing; "
+            "if the correlation engine has not run, run `railscope correlate`). Ground truth per kind:"
         )
         for k in sorted({f.kind for f in truth.faults}):
             lines.append(f"  {k:<24} {sum(1 for f in truth.faults if f.kind == k)} fault(s)")
