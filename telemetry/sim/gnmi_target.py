@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from concurrent import futures
 from typing import Any
 
@@ -64,6 +65,7 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         base_ns: int | None = None,
         rendered: bool = False,
         phase_s: float = 0.0,
+        leaf_offset_ns: Callable[[str], int] | None = None,
     ) -> None:
         self.counters, self.appl, self.oc = counters, appl, oc
         self.config = config or {}
@@ -81,6 +83,10 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         # benchmark spreads its switches' samples over the interval, as switches whose timers
         # started at different times send them)
         self.phase_s = phase_s
+        # each port's counters in a notification of their own, stamped with the sample's time
+        # plus leaf_offset_ns(port): a switch that times every leaf on its own (gNMI's per-leaf
+        # timestamps; what collection sees of it: telemetry/sim/timing.py)
+        self.leaf_offset_ns = leaf_offset_ns
         self._renders: dict[Any, list[Any]] = {}
         self.users = users
         self.behaviour = behaviour
@@ -261,6 +267,31 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
                 self._renders[key] = ups
         return pb.Notification(timestamp=ts, prefix=pb.Path(target=target), update=ups)
 
+    def _notifications(self, target: str, paths: list[Any]) -> list[Any]:
+        """_notification, split per port where the switch stamps each leaf with its own time
+        (`leaf_offset_ns`): `COUNTERS/Ethernet*` becomes one `COUNTERS/<port>` update per port,
+        each in a notification of its own; the other updates keep the sample's time."""
+        n = self._notification(target, paths)
+        if self.leaf_offset_ns is None or target != "COUNTERS_DB":
+            return [n]
+        out, rest = [], []
+        for u in n.update:
+            if [e.name for e in u.path.elem] != ["COUNTERS", "Ethernet*"]:
+                rest.append(u)
+                continue
+            for port, h in json.loads(u.val.json_ietf_val).items():
+                path = pb.Path(elem=[pb.PathElem(name="COUNTERS"), pb.PathElem(name=port)])
+                out.append(
+                    pb.Notification(
+                        timestamp=n.timestamp + self.leaf_offset_ns(port),
+                        prefix=n.prefix,
+                        update=[pb.Update(path=path, val=_json(h))],
+                    )
+                )
+        if rest:
+            out.insert(0, pb.Notification(timestamp=n.timestamp, prefix=n.prefix, update=rest))
+        return out
+
     # -- gNMI ------------------------------------------------------------------------------
     def _auth(self, context: Any) -> None:
         if self.users is None:
@@ -285,7 +316,7 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         if (why := self._refuses(request.prefix.target, list(request.path))) is not None:
             context.abort(grpc.StatusCode.NOT_FOUND, why)
         return pb.GetResponse(
-            notification=[self._notification(request.prefix.target, list(request.path))]
+            notification=self._notifications(request.prefix.target, list(request.path))
         )
 
     def Capabilities(self, request: Any, context: Any) -> Any:
@@ -320,9 +351,8 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         sample = [s.path for s in sl.subscription if s.mode != pb.SubscriptionMode.ON_CHANGE]
         change = [s.path for s in sl.subscription if s.mode == pb.SubscriptionMode.ON_CHANGE]
         if mode == "POLL":
-            yield pb.SubscribeResponse(
-                update=self._notification(target, [s.path for s in sl.subscription])
-            )
+            for n in self._notifications(target, [s.path for s in sl.subscription]):
+                yield pb.SubscribeResponse(update=n)
             yield pb.SubscribeResponse(sync_response=True)
             for req in request_iterator:
                 if req.WhichOneof("request") != "poll":
@@ -331,7 +361,8 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
                 if self._silent():
                     self._hang(context)
                     return
-                yield pb.SubscribeResponse(update=self._notification(target, [s.path for s in sl.subscription]))  # fmt: skip
+                for n in self._notifications(target, [s.path for s in sl.subscription]):
+                    yield pb.SubscribeResponse(update=n)
                 yield pb.SubscribeResponse(sync_response=True)
             return
         seen = self.version
@@ -354,7 +385,7 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
             # each SAMPLE path in its own notification, as SONiC's telemetry service sends them
             # (one state for all of them: a set_state in between waits for the next sample)
             with self.lock:
-                ups = [self._notification(target, [p]) for p in sample]
+                ups = [n for p in sample for n in self._notifications(target, [p])]
             for n in ups:
                 yield pb.SubscribeResponse(update=n)
             wait = interval or 1.0

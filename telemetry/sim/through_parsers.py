@@ -82,14 +82,19 @@ class ThroughParsersSource(SimSource):
         cfg: Any,
         workdir: Path | None = None,
         switch_transport: str = "dump",
+        leaf_times: bool = False,
     ) -> None:
         super().__init__(sim)
         if switch_transport not in ("dump", "gnmi"):
             raise UserError(f"switch transport {switch_transport!r}: expected dump or gnmi")
         # dump: each switch's COUNTERS_DB/APPL_DB files read as `railscope switch --from`;
         # gnmi: the same state served by a gNMI target per switch and streamed to one switch
-        # source (SONiC telemetry paths), as a collector reads a live fabric
-        self._gnmi = GnmiSwitches(sim) if switch_transport == "gnmi" else None
+        # source (SONiC telemetry paths), as a collector reads a live fabric. `leaf_times`
+        # (gnmi): each switch samples at its own phase and stamps every port with its own time
+        # (the scenario's switch phase and leaf jitter, at least 0.5 s), and the switch source
+        # keeps those times: what reaches the store is what the target stamped
+        self._leaf_times = leaf_times and switch_transport == "gnmi"
+        self._gnmi = GnmiSwitches(sim, self._leaf_times) if switch_transport == "gnmi" else None
         self._it = self._per_step(iter_steps(sim))
         # thousands of small files per step: in memory (tmpfs) where the machine has one
         shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
@@ -142,7 +147,8 @@ class ThroughParsersSource(SimSource):
         for d in sorted((self.dir / "nodes").iterdir()):
             out += self._read("node", d, at, "--node-name", d.name)
         if self._gnmi is not None:
-            out += [_at(b, at) for b in self._gnmi.step(self.dir / "switches", at)]
+            got = self._gnmi.step(self.dir / "switches", at, step)
+            out += got if self._leaf_times else [_at(b, at) for b in got]
             self._note("switch", self._gnmi.source)
         else:
             out += self._read("switch", self.dir / "switches", at)
@@ -154,7 +160,8 @@ class ThroughParsersSource(SimSource):
         if self._dist is not None:
             if step == 0:
                 self._dist.inventory({"lldp_link": _table_of(inventory.get("lldp_link", []))})
-            out = self._dist.batches(out) + [
+            keep = {"switch"} if self._leaf_times else set()  # stamped by the targets
+            out = self._dist.batches(out, keep=keep) + [
                 Batch(LLDP_LINK, t) for t in self._dist.relearned_lldp(*sim.sampled(step, step + 1))
             ]
         return out
@@ -240,15 +247,18 @@ class GnmiSwitches:
 
     INTERVAL = 1.0  # SAMPLE interval asked of the targets; a replaced state is sent at once
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: Simulation, leaf_times: bool = False) -> None:
+        self.sim, self.leaf_times = sim, leaf_times
+        self._dist = sim.disturber() if leaf_times else None  # timing.py's draws
         self.roles = {s: role for s, role, _ in sim.fabric.switches}
         self.targets: dict[str, Any] = {}
         self.servers: list[Any] = []
         self.source: Any = None
 
-    def step(self, switches: Path, at: int) -> list[Batch]:
+    def step(self, switches: Path, at: int, step: int = 0) -> list[Batch]:
         """Serve this step's rendered COUNTERS_DB/APPL_DB of every switch, stamped with the
-        step's time, and collect once every stream has it."""
+        step's time (with `leaf_times`, each port with its own: `_leaf_offsets`), and collect
+        once every stream has it."""
         from telemetry.sim.gnmi_target import Target, serve
 
         for d in sorted(x for x in switches.iterdir() if x.is_dir()):
@@ -259,6 +269,8 @@ class GnmiSwitches:
                 t = self.targets[d.name] = Target(counters, appl, {})
                 server, port = serve(t, workers=4)
                 self.servers.append((server, port, d.name))
+            if self.leaf_times:
+                t.leaf_offset_ns = self._leaf_offsets(d.name, step)
             t.set_state(counters, appl, at * 1_000_000)
         if self.source is None:
             self.source = self._source()
@@ -268,6 +280,28 @@ class GnmiSwitches:
             while not st.caught_up(at) and time.monotonic() < deadline:
                 time.sleep(0.005)
         return self.source.collect()
+
+    def _leaf_offsets(self, switch: str, step: int) -> Any:
+        """port -> ns before the step's grid point its leaf is stamped: the switch's own phase
+        within the interval and each port's own jitter (the scenario's switch timing; at least
+        0.5 s of it), drawn as timing.py draws them."""
+        import numpy as np
+
+        spec = self.sim.scenario.telemetry.switch
+        dist = self._dist
+        dt_ms = self.sim.dt * 1000
+        if dist is None:
+            return lambda port: 0
+        sh = dist._hash(np.array([switch], dtype=object))
+        phase = float(spec.phase * dt_ms * dist.uniform("phase", sh)[0])
+        leaf_ms = max(500.0, spec.leaf_jitter_seconds * 1000)
+
+        def offset(port: str) -> int:
+            lh = dist._hash(np.array([f"{switch}\x1f{port}"], dtype=object))
+            jit = leaf_ms * float(dist.uniform("leaf", lh, step)[0])
+            return -int(min(dt_ms - 1, phase + jit) * 1_000_000)
+
+        return offset
 
     def _source(self) -> Any:
         from exporters.switch.config import GnmiConfig, SwitchConfig, SwitchSourceConfig

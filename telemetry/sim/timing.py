@@ -307,12 +307,18 @@ class Disturber:
             return table
         return table.take(pa.array(np.concatenate([np.flatnonzero(keep), np.flatnonzero(dup)])))
 
-    def batches(self, batches: list[Any]) -> list[Any]:
-        """apply() to each batch; batches left empty are dropped."""
+    def batches(
+        self, batches: list[Any], keep: set[str] | frozenset[str] = frozenset()
+    ) -> list[Any]:
+        """apply() to each batch, but those of the source classes in `keep` (stamped by a device
+        already); batches left empty are dropped."""
         from telemetry.pipeline import Batch
 
         out = []
         for b in batches:
+            if CLASS_OF.get(b.kind.name, ("", ""))[0] in keep:
+                out.append(b)
+                continue
             t = self.apply(b.kind.name, b.table)
             if t.num_rows:
                 out.append(b if t is b.table else Batch(b.kind, t))

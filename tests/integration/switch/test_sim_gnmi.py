@@ -22,10 +22,12 @@ from tests.conftest import ScenarioRun
 from tests.sim_score import correlate_and_score
 
 
-def _over_gnmi(store: Store, start: str, spool: Path) -> dict[str, Any]:
+def _over_gnmi(store: Store, start: str, spool: Path, leaf_times: bool = False) -> dict[str, Any]:
     sim = build(load_scenario("small").with_overrides(start=start))
     sink = ClickHouseSink(store, spool_dir=str(spool), batch_rows=50_000)
-    src = ThroughParsersSource(sim, load_config(None, env={}), switch_transport="gnmi")
+    src = ThroughParsersSource(
+        sim, load_config(None, env={}), switch_transport="gnmi", leaf_times=leaf_times
+    )
     pipe = Pipeline([src], [sink], [StampCluster("simgnmi")])
     try:
         while not src.done:
@@ -66,6 +68,33 @@ def test_sim_score_over_gnmi_equals_the_fast_path(
         assert (k["precision"], k["recall"], k["localization"]) == (1.0, 1.0, 1.0), k
     # consequence findings judged on rates (ecn hotspots) may start one step later over gNMI
     assert fast["findings_total"] - 2 <= over_gnmi["findings_total"] <= fast["findings_total"]
+
+
+@pytest.mark.slow
+@pytest.mark.scenario("small")
+def test_targets_that_stamp_each_leaf_with_its_own_time(
+    store: Store, tmp_path: Path, scenario_run: Callable[[str], ScenarioRun]
+) -> None:
+    """Every simulated switch a gNMI target at its own phase that stamps each port with its own
+    time (up to 0.5 s apart within a sample): the switch source keeps the targets' times, so the
+    store's port samples are off the grid and apart from one another, and the ECMP, PFC and DCI
+    detectors (which compare ports, or time them) still find and localize every fault."""
+    ref = scenario_run("small")
+    got = _over_gnmi(store, ref.iso_start, tmp_path / "gnmi", leaf_times=True)
+    (times, rows) = store.query_rows(
+        f"SELECT uniqExact(ts), count() FROM {store.table('switch_port_sample')} "
+        "WHERE cluster = 'simgnmi' AND switch = 'leaf-idc-a-s000-r0'"
+    )[0]
+    assert times > rows / 2  # ports of one switch at their own times, not one per poll
+    on_grid = store.query_rows(
+        f"SELECT countIf(toUnixTimestamp64Milli(ts) % 10000 = 0) / count() "
+        f"FROM {store.table('switch_port_sample')} WHERE cluster = 'simgnmi'"
+    )[0][0]
+    assert on_grid < 0.05
+    kinds = {k["kind"]: k for k in got["kinds"]}
+    for kind in ("ecmp_collision", "pfc_storm", "dci_saturation", "link_flap"):
+        k = kinds[kind]
+        assert (k["precision"], k["recall"], k["localization"]) == (1.0, 1.0, 1.0), k
 
 
 def test_a_step_over_gnmi_equals_the_dump(tmp_path: Path) -> None:
