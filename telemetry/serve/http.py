@@ -41,6 +41,7 @@ from telemetry.serve.limits import (
     LogLimiter,
     Running,
     connection_cap,
+    quiet_http_errors,
 )
 from telemetry.serve.protocol import TRANSPORT_PARAMS, content_type, http_status
 from telemetry.serve.sqltext import split_insert
@@ -79,6 +80,7 @@ class QueryServer:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self.note = LogLimiter(log)
+        quiet_http_errors(self.note)
         self.conns = Connections(
             connection_cap(self.config.max_connections),
             self.config.max_connections_per_peer,
@@ -91,6 +93,7 @@ class QueryServer:
         self._readers: asyncio.Semaphore | None = None
         self._budget: BodyBudget | None = None
         self._logins = LoginThrottle()
+        self.body_wait = 10.0  # seconds a body waits for room in serve.max_buffered_bytes
         self._browsers = Browsers(self.config.allowed_origins, self.config.allowed_hosts, host)
         # on /metrics as component="serve:query": requests received, answered, failed (by name)
         self.stats = ComponentStats("serve:query")
@@ -303,7 +306,7 @@ class QueryServer:
         assert self._budget is not None
         if n <= 0:
             return
-        if not await self._budget.take(n):
+        if not await self._budget.take(n, self.body_wait):
             raise EngineError(
                 241,
                 f"serve holds {self._budget.used} bytes of request bodies (serve.max_buffered_"

@@ -58,6 +58,46 @@ class LogLimiter:
         self.log.log(level, msg, *args)
 
 
+class QuietHttpErrors(logging.Filter):
+    """On aiohttp's server logger: a request the HTTP parser refuses (a bad method, a header too
+    long, CR/LF where none may be) is the client's error, answered 400 by aiohttp. Its record
+    (a traceback quoting the request's bytes, credentials included) becomes one rate-limited line
+    naming the peer and the kind of error."""
+
+    def __init__(self, note: LogLimiter) -> None:
+        super().__init__()
+        self.note = note
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is None:
+            return True
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        if not isinstance(exc, HttpProcessingError | ConnectionError | asyncio.CancelledError):
+            return True  # a fault of serve's own: its traceback is wanted
+        try:
+            peer = record.getMessage().rsplit(" ", 1)[-1]
+        except Exception:
+            peer = "?"
+        self.note(
+            logging.WARNING,
+            "bad_request",
+            "serve: refused a malformed HTTP request from %s (%s)",
+            peer[:64],
+            type(exc).__name__,
+        )
+        return False
+
+
+def quiet_http_errors(note: LogLimiter) -> None:
+    """Install QuietHttpErrors on aiohttp's loggers (once per process)."""
+    for name in ("aiohttp.server", "aiohttp.web", "aiohttp.internal"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, QuietHttpErrors) for f in logger.filters):
+            logger.addFilter(QuietHttpErrors(note))
+
+
 # -- connections ---------------------------------------------------------------------------------
 @dataclass(eq=False)
 class Conn:

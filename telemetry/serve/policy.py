@@ -187,11 +187,11 @@ WRITE_ROOTS = frozenset(
         "DropQuery",
         "TruncateQuery",
         "AlterQuery",
-        "RenameQuery",
+        "Rename",  # RENAME / EXCHANGE
         "OptimizeQuery",
         "DeleteQuery",
         "UpdateQuery",
-        "CreateFunctionQuery",
+        "CreateSQLFunctionQuery",  # a SQL function (its body is judged like any statement)
         "DropFunctionQuery",
         "UndropQuery",
         "CreateIndexQuery",

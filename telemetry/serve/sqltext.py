@@ -231,6 +231,9 @@ def setting_changes(toks: list[Token]) -> tuple[list[SettingChange], int] | None
         paren = i < n and toks[i].text == "(" and toks[i].kind == "op"
         if paren:
             i += 1
+        if not (i + 1 < n and toks[i].kind in ("word", "quoted") and toks[i + 1].text == "="):
+            continue  # a name, not a clause (system.processes' `Settings` column); the caller
+            # compares the clauses found with the AST's Set nodes
         while True:
             if i + 1 >= n or toks[i].kind not in ("word", "quoted") or toks[i + 1].text != "=":
                 return None
