@@ -14,7 +14,13 @@ from typing import Any
 
 class Progress:
     def __init__(
-        self, console: Any, label: str, unit: str, *, every: float = 3.0, terminal: bool | None = None
+        self,
+        console: Any,
+        label: str,
+        unit: str,
+        *,
+        every: float = 3.0,
+        terminal: bool | None = None,
     ) -> None:
         self.con = console
         self.label, self.unit, self.every = label, unit, every

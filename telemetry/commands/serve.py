@@ -77,7 +77,9 @@ def run_serve(args: argparse.Namespace) -> int:
     host, _ = parse_listen(listen)  # a bad flag is one line before anything starts
     problem = open_listen_problem(serve_cfg, host)  # config check judged serve.query_listen
     if problem:
-        raise ConfigError("serve: " + problem.replace(f"serve.query_listen {host}", f"--query-listen {listen}", 1))
+        raise ConfigError(
+            "serve: " + problem.replace(f"serve.query_listen {host}", f"--query-listen {listen}", 1)
+        )
     store = open_store(cfg)
     sources = _enabled_sources(cfg, store)
     if not sources:

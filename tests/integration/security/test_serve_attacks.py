@@ -53,9 +53,7 @@ def _server(engine_path: str, serve: dict[str, object]) -> tuple[QueryServer, st
 
 
 @pytest.fixture(scope="module")
-def served(
-    chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, Served]]:
+def served(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
     base = tmp_path_factory.mktemp("attacks")
     canary = base / "canary"
     canary.mkdir()
@@ -137,7 +135,9 @@ def refused(got: tuple[int, dict[str, str], str], *codes: int) -> str:
     assert m, text
     assert int(m[1]) in codes, text
     assert headers.get("x-clickhouse-exception-code") == m[1]
-    assert status == {497: 403, 164: 500, 62: 400, 452: 500, 36: 400, 516: 403}.get(int(m[1]), status)
+    assert status == {497: 403, 164: 500, 62: 400, 452: 500, 36: 400, 516: 403}.get(
+        int(m[1]), status
+    )
     return m[2]
 
 
@@ -318,7 +318,9 @@ def test_every_attack_is_refused(served: dict[str, Served], who: str, method: st
 
 def _store_shape(s: Served) -> tuple[str, str]:
     who = "admin" if s.server.config.users else "default"
-    _, _, tables = call(s, who, f"SELECT name FROM system.tables WHERE database = '{s.db}' ORDER BY name")
+    _, _, tables = call(
+        s, who, f"SELECT name FROM system.tables WHERE database = '{s.db}' ORDER BY name"
+    )
     _, _, rows = call(s, who, f"SELECT count(), sum(a) FROM {s.db}.t")
     return tables, rows
 
@@ -360,7 +362,10 @@ def test_the_docs_grafana_user_reads_the_store_not_the_host(served: dict[str, Se
     refused(call(s, "grafana", "SELECT 1", params={"send_logs_level": "trace"}), 497)
     refused(call(s, "grafana", "SELECT 1", params={"max_execution_time": "100000"}), 452)
     refused(call(s, "grafana", "SELECT 1", params={"join_algorithm": "hash"}), 164)
-    assert call(s, "grafana", "SELECT 1", params={"output_format_json_quote_64bit_integers": "0"})[0] == 200
+    assert (
+        call(s, "grafana", "SELECT 1", params={"output_format_json_quote_64bit_integers": "0"})[0]
+        == 200
+    )
 
 
 def test_browsers_cannot_reach_the_endpoint(served: dict[str, Served]) -> None:
@@ -403,9 +408,15 @@ def test_an_allowed_origin_gets_cors_and_others_do_not(chdb_dsn: str) -> None:
     server, url = _server(str(store.dsn.path), {"allowed_origins": ["https://grafana.example"]})
     try:
         s = Served(url, server, Path("/nonexistent"), Path("/nonexistent"), "default")
-        status, h, body = call(s, "default", "SELECT 1", headers={"Origin": "https://grafana.example"})
-        assert (status, body) == (200, "1\n") and h["access-control-allow-origin"] == "https://grafana.example"
-        refused(call(s, "default", "SELECT 1", headers={"Origin": "https://grafana.example.evil"}), 497)
+        status, h, body = call(
+            s, "default", "SELECT 1", headers={"Origin": "https://grafana.example"}
+        )
+        assert (status, body) == (200, "1\n") and h[
+            "access-control-allow-origin"
+        ] == "https://grafana.example"
+        refused(
+            call(s, "default", "SELECT 1", headers={"Origin": "https://grafana.example.evil"}), 497
+        )
     finally:
         server.stop()
         server.engine.close()
@@ -453,7 +464,9 @@ def test_other_users_queries_are_neither_visible_nor_killable(served: dict[str, 
         assert status == 200 and qid not in text, text
     assert qid in s.server.running.by_id
     # the owner can, by the query_id its client gave (passed through to serve's registry)
-    status, _, text = call(s, "grafana", f"KILL QUERY WHERE query_id = '{qid}' SYNC FORMAT JSONEachRow")
+    status, _, text = call(
+        s, "grafana", f"KILL QUERY WHERE query_id = '{qid}' SYNC FORMAT JSONEachRow"
+    )
     assert status == 200 and json.loads(text)["query_id"] == qid
     t.join(30)
     got = out[qid]
@@ -495,7 +508,11 @@ def test_a_client_that_goes_away_has_its_query_cancelled(served: dict[str, Serve
         time.sleep(0.05)
     assert qid not in s.server.running.by_id  # cancelled, not left to run its 30 s
     # nothing of it left in the engine either
-    _, _, text = call(s, "admin", "SELECT count() FROM system.processes WHERE Settings['log_comment'] LIKE 'railscope-serve:%' AND query NOT LIKE '%system.processes%'")
+    _, _, text = call(
+        s,
+        "admin",
+        "SELECT count() FROM system.processes WHERE Settings['log_comment'] LIKE 'railscope-serve:%' AND query NOT LIKE '%system.processes%'",
+    )
     assert text == "0\n"
 
 
@@ -505,7 +522,15 @@ def test_limits_per_user(served: dict[str, Served]) -> None:
     refused(call(s, "reader", "SELECT number FROM numbers(5000)"), 396)
     refused(call(s, "reader", "SELECT groupArray(number) FROM numbers(50000000)"), 241)
     # a user may lower a limit, never raise it
-    assert call(s, "admin", "SELECT getSetting('max_execution_time')", params={"max_execution_time": "7"})[2] == "7\n"
+    assert (
+        call(
+            s,
+            "admin",
+            "SELECT getSetting('max_execution_time')",
+            params={"max_execution_time": "7"},
+        )[2]
+        == "7\n"
+    )
     refused(call(s, "admin", "SELECT 1", params={"max_memory_usage": "0"}), 452)
     refused(call(s, "admin", "SELECT 1 SETTINGS max_execution_time = 1000000"), 452)
     # concurrent queries: reader has 2
@@ -531,7 +556,10 @@ def test_database_is_an_identifier_applied_after_the_settings(served: dict[str, 
     refused(call(s, "admin", "SELECT 1", params={"database": "a b"}), 36)
     # a read-only user with database=system still cannot read processes by its bare name
     refused(call(s, "reader", "SELECT * FROM processes", params={"database": "system"}), 497)
-    assert call(s, "reader", "SELECT count() > 0 FROM tables", params={"database": "system"})[2] == "1\n"
+    assert (
+        call(s, "reader", "SELECT count() > 0 FROM tables", params={"database": "system"})[2]
+        == "1\n"
+    )
     assert call(s, "admin", "SELECT currentDatabase()", params={"database": s.db})[2] == f"{s.db}\n"
 
 
@@ -562,7 +590,9 @@ def test_failed_logins_answer_alike_and_are_throttled(
 
 def test_bodies_held_at_once_are_bounded(chdb_dsn: str) -> None:
     store = Store(chdb_dsn)
-    server, url = _server(str(store.dsn.path), {"max_buffered_bytes": "2MiB", "max_request_bytes": "1MiB"})
+    server, url = _server(
+        str(store.dsn.path), {"max_buffered_bytes": "2MiB", "max_request_bytes": "1MiB"}
+    )
     server.body_wait = 1.0
     host, port = url.removeprefix("http://").split(":")
     socks = []
@@ -571,12 +601,18 @@ def test_bodies_held_at_once_are_bounded(chdb_dsn: str) -> None:
             sk = socket.create_connection((host, int(port)))
             sk.sendall(
                 f"POST /?query=INSERT%20INTO%20nowhere%20FORMAT%20CSV HTTP/1.1\r\nHost: {host}\r\n"
-                f"Content-Length: {1 << 20}\r\n\r\n".encode() + b"1\n" * 10
+                f"Content-Length: {1 << 20}\r\n\r\n".encode()
+                + b"1\n" * 10
             )
             socks.append(sk)
         time.sleep(0.3)
         s = Served(url, server, Path("/x"), Path("/x"), "default")
-        refused(call(s, "default", body=b"1\n" * 1000, params={"query": "INSERT INTO nowhere FORMAT CSV"}), 241)
+        refused(
+            call(
+                s, "default", body=b"1\n" * 1000, params={"query": "INSERT INTO nowhere FORMAT CSV"}
+            ),
+            241,
+        )
         assert call(s, "default", "SELECT 1", get=True)[2] == "1\n"  # a GET holds no body
     finally:
         for sk in socks:
