@@ -34,6 +34,7 @@ from telemetry.serve.compression import compressors, decompressor
 from telemetry.serve.config import ServeConfig, ServeUser
 from telemetry.serve.engine import Engine, EngineError, Outcome, escape_param
 from telemetry.serve.limits import (
+    ACCEPT_BURST,
     BodyBudget,
     Connections,
     Gate,
@@ -148,7 +149,7 @@ class QueryServer:
                 self.host,
                 self.port,
                 reuse_address=True,
-                backlog=1024,
+                backlog=ACCEPT_BURST,
             )
             sock = self._server.sockets[0]
             self.host, self.port = sock.getsockname()[:2]

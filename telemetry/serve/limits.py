@@ -22,13 +22,18 @@ from typing import Any
 FD_RESERVE_MIN = 256
 
 
+# connections accepted in one go before any of them is counted (asyncio accepts up to its listen
+# backlog per event loop turn): the cap keeps room for one such burst too
+ACCEPT_BURST = 128
+
+
 def connection_cap(configured: int) -> int:
     """`configured`, lowered to fit the process's descriptor limit with a quarter of it (at least
-    FD_RESERVE_MIN) kept for everything else."""
+    FD_RESERVE_MIN) kept for everything else, and room for one burst of accepts."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft <= 0:
         return configured
-    room = soft - max(FD_RESERVE_MIN, soft // 4)
+    room = soft - max(FD_RESERVE_MIN, soft // 4) - ACCEPT_BURST
     return max(8, min(configured, room))
 
 
@@ -90,12 +95,40 @@ class QuietHttpErrors(logging.Filter):
         return False
 
 
+class QuietAcceptErrors(logging.Filter):
+    """On asyncio's logger: "socket.accept() out of system resource" (the process ran out of
+    descriptors; asyncio stops accepting for a second) becomes one rate-limited line."""
+
+    def __init__(self, note: LogLimiter) -> None:
+        super().__init__()
+        self.note = note
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("socket.accept() out of system resource"):
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        self.note(
+            logging.ERROR,
+            "accept_failed",
+            "serve: cannot accept connections: %s (lower serve.max_connections or raise the "
+            "descriptor limit)",
+            exc or "out of resources",
+        )
+        return False
+
+
 def quiet_http_errors(note: LogLimiter) -> None:
-    """Install QuietHttpErrors on aiohttp's loggers (once per process)."""
-    for name in ("aiohttp.server", "aiohttp.web", "aiohttp.internal"):
+    """Install QuietHttpErrors on aiohttp's loggers, QuietAcceptErrors on asyncio's (once per
+    process)."""
+    for name, kind in (
+        ("aiohttp.server", QuietHttpErrors),
+        ("aiohttp.web", QuietHttpErrors),
+        ("aiohttp.internal", QuietHttpErrors),
+        ("asyncio", QuietAcceptErrors),
+    ):
         logger = logging.getLogger(name)
-        if not any(isinstance(f, QuietHttpErrors) for f in logger.filters):
-            logger.addFilter(QuietHttpErrors(note))
+        if not any(isinstance(f, kind) for f in logger.filters):
+            logger.addFilter(kind(note))
 
 
 # -- connections ---------------------------------------------------------------------------------
