@@ -142,6 +142,9 @@ class Engine:
         try:
             # 2, not 1: EXPLAIN applies the statement's own SETTINGS clause (readonly 1 would
             # refuse them all); nothing it runs writes either way
+            # parsing here is never stricter than running: the statement's own run applies the
+            # user's max_query_size (a request body is bounded by serve.max_request_bytes)
+            raw.query("SET max_query_size = 268435456", "TabSeparated")
             raw.query("SET readonly = 2", "TabSeparated")
             return raw.query(sql, "TabSeparatedRaw", params=dict(params)).bytes().decode()
         except Exception as e:

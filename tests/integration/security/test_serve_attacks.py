@@ -635,3 +635,40 @@ def test_brotli_is_decompressed_with_a_cap(chdb_dsn: str) -> None:
     finally:
         server.stop()
         server.engine.close()
+
+
+@pytest.mark.parametrize("who", ["default", "admin", "reader"])
+def test_the_engines_own_work_is_never_killable(served: dict[str, Served], who: str) -> None:
+    """A collector's insert on the engine (its own handle, as serve's sinks have) runs through
+    every user's KILL QUERY, whatever the condition."""
+    import chdb
+
+    s = served["default"] if who == "default" else served["users"]
+    table = f"{s.db}.collector_{who}"
+    conn = chdb.connect(s.server.engine.path)
+    done: list[object] = []
+
+    def collector() -> None:
+        try:
+            conn.query(f"CREATE TABLE {table} (a UInt64) ENGINE = MergeTree ORDER BY a")
+            conn.query(
+                f"INSERT INTO {table} SELECT number + sleepEachRow(0.2) * 0 FROM numbers(10) "
+                "SETTINGS max_block_size = 1"
+            )
+            done.append("ok")
+        except Exception as e:
+            done.append(e)
+
+    t = threading.Thread(target=collector, daemon=True)
+    t.start()
+    time.sleep(0.5)  # the insert is running
+    for cond in ("1", "query LIKE '%INSERT%'", "user = 'default'"):
+        status, _, text = call(s, who, f"KILL QUERY WHERE {cond} SYNC")
+        assert status == 200 and "INSERT" not in text, text
+    t.join(30)
+    conn.close()
+    assert done == ["ok"], done
+    assert (
+        call(s, "admin" if who != "default" else "default", f"SELECT count() FROM {table}")[2]
+        == "10\n"
+    )
