@@ -76,3 +76,16 @@ class Browsers:
 
 def _refused(why: str) -> EngineError:
     return EngineError(497, f"railscope serve: {why}", "ACCESS_DENIED")
+
+
+def cors_headers(origin: str) -> dict[str, str]:
+    """What an answer to an allowed origin carries (CORS), so its page may read it."""
+    return {
+        "Access-Control-Allow-Origin": origin,
+        "Access-Control-Allow-Credentials": "true",
+        "Access-Control-Allow-Headers": "Authorization, Content-Type, X-ClickHouse-User, "
+        "X-ClickHouse-Key, X-ClickHouse-Format, X-ClickHouse-Database",
+        "Access-Control-Expose-Headers": "X-ClickHouse-Summary, X-ClickHouse-Format, "
+        "X-ClickHouse-Query-Id, X-ClickHouse-Exception-Code, X-ClickHouse-Timezone",
+        "Vary": "Origin",
+    }

@@ -12,8 +12,6 @@ body, and never answers a client's error with a traceback.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import json
 import logging
@@ -25,26 +23,26 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from aiohttp import BodyPartReader, web
+from aiohttp import web
 
 from telemetry.pipeline import ComponentStats
 from telemetry.serve import guard, running
-from telemetry.serve.browser import Browsers
-from telemetry.serve.compression import compressors, decompressor
-from telemetry.serve.config import ServeConfig, ServeUser
-from telemetry.serve.engine import Engine, EngineError, Outcome, escape_param
+from telemetry.serve.browser import Browsers, cors_headers
+from telemetry.serve.compression import compressors
+from telemetry.serve.config import ServeConfig
+from telemetry.serve.engine import Engine, EngineError, Outcome
 from telemetry.serve.limits import (
     ACCEPT_BURST,
     BodyBudget,
     Connections,
     Gate,
-    LoginThrottle,
     LogLimiter,
     Running,
     connection_cap,
     quiet_http_errors,
 )
 from telemetry.serve.protocol import TRANSPORT_PARAMS, content_type, http_status
+from telemetry.serve.reading import RequestReader
 from telemetry.serve.sqltext import split_insert
 
 log = logging.getLogger(__name__)
@@ -92,9 +90,7 @@ class QueryServer:
         # queries of read-only users run on at most threads - 2 engine threads: a writer (the
         # railscope commands, an operator) always finds one free
         self._readers: asyncio.Semaphore | None = None
-        self._budget: BodyBudget | None = None
-        self._logins = LoginThrottle()
-        self.body_wait = 10.0  # seconds a body waits for room in serve.max_buffered_bytes
+        self.reader = RequestReader(self.config, self._pool, self.note)
         self._browsers = Browsers(self.config.allowed_origins, self.config.allowed_hosts, host)
         # on /metrics as component="serve:query": requests received, answered, failed (by name)
         self.stats = ComponentStats("serve:query")
@@ -126,7 +122,7 @@ class QueryServer:
 
         async def main() -> None:
             self._readers = asyncio.Semaphore(max(1, self.config.threads - 2))
-            self._budget = BodyBudget(self.config.max_buffered_bytes)
+            self.reader.budget = BodyBudget(self.config.max_buffered_bytes)
             # request bodies are decompressed here (lz4 included, with the size limit), not by aiohttp
             self._runner = web.AppRunner(
                 self.app(),
@@ -228,7 +224,7 @@ class QueryServer:
         headers = self._headers(query_id)
         headers["X-ClickHouse-Exception-Code"] = str(e.code)
         if cors:
-            headers.update(_cors(cors))
+            headers.update(cors_headers(cors))
         return web.Response(
             status=http_status(e),
             text=text,
@@ -236,144 +232,6 @@ class QueryServer:
             charset="UTF-8",
             headers=headers,
         )
-
-    async def _user(self, request: web.Request) -> ServeUser:
-        """The request's user. Every failure answers the same text (no user enumeration); a peer
-        with many recent failures has its logins checked one per second (LoginThrottle)."""
-        q = request.query
-        name, password = "default", ""
-        auth = request.headers.get("Authorization", "")
-        decoded = True
-        if auth.lower().startswith("basic "):
-            try:
-                name, _, password = base64.b64decode(auth[6:].strip()).decode().partition(":")
-            except (binascii.Error, UnicodeDecodeError, ValueError):
-                decoded = False
-        elif "X-ClickHouse-User" in request.headers:
-            name = request.headers["X-ClickHouse-User"]
-            password = request.headers.get("X-ClickHouse-Key", "")
-        elif "user" in q:
-            name, password = q["user"], q.get("password", "")
-        peer = request.remote or "?"
-        user = None
-        if await self._logins.wait(peer) and decoded:
-            user = self.config.authenticate(name or "default", password)
-        if user is not None:
-            return user
-        failures = self._logins.failed(peer)
-        known = any(u.name == name for u in self.config.users) or (
-            not self.config.users and name == "default"
-        )
-        # the name only where it is a configured one: never what a client typed there (a password
-        # pasted into the user field would be logged)
-        self.note(
-            logging.WARNING,
-            "login_failed",
-            "serve: failed login from %s as %s (%d failures from it in the last minute)",
-            peer,
-            repr(name) if known else "an unknown user",
-            failures,
-        )
-        shown = name if known else _printable(name)
-        raise EngineError(
-            516,
-            f"{shown}: Authentication failed: password is incorrect, or there is no user with "
-            "such name.",
-            "AUTHENTICATION_FAILED",
-        )
-
-    async def _read(self, request: web.Request, reserved: list[int]) -> bytes:
-        """The request body, each chunk reserved against serve.max_buffered_bytes first."""
-        limit = self.config.max_request_bytes
-        too_big = EngineError(
-            229,
-            f"Request body is larger than serve.max_request_bytes ({limit} bytes)",
-            "QUERY_IS_TOO_LARGE",
-        )
-        if request.content_length is not None and request.content_length > limit:
-            raise too_big
-        await self._reserve(request.content_length or 0, reserved)
-        parts, size = [], 0
-        async for chunk in request.content.iter_any():
-            size += len(chunk)
-            if size > limit:
-                raise too_big
-            if size > reserved[0]:
-                await self._reserve(size - reserved[0], reserved)
-            parts.append(chunk)
-        return b"".join(parts)
-
-    async def _reserve(self, n: int, reserved: list[int]) -> None:
-        assert self._budget is not None
-        if n <= 0:
-            return
-        if not await self._budget.take(n, self.body_wait):
-            raise EngineError(
-                241,
-                f"serve holds {self._budget.used} bytes of request bodies (serve.max_buffered_"
-                f"bytes {self._budget.limit}): this one must wait for others; retry",
-                "MEMORY_LIMIT_EXCEEDED",
-            )
-        reserved[0] += n
-
-    async def _body(self, request: web.Request, reserved: list[int]) -> bytes:
-        data = await self._read(request, reserved)
-        encoding = request.headers.get("Content-Encoding", "").strip().lower()
-        if data and encoding and encoding != "identity":
-            limit = self.config.max_request_bytes
-            decompress = decompressor(encoding)
-            try:
-                data = await asyncio.get_running_loop().run_in_executor(
-                    self._pool, decompress, data, limit
-                )
-            except EngineError:
-                raise
-            except Exception as e:
-                raise EngineError(
-                    271, f"Cannot decompress the {encoding} request body: {e}", "CANNOT_DECOMPRESS"
-                ) from None
-            if len(data) > limit:
-                raise EngineError(
-                    229,
-                    f"Request body is larger than serve.max_request_bytes ({limit} bytes)",
-                    "QUERY_IS_TOO_LARGE",
-                )
-            if len(data) > reserved[0]:
-                await self._reserve(len(data) - reserved[0], reserved)
-        return data
-
-    async def _form(self, request: web.Request, reserved: list[int]) -> dict[str, str]:
-        """A multipart form (clickhouse-connect sends long queries and parameters this way)."""
-        limit, size, out = self.config.max_request_bytes, 0, {}
-        reader = await request.multipart()
-        async for part in reader:
-            if not isinstance(part, BodyPartReader) or not part.name:
-                continue
-            if part.filename is not None:
-                raise EngineError(
-                    48,
-                    "External data (query files) is not supported by railscope serve",
-                    "NOT_IMPLEMENTED",
-                )
-            value = await part.read(decode=True)
-            size += len(value)
-            if size > limit:
-                raise EngineError(
-                    229,
-                    f"Request body is larger than serve.max_request_bytes ({limit} bytes)",
-                    "QUERY_IS_TOO_LARGE",
-                )
-            if size > reserved[0]:
-                await self._reserve(size - reserved[0], reserved)
-            try:
-                out[part.name] = value.decode()
-            except UnicodeDecodeError:
-                raise EngineError(
-                    27,
-                    f"form field {part.name!r} is not UTF-8",
-                    "CANNOT_PARSE_INPUT_ASSERTION_FAILED",
-                ) from None
-        return out
 
     async def _query(self, request: web.Request) -> web.StreamResponse:
         conn = self.conns.of(request.transport)
@@ -386,8 +244,8 @@ class QueryServer:
             if conn is not None:
                 conn.busy -= 1
                 conn.last_active = time.monotonic()
-            if reserved[0] and self._budget is not None:
-                self._budget.give(reserved[0])
+            if reserved[0] and self.reader.budget is not None:
+                self.reader.budget.give(reserved[0])
 
     async def _serve(
         self, request: web.Request, conn: Any, reserved: list[int]
@@ -403,10 +261,10 @@ class QueryServer:
                 raise EngineError(36, "query_id: at most 256 printable characters", "BAD_ARGUMENTS")
             cors = self._browsers.check(request.headers, request.content_type)
             if request.method == "OPTIONS":  # a CORS preflight of an allowed origin
-                return web.Response(status=204, headers=_cors(cors) if cors else {})
+                return web.Response(status=204, headers=cors_headers(cors) if cors else {})
             if self._stopping:
                 raise EngineError(236, "railscope serve is shutting down", "ABORTED")
-            user = await self._user(request)
+            user = await self.reader.user(request)
             if q.get("compress") == "1" or q.get("decompress") == "1":
                 raise EngineError(
                     48,
@@ -417,10 +275,10 @@ class QueryServer:
             form: dict[str, str] = {}
             try:
                 if request.content_type == "multipart/form-data":
-                    form = await self._form(request, reserved)
+                    form = await self.reader.form(request, reserved)
                     body = b""
                 elif request.method not in ("GET", "HEAD"):
-                    body = await self._body(request, reserved)
+                    body = await self.reader.body(request, reserved)
                 else:
                     body = b""
             except ConnectionResetError:  # gone mid-request (body or form): nothing to run
@@ -460,7 +318,7 @@ class QueryServer:
                 self._aux, self._plan, who, text, body, params, database
             )
             if plan.kind == "kill":
-                outcome, out_fmt = await self._kill(who, plan, params, fmt, query_id)
+                outcome, out_fmt = await self._kill(who, plan, params, fmt)
             else:
                 ran = await self._execute(
                     request, conn, who, plan, data, fmt, database, settings, params, query_id
@@ -613,36 +471,13 @@ class QueryServer:
             log.debug("serve: cancelling query %s: %s", entry.query_id, e.message)
 
     async def _kill(
-        self, who: guard.Who, plan: guard.Plan, params: dict[str, str], fmt: str, query_id: str
+        self, who: guard.Who, plan: guard.Plan, params: dict[str, str], fmt: str
     ) -> tuple[Outcome, str]:
-        """KILL QUERY WHERE cond: judged against this user's own running queries only (never the
-        engine's processes: the collectors' inserts and the engine's ticks are not there)."""
+        """KILL QUERY WHERE cond, on an aux thread: the user's own running queries only."""
         own = self.running.of_user(who.name)
-        loop = asyncio.get_running_loop()
-        reader = guard.Who(who.name, max(who.readonly, 2), max(who.level, 2), who.allow, who.limits)
-        rows = {**params, running.ROWS_PARAM: escape_param(running.rows(own))}
-        select = f"SELECT query_id FROM {running.KILL_TABLE} WHERE {plan.kill_condition}"
-
-        def matched() -> list[running.Query]:
-            check = guard.judge(self.engine, reader, select, params=rows, database=None)
-            got = self.engine.query(check.sql, "TabSeparatedRaw", params=rows, readonly=2)
-            ids = set(bytes(got.body).decode().split("\n")) - {""}
-            return [q for q in own if q.query_id in ids]
-
-        hit = await loop.run_in_executor(self._aux, matched)
-        status = {"SYNC": "finished", "TEST": "cant_cancel"}.get(plan.kill_mode, "waiting")
-        if hit and plan.kill_mode != "TEST":
-            tags = [q.tag for q in hit]
-            await loop.run_in_executor(
-                self._aux, lambda: self.engine.kill(tags, wait=plan.kill_mode == "SYNC")
-            )
         out_fmt = plan.out_fmt or fmt
-        result = {running.ROWS_PARAM: escape_param(running.result_rows(hit, status))}
-        outcome = await loop.run_in_executor(
-            self._aux,
-            lambda: self.engine.query(
-                f"SELECT * FROM {running.KILL_RESULT}", out_fmt, params=result, readonly=2
-            ),
+        outcome = await asyncio.get_running_loop().run_in_executor(
+            self._aux, running.kill, self.engine, who, plan, own, params, out_fmt
         )
         return outcome, out_fmt
 
@@ -663,7 +498,7 @@ class QueryServer:
         headers = self._headers(query_id)
         headers["X-ClickHouse-Summary"] = json.dumps(outcome.summary(), separators=(",", ":"))
         if cors:
-            headers.update(_cors(cors))
+            headers.update(cors_headers(cors))
         if fmt:
             headers["X-ClickHouse-Format"] = fmt
         body: bytes | memoryview = outcome.body
@@ -702,21 +537,3 @@ class QueryServer:
         self.stats.last_success = True
         self.stats.last_duration_seconds = outcome.elapsed_ns / 1e9
         return resp
-
-
-def _cors(origin: str) -> dict[str, str]:
-    return {
-        "Access-Control-Allow-Origin": origin,
-        "Access-Control-Allow-Credentials": "true",
-        "Access-Control-Allow-Headers": "Authorization, Content-Type, X-ClickHouse-User, "
-        "X-ClickHouse-Key, X-ClickHouse-Format, X-ClickHouse-Database",
-        "Access-Control-Expose-Headers": "X-ClickHouse-Summary, X-ClickHouse-Format, "
-        "X-ClickHouse-Query-Id, X-ClickHouse-Exception-Code, X-ClickHouse-Timezone",
-        "Vary": "Origin",
-    }
-
-
-def _printable(name: str) -> str:
-    """A user name a client typed, as it may appear in an answer (never in a log line)."""
-    clean = "".join(c if c.isprintable() else "?" for c in name)
-    return clean[:64] + ("..." if len(clean) > 64 else "")

@@ -14,7 +14,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from telemetry.serve.engine import EngineError
+from telemetry.serve import guard
+from telemetry.serve.engine import Engine, EngineError, Outcome, escape_param
 
 # The columns a KILL QUERY condition may name, as in system.processes
 KILL_COLUMNS = (
@@ -91,3 +92,28 @@ def result_rows(queries: list[Query], status: str) -> str:
         + "\n"
         for q in queries
     )
+
+
+def kill(
+    engine: Engine,
+    who: guard.Who,
+    plan: guard.Plan,
+    own: list[Query],
+    params: dict[str, str],
+    fmt: str,
+) -> Outcome:
+    """`KILL QUERY WHERE cond [SYNC|ASYNC|TEST]` of `who`: the condition is evaluated by the
+    engine over `own` (that user's running queries, as KILL_TABLE), judged like any SELECT; only
+    those that match are cancelled (by their tags); the answer lists them as ClickHouse's does."""
+    reader = guard.Who(who.name, max(who.readonly, 2), max(who.level, 2), who.allow, who.limits)
+    table = {**params, ROWS_PARAM: escape_param(rows(own))}
+    select = f"SELECT query_id FROM {KILL_TABLE} WHERE {plan.kill_condition}"
+    check = guard.judge(engine, reader, select, params=table, database=None)
+    got = engine.query(check.sql, "TabSeparatedRaw", params=table, readonly=2)
+    ids = set(bytes(got.body).decode().split("\n")) - {""}
+    hit = [q for q in own if q.query_id in ids]
+    if hit and plan.kill_mode != "TEST":
+        engine.kill([q.tag for q in hit], wait=plan.kill_mode == "SYNC")
+    status = {"SYNC": "finished", "TEST": "cant_cancel"}.get(plan.kill_mode, "waiting")
+    result = {ROWS_PARAM: escape_param(result_rows(hit, status))}
+    return engine.query(f"SELECT * FROM {KILL_RESULT}", fmt, params=result, readonly=2)

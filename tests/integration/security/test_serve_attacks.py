@@ -593,7 +593,7 @@ def test_bodies_held_at_once_are_bounded(chdb_dsn: str) -> None:
     server, url = _server(
         str(store.dsn.path), {"max_buffered_bytes": "2MiB", "max_request_bytes": "1MiB"}
     )
-    server.body_wait = 1.0
+    server.reader.body_wait = 1.0
     host, port = url.removeprefix("http://").split(":")
     socks = []
     try:
