@@ -548,6 +548,7 @@ def _remember(obj: Any, key: str, url_password: Any) -> None:
     if isinstance(obj, dict):
         for k, v in obj.items():
             _remember(v, str(k), url_password)
+        _remember_basic(obj)
     elif isinstance(obj, list):
         for item in obj:
             _remember(item, key, url_password)
@@ -560,6 +561,24 @@ def _remember(obj: Any, key: str, url_password: Any) -> None:
                 from urllib.parse import unquote
 
                 _SECRET_VALUES.add(unquote(m[2]))
+
+
+def _remember_basic(d: dict[Any, Any]) -> None:
+    """A user's name and password as an HTTP Basic credential (base64 of `name:password`, as an
+    Authorization header carries it), so that no log line shows it in that encoding either."""
+    import base64
+
+    name = next((d[k] for k in ("name", "username", "user") if isinstance(d.get(k), str)), None)
+    pw = d.get("password")
+    if name is None or not isinstance(pw, str) or not pw:
+        return
+    raw = f"{name}:{pw}".encode()
+    stable = raw[: len(raw) // 3 * 3]  # encoded alike however the header goes on after it
+    for enc in (base64.b64encode, base64.urlsafe_b64encode):
+        for b in (raw, stable):
+            text = enc(b).decode()
+            if len(text) >= 8:
+                _SECRET_VALUES.update({text, text.rstrip("=")})
 
 
 def redact(obj: Any, key: str = "") -> Any:

@@ -88,8 +88,10 @@ class About:
     def __init__(self, problems: Problems, who: str) -> None:
         self.problems, self.who = problems, who
 
-    def add(self, reason: str, subject: str = "", detail: str = "", n: int = 1) -> None:
-        self.problems.add(reason, f"{self.who} {subject}".strip(), detail, n)
+    def add(
+        self, reason: str, subject: str = "", detail: str = "", n: int = 1, *, log: bool = True
+    ) -> None:
+        self.problems.add(reason, f"{self.who} {subject}".strip(), detail, n, log=log)
 
 
 class Scope:

@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 from exporters.inventory.config import InventoryConfig
@@ -21,6 +22,7 @@ from exporters.inventory.objects import KEY_FIELDS
 from exporters.inventory.watch import API_REASONS
 from telemetry.errors import UserError
 from telemetry.pipeline import BaseSource, Batch, ConfigFlags
+from telemetry.times import ms_to_iso
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,8 @@ class InventorySource(BaseSource):
         self.state.watched = set(self.cfg.resources)
         self.lock = threading.Lock()
         self._seeded = False
+        self._told_undated = False
+        self.from_path_done = False  # the capture loaded once (a later load is a later step)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -163,7 +167,31 @@ class InventorySource(BaseSource):
         objs = load_dump(self.from_path) if self.from_path else []
         self.stats.received += len(objs)
         with self.lock:
-            self.state.apply_dump(objs)
+            undated = self.state.apply_dump(
+                objs,
+                captured_ms=_oldest_mtime_ms(self.from_path),
+                date_undated=not self.from_path_done,  # the capture; a reload is a later step
+            )
+        if undated.objects and not self._told_undated:
+            self._told_undated = True  # once: a replay loaded again each cycle is the same capture
+            shown = ", ".join(undated.objects[:10])
+            more = f" and {len(undated.objects) - 10} more" if len(undated.objects) > 10 else ""
+            if undated.at_ms is None:
+                log.warning(
+                    "inventory: %s carry no creationTimestamp: dated when loaded", shown + more
+                )
+            else:
+                why = (
+                    "the earliest creationTimestamp of the capture"
+                    if undated.source == "creationTimestamp"
+                    else "the capture files' oldest modification time (no object has a "
+                    "creationTimestamp)"
+                )
+                log.warning(
+                    "inventory: %d object(s) carry no creationTimestamp (manifests, not `kubectl "
+                    "get` output): %s%s; dated at %s, %s",
+                    len(undated.objects), shown, more, ms_to_iso(undated.at_ms), why,
+                )  # fmt: skip
         self.from_path_done = True
 
     def _drain(self) -> list[Batch]:
@@ -272,3 +300,13 @@ class InventorySource(BaseSource):
 
 
 __all__ = ["InventorySource"]
+
+
+def _oldest_mtime_ms(path: str | Path | None) -> int | None:
+    """The oldest modification time of a capture's files (a file, or a directory's *.json/*.yaml)."""
+    if not path:
+        return None
+    p = Path(path)
+    files = [f for f in p.rglob("*") if f.is_file()] if p.is_dir() else [p]
+    times = [f.stat().st_mtime for f in files if f.suffix in (".json", ".yaml", ".yml") or f == p]
+    return int(min(times) * 1000) if times else None

@@ -36,6 +36,7 @@ from exporters.inventory.objects import (
     string_map,
 )
 from telemetry.records import KINDS
+from telemetry.times import iso_to_ms, ms_to_iso
 from telemetry.topology.hypernodes import HyperNodeTree, MalformedHyperNode, parse_hypernode
 
 Owner = tuple[str, str, str]  # (API kind, namespace, name)
@@ -393,16 +394,35 @@ class InventoryState:
             for owner in self.ledger.owners("Job?"):  # stored job rows neither list claimed
                 self.ledger.delete(owner, at)
 
-    def apply_dump(self, objs: Iterable[Mapping[str, Any]], at: int | None = None) -> None:
+    def apply_dump(
+        self,
+        objs: Iterable[Mapping[str, Any]],
+        at: int | None = None,
+        *,
+        captured_ms: int | None = None,
+        date_undated: bool = True,
+    ) -> Undated:
         """Objects from a dump: opened or updated, never closed by absence (a dump may be partial).
-        HyperNodes on a cycle are checked across the whole dump first, so every one is skipped."""
+        HyperNodes on a cycle are checked across the whole dump first, so every one is skipped.
+
+        An object without metadata.creationTimestamp (a manifest, not `kubectl get` output) is
+        dated at the capture's own time, as the objects around it are: the earliest
+        creationTimestamp in the dump, else `captured_ms` (the caller's: the dump files' oldest
+        mtime), never the time it is loaded (which would put a manifest's HyperNodes and Jobs after
+        the flows they explain). `date_undated=False` (a dump loaded again, as a stepped replay
+        loads each step): such objects start when loaded, as a watch sees them appear. Returns
+        which objects were dated so, and when."""
         at = self.clock() if at is None else at
         objs = list(objs)
         bad = self._cycle_names(objs)
+        undated = capture_time(objs, captured_ms) if date_undated else Undated((), None, "")
         for o in objs:
             if o.get("kind") == "HyperNode" and _ns_name(o)[1] in bad:
                 continue
+            if undated.at_ms is not None and _undated(o):
+                o = _dated(o, undated.at_ms)
             self.event("ADDED", o, at, backdate=True, cycles_checked=True)
+        return undated
 
     def _cycle_names(self, objs: list[Mapping[str, Any]]) -> set[str]:
         specs = []
@@ -459,3 +479,47 @@ def _ns_name(obj: Mapping[str, Any]) -> tuple[str, str]:
 
 
 __all__ = ["InventoryState", "Ledger", "describe"]
+
+
+@dataclass(frozen=True)
+class Undated:
+    """The objects of a dump that carry no creationTimestamp ("Kind ns/name"), and the time they
+    are dated at (None: none such, or no time to date them at)."""
+
+    objects: tuple[str, ...]
+    at_ms: int | None
+    source: str  # "creationTimestamp" or "mtime": where at_ms came from
+
+
+def _undated(obj: Mapping[str, Any]) -> bool:
+    meta = obj.get("metadata")
+    return isinstance(meta, Mapping) and iso_to_ms(meta.get("creationTimestamp")) is None
+
+
+def _dated(obj: Mapping[str, Any], ms: int) -> dict[str, Any]:
+    """`obj` with metadata.creationTimestamp set to `ms` (a shallow copy: the dump is not edited)."""
+    meta = dict(obj.get("metadata") or {})
+    meta["creationTimestamp"] = ms_to_iso(ms)
+    return {**obj, "metadata": meta}
+
+
+def capture_time(objs: list[Mapping[str, Any]], fallback_ms: int | None) -> Undated:
+    """When a dump was captured, for its undated objects: its earliest creationTimestamp, else
+    `fallback_ms`."""
+    names = []
+    earliest: int | None = None
+    for o in objs:
+        meta = o.get("metadata")
+        if not isinstance(meta, Mapping):
+            continue
+        ms = iso_to_ms(meta.get("creationTimestamp"))
+        if ms is None:
+            ns, name = _ns_name(o)
+            names.append(f"{o.get('kind')} {ns + '/' if ns else ''}{name}")
+        elif earliest is None or ms < earliest:
+            earliest = ms
+    if not names:
+        return Undated((), None, "")
+    if earliest is not None:
+        return Undated(tuple(names), earliest, "creationTimestamp")
+    return Undated(tuple(names), fallback_ms, "mtime")

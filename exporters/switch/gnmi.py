@@ -33,6 +33,7 @@ import orjson
 
 from exporters.switch import counters as C
 from exporters.switch.config import GnmiConfig
+from exporters.switch.gnmi_paths import Served, Unit, units
 from exporters.switch.sonic import SwitchDown
 from telemetry.errors import UserError
 from telemetry.text import split_top_level
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 
 OC_CSV = Path(__file__).with_name("openconfig_counters.csv")
 # What the gNMI transport can report besides the parse reasons.
-REASONS = ("auth_failed", "bad_update", "stream_stalled", "unreachable")
+REASONS = ("auth_failed", "bad_update", "stream_stalled", "unreachable", "path_refused")
 
 SONIC_MAPS = C.MAPS
 SONIC_SAMPLE = ("COUNTERS/Ethernet*", "COUNTERS/Ethernet*/Queues")
@@ -160,6 +161,8 @@ class _Stream:
         self.stopped = False
         self.prepared = False
         self._unsynced: set[str] = set()
+        # the paths the target refused this session: named once, the others go on (gnmi_paths)
+        self.served = Served(name, cfg.address, problems)
 
     # -- what callers see
     def check_up(self) -> None:
@@ -225,6 +228,7 @@ class _Stream:
             await asyncio.wait_for(ch.channel_ready(), self.timeout)
             md = self._metadata()
             self.stub = pb_stub(ch)
+            self.served.new_session()
             self.prepared = False  # a refusal from here on is one of the subscription's paths
             await self._prepare(md)
             self.prepared = True
@@ -246,10 +250,20 @@ class _Stream:
                     self.mode = then
             while not self.stopped:
                 t = time.monotonic()
-                for target, paths in self._groups(sample=True, change=True):
-                    for n in await self._get(md, target, paths):
+                us = [u for u in self._units() if not self.served.all_refused([u])]
+                for u in us:
+                    try:
+                        notes = await self._get(md, u.target, u.paths)
+                    except grpc.aio.AioRpcError as e:
+                        if not self._unit_refused(u, e, "get"):
+                            raise
+                        continue
+                    for n in notes:
                         self._notification(n)
-                self._synced()
+                if self.served.all_refused(self._units()):
+                    self._all_refused()
+                else:
+                    self._synced()
                 await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - t)))
 
     def _prefix(self, target: str) -> Any:
@@ -270,13 +284,45 @@ class _Stream:
             md.append(("password", pw))
         return md
 
-    def _groups(self, *, sample: bool, change: bool) -> list[tuple[str, tuple[str, ...]]]:
-        out: dict[str, tuple[str, ...]] = {}
-        if sample:
-            out[self.sample_target] = self.sample_paths
-        if change:
-            out[self.change_target] = out.get(self.change_target, ()) + self.change_paths
-        return [(t, p) for t, p in out.items() if p]
+    def _units(self) -> list[Unit]:
+        """What is asked on its own: each path (gnmi_paths.units), so a path the target refuses
+        leaves the others working."""
+        return units(self.sample_target, self.sample_paths, self.change_target, self.change_paths)
+
+    def _unit_refused(self, unit: Unit, e: Any, mode: str) -> bool:
+        """True where `e` refuses `unit`'s paths alone (recorded, named once); False: a failure
+        of the session (transport, credentials, the mode) or a refusal the dialect handles."""
+        if self._refused_by_dialect(unit, e) or not self.served.is_refusal(e, mode):
+            return False
+        self.served.refuse(unit, e)
+        return True
+
+    def _refused_by_dialect(self, unit: Unit, e: Any) -> bool:
+        """True where the dialect changes what it asks after this refusal (`_refused`)."""
+        return False
+
+    def _all_refused(self) -> None:
+        self.error = "the target refused every path: " + self.served.note()
+
+    def unserved(self) -> str:
+        """The paths this switch did not serve this session, for its status row ("" if none)."""
+        return self.served.note()
+
+    async def _unit(self, unit: Unit, mode: str, run: Any) -> None:
+        """Run one unit's call; a refusal of its paths ends it alone (and counts as synced, so
+        the switch's first sample does not wait for a path that will never come)."""
+        import grpc
+
+        try:
+            await run
+        except grpc.aio.AioRpcError as e:
+            if not self._unit_refused(unit, e, mode):
+                raise
+            self._unsynced.discard(unit.name)
+            if self.served.all_refused(self._units()):
+                self._all_refused()
+            elif not self._unsynced:
+                self._synced()
 
     async def _prepare(self, md: list[tuple[str, str]]) -> None:
         """What a dialect reads once per session before subscribing."""
@@ -287,15 +333,11 @@ class _Stream:
         pb = gnmi_pb()
         ns = int(self.interval * 1e9)
         calls, names = [], []
-        for target, paths, mode in (
-            (self.sample_target, self.sample_paths, pb.SubscriptionMode.SAMPLE),
-            (self.change_target, self.change_paths, pb.SubscriptionMode.ON_CHANGE),
-        ):
-            if not paths:
-                continue
+        for u in self._units():
+            mode = pb.SubscriptionMode.ON_CHANGE if u.change else pb.SubscriptionMode.SAMPLE
             req = pb.SubscribeRequest(
                 subscribe=pb.SubscriptionList(
-                    prefix=self._prefix(target),
+                    prefix=self._prefix(u.target),
                     mode=pb.SubscriptionList.STREAM,
                     encoding=pb.Encoding.JSON_IETF,
                     subscription=[
@@ -304,16 +346,16 @@ class _Stream:
                             mode=mode,
                             sample_interval=ns if mode == pb.SubscriptionMode.SAMPLE else 0,
                         )
-                        for p in paths
+                        for p in u.paths
                     ],
                 )
             )
             # a SAMPLE stream that goes quiet for two intervals is stalled: reconnect
             stall = 2 * self.interval if mode == pb.SubscriptionMode.SAMPLE else None
-            name = f"{target}:{mode}"
-            calls.append(self._consume(self.stub.Subscribe(_once(req), metadata=md), stall, name))
-            names.append(name)
-        # synced once every subscription has sent its first full sample
+            call = self._consume(self.stub.Subscribe(_once(req), metadata=md), stall, u.name)
+            calls.append(self._unit(u, "stream", call))
+            names.append(u.name)
+        # synced once every subscription has sent its first full sample (or been refused)
         self._unsynced = set(names)
         await asyncio.gather(*calls)
 
@@ -339,12 +381,14 @@ class _Stream:
     async def _poll(self, md: list[tuple[str, str]]) -> None:
         """POLL: one Subscribe per target, a Poll message every interval, each answered by a
         full sample."""
-        groups = self._groups(sample=True, change=True)
-        self._unsynced = {t for t, _ in groups}
-        await asyncio.gather(*(self._poll_one(md, t, paths) for t, paths in groups))
+        us = self._units()
+        self._unsynced = {u.name for u in us}
+        await asyncio.gather(
+            *(self._unit(u, "poll", self._poll_one(md, u.target, u.paths, u.name)) for u in us)
+        )
 
     async def _poll_one(
-        self, md: list[tuple[str, str]], target: str, paths: tuple[str, ...]
+        self, md: list[tuple[str, str]], target: str, paths: tuple[str, ...], name: str
     ) -> None:
         pb = gnmi_pb()
         queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -371,7 +415,7 @@ class _Stream:
         tick = asyncio.ensure_future(ticker())
         try:
             call = self.stub.Subscribe(requests(), metadata=md)
-            await self._consume(call, 2 * self.interval, target)
+            await self._consume(call, 2 * self.interval, name)
         finally:
             tick.cancel()
 
@@ -547,6 +591,7 @@ class SonicGnmi(_Stream):
         self.field_ts: dict[str, int] = {}
         self._fcols: dict[str, tuple[Sequence[Any], C.Column] | None] = {}
         self._field_seen = False  # a field path answered: a later refusal is not about them
+        self._said: set[str] = set()  # refusals this dialect words itself, said once
         if self.fields:
             self.sample_paths = SONIC_FIELD_SAMPLE
 
@@ -567,6 +612,37 @@ class SonicGnmi(_Stream):
             self.sample_paths = SONIC_SAMPLE
         return True
 
+    def _units(self) -> list[Unit]:
+        # the per-counter paths are asked (and refused, and replaced) as one: `_refused`
+        together = frozenset(self.sample_paths[:-1]) if self.fields else frozenset()
+        return units(
+            self.sample_target, self.sample_paths, self.change_target, self.change_paths, together
+        )
+
+    def _refused_by_dialect(self, unit: Unit, e: Any) -> bool:
+        return self.fields and SONIC_SAMPLE[1] not in unit.paths and len(unit.paths) > 1
+
+    async def _maps(self, md: list[tuple[str, str]]) -> list[Any]:
+        """The name maps' notifications: asked in one Get, and where the target refuses it, map
+        by map (a switch without PG or queue counters has no such maps: the others still
+        count)."""
+        import grpc
+
+        try:
+            return list(await self._get(md, "COUNTERS_DB", SONIC_MAPS))
+        except grpc.aio.AioRpcError as e:
+            if not self.served.is_refusal(e, "get"):
+                raise
+        notes: list[Any] = []
+        for m in SONIC_MAPS:
+            try:
+                notes += await self._get(md, "COUNTERS_DB", (m,))
+            except grpc.aio.AioRpcError as e:
+                if not self.served.is_refusal(e, "get"):
+                    raise
+                self.served.refuse(Unit("COUNTERS_DB", (m,), False), e)
+        return notes
+
     async def _aliases(self, md: list[tuple[str, str]]) -> dict[str, str]:
         """SONiC port name -> its vendor alias, from CONFIG_DB `PORT` (the ports whose alias
         differs from the name; an alias two ports share, or that is another port's name, is
@@ -581,12 +657,16 @@ class SonicGnmi(_Stream):
                          grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAUTHENTICATED)  # fmt: skip
             if e.code() in transport:
                 raise
-            log.warning(
-                "switch %s: gNMI %s did not give CONFIG_DB PORT (%s: %s): ports are matched "
-                "by their SONiC names; a telemetry service that keys COUNTERS by vendor alias "
-                "will show them as missing_counters",
-                self.name, self.cfg.address, e.code().name, e.details(),
-            )  # fmt: skip
+            unit = Unit("CONFIG_DB", ("PORT",), False)
+            if not self.served.refused.get("CONFIG_DB/PORT") and "CONFIG_DB/PORT" not in self._said:
+                self._said.add("CONFIG_DB/PORT")  # once, not once per session
+                log.warning(
+                    "switch %s: gNMI %s did not give CONFIG_DB PORT (%s: %s): ports are matched "
+                    "by their SONiC names; a telemetry service that keys COUNTERS by vendor "
+                    "alias will show them as missing_counters",
+                    self.name, self.cfg.address, e.code().name, e.details(),
+                )  # fmt: skip
+            self.served.refuse(unit, e, logged=False)
             return {}
         out: dict[str, str] = {}
         for n in notes:
@@ -603,7 +683,7 @@ class SonicGnmi(_Stream):
 
     async def _prepare(self, md: list[tuple[str, str]]) -> None:
         maps: dict[str, dict[str, str]] = {}
-        for n in await self._get(md, "COUNTERS_DB", SONIC_MAPS):
+        for n in await self._maps(md):
             for elems, v in self._decoded(n):
                 if len(elems) == 1 and isinstance(v, dict):
                     maps[elems[0][0]] = {str(k): _str(x) for k, x in v.items()}
@@ -798,19 +878,21 @@ class SonicGnmi(_Stream):
     def caught_up(self, ts_ms: int) -> bool:
         """Every port's and queue's counters, and APPL_DB, streamed as of the switch's time
         `ts_ms` or later (a replayed switch's step has arrived)."""
+        # APPL_DB the target does not serve (no oper status, no LLDP) is nothing to wait for
+        appl_ok = self.appl_ts >= ts_ms or self.served.target_refused(self.change_target)
         with self.lock:
             if self.fields:
                 return (
                     len(self.field_ts) == len(_FIELD_TERMS)
                     and min(self.field_ts.values()) >= ts_ms
                     and min(self.queue_ts.values(), default=ts_ms) >= ts_ms
-                    and self.appl_ts >= ts_ms
+                    and appl_ok
                 )
             return (
                 bool(self.port_ts)
                 and min(self.port_ts.values()) >= ts_ms
                 and min(self.queue_ts.values(), default=ts_ms) >= ts_ms
-                and self.appl_ts >= ts_ms
+                and appl_ok
             )
 
     def poll_columns(self, problems: C.Problems, *, lldp: bool = True) -> tuple[Any, ...]:

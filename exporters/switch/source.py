@@ -406,12 +406,13 @@ class SwitchSource(BaseSource):
         if (t.switch, t.asic) in self._down:
             self._down.discard((t.switch, t.asic))
             log.warning("switch %s: answering again", who)
+        unserved = getattr(t.db, "unserved", None)  # gNMI: the paths the switch did not serve
         st = {
             "up": 1,
             "poll_duration_seconds": time.perf_counter() - t0,
             "ports": nports,
             "queues": nqueues,
-            "error": "",
+            "error": unserved() if unserved is not None else "",
         }
         return st, p, [] if isinstance(p, tuple) else q, ll
 

@@ -68,6 +68,18 @@ def run(args: argparse.Namespace) -> int:
     sc = load_scenario(args.scenario).with_overrides(
         seed=args.seed, minutes=args.minutes, nodes=args.nodes, start=args.start, timing=args.timing
     )
+    if sc.start:  # before anything is stored: rows the TTL would drop are refused in one line
+        from telemetry.errors import UserError
+        from telemetry.store.retention import outlived
+        from telemetry.times import parse_time
+
+        why = outlived(
+            parse_time(sc.start, what="--start"),
+            sc.duration_minutes,
+            config_from_args(args).store.ttl_days,
+        )
+        if why:
+            raise UserError(f"demo: --start {sc.start} is {why}; give a later --start, or none")
     sim = build(sc)
     if args.through_parsers:
         from telemetry.sim.through_parsers import check_size

@@ -26,7 +26,7 @@ from telemetry.commands.common import (
 from telemetry.config import Config
 from telemetry.errors import ConfigError, UserError
 from telemetry.pipeline import Source
-from telemetry.serve.config import parse_listen
+from telemetry.serve.config import open_listen_problem, parse_listen
 
 log = logging.getLogger("railscope.serve")
 
@@ -68,17 +68,6 @@ def _enabled_sources(cfg: Config, store: Any) -> dict[str, Source]:
     return out
 
 
-def _loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def run_serve(args: argparse.Namespace) -> int:
     from telemetry.serve.service import Service
 
@@ -86,10 +75,10 @@ def run_serve(args: argparse.Namespace) -> int:
     serve_cfg = cfg.serve
     listen = args.query_listen or serve_cfg.query_listen
     host, _ = parse_listen(listen)  # a bad flag is one line before anything starts
-    if not serve_cfg.users and not _loopback(host):
+    problem = open_listen_problem(serve_cfg, host)  # config check judged serve.query_listen
+    if problem:
         raise ConfigError(
-            f"serve: --query-listen {listen} without serve.users would let anyone who reaches it "
-            "read and write the store: configure serve.users (docs/serve.md) or listen on 127.0.0.1"
+            "serve: " + problem.replace(f"serve.query_listen {host}", f"--query-listen {listen}", 1)
         )
     store = open_store(cfg)
     sources = _enabled_sources(cfg, store)

@@ -1,20 +1,76 @@
-"""The `serve` config section: where the ClickHouse HTTP endpoint listens, its size limit and users.
+"""The `serve` config section: where the ClickHouse HTTP endpoint listens, who may use it, what
+each user may ask (limits, `allow`), and what it admits from browsers and the network.
 
 With no users configured the endpoint admits `default` with an empty password (as a fresh
-ClickHouse server does), which is why it binds to loopback unless told otherwise.
+ClickHouse server does), which is why it binds to loopback unless told otherwise; a user without a
+real password (none, empty, an empty password_file) is a config error on any other address.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
+import os
+import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from telemetry.errors import ConfigError
+from telemetry.serve.policy import Limits
 from telemetry.text import parse_size
 
 DEFAULT_LISTEN = "127.0.0.1:8123"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _memory() -> int:
+    """This machine's memory, for the default per-query memory limits (8 GiB where unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+class UserLimits(BaseModel):
+    """A user's limits; each left out takes the default of the user's readonly level
+    (`serve.limits` for readonly 0, `serve.readonly_limits` for 1 and 2). 0: no limit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_execution_time: float | None = Field(default=None, ge=0, description="Seconds per query.")
+    max_memory_usage: Annotated[
+        int | None, BeforeValidator(lambda v: v if v is None else parse_size(v))
+    ] = Field(default=None, ge=0, description="Bytes of memory per query.")
+    max_result_rows: int | None = Field(default=None, ge=0, description="Rows of a result.")
+    max_result_bytes: Annotated[
+        int | None, BeforeValidator(lambda v: v if v is None else parse_size(v))
+    ] = Field(
+        default=None, ge=0, description="Bytes of a result (uncompressed, as the engine counts)."
+    )
+    max_concurrent_queries: int | None = Field(
+        default=None, ge=1, description="This user's queries running at once (over: code 202)."
+    )
+
+
+def _admin_limits() -> UserLimits:
+    return UserLimits(
+        max_execution_time=3600,
+        max_memory_usage=max(1 << 30, _memory() // 2),
+        max_result_rows=0,
+        max_result_bytes=4 << 30,
+        max_concurrent_queries=8,
+    )
+
+
+def _readonly_limits() -> UserLimits:
+    return UserLimits(
+        max_execution_time=300,
+        max_memory_usage=max(512 << 20, min(4 << 30, _memory() // 4)),
+        max_result_rows=10_000_000,
+        max_result_bytes=1 << 30,
+        max_concurrent_queries=4,
+    )
 
 
 class ServeUser(BaseModel):
@@ -31,16 +87,36 @@ class ServeUser(BaseModel):
         ge=0,
         le=2,
         description="true/1: reads only, writes, DDL and setting changes refused (164); 2: reads "
-        "only but settings may change (Grafana sets max_execution_time).",
+        "only, and the query's limits and formats may change (Grafana sets max_execution_time).",
     )
+    allow: list[str] = Field(
+        default_factory=list,
+        description="What serve refuses by default and this user may do anyway: table functions, "
+        "engines or functions that reach the host or network (file, url, s3, ...), features "
+        "(into_outfile, from_infile, system, attach, backup, dictionary_source, "
+        "named_collection, kill_mutation, system_tables) or settings (docs/security.md).",
+    )
+    limits: UserLimits = Field(default_factory=UserLimits)
 
     @field_validator("readonly", mode="before")
     @classmethod
     def _readonly(cls, v: Any) -> Any:
         return int(v) if isinstance(v, bool) else v
 
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, v: list[str]) -> list[str]:
+        bad = [x for x in v if not _NAME.match(x)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a name (a table function, feature or setting)")
+        return [x.lower() for x in v]
+
     def check(self, password: str) -> bool:
         return hmac.compare_digest((self.password or "").encode(), password.encode())
+
+    @property
+    def has_password(self) -> bool:
+        return bool(self.password)
 
 
 class ServeConfig(BaseModel):
@@ -52,7 +128,39 @@ class ServeConfig(BaseModel):
     max_request_bytes: Annotated[int, BeforeValidator(parse_size)] = Field(
         default=256 << 20, ge=1024, description="Largest request body (after decompression)."
     )
-    threads: int = Field(default=8, ge=1, le=256, description="Engine calls running at once.")
+    max_buffered_bytes: Annotated[int, BeforeValidator(parse_size)] = Field(
+        default=512 << 20,
+        ge=1024,
+        description="Request bodies held in memory at once, all requests together; a body that "
+        "does not fit waits up to 10 s, then is refused (code 241).",
+    )
+    threads: int = Field(default=8, ge=2, le=256, description="Engine calls running at once.")
+    max_connections: int = Field(
+        default=1024,
+        ge=8,
+        description="Open connections, all peers together; capped below the process's file "
+        "descriptor limit with room kept for the sinks and spool. At the cap the longest-idle "
+        "connection is closed for a new one.",
+    )
+    max_connections_per_peer: int = Field(
+        default=256, ge=2, description="Open connections from one address (as above, per peer)."
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins (scheme://host[:port]) whose browser requests are served; none by "
+        "default: a request with any other Origin header is refused (403).",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host header names served besides the listen address, localhost and "
+        "127.0.0.1 (DNS rebinding: a Host naming anything else is refused).",
+    )
+    limits: UserLimits = Field(
+        default_factory=_admin_limits, description="Defaults for users with readonly 0."
+    )
+    readonly_limits: UserLimits = Field(
+        default_factory=_readonly_limits, description="Defaults for readonly 1 and 2 users."
+    )
     users: list[ServeUser] = Field(default_factory=list)
 
     @field_validator("users")
@@ -64,11 +172,67 @@ class ServeConfig(BaseModel):
             raise ValueError(f"user {sorted(dup)[0]!r} is listed twice")
         return v
 
+    @model_validator(mode="after")
+    def _passwords(self) -> ServeConfig:
+        try:
+            host, _ = parse_listen(self.query_listen)
+        except ConfigError as e:
+            raise ValueError(str(e).replace("--query-listen", "query_listen", 1)) from None
+        problem = open_listen_problem(self, host)
+        if problem:
+            raise ValueError(problem)
+        return self
+
     def authenticate(self, name: str, password: str) -> ServeUser | None:
         if not self.users:
             return ServeUser(name="default") if name == "default" and not password else None
         user = next((u for u in self.users if u.name == name), None)
         return user if user is not None and user.check(password) else None
+
+    def user_limits(self, user: ServeUser) -> Limits:
+        base = self.readonly_limits if user.readonly else self.limits
+        own = user.limits
+
+        def pick(k: str) -> Any:
+            v = getattr(own, k)
+            return getattr(base, k) if v is None else v
+
+        return Limits(
+            max_execution_time=float(pick("max_execution_time") or 0),
+            max_memory_usage=int(pick("max_memory_usage") or 0),
+            max_result_rows=int(pick("max_result_rows") or 0),
+            max_result_bytes=int(pick("max_result_bytes") or 0),
+            max_concurrent_queries=int(pick("max_concurrent_queries") or 1),
+        )
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def open_listen_problem(cfg: ServeConfig, host: str) -> str:
+    """Why `cfg` must not listen on `host` ("" where it may): anything but loopback needs users,
+    each with a real password."""
+    if is_loopback(host):
+        return ""
+    where = f"serve.query_listen {host}"
+    if not cfg.users:
+        return (
+            f"{where} without serve.users would let anyone who reaches it read and write the "
+            "store: configure serve.users (docs/serve.md) or listen on 127.0.0.1"
+        )
+    weak = [u.name for u in cfg.users if not u.has_password]
+    if weak:
+        return (
+            f"{where}: user {weak[0]!r} has no password (none, empty, or an empty password_file): "
+            "anyone who reaches the port would log in as it; give it one or listen on 127.0.0.1"
+        )
+    return ""
 
 
 def parse_listen(text: str) -> tuple[str, int]:

@@ -12,7 +12,7 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +77,17 @@ def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def escape_param(value: str) -> str:
+    """A query parameter's value as the engine reads it (TSV-escaped): exactly `value`."""
+    return (
+        value.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    )
+
+
+# what formatQuery's errors add to the statement's own ("... : In scope SELECT formatQuery(...)")
+_SCOPE = re.compile(r"\s*:\s*In scope SELECT formatQuery\(.*$", re.S)
+
+
 class Engine:
     """The embedded engine at `path` (the directory a `chdb://PATH` DSN names)."""
 
@@ -88,8 +99,17 @@ class Engine:
         self._chdb = chdb
         self._keepalive = chdb.connect(self.path)
         self._lock = threading.Lock()
-        row = self._keepalive._conn.query("SELECT version(), timezone()", "TabSeparated")
+        raw = self._keepalive._conn
+        row = raw.query("SELECT version(), timezone()", "TabSeparated")
         self.version, self.timezone = row.bytes().decode().strip().split("\t")
+        self._names: dict[str, frozenset[str]] = {}
+        for kind, table in (
+            ("table_functions", "system.table_functions"),
+            ("engines", "system.table_engines"),
+            ("database_engines", "system.database_engines"),
+        ):
+            got = raw.query(f"SELECT lower(name) FROM {table}", "TabSeparatedRaw").bytes()
+            self._names[kind] = frozenset(got.decode().split())
 
     def close(self) -> None:
         with self._lock:
@@ -97,21 +117,67 @@ class Engine:
                 self._keepalive.close()
                 self._keepalive = None
 
-    def _session(
-        self, database: str | None, settings: Mapping[str, str], readonly: int
-    ) -> tuple[Any, Any]:
+    # -- what the guard asks (guard.Parser) ---------------------------------------------------
+    def table_functions(self) -> frozenset[str]:
+        return self._names["table_functions"]
+
+    def engines(self) -> frozenset[str]:
+        return self._names["engines"] | self._names["database_engines"]
+
+    def canonical(self, text: str) -> str:
+        """The engine's own text of `text` as exactly one statement (formatQuery: a second
+        statement is its syntax error), on a read-only handle that runs nothing else."""
+        if "\0" in text:
+            raise EngineError(62, "Syntax error: a NUL byte in the query", "SYNTAX_ERROR")
+        out = self._check("SELECT formatQuery({q:String})", {"q": escape_param(text)})
+        return out[:-1] if out.endswith("\n") else out
+
+    def explain_ast(self, sql: str, params: Mapping[str, str]) -> str:
+        """`EXPLAIN AST` of one canonical statement, query parameters substituted."""
+        return self._check("EXPLAIN AST " + sql, params)
+
+    def _check(self, sql: str, params: Mapping[str, str]) -> str:
         conn = self._chdb.connect(self.path)
         raw = conn._conn
         try:
-            if database:
-                raw.query(f"USE `{database.replace('`', '``')}`", "TabSeparated")
-            # readonly first, as ClickHouse does for a readonly user: it then refuses SETs too
-            if readonly:
-                raw.query(f"SET readonly = {int(readonly)}", "TabSeparated")
-            for k, v in settings.items():
+            # 2, not 1: EXPLAIN applies the statement's own SETTINGS clause (readonly 1 would
+            # refuse them all); nothing it runs writes either way
+            # parsing here is never stricter than running: the statement's own run applies the
+            # user's max_query_size (a request body is bounded by serve.max_request_bytes)
+            raw.query("SET max_query_size = 268435456", "TabSeparated")
+            raw.query("SET readonly = 2", "TabSeparated")
+            return raw.query(sql, "TabSeparatedRaw", params=dict(params)).bytes().decode()
+        except Exception as e:
+            err = EngineError.from_engine(e)
+            err.message = _SCOPE.sub("", err.message)
+            raise err from None
+        finally:
+            conn.close()
+
+    # -- statements ------------------------------------------------------------------------------
+    def _session(
+        self,
+        database: str | None,
+        settings: Sequence[tuple[str, str]],
+        readonly: int,
+        tag: str,
+    ) -> tuple[Any, Any]:
+        """A handle with, in this order: `settings` (serve's limits, the user's own, the plan's),
+        the query's tag (log_comment: how serve finds it to cancel it), readonly (which then
+        refuses any further SET), and the database last."""
+        conn = self._chdb.connect(self.path)
+        raw = conn._conn
+        try:
+            for k, v in settings:
                 if not _SETTING_NAME.match(k):
                     raise EngineError(115, f"Unknown setting '{k}'", "UNKNOWN_SETTING")
                 raw.query(f"SET {k} = {_quote(v)}", "TabSeparated")
+            if tag:
+                raw.query(f"SET log_comment = {_quote(tag)}", "TabSeparated")
+            if readonly:
+                raw.query(f"SET readonly = {int(readonly)}", "TabSeparated")
+            if database:
+                raw.query(f"USE `{database.replace('`', '``')}`", "TabSeparated")
         except EngineError:
             conn.close()
             raise
@@ -122,16 +188,17 @@ class Engine:
 
     def query(
         self,
-        sql: bytes,
+        sql: bytes | str,
         fmt: str,
         *,
         database: str | None = None,
-        settings: Mapping[str, str] | None = None,
+        settings: Sequence[tuple[str, str]] = (),
         params: Mapping[str, str] | None = None,
         readonly: int = 0,
+        tag: str = "",
     ) -> Outcome:
         """Run one statement; `fmt` is the output format unless the statement names its own."""
-        conn, raw = self._session(database, settings or {}, readonly)
+        conn, raw = self._session(database, settings, readonly, tag)
         try:
             res = raw.query(sql, fmt, params=dict(params or {}))
             # the engine's own buffer, not a copy: a 1M-row result is tens of MB
@@ -157,11 +224,12 @@ class Engine:
         data: bytes | memoryview,
         *,
         database: str | None = None,
-        settings: Mapping[str, str] | None = None,
+        settings: Sequence[tuple[str, str]] = (),
         readonly: int = 0,
+        tag: str = "",
     ) -> Outcome:
         """`INSERT INTO t (...) [SETTINGS ...]` (no FORMAT) with `data` in format `fmt`."""
-        conn, _ = self._session(database, settings or {}, readonly)
+        conn, _ = self._session(database, settings, readonly, tag)
         try:
             ins = conn.send_insert(head, fmt)
             try:
@@ -181,6 +249,24 @@ class Engine:
         except EngineError:
             raise
         except Exception as e:
+            raise EngineError.from_engine(e) from None
+        finally:
+            conn.close()
+
+    def kill(self, tags: Sequence[str], *, wait: bool = False) -> None:
+        """Cancel the queries serve tagged `tags` (and nothing else: the collectors' inserts and
+        the engine's ticks carry no tag of serve's)."""
+        if not tags:
+            return
+        conn = self._chdb.connect(self.path)
+        try:
+            conn._conn.query(
+                "KILL QUERY WHERE Settings['log_comment'] IN {tags:Array(String)} "
+                + ("SYNC" if wait else "ASYNC"),
+                "TabSeparated",
+                params={"tags": escape_param("[" + ",".join(map(_quote, tags)) + "]")},
+            )
+        except Exception as e:  # already finished, or the engine is closing
             raise EngineError.from_engine(e) from None
         finally:
             conn.close()

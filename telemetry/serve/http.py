@@ -1,264 +1,56 @@
 """ClickHouse's HTTP interface over the embedded engine: what a ClickHouse server speaks on :8123.
 
-Reads a statement (URL `query`, body, or both for `INSERT ... FORMAT X` + data), authenticates it
-against the `serve.users`, runs it in the embedded engine and returns the engine's bytes with
-ClickHouse's headers and error form. A pass-through: it never parses SQL beyond finding where an
-INSERT's data starts and which FORMAT the answer is in, and never runs a statement itself.
+Reads a request (URL `query`, body, or both for `INSERT ... FORMAT X` + data), refuses what a web
+page made a browser send (browser.py), authenticates it against `serve.users` (failed logins
+throttled per peer), has the guard judge the statement (the engine parses it; guard.py, policy.py)
+and runs the canonical statement in the embedded engine under the user's limits, returning the
+engine's bytes with ClickHouse's headers and error form. A query whose client goes away is
+cancelled. Never runs a statement the guard did not plan, never logs a request's credentials or
+body, and never answers a client's error with a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
+import contextlib
 import json
 import logging
-import re
 import socket
 import threading
+import time
 import uuid
-import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from aiohttp import BodyPartReader, web
+from aiohttp import web
 
 from telemetry.pipeline import ComponentStats
-from telemetry.serve.config import ServeConfig, ServeUser
+from telemetry.serve import guard, running
+from telemetry.serve.browser import Browsers, cors_headers
+from telemetry.serve.compression import compressors
+from telemetry.serve.config import ServeConfig
 from telemetry.serve.engine import Engine, EngineError, Outcome
+from telemetry.serve.limits import (
+    ACCEPT_BURST,
+    BodyBudget,
+    Connections,
+    Gate,
+    LogLimiter,
+    Running,
+    connection_cap,
+    quiet_http_errors,
+)
+from telemetry.serve.protocol import TRANSPORT_PARAMS, content_type, http_status
+from telemetry.serve.reading import RequestReader
+from telemetry.serve.sqltext import split_insert
 
 log = logging.getLogger(__name__)
 
-# URL parameters that shape the HTTP exchange, not the query: consumed here or ignored, never SET.
-# Sessions are not kept (every request is its own session), so session_* are accepted and ignored.
-TRANSPORT_PARAMS = frozenset(
-    {
-        "query",
-        "database",
-        "default_format",
-        "user",
-        "password",
-        "query_id",
-        "session_id",
-        "session_timeout",
-        "session_check",
-        "quota_key",
-        "buffer_size",
-        "wait_end_of_query",
-        "client_protocol_version",
-        "role",
-        "send_progress_in_http_headers",
-        "http_headers_progress_interval_ms",
-        "enable_http_compression",
-        "http_zlib_compression_level",
-        "http_native_compression_disable_checksumming_on_decompress",
-        "add_http_cors_header",
-        "compress",
-        "decompress",
-        "extremes",  # the engine's own default; clients send it as 0
-    }
-)
-
-# INSERT INTO ... FORMAT X, then the data; not VALUES/SELECT (a 'FORMAT' inside a literal there)
-_INSERT = re.compile(
-    rb"^\s*INSERT\s+INTO\s+((?:(?!\bVALUES\b|\bSELECT\b).)*?)\bFORMAT\s+([A-Za-z0-9_]+)",
-    re.I | re.S,
-)
-# statements with a result set: ClickHouse names their format in X-ClickHouse-Format (clients
-# tell "empty result" from "no result" by it), after leading comments and parentheses
-_COMMENTS = re.compile(rb"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*", re.S)
-_RESULT_SET = re.compile(rb"(?:SELECT|WITH|SHOW|DESC|DESCRIBE|EXISTS|EXPLAIN|CHECK)\b", re.I)
-_FORMAT_TAIL = re.compile(
-    rb"\bFORMAT\s+([A-Za-z0-9_]+)\s*(?:SETTINGS\s[^;]*)?;?\s*$",
-    re.I,
-)
-
-# ClickHouse's exceptionCodeToHTTPStatus (src/Server/HTTP/exceptionCodeToHTTPStatus.cpp), by name
-_STATUS_BY_NAME = {
-    **dict.fromkeys(("REQUIRED_PASSWORD",), 401),
-    **dict.fromkeys(
-        (
-            "UNKNOWN_USER",
-            "WRONG_PASSWORD",
-            "AUTHENTICATION_FAILED",
-            "SET_NON_GRANTED_ROLE",
-            "ACCESS_DENIED",
-        ),
-        403,
-    ),
-    **dict.fromkeys(
-        (
-            "BAD_ARGUMENTS",
-            "CANNOT_COMPILE_REGEXP",
-            "CANNOT_PARSE_TEXT",
-            "CANNOT_PARSE_ESCAPE_SEQUENCE",
-            "CANNOT_PARSE_QUOTED_STRING",
-            "CANNOT_PARSE_DATE",
-            "CANNOT_PARSE_DATETIME",
-            "CANNOT_PARSE_NUMBER",
-            "CANNOT_PARSE_DOMAIN_VALUE_FROM_STRING",
-            "CANNOT_PARSE_IPV4",
-            "CANNOT_PARSE_IPV6",
-            "CANNOT_PARSE_INPUT_ASSERTION_FAILED",
-            "CANNOT_PARSE_UUID",
-            "DUPLICATE_COLUMN",
-            "ILLEGAL_COLUMN",
-            "UNKNOWN_ELEMENT_IN_AST",
-            "UNKNOWN_TYPE_OF_AST_NODE",
-            "THERE_IS_NO_COLUMN",
-            "TOO_DEEP_AST",
-            "TOO_BIG_AST",
-            "UNEXPECTED_AST_STRUCTURE",
-            "SYNTAX_ERROR",
-            "INCORRECT_DATA",
-            "TYPE_MISMATCH",
-            "VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE",
-        ),
-        400,
-    ),
-    **dict.fromkeys(
-        (
-            "UNKNOWN_TABLE",
-            "UNKNOWN_FUNCTION",
-            "UNKNOWN_IDENTIFIER",
-            "UNKNOWN_TYPE",
-            "UNKNOWN_STORAGE",
-            "UNKNOWN_DATABASE",
-            "UNKNOWN_SETTING",
-            "UNKNOWN_DIRECTION_OF_SORTING",
-            "UNKNOWN_AGGREGATE_FUNCTION",
-            "UNKNOWN_FORMAT",
-            "UNKNOWN_DATABASE_ENGINE",
-            "UNKNOWN_TYPE_OF_QUERY",
-            "UNKNOWN_ROLE",
-        ),
-        404,
-    ),
-    "QUERY_IS_TOO_LARGE": 413,
-    "NOT_IMPLEMENTED": 501,
-    "SOCKET_TIMEOUT": 503,
-    "CANNOT_OPEN_FILE": 503,
-    "CANNOT_SCHEDULE_TASK": 503,
-    "HTTP_LENGTH_REQUIRED": 411,
-    "TIMEOUT_EXCEEDED": 408,
-    "UNSUPPORTED_MEDIA_TYPE": 415,
-}
+# how much of a request is searched for the start of an INSERT's inline data
+_HEAD_BYTES = 1 << 20
 
 
-def http_status(e: EngineError) -> int:
-    """The HTTP status a ClickHouse server answers this exception with; 500 for the rest."""
-    return _STATUS_BY_NAME.get(e.name, 500)
-
-
-def content_type(fmt: str) -> str:
-    f = fmt.lower()
-    if f.startswith("json") and ("eachrow" in f or "lines" in f or f == "jsonl"):
-        return "application/x-ndjson; charset=UTF-8"
-    if f.startswith("json"):
-        return "application/json; charset=UTF-8"
-    if f.startswith(("tabseparated", "tsv")):
-        return "text/tab-separated-values; charset=UTF-8"
-    if f.startswith("csv"):
-        return "text/csv; charset=UTF-8; header=" + ("present" if "withnames" in f else "absent")
-    if f.startswith(("pretty", "vertical", "markdown", "values", "xml", "template", "raw")):
-        return "text/plain; charset=UTF-8"
-    return "application/octet-stream"
-
-
-# -- compression --------------------------------------------------------------------------------
-def _zstd() -> Any:
-    try:
-        from backports import zstd  # type: ignore[import-not-found]
-    except ImportError:
-        from compression import zstd  # type: ignore[import-not-found,no-redef]
-    return zstd
-
-
-def _compressors() -> dict[str, Callable[[bytes | memoryview], bytes]]:
-    out: dict[str, Callable[[bytes | memoryview], bytes]] = {
-        "gzip": lambda b: _gzip(b),
-        "deflate": lambda b: zlib.compress(b, 3),
-    }
-    try:
-        import lz4.frame
-
-        out["lz4"] = lambda b: lz4.frame.compress(b)
-    except ImportError:
-        pass
-    try:
-        z = _zstd()
-        out["zstd"] = lambda b: z.compress(b)
-    except ImportError:
-        pass
-    try:
-        import brotli  # type: ignore[import-not-found]
-
-        out["br"] = lambda b: brotli.compress(b, quality=3)
-    except ImportError:
-        pass
-    return out
-
-
-def _gzip(b: bytes | memoryview) -> bytes:
-    c = zlib.compressobj(3, zlib.DEFLATED, 31)
-    return c.compress(b) + c.flush()
-
-
-def _frames(new: Callable[[], Any], data: bytes, limit: int) -> bytes:
-    """Decompress concatenated lz4/zstd frames (clickhouse-connect compresses each insert block as
-    its own frame), stopping just past `limit` bytes of output."""
-    out = bytearray()
-    while data and len(out) <= limit:
-        d = new()
-        out += d.decompress(data, max_length=limit + 1 - len(out))
-        while not d.eof and not d.needs_input and len(out) <= limit:
-            out += d.decompress(b"", max_length=limit + 1 - len(out))
-        if len(out) <= limit and not d.eof:
-            raise ValueError("truncated stream")
-        data = d.unused_data
-    return bytes(out)
-
-
-def _zlib(wbits: int, data: bytes, limit: int) -> bytes:
-    """The same for gzip members / zlib streams (max_length must stay >= 1: 0 means unlimited)."""
-    out = bytearray()
-    while data and len(out) <= limit:
-        d = zlib.decompressobj(wbits)
-        out += d.decompress(data, limit + 1 - len(out))
-        while d.unconsumed_tail and len(out) <= limit:
-            out += d.decompress(d.unconsumed_tail, limit + 1 - len(out))
-        if len(out) <= limit and not d.eof:
-            raise ValueError("truncated stream")
-        data = d.unused_data
-    return bytes(out)
-
-
-def _decompressor(encoding: str) -> Callable[[bytes, int], bytes]:
-    """decompress(data, limit) for one Content-Encoding; the limit stops a zip bomb early."""
-    if encoding in ("gzip", "x-gzip"):
-        return lambda b, n: _zlib(47, b, n)
-    if encoding == "deflate":
-        return lambda b, n: _zlib(15, b, n)
-    if encoding == "lz4":
-        import lz4.frame
-
-        return lambda b, n: _frames(lz4.frame.LZ4FrameDecompressor, b, n)
-    if encoding == "zstd":
-        z = _zstd()
-        return lambda b, n: _frames(z.ZstdDecompressor, b, n)
-    if encoding == "br":
-        try:
-            import brotli
-        except ImportError:
-            raise EngineError(
-                48, "Content-Encoding br is not supported (install brotli)", "NOT_IMPLEMENTED"
-            ) from None
-        return lambda b, n: brotli.decompress(b)
-    raise EngineError(48, f"Unknown HTTP Content-Encoding: {encoding}", "NOT_IMPLEMENTED")
-
-
-# -- the server ---------------------------------------------------------------------------------
 class QueryServer:
     """The endpoint. `start()` serves from a background thread; `stop()` ends it."""
 
@@ -274,13 +66,32 @@ class QueryServer:
         self.config = config or ServeConfig()
         self.host, self.port = host, port
         self.display_name = socket.gethostname()
-        self._pool = ThreadPoolExecutor(self.config.threads, thread_name_prefix="railscope-query")
-        self._compress = _compressors()
+        threads = self.config.threads
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="railscope-query")
+        # parsing (the guard), decompression and cancelling never wait behind long queries
+        self._aux = ThreadPoolExecutor(2, thread_name_prefix="railscope-query-aux")
+        self._compress = compressors()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.AbstractServer | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self._stopping = False
+        self.note = LogLimiter(log)
+        quiet_http_errors(self.note)
+        self.conns = Connections(
+            connection_cap(self.config.max_connections),
+            self.config.max_connections_per_peer,
+            self.note,
+        )
+        self.running = running.Registry()
+        self._per_user = Running()
+        # queries of read-only users run on at most threads - 2 engine threads: a writer (the
+        # railscope commands, an operator) always finds one free
+        self._readers: asyncio.Semaphore | None = None
+        self.reader = RequestReader(self.config, self._pool, self.note)
+        self._browsers = Browsers(self.config.allowed_origins, self.config.allowed_hosts, host)
         # on /metrics as component="serve:query": requests received, answered, failed (by name)
         self.stats = ComponentStats("serve:query")
 
@@ -310,6 +121,8 @@ class QueryServer:
         asyncio.set_event_loop(loop)
 
         async def main() -> None:
+            self._readers = asyncio.Semaphore(max(1, self.config.threads - 2))
+            self.reader.budget = BodyBudget(self.config.max_buffered_bytes)
             # request bodies are decompressed here (lz4 included, with the size limit), not by aiohttp
             self._runner = web.AppRunner(
                 self.app(),
@@ -320,11 +133,21 @@ class QueryServer:
                 # parameters in the URL (clickhouse-connect's param_* go far past aiohttp's 8 KiB)
                 max_line_size=1 << 20,
                 max_field_size=128 << 10,
+                keepalive_timeout=30.0,
+                shutdown_timeout=3.0,
             )
             await self._runner.setup()
-            site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
-            await site.start()
-            sock = site._server.sockets[0]  # type: ignore[union-attr]
+            handler = self._runner.server
+            assert handler is not None
+            # every connection through the gate: counted, capped, its loss seen (Gate)
+            self._server = await loop.create_server(
+                lambda: Gate(handler(), self.conns),
+                self.host,
+                self.port,
+                reuse_address=True,
+                backlog=ACCEPT_BURST,
+            )
+            sock = self._server.sockets[0]
             self.host, self.port = sock.getsockname()[:2]
 
         try:
@@ -337,7 +160,23 @@ class QueryServer:
         loop.run_forever()
         loop.close()
 
+    def begin_stop(self) -> None:
+        """Stop taking connections and cancel every running query (SIGTERM): their clients get
+        QUERY_WAS_CANCELLED, later requests on open connections ABORTED (both retried by
+        railscope's sinks). Safe from any thread."""
+        self._stopping = True
+        loop = self._loop
+        if loop is not None and loop.is_running() and self._server is not None:
+            loop.call_soon_threadsafe(self._server.close)
+        tags = list(self.running.tags())
+        if tags:
+            try:
+                self.engine.kill(tags)
+            except EngineError as e:
+                log.warning("serve: cancelling %d running queries: %s", len(tags), e.message)
+
     def stop(self) -> None:
+        self.begin_stop()
         loop = self._loop
         if loop is not None and loop.is_running():
 
@@ -347,11 +186,15 @@ class QueryServer:
 
             try:
                 asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
+            except Exception as e:  # handlers that did not finish in time: closed with the loop
+                log.warning("serve: the query endpoint did not close in time: %s", e or type(e))
             finally:
                 loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(10)
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        # a statement still in the engine was cancelled above: its thread ends with it
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._aux.shutdown(wait=False, cancel_futures=True)
 
     # -- handlers ----------------------------------------------------------------------------
     def _headers(self, query_id: str) -> dict[str, str]:
@@ -367,17 +210,21 @@ class QueryServer:
     async def _not_found(self, request: web.Request) -> web.Response:
         return web.Response(
             status=404,
-            text=f"There is no handle {request.path}\n\nUse / or /ping for health checks.\n",
+            text="There is no handle " + request.path[:200] + "\n\n"
+            "Use / or /ping for health checks.\n",
             content_type="text/plain",
         )
 
-    def _error_response(self, e: EngineError, query_id: str) -> web.Response:
+    def _error_response(self, e: EngineError, query_id: str, cors: str = "") -> web.Response:
         self.stats.error(e.name or str(e.code))
         self.stats.last_success = False
         name = f" ({e.name})" if e.name else ""
-        text = f"Code: {e.code}. DB::Exception: {e.message}{name} (version {self.engine.version})\n"
+        message = e.message.replace("\r", " ").replace("\n", " ")
+        text = f"Code: {e.code}. DB::Exception: {message}{name} (version {self.engine.version})\n"
         headers = self._headers(query_id)
         headers["X-ClickHouse-Exception-Code"] = str(e.code)
+        if cors:
+            headers.update(cors_headers(cors))
         return web.Response(
             status=http_status(e),
             text=text,
@@ -386,95 +233,38 @@ class QueryServer:
             headers=headers,
         )
 
-    def _user(self, request: web.Request) -> ServeUser:
-        q = request.query
-        name, password = "default", ""
-        auth = request.headers.get("Authorization", "")
-        if auth.lower().startswith("basic "):
-            try:
-                name, _, password = base64.b64decode(auth[6:].strip()).decode().partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                raise EngineError(
-                    516, "Cannot decode the Basic authorization header", "AUTHENTICATION_FAILED"
-                ) from None
-        elif "X-ClickHouse-User" in request.headers:
-            name = request.headers["X-ClickHouse-User"]
-            password = request.headers.get("X-ClickHouse-Key", "")
-        elif "user" in q:
-            name, password = q["user"], q.get("password", "")
-        user = self.config.authenticate(name or "default", password)
-        if user is None:
-            raise EngineError(
-                516,
-                f"{name}: Authentication failed: password is incorrect, or there is no user with such name.",
-                "AUTHENTICATION_FAILED",
-            )
-        return user
-
-    async def _body(self, request: web.Request) -> bytes:
-        limit = self.config.max_request_bytes
-        too_big = EngineError(
-            229,
-            f"Request body is larger than serve.max_request_bytes ({limit} bytes)",
-            "QUERY_IS_TOO_LARGE",
-        )
-        if request.content_length is not None and request.content_length > limit:
-            raise too_big
-        parts, size = [], 0
-        async for chunk in request.content.iter_any():
-            size += len(chunk)
-            if size > limit:
-                raise too_big
-            parts.append(chunk)
-        data = b"".join(parts)
-        encoding = request.headers.get("Content-Encoding", "").strip().lower()
-        if data and encoding and encoding != "identity":
-            decompress = _decompressor(encoding)
-            try:
-                data = await asyncio.get_running_loop().run_in_executor(
-                    self._pool, decompress, data, limit
-                )
-            except EngineError:
-                raise
-            except Exception as e:
-                raise EngineError(
-                    271, f"Cannot decompress the {encoding} request body: {e}", "CANNOT_DECOMPRESS"
-                ) from None
-            if len(data) > limit:
-                raise too_big
-        return data
-
-    async def _form(self, request: web.Request) -> dict[str, str]:
-        """A multipart form (clickhouse-connect sends long queries and parameters this way)."""
-        limit, size, out = self.config.max_request_bytes, 0, {}
-        reader = await request.multipart()
-        async for part in reader:
-            if not isinstance(part, BodyPartReader) or not part.name:
-                continue
-            if part.filename is not None:
-                raise EngineError(
-                    48,
-                    "External data (query files) is not supported by railscope serve",
-                    "NOT_IMPLEMENTED",
-                )
-            value = await part.read(decode=True)
-            size += len(value)
-            if size > limit:
-                raise EngineError(
-                    229,
-                    f"Request body is larger than serve.max_request_bytes ({limit} bytes)",
-                    "QUERY_IS_TOO_LARGE",
-                )
-            out[part.name] = value.decode()
-        return out
-
     async def _query(self, request: web.Request) -> web.StreamResponse:
+        conn = self.conns.of(request.transport)
+        if conn is not None:
+            conn.busy += 1
+        reserved = [0]
+        try:
+            return await self._serve(request, conn, reserved)
+        finally:
+            if conn is not None:
+                conn.busy -= 1
+                conn.last_active = time.monotonic()
+            if reserved[0] and self.reader.budget is not None:
+                self.reader.budget.give(reserved[0])
+
+    async def _serve(
+        self, request: web.Request, conn: Any, reserved: list[int]
+    ) -> web.StreamResponse:
         q = request.query
         query_id = q.get("query_id") or str(uuid.uuid4())
         with self.stats.lock:
             self.stats.received += 1
+        cors = ""
         try:
-            user = self._user(request)
+            if len(query_id) > 256 or not query_id.isprintable():
+                query_id = str(uuid.uuid4())
+                raise EngineError(36, "query_id: at most 256 printable characters", "BAD_ARGUMENTS")
+            cors = self._browsers.check(request.headers, request.content_type)
+            if request.method == "OPTIONS":  # a CORS preflight of an allowed origin
+                return web.Response(status=204, headers=cors_headers(cors) if cors else {})
+            if self._stopping:
+                raise EngineError(236, "railscope serve is shutting down", "ABORTED")
+            user = await self.reader.user(request)
             if q.get("compress") == "1" or q.get("decompress") == "1":
                 raise EngineError(
                     48,
@@ -485,10 +275,10 @@ class QueryServer:
             form: dict[str, str] = {}
             try:
                 if request.content_type == "multipart/form-data":
-                    form = await self._form(request)
+                    form = await self.reader.form(request, reserved)
                     body = b""
                 elif request.method not in ("GET", "HEAD"):
-                    body = await self._body(request)
+                    body = await self.reader.body(request, reserved)
                 else:
                     body = b""
             except ConnectionResetError:  # gone mid-request (body or form): nothing to run
@@ -503,6 +293,8 @@ class QueryServer:
                     return web.Response(text="Ok.\n", content_type="text/html")
                 raise EngineError(62, "Empty query", "SYNTAX_ERROR")
             database = q.get("database") or request.headers.get("X-ClickHouse-Database") or None
+            if database is not None:
+                database = guard.valid_database(database)
             fmt = (
                 q.get("default_format")
                 or request.headers.get("X-ClickHouse-Format")
@@ -514,68 +306,199 @@ class QueryServer:
                 if k not in TRANSPORT_PARAMS and not k.startswith("param_")
             }
             params = {k[6:]: v for k, v in (*q.items(), *form.items()) if k.startswith("param_")}
-            # the user's readonly level (ClickHouse's setting); a GET is read-only for everyone (2)
-            readonly = user.readonly or (2 if request.method in ("GET", "HEAD") else 0)
-            run, out_fmt = self._plan(text, body, fmt, database, settings, params, readonly)
-            outcome = await asyncio.get_running_loop().run_in_executor(self._pool, run)
+            # a GET is read-only for everyone (ClickHouse's readonly=2 for a user with 0)
+            get = request.method in ("GET", "HEAD")
+            readonly = user.readonly or (2 if get else 0)
+            limits = self.config.user_limits(user)
+            who = guard.Who(user.name, readonly, user.readonly, frozenset(user.allow), limits)
+            guard.check_url_settings(who, settings)
+            if "readonly" in settings:  # a user with 0 may make one request stricter
+                who.readonly = max(readonly, int(float(settings.pop("readonly"))))
+            plan, data = await asyncio.get_running_loop().run_in_executor(
+                self._aux, self._plan, who, text, body, params, database
+            )
+            if plan.kind == "kill":
+                outcome, out_fmt = await self._kill(who, plan, params, fmt)
+            else:
+                ran = await self._execute(
+                    request, conn, who, plan, data, fmt, database, settings, params, query_id
+                )
+                if ran is None:  # the client went away: its query was cancelled
+                    return web.Response(status=499)
+                outcome = ran
+                out_fmt = (plan.out_fmt or fmt) if plan.result_set else ""
         except EngineError as e:
-            return self._error_response(e, query_id)
-        return await self._respond(request, outcome, out_fmt, query_id)
+            self._log_refusal(request, e)
+            return self._error_response(e, query_id, cors)
+        return await self._respond(request, outcome, out_fmt, query_id, cors)
 
     def _plan(
         self,
+        who: guard.Who,
         text: bytes,
         body: bytes,
-        fmt: str,
+        params: dict[str, str],
         database: str | None,
-        settings: Mapping[str, str],
-        params: Mapping[str, str],
-        readonly: int,
-    ) -> tuple[Callable[[], Outcome], str]:
-        """What to run: an INSERT whose data follows `FORMAT X`, or one statement."""
+    ) -> tuple[guard.Plan, bytes | memoryview]:
+        """The guard's plan and the INSERT data it leaves apart (runs on an aux thread: the
+        guard asks the engine)."""
+        head_only = False
         data: bytes | memoryview
-        m = _INSERT.match(text)
-        if m and text[m.end() :].strip() == b"":
-            head, ifmt, data = text[: m.start(2)], m[2].decode(), body
+        if text and body:
+            split = split_insert(text.decode("latin-1"))
+            head_only = split is not None and not text[split.data_start :].strip()
+        if head_only:  # INSERT ... FORMAT X in the URL, its data the whole body
+            sql, data = text, memoryview(body)
         else:
             sql = text + b"\n" + body if text and body else (text or body)
-            m = _INSERT.match(sql[:65536])
-            if m:
-                start = m.end()
-                while start < len(sql) and sql[start : start + 1] in (b" ", b"\t", b"\r"):
-                    start += 1
-                if sql[start : start + 1] == b"\n":
-                    start += 1
-                head, ifmt, data = sql[: m.start(2)], m[2].decode(), memoryview(sql)[start:]
-            else:
-                tail = _FORMAT_TAIL.search(sql[-4096:])
-                lead = sql[:65536][_COMMENTS.match(sql[:65536]).end() :]  # type: ignore[union-attr]
-                out_fmt = (tail[1].decode() if tail else fmt) if _RESULT_SET.match(lead) else ""
-                return (
-                    lambda: self.engine.query(
-                        sql,
-                        fmt,
-                        database=database,
-                        settings=settings,
-                        params=params,
-                        readonly=readonly,
-                    ),
-                    out_fmt,
-                )
-        # head ends with "FORMAT "; the engine's streaming insert takes the statement without it
-        stmt = head.rstrip()[: -len(b"FORMAT")].rstrip().decode()
-        return (
-            lambda: self.engine.insert(
-                stmt, ifmt, data, database=database, settings=settings, readonly=readonly
-            ),
-            "",
+            data = b""
+        split = split_insert(sql[:_HEAD_BYTES].decode("latin-1"))
+        if split is not None:
+            try:
+                head = split.head(sql[: split.head_end].decode("utf-8"))
+            except UnicodeDecodeError as e:
+                raise EngineError(
+                    62, f"Syntax error: the query is not UTF-8 (byte {e.start})", "SYNTAX_ERROR"
+                ) from None
+            if not head_only:
+                data = memoryview(sql)[split.data_start :]
+            values = None
+            if split.fmt.lower() == "values" and len(data) <= guard.VALUES_JUDGED_CHARS:
+                values = bytes(data).decode("utf-8", "replace")
+            plan = guard.judge(
+                self.engine, who, head, params=params, database=database,
+                insert_fmt=split.fmt, values_data=values,
+            )  # fmt: skip
+            return plan, data
+        try:
+            statement = sql.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise EngineError(
+                62, f"Syntax error: the query is not UTF-8 (byte {e.start})", "SYNTAX_ERROR"
+            ) from None
+        return guard.judge(self.engine, who, statement, params=params, database=database), data
+
+    async def _execute(
+        self,
+        request: web.Request,
+        conn: Any,
+        who: guard.Who,
+        plan: guard.Plan,
+        data: bytes | memoryview,
+        fmt: str,
+        database: str | None,
+        settings: dict[str, str],
+        params: dict[str, str],
+        query_id: str,
+    ) -> Outcome | None:
+        user_cap = who.limits.max_concurrent_queries
+        if not self._per_user.enter(who.name, user_cap):
+            raise EngineError(
+                202,
+                f"Too many simultaneous queries for user {who.name}. Maximum: {user_cap}",
+                "TOO_MANY_SIMULTANEOUS_QUERIES",
+            )
+        entry = running.Query(query_id, who.name, plan.sql, database or "default")
+        try:
+            self.running.add(entry)
+            try:
+                # serve's limits first, then the user's own settings (checked against them), then
+                # the plan's (VALUES data as literals); the tag and readonly after, the database last
+                session = [
+                    *who.limits.settings().items(),
+                    *settings.items(),
+                    *plan.settings.items(),
+                ]
+                readonly = who.readonly
+                if plan.kind == "insert":
+                    call: Callable[[], Outcome] = lambda: self.engine.insert(  # noqa: E731
+                        plan.sql, plan.fmt, data, database=database, settings=session,
+                        readonly=readonly, tag=entry.tag,
+                    )  # fmt: skip
+                else:
+                    call = lambda: self.engine.query(  # noqa: E731
+                        plan.sql, fmt, database=database, settings=session, params=params,
+                        readonly=readonly, tag=entry.tag,
+                    )  # fmt: skip
+                return await self._run_watched(call, conn, who, entry)
+            finally:
+                self.running.remove(entry)
+        finally:
+            self._per_user.leave(who.name)
+
+    async def _run_watched(
+        self, call: Callable[[], Outcome], conn: Any, who: guard.Who, entry: running.Query
+    ) -> Outcome | None:
+        """Run `call` on an engine thread; if the client goes away first, cancel the query and
+        return None."""
+        loop = asyncio.get_running_loop()
+        assert self._readers is not None
+        gate = self._readers if who.readonly else None
+        if gate is not None:
+            await gate.acquire()
+        try:
+            fut = loop.run_in_executor(self._pool, call)
+            if conn is None:
+                return await fut
+            lost = asyncio.ensure_future(conn.lost.wait())
+            try:
+                done, _ = await asyncio.wait({fut, lost}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                lost.cancel()
+            if fut in done:
+                return fut.result()
+            await loop.run_in_executor(self._aux, self._cancel, entry)
+            with contextlib.suppress(EngineError):
+                await fut
+            self.note(
+                logging.WARNING,
+                "client_closed",
+                "serve: the client closed the connection before the answer to query %s (%s); "
+                "the query was cancelled",
+                entry.query_id,
+                conn.peer,
+            )
+            self.stats.error("client_closed")
+            return None
+        finally:
+            if gate is not None:
+                gate.release()
+
+    def _cancel(self, entry: running.Query) -> None:
+        try:
+            self.engine.kill([entry.tag])
+        except EngineError as e:  # it finished meanwhile
+            log.debug("serve: cancelling query %s: %s", entry.query_id, e.message)
+
+    async def _kill(
+        self, who: guard.Who, plan: guard.Plan, params: dict[str, str], fmt: str
+    ) -> tuple[Outcome, str]:
+        """KILL QUERY WHERE cond, on an aux thread: the user's own running queries only."""
+        own = self.running.of_user(who.name)
+        out_fmt = plan.out_fmt or fmt
+        outcome = await asyncio.get_running_loop().run_in_executor(
+            self._aux, running.kill, self.engine, who, plan, own, params, out_fmt
         )
+        return outcome, out_fmt
+
+    def _log_refusal(self, request: web.Request, e: EngineError) -> None:
+        if e.name in ("ACCESS_DENIED", "READONLY", "TOO_MANY_SIMULTANEOUS_QUERIES"):
+            self.note(
+                logging.WARNING,
+                f"refused:{e.name}",
+                "serve: refused a request from %s: %s (%s)",
+                request.remote,
+                e.message[:300],
+                e.name,
+            )
 
     async def _respond(
-        self, request: web.Request, outcome: Outcome, fmt: str, query_id: str
+        self, request: web.Request, outcome: Outcome, fmt: str, query_id: str, cors: str
     ) -> web.StreamResponse:
         headers = self._headers(query_id)
         headers["X-ClickHouse-Summary"] = json.dumps(outcome.summary(), separators=(",", ":"))
+        if cors:
+            headers.update(cors_headers(cors))
         if fmt:
             headers["X-ClickHouse-Format"] = fmt
         body: bytes | memoryview = outcome.body
@@ -598,7 +521,9 @@ class QueryServer:
         except ConnectionResetError:
             # The statement ran (an INSERT is in the store) but the client closed the connection
             # before the answer: it will see a network error and retry; nothing here to undo.
-            log.warning(
+            self.note(
+                logging.WARNING,
+                "client_closed",
                 "serve: the client closed the connection before the answer to query %s "
                 "(%s, %d bytes) was sent; the statement itself ran",
                 query_id,

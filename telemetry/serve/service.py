@@ -258,6 +258,8 @@ class Service:
         self._stop.set()
         grace = self.cfg.sink.shutdown_grace_seconds
         deadline = time.monotonic() + grace
+        if self.query_server is not None:  # no new queries; the running ones are cancelled
+            self.query_server.begin_stop()
         for c in self.components:
             c.pipeline.stop()
         for c in self.components:

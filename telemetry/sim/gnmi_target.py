@@ -11,7 +11,10 @@ Behaviours a test can ask for: `users` (username/password metadata checked), `be
 numbers) | "no_stream" (STREAM refused: UNIMPLEMENTED) | "no_subscribe" (Subscribe refused) |
 "no_fields" (`COUNTERS/Ethernet*/<counter>` refused: NOT_FOUND, as a telemetry service without
 that virtual path would) | "no_config" (a Get of CONFIG_DB refused: NOT_FOUND),
-`stop_after` (samples sent in all before the target goes silent), and TLS credentials;
+`stop_after` (samples sent in all before the target goes silent), `serve_paths` (the paths it
+serves, as "TARGET" or "TARGET:path/prefix", e.g. "COUNTERS_DB" or "APPL_DB:PORT_TABLE"; a Get or
+Subscribe naming any other is refused NOT_FOUND as a whole, as sonic-gnmi refuses a path it does
+not have; default: every path), and TLS credentials;
 `rendered` renders each answer once per state and `phase_s` delays a STREAM's SAMPLEs after the
 first (bench/switch.py's targets).
 Without `set_state` times, every notification carries `base_ns` + 1 s per sample sent.
@@ -66,8 +69,10 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         rendered: bool = False,
         phase_s: float = 0.0,
         leaf_offset_ns: Callable[[str], int] | None = None,
+        serve_paths: list[str] | None = None,
     ) -> None:
         self.counters, self.appl, self.oc = counters, appl, oc
+        self.serve_paths = serve_paths
         self.config = config or {}
         # SONiC port name -> vendor alias: the keys of the COUNTERS answers
         self.alias = {
@@ -243,8 +248,16 @@ class Target(gnmi_pb2_grpc.gNMIServicer):
         return out
 
     def _refuses(self, target: str, paths: list[Any]) -> str | None:
-        """What a "no_fields" target says to a request naming a per-counter path, and a
-        "no_config" one to any CONFIG_DB request."""
+        """What a "no_fields" target says to a request naming a per-counter path, a "no_config"
+        one to any CONFIG_DB request, and one with `serve_paths` to a path it does not serve."""
+        if self.serve_paths is not None:
+            for p in paths:
+                key = f"{target}:{'/'.join(n for n, _ in _elems(p))}"
+                if not any(
+                    key == e or key.startswith(e + "/") or key.startswith(e + ":")
+                    for e in self.serve_paths
+                ):
+                    return f"path not found: {key}"
         if self.behaviour == "no_config" and target == "CONFIG_DB":
             return "target CONFIG_DB is not allowed for this user"
         if self.behaviour != "no_fields" or target != "COUNTERS_DB":

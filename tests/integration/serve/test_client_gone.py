@@ -23,10 +23,10 @@ def test_a_request_cut_mid_body_logs_no_traceback(
     caplog.set_level(logging.DEBUG)
     auth = "X-ClickHouse-User: admin\r\nX-ClickHouse-Key: s3cret\r\n"  # the fixture's user
     heads = [
-        f"POST {INSERT} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 1000000\r\n\r\n",
-        f"POST {INSERT} HTTP/1.1\r\nHost: x\r\n{auth}Transfer-Encoding: chunked\r\n\r\n1000\r\n",
+        f"POST {INSERT} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Length: 1000000\r\n\r\n",
+        f"POST {INSERT} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Transfer-Encoding: chunked\r\n\r\n1000\r\n",
         # a form (clickhouse-connect sends long queries so) cut inside its first part
-        f"POST / HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 1000000\r\n"
+        f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Length: 1000000\r\n"
         "Content-Type: multipart/form-data; boundary=b\r\n\r\n"
         '--b\r\nContent-Disposition: form-data; name="query"\r\n\r\nSELECT ',
     ]
@@ -52,7 +52,7 @@ def test_a_client_gone_before_the_answer_logs_one_line_and_no_traceback(
     qid = f"gone-{close}"
     before = endpoint.server.stats.snapshot()["errors"].get("client_closed", 0)
     head = (
-        f"GET /?query=SELECT%20sleep(1)&query_id={qid} HTTP/1.1\r\nHost: x\r\n"
+        f"GET /?query=SELECT%20sleep(1)&query_id={qid} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         "X-ClickHouse-User: admin\r\nX-ClickHouse-Key: s3cret\r\n\r\n"
     )
     s = socket.create_connection((endpoint.host, endpoint.port))
