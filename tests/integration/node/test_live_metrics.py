@@ -124,7 +124,11 @@ def test_daemon_serves_metrics_and_stores(node8_copy: Path, free_port: int, tmp_
         while time.monotonic() < deadline:
             try:
                 metrics = scrape(free_port)
-                if find(metrics, "railscope_gpu_up", gpu="7") is not None:
+                # the GPU and NIC collectors publish on their own: wait for both
+                if (
+                    find(metrics, "railscope_gpu_up", gpu="7") is not None
+                    and find(metrics, "railscope_nic_up", device="mlx5_6") is not None
+                ):
                     break
             except OSError:
                 pass
