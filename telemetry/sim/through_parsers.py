@@ -148,7 +148,10 @@ class ThroughParsersSource(SimSource):
             out += self._read("node", d, at, "--node-name", d.name)
         if self._gnmi is not None:
             got = self._gnmi.step(self.dir / "switches", at, step)
-            out += got if self._leaf_times else [_at(b, at) for b in got]
+            # with leaf times the counters keep the targets' stamps; what the source stamps with
+            # its own (wall) clock - LLDP, status - takes the step's time, as on the dump path
+            out += [b if self._leaf_times and b.kind.name in _TARGET_TIMED else _at(b, at)
+                    for b in got]  # fmt: skip
             self._note("switch", self._gnmi.source)
         else:
             out += self._read("switch", self.dir / "switches", at)
@@ -274,11 +277,16 @@ class GnmiSwitches:
             t.set_state(counters, appl, at * 1_000_000)
         if self.source is None:
             self.source = self._source()
+        # each leaf's time is this step's grid point less its offset (under one interval): the
+        # step has arrived once every leaf is stamped after the previous step's grid point
+        since = at - self.sim.dt * 1000 + 1 if self.leaf_times else at
         deadline = time.monotonic() + 60
         for st in self.source._streams:
             st.synced.wait(max(0.0, deadline - time.monotonic()))
-            while not st.caught_up(at) and time.monotonic() < deadline:
+            while not st.caught_up(since) and time.monotonic() < deadline:
                 time.sleep(0.005)
+            if not st.caught_up(since):
+                raise RuntimeError(f"gNMI stream {st.name}: step at {at} not served in 60 s")
         return self.source.collect()
 
     def _leaf_offsets(self, switch: str, step: int) -> Any:
@@ -334,6 +342,10 @@ def _hashes(p: Path) -> dict[str, Any]:
 
 def _ms(v: Any) -> int:
     return int(v.timestamp() * 1000) if hasattr(v, "timestamp") else int(v)
+
+
+# the records a gNMI target's notifications time (COUNTERS_DB leaves); the rest the source times
+_TARGET_TIMED = frozenset({"switch_port_sample", "switch_priority_sample", "switch_queue_sample"})
 
 
 def _collected_at(source: str, kind: str) -> bool:
