@@ -126,9 +126,10 @@ def test_a_restarted_gateway_stores_what_it_answered_once(store: Store, tmp_path
     g2 = Gw(store, tmp_path)
     try:
         # the agent retries the batch (it lost the answer): the new process knows its token
-        with pa.OSFile(str(tmp_path / "copy.arrow"), "wb") as f, pa.ipc.new_stream(
-            f, GPU_SAMPLE.arrow_schema
-        ) as w:
+        with (
+            pa.OSFile(str(tmp_path / "copy.arrow"), "wb") as f,
+            pa.ipc.new_stream(f, GPU_SAMPLE.arrow_schema) as w,
+        ):
             w.write_table(GPU_SAMPLE.conform(gpu_table(24, now_ms() - 60_000)))
         with open(tmp_path / "copy.arrow", "rb") as f:
             Store(f"http://{g2.host}:{g2.port}/{store.database}").insert_arrow_stream(
