@@ -77,7 +77,9 @@ class StoreConfig(_Model):
         None, description="ClickHouse cluster name: Replicated + Distributed DDL."
     )
     ttl_days: dict[str, int | None] = Field(
-        default_factory=dict, description="TTL per table in days (null = none)."
+        default_factory=dict,
+        description="TTL per table in days (null = none); a rollup (e.g. job_port_intervals) "
+        "keeps its source's unless named here itself.",
     )
     ca_cert: str | None = Field(
         None, description="https DSN: trust this CA file (PEM) instead of the system's."
@@ -132,7 +134,10 @@ class StoreConfig(_Model):
     @field_validator("ttl_days")
     @classmethod
     def _ttl(cls, v: dict[str, int | None]) -> dict[str, int | None]:
-        tables = {k.table for k in KINDS.values()}
+        # a kind's table, or a per-interval rollup (which otherwise keeps what its source keeps)
+        from telemetry.store.migrations import MIGRATION_12_ROLLUPS
+
+        tables = {k.table for k in KINDS.values()} | {r.table.name for r in MIGRATION_12_ROLLUPS}
         for t, days in v.items():
             if t not in tables:
                 raise ValueError(f"unknown table {t!r} (tables: {', '.join(sorted(tables))})")
