@@ -321,11 +321,14 @@ def test_a_rollup_named_in_the_config_keeps_its_own_ttl(chdb_dsn: str) -> None:
         assert "toIntervalDay(90)" in engines["job_port_intervals"]
         assert "toIntervalDay(7)" in engines["switch_port_intervals"]
         store.migrate()  # reconciled once: the same TTLs again
-        assert "toIntervalDay(90)" in dict(
-            store.query_rows(
-                "SELECT name, engine_full FROM system.tables WHERE database = {db:String}",
-                {"db": db},
-            )
-        )["job_port_intervals"]
+        assert (
+            "toIntervalDay(90)"
+            in dict(
+                store.query_rows(
+                    "SELECT name, engine_full FROM system.tables WHERE database = {db:String}",
+                    {"db": db},
+                )
+            )["job_port_intervals"]
+        )
     finally:
         store.client.command(f"DROP DATABASE IF EXISTS `{db}`")
