@@ -6,9 +6,10 @@ Validated with the rest of the config (a wrong key is one line); never opens a s
 
 from __future__ import annotations
 
+import ssl
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from telemetry.serve.config import ServeUser
 from telemetry.text import parse_size
@@ -59,6 +60,10 @@ class IngestConfig(BaseModel):
     max_request_bytes: Annotated[int, BeforeValidator(parse_size)] = Field(
         64 << 20, ge=1024, description="Largest request body (after decompression)."
     )
+    tls_cert_file: str | None = Field(
+        None, description="Serve HTTPS with this certificate (PEM): agents send a password."
+    )
+    tls_key_file: str | None = Field(None, description="...and this private key (PEM).")
     users: list[ServeUser] = Field(
         default_factory=list,
         description="Who may insert (and read through to the store); none: `default` without a "
@@ -72,3 +77,24 @@ class IngestConfig(BaseModel):
         if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
             raise ValueError(f"expected HOST:PORT (e.g. {DEFAULT_LISTEN}), not {v!r}")
         return v
+
+    @model_validator(mode="after")
+    def _tls(self) -> IngestConfig:
+        self.ssl_context()  # unreadable or mismatched files: one line now, not at start
+        return self
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The gateway's server TLS context (None: plain HTTP)."""
+        if not (self.tls_cert_file or self.tls_key_file):
+            return None
+        if not (self.tls_cert_file and self.tls_key_file):
+            raise ValueError("tls_cert_file and tls_key_file go together")
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            ctx.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError(
+                f"cannot load {self.tls_cert_file} / {self.tls_key_file}: "
+                f"{getattr(e, 'strerror', None) or e}"
+            ) from None
+        return ctx

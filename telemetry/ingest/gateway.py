@@ -194,6 +194,7 @@ class IngestService:
             ),
             host=host.strip("[]") or "127.0.0.1",
             port=int(port),
+            ssl_context=cfg.ssl_context(),
         )
         self.server.stats = ComponentStats("ingest:http")
         self._stop = threading.Event()

@@ -269,8 +269,11 @@ class QueryServer:
         *,
         host: str = "127.0.0.1",
         port: int = 8123,
+        ssl_context: Any = None,
     ) -> None:
+        """`ssl_context`: serve HTTPS with it (the ingest gateway's); None: plain HTTP."""
         self.engine = engine
+        self.ssl_context = ssl_context
         self.config = config or ServeConfig()
         self.host, self.port = host, port
         self.display_name = socket.gethostname()
@@ -322,7 +325,13 @@ class QueryServer:
                 max_field_size=128 << 10,
             )
             await self._runner.setup()
-            site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+            site = web.TCPSite(
+                self._runner,
+                self.host,
+                self.port,
+                reuse_address=True,
+                ssl_context=self.ssl_context,
+            )
             await site.start()
             sock = site._server.sockets[0]  # type: ignore[union-attr]
             self.host, self.port = sock.getsockname()[:2]
