@@ -188,7 +188,7 @@ def size(inp: Inputs, coef: dict[str, Any] | None = None) -> Sizing:
     guidance = pub["inserts_per_s_per_table"]["value"]
     flush_for_guidance = gateways / guidance  # each gateway inserts each table once per flush
     notes = [
-        f"today's path (every agent inserting): {direct:,.0f} INSERTs/s per table, each a part on "
+        f"today's path (every agent inserting): {_n(direct)} INSERTs/s per table, each a part on "
         f"every shard; through {gateways} gateway(s): {gateways / inp.flush_seconds:,.1f} per "
         f"table per shard (guidance: about {guidance:g}/s)",
     ]
