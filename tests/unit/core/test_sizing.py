@@ -143,3 +143,18 @@ def test_help_explains_the_model_and_where_its_numbers_come_from() -> None:
     assert r.returncode == 0
     assert "telemetry/sizing.yaml" in r.stdout and "--sflow-rate" in r.stdout
     assert "railscope sizing --gpus 100000 --interval 10" in r.stdout
+
+
+def test_the_sizes_in_docs_are_what_the_model_prints() -> None:
+    """docs/sizing.md shows 1k / 10k / 100k GPUs as `railscope sizing` prints them: a changed
+    coefficient or formula fails here until the page is regenerated."""
+    from pathlib import Path
+
+    from telemetry.sizing import render
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "sizing.md").read_text()
+    for gpus in (1_000, 10_000, 100_000):
+        head = f"`railscope sizing --gpus {gpus} --interval 10`:\n\n```\n"
+        assert head in doc, gpus
+        shown = doc.split(head, 1)[1].split("\n```", 1)[0]
+        assert shown == render(size(Inputs(gpus=gpus, interval=10.0))), gpus
