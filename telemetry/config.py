@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from telemetry.errors import ConfigError
+from telemetry.ingest.config import IngestConfig
 from telemetry.records import KINDS
 from telemetry.serve.config import ServeConfig
 from telemetry.text import parse_size
@@ -76,7 +77,9 @@ class StoreConfig(_Model):
         None, description="ClickHouse cluster name: Replicated + Distributed DDL."
     )
     ttl_days: dict[str, int | None] = Field(
-        default_factory=dict, description="TTL per table in days (null = none)."
+        default_factory=dict,
+        description="TTL per table in days (null = none); a rollup (e.g. job_port_intervals) "
+        "keeps its source's unless named here itself.",
     )
     ca_cert: str | None = Field(
         None, description="https DSN: trust this CA file (PEM) instead of the system's."
@@ -131,7 +134,10 @@ class StoreConfig(_Model):
     @field_validator("ttl_days")
     @classmethod
     def _ttl(cls, v: dict[str, int | None]) -> dict[str, int | None]:
-        tables = {k.table for k in KINDS.values()}
+        # a kind's table, or a per-interval rollup (which otherwise keeps what its source keeps)
+        from telemetry.store.migrations import MIGRATION_12_ROLLUPS
+
+        tables = {k.table for k in KINDS.values()} | {r.table.name for r in MIGRATION_12_ROLLUPS}
         for t, days in v.items():
             if t not in tables:
                 raise ValueError(f"unknown table {t!r} (tables: {', '.join(sorted(tables))})")
@@ -142,7 +148,12 @@ class StoreConfig(_Model):
 
 class SinkConfig(_Model):
     batch_rows: int = Field(100_000, gt=0, description="Seal a batch at this many rows.")
-    batch_seconds: float = Field(5.0, gt=0, description="...or when its oldest row is this old.")
+    batch_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="...or when its oldest row is this old; 0: at every collection cycle (agents "
+        "behind `railscope ingest`, which merges their batches).",
+    )
     spool_dir: str = Field("./railscope-spool", description="Write-ahead spool directory.")
     spool_max_bytes: Annotated[int, BeforeValidator(_spool_size)] = Field(
         1 << 30, description="Spool size limit (e.g. 2GiB); oldest dropped past it."
@@ -293,6 +304,10 @@ class Config(_Model):
     serve: ServeConfig = Field(
         default_factory=ServeConfig,
         description="`railscope serve`: query endpoint and its users (telemetry/serve/config.py).",
+    )
+    ingest: IngestConfig = Field(
+        default_factory=IngestConfig,  # type: ignore[arg-type]
+        description="`railscope ingest`: the insert gateway (telemetry/ingest/config.py).",
     )
     sources: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-source sections."

@@ -96,15 +96,17 @@ def hypernode_of_sql(nodes: str, hypernodes: str, cluster: str) -> str:
 
 
 def _node_key(store: Any, by: str | None) -> tuple[str, str]:
-    """(JOIN clause on alias `nd`, key expression) for a node dimension."""
+    """(JOIN clause on alias `nd`, key expression) for a node dimension. GLOBAL: on a cluster
+    the left side may be the nodes' Distributed table, and a right side read on every shard
+    again is refused (and the HyperNodes lie on other shards than the nodes)."""
     if by == "gpu-model":
         return (
-            f"LEFT JOIN ({_latest(store, NODE, 'node', 'gpu_model')}) AS nm ON nm.node = nd.node",
+            f"GLOBAL LEFT JOIN ({_latest(store, NODE, 'node', 'gpu_model')}) AS nm ON nm.node = nd.node",
             "nm.v",
         )
     if by == "hypernode":
         hn = hypernode_of_sql(_t(store, NODE), _t(store, HYPERNODE), "cluster = {cluster:String}")
-        return f"LEFT JOIN ({hn}) AS nh ON nh.node = nd.node", "nh.v"
+        return f"GLOBAL LEFT JOIN ({hn}) AS nh ON nh.node = nd.node", "nh.v"
     return "", "''"
 
 
@@ -275,10 +277,10 @@ def preemptions(
                if(b.pod != '', concat(b.namespace, '/', b.pod), e.preemptor) AS preempted_for,
                b.pc AS for_priority_class, bp.v AS for_provisioning
         FROM {_t(store, POD_EVENT, alias="e")}
-        LEFT JOIN ({pods}) AS v ON v.namespace = e.namespace AND v.pod = e.pod
-        LEFT JOIN ({prov}) AS vp ON vp.priority_class = v.pc
-        LEFT JOIN ({pods}) AS b ON b.uid = e.preemptor AND e.preemptor != ''
-        LEFT JOIN ({prov}) AS bp ON bp.priority_class = b.pc
+        GLOBAL LEFT JOIN ({pods}) AS v ON v.namespace = e.namespace AND v.pod = e.pod
+        GLOBAL LEFT JOIN ({prov}) AS vp ON vp.priority_class = v.pc
+        GLOBAL LEFT JOIN ({pods}) AS b ON b.uid = e.preemptor AND e.preemptor != ''
+        GLOBAL LEFT JOIN ({prov}) AS bp ON bp.priority_class = b.pc
         WHERE e.cluster = {{cluster:String}} AND e.ts >= {{s:DateTime64(3, 'UTC')}}
           AND e.ts < {{u:DateTime64(3, 'UTC')}}
         ORDER BY ts, namespace, pod""",

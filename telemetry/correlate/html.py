@@ -51,7 +51,7 @@ def heatmap_svg(
                avg(tx_utilization_ratio) AS u
         FROM {store.table("switch_port_sample")}
         WHERE cluster = {{c:String}} AND {time_range("switch_port_sample", "s", "e")}
-          AND (switch, port) IN (SELECT switch, port FROM ranked)
+          AND (switch, port) GLOBAL IN (SELECT switch, port FROM ranked)  -- the top N of all shards
         GROUP BY name, b ORDER BY name, b""",
         {"c": cluster, "s": start, "e": end, "n": int(max_ports), "step": step},
     )

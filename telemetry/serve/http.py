@@ -61,8 +61,11 @@ class QueryServer:
         *,
         host: str = "127.0.0.1",
         port: int = 8123,
+        ssl_context: Any = None,
     ) -> None:
+        """`ssl_context`: serve HTTPS with it (the ingest gateway's); None: plain HTTP."""
         self.engine = engine
+        self.ssl_context = ssl_context
         self.config = config or ServeConfig()
         self.host, self.port = host, port
         self.display_name = socket.gethostname()
@@ -146,6 +149,7 @@ class QueryServer:
                 self.port,
                 reuse_address=True,
                 backlog=ACCEPT_BURST,
+                ssl=self.ssl_context,
             )
             sock = self._server.sockets[0]
             self.host, self.port = sock.getsockname()[:2]

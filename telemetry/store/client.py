@@ -257,33 +257,36 @@ class Store:
 
     def _reconcile_ttl(self) -> None:
         """Configured TTLs: on a kind's table, and on the rollups kept from it (migration 12),
-        which keep what their source keeps."""
+        which keep what their source keeps unless the configuration names the rollup itself
+        (flows kept two days, their per-interval aggregates ninety: docs/sizing.md)."""
+        rollups = {r.table.name: r for r in mig.MIGRATION_12_ROLLUPS}
+        targets: dict[str, tuple[str, int | None]] = {}  # table -> (time column, days)
         for table, days in self.ttl_overrides.items():
             k = next((k for k in KINDS.values() if k.table == table), None)
-            if k is None:
+            if k is not None:
+                targets.setdefault(table, (k.time_field, days))
+                for r in rollups.values():
+                    if r.source == table and r.table.name not in self.ttl_overrides:
+                        targets[r.table.name] = ("bucket", days)
+            elif table in rollups:
+                targets[table] = ("bucket", days)
+        for name, (column, days) in targets.items():
+            engine = self.client.query(
+                "SELECT engine_full FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+                parameters={
+                    "db": self.database,
+                    "t": name + (LOCAL_SUFFIX if self.cluster else ""),
+                },
+            ).result_rows
+            if not engine:
                 continue
-            targets = [(table, k.time_field)] + [
-                (r.table.name, "bucket") for r in mig.MIGRATION_12_ROLLUPS if r.source == table
-            ]
-            for name, column in targets:
-                engine = self.client.query(
-                    "SELECT engine_full FROM system.tables WHERE database = {db:String} AND name = {t:String}",
-                    parameters={
-                        "db": self.database,
-                        "t": name + (LOCAL_SUFFIX if self.cluster else ""),
-                    },
-                ).result_rows
-                if not engine:
-                    continue
-                has = (
-                    f"toIntervalDay({int(days)})" in engine[0][0]
-                    if days
-                    else " TTL " not in f" {engine[0][0]} "
-                )
-                if not has:
-                    self.client.command(
-                        table_ttl_sql(name, column, self.database, days, self.cluster)
-                    )
+            has = (
+                f"toIntervalDay({int(days)})" in engine[0][0]
+                if days
+                else " TTL " not in f" {engine[0][0]} "
+            )
+            if not has:
+                self.client.command(table_ttl_sql(name, column, self.database, days, self.cluster))
 
     # -- data --------------------------------------------------------------------------------
     def insert(self, kind: RecordKind | str, table: pa.Table, *, token: str | None = None) -> int:

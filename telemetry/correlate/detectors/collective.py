@@ -210,7 +210,11 @@ def collective_straggler(ctx: Context) -> list[Finding]:
         GROUP BY namespace, job, comm_id, collective, rank
         HAVING sns >= {{min_n:UInt32}} AND typical_ratio >= {{ratio:Float64}}
            AND slow >= {{fraction:Float64}} * sns
-        ORDER BY namespace, job, comm_id, collective, rank""",
+        ORDER BY namespace, job, comm_id, collective, rank
+        -- on a cluster each shard joins its own rows: collective samples are sharded by
+        -- (cluster, job, comm_id, collective), within the join's keys, so a communicator's ranks
+        -- and their medians lie on one shard (the Distributed table read as its local one)
+        SETTINGS distributed_product_mode = 'local'""",
         {
             "ratio": float(ctx.t("collective.straggler_ratio")),
             "fraction": float(ctx.t("collective.straggler_fraction")),

@@ -38,7 +38,8 @@ def network_bound(ctx: Context) -> list[Finding]:
             SELECT src_namespace AS ns, src_job AS job, switch, out_port AS port, sum(bytes) AS bytes
             FROM {flows}
               AND src_job != '' AND out_port != ''
-              AND (switch, out_port) IN (SELECT switch, port FROM port_util)
+              -- GLOBAL: on a cluster, flows are sharded by job, ports by switch and port
+              AND (switch, out_port) GLOBAL IN (SELECT switch, port FROM port_util)
             GROUP BY ns, job, switch, port),
         job_nodes AS (
             SELECT namespace AS ns, job, groupUniqArray(node) AS nodes FROM {ctx.table("pod", final=True)}

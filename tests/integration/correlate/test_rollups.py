@@ -299,3 +299,36 @@ def test_rollup_ttl_follows_its_source(tmp_path: Path, chdb_dsn: str) -> None:
         assert "toIntervalDay(7)" in engine
     finally:
         store.client.command(f"DROP DATABASE IF EXISTS `{db}`")
+
+
+def test_a_rollup_named_in_the_config_keeps_its_own_ttl(chdb_dsn: str) -> None:
+    """Flows kept two days, their per-job, per-port aggregates ninety (docs/sizing.md): a rollup
+    named in store.ttl_days keeps its own TTL; the others still follow their source."""
+    import uuid
+
+    db = f"ttl_{uuid.uuid4().hex[:8]}"
+    ttl = {"attributed_flows": 2, "job_port_intervals": 90, "switch_port_samples": 7}
+    store = Store(chdb_dsn, database=db, ttl_overrides=ttl)
+    try:
+        store.migrate()
+        engines = dict(
+            store.query_rows(
+                "SELECT name, engine_full FROM system.tables WHERE database = {db:String}",
+                {"db": db},
+            )
+        )
+        assert "toIntervalDay(2)" in engines["attributed_flows"]
+        assert "toIntervalDay(90)" in engines["job_port_intervals"]
+        assert "toIntervalDay(7)" in engines["switch_port_intervals"]
+        store.migrate()  # reconciled once: the same TTLs again
+        assert (
+            "toIntervalDay(90)"
+            in dict(
+                store.query_rows(
+                    "SELECT name, engine_full FROM system.tables WHERE database = {db:String}",
+                    {"db": db},
+                )
+            )["job_port_intervals"]
+        )
+    finally:
+        store.client.command(f"DROP DATABASE IF EXISTS `{db}`")

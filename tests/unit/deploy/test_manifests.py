@@ -562,3 +562,39 @@ def test_clickhouse_traffic_is_encrypted_and_authenticated(all_docs: list[dict[s
             assert ports == {8443, 9440, 9009}
     text = (ROOT / "docs" / "deploying.md").read_text()
     assert "clickhouse-tls" in text and "keeper-identity" in text and "interserver" in text
+
+
+def test_node_exporters_write_through_the_ingest_gateway(tmp_path: Path) -> None:
+    """The gateway's config validates with railscope's models (its TLS files and the writer's
+    password in their mounts, here temporary files), listens with users over HTTPS, and the node
+    exporters seal every cycle's batches (the gateway merges them)."""
+    from telemetry.config import load_config
+    from tests.tls import self_signed
+
+    (cm, sts, *_) = _docs(DEPLOY / "railscope" / "ingest.yaml")
+    cert, key = self_signed(tmp_path)
+    pw = tmp_path / "writer"
+    pw.write_text("w-pw\n")
+    text = (
+        cm["data"]["railscope.yaml"]
+        .replace("/etc/railscope-ingest-tls/tls.crt", str(cert))
+        .replace("/etc/railscope-ingest-tls/tls.key", str(key))
+        .replace("/etc/railscope-ingest-users/writer", str(pw))
+    )
+    f = tmp_path / "railscope.yaml"
+    f.write_text(text)
+    env = {"RAILSCOPE_DSN": "https://w:pw@clickhouse-client:8443/railscope"}
+    cfg = load_config(f, env={**env, "RAILSCOPE__INGEST__LISTEN": "10.1.2.3:8124"})
+    assert cfg.ingest.listen == "10.1.2.3:8124" and cfg.ingest.ssl_context() is not None
+    assert [(u.name, u.password) for u in cfg.ingest.users] == [("railscope_writer", "w-pw")]
+    spec = sts["spec"]["template"]["spec"]
+    mounts = {m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+    assert {"/etc/railscope-ingest-tls", "/etc/railscope-ingest-users"} <= mounts
+    assert cfg.ingest.spool_dir in mounts  # the log on the StatefulSet's own volume
+    assert sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "log"
+    (ds_cm, *_) = _docs(DEPLOY / "node-exporter" / "daemonset.yaml")
+    node = load_config(None, env={"RAILSCOPE__SINK__BATCH_SECONDS": "0"})
+    assert yaml.safe_load(ds_cm["data"]["railscope.yaml"])["sink"]["batch_seconds"] == 0
+    assert node.sink.batch_seconds == 0
+    text = (ROOT / "docs" / "deploying.md").read_text()
+    assert "railscope-ingest-tls" in text and "railscope-ingest.monitoring:8124" in text

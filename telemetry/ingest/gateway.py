@@ -1,0 +1,269 @@
+"""`railscope ingest`: an insert gateway between many agents and the store. Agents point their
+store DSN at it and insert exactly as they would into ClickHouse (the HTTP interface, `INSERT ...
+FORMAT ArrowStream` with the batch's `insert_deduplication_token`); the gateway answers once the
+batch is in its write-ahead log (inbox.py) and sends the store one merged insert per record kind
+every `flush_seconds` (merge.py). Read-only statements (an agent's start-up checks) pass through
+to the store, without the request's settings (on an embedded store they would outlive the
+request on the shared connection).
+
+It never changes rows, never inserts into a table that is not a record kind's, and never answers
+an insert before the batch is on its disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from telemetry.ingest.config import IngestConfig
+from telemetry.ingest.inbox import Backlog, Inbox
+from telemetry.ingest.merge import Merger
+from telemetry.ingest.tokens import SeenTokens
+from telemetry.pipeline import ComponentStats
+from telemetry.records import KINDS, RecordKind, SchemaError
+from telemetry.serve.config import ServeConfig
+from telemetry.serve.engine import EngineError, Outcome
+from telemetry.store.client import Store
+
+log = logging.getLogger("railscope.ingest")
+
+# INSERT INTO [`db`.]`table` [(columns)]: what QueryServer hands over (FORMAT already split off)
+_HEAD = re.compile(
+    r"^\s*INSERT\s+INTO\s+(?:(`[^`]+`|\w+)\s*\.\s*)?(`[^`]+`|\w+)\s*(?:\(.*\))?\s*$", re.I | re.S
+)
+_LEAD = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*", re.S)
+_READ = re.compile(r"(?:SELECT|WITH|SHOW|DESC|DESCRIBE|EXISTS)\b", re.I)
+_OWN_FORMAT = re.compile(r"\bFORMAT\s+[A-Za-z0-9_]+\s*(?:SETTINGS\s[^;]*)?;?\s*$", re.I)
+
+
+def _name(text: str) -> str:
+    return text[1:-1] if text.startswith("`") else text
+
+
+class Gateway:
+    """What QueryServer calls (the `Engine` interface): inserts into the log, reads to the store."""
+
+    def __init__(self, store: Store, inbox: Inbox) -> None:
+        self.store, self.inbox = store, inbox
+        self.version, self.timezone = (
+            str(x) for x in store.query_rows("SELECT version(), timezone()")[0]
+        )
+        self.tables: dict[str, RecordKind] = {k.table: k for k in KINDS.values()}
+        self._reads = threading.Lock()  # start-up checks only: one at a time is plenty
+        self.stats = ComponentStats("ingest:gateway")
+
+    def _kind(self, head: str, database: str | None) -> RecordKind:
+        m = _HEAD.match(head)
+        if not m:
+            raise EngineError(
+                62, f"railscope ingest cannot read this INSERT: {head[:200]}", "SYNTAX_ERROR"
+            )
+        db = _name(m[1]) if m[1] else (database or self.store.database)
+        table = _name(m[2])
+        kind = self.tables.get(table)
+        if kind is None or db != self.store.database:
+            raise EngineError(
+                60,
+                f"Table {db}.{table} does not exist: railscope ingest takes the record kinds' tables "
+                f"of database {self.store.database}",
+                "UNKNOWN_TABLE",
+            )
+        return kind
+
+    def insert(
+        self,
+        head: str,
+        fmt: str,
+        data: bytes | memoryview,
+        *,
+        database: str | None = None,
+        settings: Mapping[str, str] | None = None,
+        readonly: int = 0,
+    ) -> Outcome:
+        t = time.perf_counter_ns()
+        try:
+            kind = self._kind(head, database)
+            if readonly:
+                raise EngineError(164, "Cannot insert: this user is readonly", "READONLY")
+            if fmt != "ArrowStream":
+                raise EngineError(
+                    73, f"railscope ingest takes FORMAT ArrowStream, not {fmt}", "UNKNOWN_FORMAT"
+                )
+            try:
+                table = ipc.open_stream(pa.py_buffer(data)).read_all()
+            except (pa.ArrowInvalid, OSError) as e:
+                raise EngineError(
+                    117, f"the body is not an Arrow stream: {e}", "INCORRECT_DATA"
+                ) from None
+            try:
+                table = kind.conform(table.replace_schema_metadata(None))
+            except SchemaError as e:
+                raise EngineError(53, str(e), "TYPE_MISMATCH") from None
+            token = (settings or {}).get("insert_deduplication_token") or None
+            try:
+                rows = self.inbox.accept(kind.name, table, token)
+            except Backlog as e:
+                raise EngineError(252, str(e), "TOO_MANY_PARTS") from None
+            except OSError as e:
+                raise EngineError(
+                    425, f"cannot write the ingest log: {e}", "SYSTEM_ERROR"
+                ) from None
+        except EngineError as e:
+            self.stats.error(e.name or str(e.code))
+            raise
+        with self.stats.lock:
+            self.stats.received += 1
+            self.stats.sent += rows
+            self.stats.last_success = True
+        return Outcome(
+            b"",
+            written_rows=rows,
+            written_bytes=table.nbytes if rows else 0,
+            elapsed_ns=time.perf_counter_ns() - t,
+        )
+
+    def query(
+        self,
+        sql: bytes,
+        fmt: str,
+        *,
+        database: str | None = None,
+        settings: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        readonly: int = 0,
+    ) -> Outcome:
+        text = sql.decode(errors="replace")
+        lead = text[_LEAD.match(text).end() :]  # type: ignore[union-attr]
+        if not _READ.match(lead):
+            raise EngineError(
+                48,
+                "railscope ingest takes INSERT ... FORMAT ArrowStream into the record kinds' tables "
+                "and read-only queries; run anything else against the store itself",
+                "NOT_IMPLEMENTED",
+            )
+        with self._reads:
+            try:
+                body = self.store.client.raw_query(
+                    text,
+                    parameters=dict(params or {}) or None,
+                    fmt=None if _OWN_FORMAT.search(text[-4096:]) else fmt,
+                )
+            except Exception as e:
+                raise EngineError.from_engine(e) from None
+        return Outcome(body)
+
+
+class IngestService:
+    """The gateway's parts: the log, the merger's thread, the HTTP endpoint. `start()`, then
+    `stop()`, which stops intake, commits what was taken and tries one last merged insert
+    (what is left stays in the log for the next start)."""
+
+    def __init__(
+        self, store: Store, cfg: IngestConfig, *, merge_store: Store | None = None
+    ) -> None:
+        """`merge_store`: the merger's own connection (embedded: its own engine handle), so a
+        pass-through read never waits for a merged insert."""
+        self.cfg = cfg
+        self.tokens = SeenTokens(cfg.spool_dir, cfg.dedup_window_seconds)
+        self.merger: Merger | None = None
+        self.inbox = Inbox(cfg.spool_dir, self.tokens, cfg.max_bytes, on_commit=self._committed)
+        self.merger = Merger(
+            merge_store or store,
+            self.inbox,
+            self.tokens,
+            flush_rows=cfg.flush_rows,
+            flush_seconds=cfg.flush_seconds,
+            retry_initial_seconds=cfg.retry_initial_seconds,
+            retry_max_seconds=cfg.retry_max_seconds,
+        )
+        self.gateway = Gateway(store, self.inbox)
+        from telemetry.serve.http import QueryServer
+
+        host, _, port = cfg.listen.rpartition(":")
+        self.server = QueryServer(
+            self.gateway,  # type: ignore[arg-type]
+            ServeConfig(
+                threads=cfg.threads, max_request_bytes=cfg.max_request_bytes, users=cfg.users
+            ),
+            host=host.strip("[]") or "127.0.0.1",
+            port=int(port),
+            ssl_context=cfg.ssl_context(),
+        )
+        self.server.stats = ComponentStats("ingest:http")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._merge_loop, name="railscope-ingest-merge", daemon=True
+        )
+        self.crashed: str | None = None
+
+    def _committed(self, entry: Any) -> None:
+        if self.merger is not None:
+            self.merger.add(entry)
+
+    def start(self) -> tuple[str, int]:
+        self._thread.start()
+        return self.server.start()
+
+    def _merge_loop(self) -> None:
+        assert self.merger is not None
+        tick = min(0.25, self.cfg.flush_seconds / 4)
+        while not self._stop.is_set():
+            try:
+                self.merger.flush()
+            except Exception as e:  # a bug, or the disk: logged, counted, tried again
+                self.merger.stats.error(type(e).__name__)
+                self.crashed = f"{type(e).__name__}: {e}"
+                log.exception("ingest: merge pass failed")
+                self._stop.wait(1.0)
+            else:
+                self.crashed = None
+            self._stop.wait(tick)
+
+    def components(self) -> list[ComponentStats]:
+        assert self.merger is not None
+        files, rows = self.merger.waiting()
+        pending, done = self.tokens.counts()
+        with self.inbox.stats.lock:
+            self.inbox.stats.extra.update(
+                log_bytes=float(self.inbox.bytes),
+                log_files=float(files),
+                log_rows=float(rows),
+                commits=float(self.inbox.commits),
+                duplicates=float(self.inbox.duplicates),
+                tokens_pending=float(pending),
+                tokens_done=float(done),
+            )
+        with self.merger.stats.lock:
+            self.merger.stats.extra["inserts"] = float(self.merger.inserts)
+        return [self.server.stats, self.gateway.stats, self.inbox.stats, self.merger.stats]
+
+    def health(self) -> list[str]:
+        return [f"ingest merge: {self.crashed}"] if self.crashed else []
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.inbox.stop_commits()
+        self._stop.set()
+        self._thread.join(60)
+        assert self.merger is not None
+        try:
+            self.merger.flush(force=True)
+        except Exception as e:
+            log.error(
+                "ingest: last merged insert failed (%s); the log keeps it for the next start", e
+            )
+        left, rows = self.merger.waiting()
+        if left or list(self.merger.groups.glob("*.json")):
+            log.warning(
+                "ingest: stopping with %d rows in the log %s; they go at the next start",
+                rows,
+                self.cfg.spool_dir,
+            )
+        self.inbox.close()
