@@ -191,10 +191,10 @@ def activity_sql(ctx: Context, kind: str, device: str, series: list[str]) -> str
 
 __all__ = [
     "activity_sql",
-    "lead_ms",
     "aligned_sql",
     "covered_sql",
     "interval_ms",
+    "lead_ms",
     "spacing_sql",
     "stale_ms",
 ]
