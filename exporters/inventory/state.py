@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from exporters.inventory.nccl_env import PREFIXES, configmap_data, setting_facts
 from exporters.inventory.objects import (
     KEY_FIELDS,
     PROVISIONING_KEYS,
@@ -52,6 +53,7 @@ _OWNER_KIND = {
     "podgroup": "PodGroup",
     "priority_class": "PriorityClass",
     "resource_quota": "ResourceQuota",
+    "nccl_setting": "Pod",
 }
 # The key field that holds the owning object's name, per fact kind.
 _OWNER_NAME = {
@@ -65,8 +67,9 @@ _OWNER_NAME = {
     "podgroup": "podgroup",
     "priority_class": "priority_class",
     "resource_quota": "quota",
+    "nccl_setting": "pod",
 }
-_NAMESPACED = ("pod", "pod_ip_lease", "job", "podgroup", "resource_quota")
+_NAMESPACED = ("pod", "pod_ip_lease", "job", "podgroup", "resource_quota", "nccl_setting")
 _CLUSTER_SCOPED = ("Node", "HyperNode", "Namespace", "Queue", "PriorityClass")
 _META = ("cluster", "valid_from", "valid_to", "updated_at")
 _JOB_KINDS = {"Job", "PodGroup"}
@@ -191,8 +194,16 @@ class InventoryState:
         *,
         provisioning_keys: tuple[str, ...] = PROVISIONING_KEYS,
         purpose_keys: tuple[str, ...] = PURPOSE_KEYS,
+        setting_prefixes: tuple[str, ...] = PREFIXES,
     ) -> None:
         self.ledger = Ledger(clock)
+        self.setting_prefixes = setting_prefixes
+        # ConfigMaps at hand (their data resolves pods' env) and the pods whose env names one
+        # that was not: read again once it is
+        self.configmaps: dict[tuple[str, str], dict[str, str]] = {}
+        self.waiting: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
+        # whether ConfigMaps will come at all (watched, or in a dump): else no pod waits
+        self.configmaps_expected = False
         self.provisioning_keys = provisioning_keys
         self.purpose_keys = purpose_keys
         self.event_counts: dict[str, int] = {}  # event uid -> count already emitted
@@ -235,6 +246,9 @@ class InventoryState:
             if kind == "Event":
                 self._pod_event(etype, obj)
                 return
+            if kind == "ConfigMap":
+                self._configmap(etype, obj, at)
+                return
             if kind == "PodGroup":
                 self._podgroup(etype, obj, at, backdate)
                 return
@@ -247,6 +261,10 @@ class InventoryState:
                 return
             if etype == "DELETED":
                 self.ledger.delete(owner, at)
+                if kind == "Pod":
+                    for (wns, _), pods in self.waiting.items():
+                        if wns == ns:
+                            pods.pop(name, None)
                 if kind == "Job":
                     self.jobs.pop((ns, name), None)
                 if kind == "HyperNode":
@@ -278,7 +296,30 @@ class InventoryState:
         for w in self.warnings:
             self.report(w)
         self.warnings.clear()
+        if kind == "Pod":
+            facts += self._settings(obj)
         return facts
+
+    def _settings(self, pod: Mapping[str, Any]) -> list[Fact]:
+        """The pod's NCCL settings; the pod waits for each ConfigMap it names that is not at
+        hand yet (nccl_env.py)."""
+        facts, missing = setting_facts(pod, self.configmaps, self.setting_prefixes)
+        ns, name = _ns_name(pod)
+        for cm in missing if self.configmaps_expected else ():
+            self.waiting.setdefault((ns, cm), {})[name] = pod
+        return facts
+
+    def _configmap(self, etype: str, obj: Mapping[str, Any], at: int) -> None:
+        """A ConfigMap at hand resolves the env of the pods that waited for it. A change to it
+        or its deletion changes nothing of a running container's env, so nothing is re-read."""
+        key = _ns_name({**obj, "kind": "ConfigMap"})
+        if etype == "DELETED":
+            self.configmaps.pop(key, None)
+            return
+        self.configmaps[key] = configmap_data(obj)
+        for pod in self.waiting.pop(key, {}).values():
+            if ("Pod", *_ns_name(pod)) in self.ledger.owned:  # still there
+                self.event("MODIFIED", pod, at)
 
     def _podgroup(self, etype: str, obj: Mapping[str, Any], at: int, backdate: bool) -> None:
         ns, name = _ns_name(obj)
@@ -397,7 +438,8 @@ class InventoryState:
         """Objects from a dump: opened or updated, never closed by absence (a dump may be partial).
         HyperNodes on a cycle are checked across the whole dump first, so every one is skipped."""
         at = self.clock() if at is None else at
-        objs = list(objs)
+        objs = sorted(objs, key=lambda o: o.get("kind") != "ConfigMap")  # resolves pods' env
+        self.configmaps_expected |= any(o.get("kind") == "ConfigMap" for o in objs)
         bad = self._cycle_names(objs)
         for o in objs:
             if o.get("kind") == "HyperNode" and _ns_name(o)[1] in bad:
