@@ -26,6 +26,27 @@ def canonical(name: str) -> str:
     return _SQUASHED.get(re.sub(r"[^A-Z0-9]", "", s), s)
 
 
+# how NCCL_ALGO / NCCL_PROTO spell each name (NCCL's env parser matches these, case-insensitive)
+ENV_SPELLING = {
+    "TREE": "Tree",
+    "RING": "Ring",
+    "COLLNET_DIRECT": "CollnetDirect",
+    "COLLNET_CHAIN": "CollnetChain",
+    "NVLS": "NVLS",
+    "NVLS_TREE": "NVLSTree",
+    "PAT": "PAT",
+    "LL": "LL",
+    "LL128": "LL128",
+    "SIMPLE": "Simple",
+}
+
+
+def env_value(name: str) -> str:
+    """A canonical algorithm or protocol as an NCCL_ALGO / NCCL_PROTO value (`NVLS_TREE` ->
+    `NVLSTree`)."""
+    return ENV_SPELLING.get(canonical(name), name)
+
+
 def split_algo_proto(label: str) -> tuple[str, str]:
     """The Inspector's Prometheus `algo_proto` label (`Ring_ll`, `NVLS_TREE_SIMPLE`,
     `unknown_unknown`) as (algorithm, protocol), both canonical; '' for an unknown part."""
@@ -61,4 +82,13 @@ def forced_by(value: str, name: str) -> bool:
     return (canonical(name) not in names) if exclude else (canonical(name) in names)
 
 
-__all__ = ["ALGORITHMS", "PROTOCOLS", "canonical", "forced_by", "setting_names", "split_algo_proto"]
+__all__ = [
+    "ALGORITHMS",
+    "ENV_SPELLING",
+    "PROTOCOLS",
+    "canonical",
+    "env_value",
+    "forced_by",
+    "setting_names",
+    "split_algo_proto",
+]
