@@ -398,7 +398,7 @@ class Simulation:
                     {
                         "namespace": p.namespace,
                         "pod": p.name,
-                        "container": "trainer",
+                        "container": "worker",
                         "name": k,
                         "value": v,
                         "source": "value",

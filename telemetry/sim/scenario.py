@@ -44,6 +44,11 @@ FaultKind = Literal[
     "collection_gap",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
+# kinds whose `target` names a server, NIC, GPU, switch or port (not a job, pod or queue)
+DEVICE_TARGETED = frozenset(
+    {"ecmp_collision", "pfc_storm", "link_flap", "nic_pcie_stall", "gpu_throttle", "gpu_xid",
+     "gpu_lost", "collection_gap"}
+)  # fmt: skip
 
 
 # No scenario simulates more servers than this (the largest IDC: 1024 SUs x 128 servers); a job or
@@ -326,6 +331,11 @@ class Scenario(_M):
                     n = min(n, per)
                 j["nodes"] = n
             data["random_jobs"]["count"] = round(data["random_jobs"]["count"] * factor)
+            # a server, NIC, GPU or port named as a target belongs to the fabric of the
+            # scenario's own size: on the rebuilt one the seed picks again (jobs keep their names)
+            for f in data["faults"]:
+                if f["kind"] in DEVICE_TARGETED:
+                    f["target"] = None
         try:
             return Scenario.model_validate(data)
         except ValidationError as e:
