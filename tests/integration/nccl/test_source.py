@@ -299,5 +299,5 @@ def test_v42_capture_into_the_store_and_metrics(tmp_path: Path) -> None:
     ), q.stderr
     r = cli("--from", str(cap / "gpu-node-2-pid2001.log"), "--output", "prom")
     assert r.returncode == 0, r.stderr
-    ring = [ln for ln in r.stdout.splitlines() if 'coll_sn' not in ln and "LL128" in ln]
+    ring = [ln for ln in r.stdout.splitlines() if "coll_sn" not in ln and "LL128" in ln]
     assert ring and all('algorithm="RING"' in ln for ln in ring), r.stdout[:2000]
