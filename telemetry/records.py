@@ -1348,7 +1348,8 @@ COLLECTIVE_SAMPLE = _register(
                 "channels",
                 "u16",
                 "Channels it ran on (coll_n_channels, else the verbose "
-                "trace's distinct channels); 0 when not known.",
+                "trace's distinct channels); null when not known.",
+                nullable=True,
             ),
             _f("comm_name", "lstr", "Communicator name (header.comm_name, v4.2); '' unknown."),
         ),

@@ -62,7 +62,7 @@ COLUMNS = (
     "format_version",
     "algorithm",  # coll_algo (v4.2) / the Prom algo_proto label, canonical; '' not given
     "protocol",  # coll_proto / algo_proto
-    "channels",  # coll_n_channels, else the verbose trace's distinct channel ids; 0 unknown
+    "channels",  # coll_n_channels, else the verbose trace's distinct channel ids; None unknown
     "comm_name",  # header.comm_name (v4.2); '' not given
 )
 
@@ -148,18 +148,18 @@ def _not_a_collective(doc: dict[str, Any], rows: Rows) -> bool:
     return False
 
 
-def _channels(p: dict[str, Any]) -> int:
+def _channels(p: dict[str, Any]) -> int | None:
     """coll_n_channels when the record gives it, else the number of distinct channels its verbose
-    kernel events ran on, else 0 (not known)."""
+    kernel events ran on, else None (not known)."""
     n = p.get("coll_n_channels")
     if n is not None:
         return _uint(n, 0xFFFF)
     trace = p.get("event_trace_sn")
     events = trace.get("kernel_events") if type(trace) is dict else None
     if type(events) is not list:
-        return 0
-    ids = {e.get("channel_id") for e in events if type(e) is dict}
-    return min(len(ids - {None}), 0xFFFF)
+        return None
+    ids = {e.get("channel_id") for e in events if type(e) is dict} - {None}
+    return min(len(ids), 0xFFFF) if ids else None
 
 
 def parse_json_line(line: str | bytes, rows: Rows) -> None:
@@ -262,7 +262,7 @@ def parse_json_lines(lines: Iterable[str | bytes], rows: Rows | None = None) -> 
                 and (0 <= us < inf and 0 <= algo < inf and 0 <= bus < inf)  # NaN fails
             ):
                 raise ValueError
-            ch = _channels(p) if "coll_n_channels" in p or "event_trace_sn" in p else 0
+            ch = _channels(p) if "coll_n_channels" in p or "event_trace_sn" in p else None
         except Exception:  # the slow path names what is wrong (or skips a blank line)
             parse_json_line(line, rows)
             continue
@@ -418,7 +418,7 @@ def _prom_row(
         lab.get("gpu_device_id", ""),
         "prom",
         *_prom_algo_proto(lab),
-        _int_label(lab.get("coll_n_channels", "0"), 0xFFFF),
+        _int_label(lab["coll_n_channels"], 0xFFFF) if "coll_n_channels" in lab else None,
         lab.get("comm_name", ""),
     )
 

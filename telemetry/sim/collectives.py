@@ -145,7 +145,7 @@ class CollectiveColumns:
                     "format_version": pa.array(["v4.2"] * n, pa.string()),
                     "algorithm": pa.array([ch.algorithm] * n, pa.string()),
                     "protocol": pa.array([ch.protocol] * n, pa.string()),
-                    "channels": np.zeros(n, np.uint16),
+                    "channels": pa.nulls(n, pa.uint16()),
                     "comm_name": pa.array([""] * n, pa.string()),
                     **{c: st[c] for c in ("node", "namespace", "pod", "pod_uid", "job")},
                     **{c: st[c] for c in ("comm_id", "rank", "gpu", "pid")},

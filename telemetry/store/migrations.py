@@ -1938,7 +1938,7 @@ MIGRATION_17_COLUMNS: tuple[tuple[str, str, str], ...] = (
     (
         "collective_samples",
         "ADD",
-        "`channels` UInt16 COMMENT 'Channels it ran on (coll_n_channels, else the verbose trace\\'s distinct channels); 0 when not known.' AFTER `protocol`",
+        "`channels` Nullable(UInt16) CODEC(ZSTD(1)) COMMENT 'Channels it ran on (coll_n_channels, else the verbose trace\\'s distinct channels); null when not known.' AFTER `protocol`",
     ),
     (
         "collective_samples",

@@ -257,7 +257,7 @@ def test_cli_from_output_and_store(tmp_path: Path) -> None:
 def test_v42_capture_into_the_store_and_metrics(tmp_path: Path) -> None:
     """A v4.2 capture (coll_algo / coll_proto, a textfile's algo_proto label) and a v4.0 one in
     one directory: stored value for value (algorithm, protocol, channels, communicator name; ''
-    and 0 for the v4.0 lines), and /metrics carries algorithm and protocol as labels."""
+    and null channels for the v4.0 lines), and /metrics carries algorithm and protocol as labels."""
     cap = tmp_path / "cap"
     cap.mkdir()
     for sub in ("inspector-json-v4.2", "inspector-prom-algo", "inspector-json"):
@@ -286,15 +286,15 @@ def test_v42_capture_into_the_store_and_metrics(tmp_path: Path) -> None:
     )
     assert q.stdout.strip() == str(
         [
-            ("prom", "RING", "SIMPLE", 0, "DP Group 0", 1),
-            ("v4.0", "", "", 0, "", 6),
+            ("prom", "RING", "SIMPLE", None, "DP Group 0", 1),
             ("v4.0", "", "", 1, "", 1),
-            ("v4.2", "NVLS_TREE", "SIMPLE", 0, "DP Group 0", 2),
+            ("v4.0", "", "", None, "", 6),
             ("v4.2", "NVLS_TREE", "SIMPLE", 16, "DP Group 0", 1),
-            ("v4.2", "RING", "LL128", 0, "DP Group 0", 1),
-            ("v4.2", "RING", "SIMPLE", 0, "DP Group 0", 1),
+            ("v4.2", "NVLS_TREE", "SIMPLE", None, "DP Group 0", 2),
+            ("v4.2", "RING", "LL128", None, "DP Group 0", 1),
             ("v4.2", "RING", "SIMPLE", 4, "DP Group 0", 1),
-            ("v4.2", "TREE", "LL", 0, "DP Group 0", 1),
+            ("v4.2", "RING", "SIMPLE", None, "DP Group 0", 1),
+            ("v4.2", "TREE", "LL", None, "DP Group 0", 1),
         ]
     ), q.stderr
     r = cli("--from", str(cap / "gpu-node-2-pid2001.log"), "--output", "prom")

@@ -39,7 +39,7 @@ ROW0 = {
     # v4.0 says nothing of how the collective ran
     "algorithm": "",
     "protocol": "",
-    "channels": 0,
+    "channels": None,
     "comm_name": "",
 }
 SEEDS = [ln for f in JSON_FILES for ln in f.read_text().splitlines() if ln.strip()]
@@ -226,11 +226,11 @@ def test_v42_capture_reads_algorithm_protocol_and_channels_value_for_value() -> 
         for r in (rows.row(i) for i in range(len(rows)))
     ]
     assert got == [
-        (500, "NVLS_TREE", "SIMPLE", 0, 1 << 30),
-        (501, "NVLS_TREE", "SIMPLE", 0, 1 << 30),
-        (502, "RING", "SIMPLE", 0, 1 << 30),
-        (503, "RING", "LL128", 0, 32 << 20),
-        (504, "TREE", "LL", 0, 512 << 10),
+        (500, "NVLS_TREE", "SIMPLE", None, 1 << 30),
+        (501, "NVLS_TREE", "SIMPLE", None, 1 << 30),
+        (502, "RING", "SIMPLE", None, 1 << 30),
+        (503, "RING", "LL128", None, 32 << 20),
+        (504, "TREE", "LL", None, 512 << 10),
         (505, "RING", "SIMPLE", 4, 1 << 30),
         (506, "NVLS_TREE", "SIMPLE", 16, 1 << 30),
     ]
