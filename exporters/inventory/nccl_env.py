@@ -161,4 +161,40 @@ def setting_facts(
     return facts, missing
 
 
-__all__ = ["PREFIXES", "configmap_data", "is_setting", "setting_facts", "settings"]
+class Settings:
+    """The inventory's side of pods' NCCL settings: the ConfigMaps at hand, and the pods whose
+    env named one that was not (read again once it is). Pods wait only when ConfigMaps will come
+    at all (`expected`: watched, or in a dump), so a cluster without them keeps none in memory."""
+
+    def __init__(self, prefixes: tuple[str, ...] = PREFIXES) -> None:
+        self.prefixes = prefixes
+        self.configmaps: dict[tuple[str, str], dict[str, str]] = {}
+        self.waiting: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
+        self.expected = False
+
+    def facts(self, pod: Mapping[str, Any], ns: str, name: str) -> list[Fact]:
+        facts, missing = setting_facts(pod, self.configmaps, self.prefixes)
+        for cm in missing if self.expected else ():
+            self.waiting.setdefault((ns, cm), {})[name] = pod
+        return facts
+
+    def configmap(self, etype: str, key: tuple[str, str], obj: Mapping[str, Any]) -> list[Any]:
+        """A ConfigMap event; returns the pods that waited for it (to be read again). A change
+        to it or its deletion changes nothing of a running container's env."""
+        if etype == "DELETED":
+            self.configmaps.pop(key, None)
+            return []
+        self.configmaps[key] = configmap_data(obj)
+        return list(self.waiting.pop(key, {}).values())
+
+    def pod_gone(self, ns: str, name: str) -> None:
+        for (wns, _), pods in self.waiting.items():
+            if wns == ns:
+                pods.pop(name, None)
+
+    def listed(self, keys: set[tuple[str, str]]) -> None:
+        """A full list of ConfigMaps: the ones no longer listed are gone."""
+        self.configmaps = {k: v for k, v in self.configmaps.items() if k in keys}
+
+
+__all__ = ["PREFIXES", "Settings", "configmap_data", "is_setting", "setting_facts", "settings"]

@@ -75,7 +75,7 @@ class InventorySource(BaseSource):
             setting_prefixes=tuple(self.cfg.setting_prefixes),
         )
         self.state.watched = set(self.cfg.resources)
-        self.state.configmaps_expected = "ConfigMap" in self.cfg.resources
+        self.state.settings.expected = "ConfigMap" in self.cfg.resources
         self.lock = threading.Lock()
         self._seeded = False
         self._thread: threading.Thread | None = None

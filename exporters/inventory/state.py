@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from exporters.inventory.nccl_env import PREFIXES, configmap_data, setting_facts
+from exporters.inventory.nccl_env import PREFIXES, Settings
 from exporters.inventory.objects import (
     KEY_FIELDS,
     PROVISIONING_KEYS,
@@ -197,13 +197,7 @@ class InventoryState:
         setting_prefixes: tuple[str, ...] = PREFIXES,
     ) -> None:
         self.ledger = Ledger(clock)
-        self.setting_prefixes = setting_prefixes
-        # ConfigMaps at hand (their data resolves pods' env) and the pods whose env names one
-        # that was not: read again once it is
-        self.configmaps: dict[tuple[str, str], dict[str, str]] = {}
-        self.waiting: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
-        # whether ConfigMaps will come at all (watched, or in a dump): else no pod waits
-        self.configmaps_expected = False
+        self.settings = Settings(setting_prefixes)  # pods' NCCL settings (nccl_env.py)
         self.provisioning_keys = provisioning_keys
         self.purpose_keys = purpose_keys
         self.event_counts: dict[str, int] = {}  # event uid -> count already emitted
@@ -262,9 +256,7 @@ class InventoryState:
             if etype == "DELETED":
                 self.ledger.delete(owner, at)
                 if kind == "Pod":
-                    for (wns, _), pods in self.waiting.items():
-                        if wns == ns:
-                            pods.pop(name, None)
+                    self.settings.pod_gone(ns, name)
                 if kind == "Job":
                     self.jobs.pop((ns, name), None)
                 if kind == "HyperNode":
@@ -297,27 +289,12 @@ class InventoryState:
             self.report(w)
         self.warnings.clear()
         if kind == "Pod":
-            facts += self._settings(obj)
-        return facts
-
-    def _settings(self, pod: Mapping[str, Any]) -> list[Fact]:
-        """The pod's NCCL settings; the pod waits for each ConfigMap it names that is not at
-        hand yet (nccl_env.py)."""
-        facts, missing = setting_facts(pod, self.configmaps, self.setting_prefixes)
-        ns, name = _ns_name(pod)
-        for cm in missing if self.configmaps_expected else ():
-            self.waiting.setdefault((ns, cm), {})[name] = pod
+            facts += self.settings.facts(obj, *_ns_name(obj))
         return facts
 
     def _configmap(self, etype: str, obj: Mapping[str, Any], at: int) -> None:
-        """A ConfigMap at hand resolves the env of the pods that waited for it. A change to it
-        or its deletion changes nothing of a running container's env, so nothing is re-read."""
-        key = _ns_name({**obj, "kind": "ConfigMap"})
-        if etype == "DELETED":
-            self.configmaps.pop(key, None)
-            return
-        self.configmaps[key] = configmap_data(obj)
-        for pod in self.waiting.pop(key, {}).values():
+        """A ConfigMap at hand resolves the env of the pods that waited for it."""
+        for pod in self.settings.configmap(etype, _ns_name(obj), obj):
             if ("Pod", *_ns_name(pod)) in self.ledger.owned:  # still there
                 self.event("MODIFIED", pod, at)
 
@@ -424,6 +401,8 @@ class InventoryState:
                     },
                     at,
                 )
+        if api_kind == "ConfigMap":  # ones no longer listed are gone (nothing else to close)
+            self.settings.listed({o[1:] for o in seen})
         for owner in self.ledger.owners(api_kind) - seen:
             gone = {"kind": api_kind, "metadata": {"namespace": owner[1], "name": owner[2]}}
             if api_kind == "Job":  # only Volcano Jobs are owners
@@ -439,7 +418,7 @@ class InventoryState:
         HyperNodes on a cycle are checked across the whole dump first, so every one is skipped."""
         at = self.clock() if at is None else at
         objs = sorted(objs, key=lambda o: o.get("kind") != "ConfigMap")  # resolves pods' env
-        self.configmaps_expected |= any(o.get("kind") == "ConfigMap" for o in objs)
+        self.settings.expected |= any(o.get("kind") == "ConfigMap" for o in objs)
         bad = self._cycle_names(objs)
         for o in objs:
             if o.get("kind") == "HyperNode" and _ns_name(o)[1] in bad:

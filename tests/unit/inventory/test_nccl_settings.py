@@ -86,7 +86,7 @@ def test_a_configmap_that_arrives_later_resolves_the_waiting_pod() -> None:
     resolved when the ConfigMap arrives (its row versioned from then); a later change of the
     ConfigMap changes nothing (a running container keeps the env it started with)."""
     s = InventoryState(lambda: 0)
-    s.configmaps_expected = True
+    s.settings.expected = True
     s.event("ADDED", trainer("w-0", ENV[2:3]), 1_000)
     first = settings(s.drain_rows())
     assert first[("trainer", "NCCL_IB_HCA")][:2] == ("", "configmap_unresolved")
@@ -114,4 +114,4 @@ def test_no_waiting_when_configmaps_never_come() -> None:
     """Without ConfigMaps watched (the default), a pod naming one is not kept in memory."""
     s = InventoryState(lambda: 0)
     s.event("ADDED", trainer("w-0", ENV[2:3]), 1_000)
-    assert s.waiting == {}
+    assert s.settings.waiting == {}
