@@ -176,16 +176,21 @@ def job_report(
         collectives(ctx, ns, name),
         communicators(ctx, ns, name),
         settings(ctx, ns, name),
-        _remediations(related),
+        _remediations(related, job),
     )
 
 
-def _remediations(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What to do about each finding on the job and its path, critical first, one line per
-    distinct remediation (two ends of a flapping link need one)."""
+def _remediations(findings: list[dict[str, Any]], job: str) -> list[dict[str, Any]]:
+    """What to do about each finding on the job and its path: critical first, then the job's
+    own (its settings, its placement) before its path's; one line per distinct remediation."""
     rank = {"critical": 0, "warning": 1, "info": 2}
+
+    def order(f: dict[str, Any]) -> tuple[Any, ...]:
+        own = f["subject"] == job or f["subject"].startswith(job + "/")
+        return (rank.get(f["severity"], 3), not own, f["kind"], f["subject"])
+
     out: dict[str, dict[str, Any]] = {}
-    for f in sorted(findings, key=lambda f: (rank.get(f["severity"], 3), f["kind"], f["subject"])):
+    for f in sorted(findings, key=order):
         text = remediation(f["kind"], f["subject_type"], f["subject"], f["evidence"] or {})
         if text and text not in out:
             out[text] = {"kind": f["kind"], "subject": f["subject"], "severity": f["severity"],
