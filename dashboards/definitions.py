@@ -185,7 +185,8 @@ def overview() -> g.Dashboard:
             table(
                 "Incidents (findings grouped by root cause)",
                 f"SELECT severity, state, root_kind, root_subject, findings, jobs, tenants, "
-                f"round(gpu_hours, 1) AS gpu_hours, first_seen, last_seen, summary, incident_id "
+                f"round(gpu_hours, 1) AS gpu_hours, first_seen, last_seen, summary, remediation, "
+                f"runbook, incident_id "
                 f"FROM {tbl('incident', final=True)} WHERE {FINDINGS_IN_RANGE} AND merged_into = '' "
                 "ORDER BY state = 'open' DESC, severity = 'critical' DESC, last_seen DESC LIMIT 200",
                 h=10,
@@ -326,6 +327,33 @@ LIMIT 100"""
                 "the findings on the job, its nodes and the fabric ports its traffic took "
                 "(collective_slowdown / collective_straggler among them) are drawn as regions "
                 "and listed in the table below (`railscope nccl`, docs/nccl.md).",
+            ),
+            ts(
+                "Bus bandwidth by algorithm and protocol (NCCL Inspector)",
+                "SELECT $__timeInterval(ts) AS time, concat(collective, ' ', msg_size_bucket, ' ', "
+                "if(algorithm = '', 'algorithm not reported', concat(algorithm, '/', protocol))) "
+                "AS how, median(bus_bandwidth_gbs) AS bus_bandwidth "
+                f"FROM {tbl('collective_sample')} WHERE {CLUSTER} AND $__timeFilter(ts) "
+                f"AND {one.format(ns='namespace', job='job')} "
+                "GROUP BY time, how ORDER BY time, how",
+                unit="GBs",
+                w=16,
+                description="Median over the job's ranks per collective, size, and the NCCL "
+                "algorithm/protocol it ran with (Inspector v4.2 coll_algo / coll_proto; older "
+                "captures say none). A forced algorithm that reaches well below another at the "
+                "same shape is a collective_algorithm_underperforms finding (docs/nccl.md).",
+            ),
+            table(
+                "NCCL settings of the job's pods",
+                f"SELECT name, value, source, ref, uniqExact(pod) AS pods "
+                f"FROM {tbl('nccl_setting', final=True)} "
+                f"WHERE {CLUSTER} AND {one.format(ns='namespace', job='job')} "
+                "AND valid_from <= $__toTime AND (valid_to IS NULL OR valid_to >= $__fromTime) "
+                "GROUP BY name, value, source, ref ORDER BY name, pods DESC",
+                w=8,
+                description="NCCL_* environment variables of the pods' containers as the "
+                "inventory read them (ConfigMap values resolved where the ConfigMap was at hand; "
+                "secrets are never stored).",
             ),
             table(
                 "Findings on the job, its pods, its nodes and its path",

@@ -263,7 +263,11 @@ class AlertmanagerConfig(_Model):
         default_factory=dict,
         description="tenant -> `team` label: each tenant's incidents route to its own receiver.",
     )
-    runbook_url: str = Field("docs/incidents.md#{kind}", description="Template: {kind} {id}.")
+    runbook_url: str = Field(
+        "{runbook}",
+        description="Template: {runbook} (the root kind's section of the runbooks page, "
+        "docs/runbooks.md#KIND; prefix it with where the docs are served) {kind} {id}.",
+    )
     report_url: str | None = Field(
         None, description="Template for the report link: {id} {kind} {subject} {cluster}."
     )
@@ -281,7 +285,7 @@ class AlertmanagerConfig(_Model):
         for key in ("runbook_url", "report_url"):
             tmpl = getattr(self, key)
             try:
-                (tmpl or "").format(id="i", kind="k", subject="s", cluster="c")
+                (tmpl or "").format(id="i", kind="k", subject="s", cluster="c", runbook="r")
             except (KeyError, IndexError, ValueError) as e:
                 raise ValueError(f"{key}: bad template {tmpl!r} ({e})") from None
         return self

@@ -1338,6 +1338,20 @@ COLLECTIVE_SAMPLE = _register(
             ),
             _f("timing_source", "lstr", "coll_timing_source (kernel_gpu, ...)."),
             _f("format_version", "lstr", "Inspector format version (v4.0), or 'prom'."),
+            label(
+                "algorithm",
+                "NCCL algorithm it ran with (coll_algo: RING, TREE, NVLS, NVLS_TREE, PAT, "
+                "COLLNET_DIRECT, COLLNET_CHAIN); '' when the Inspector does not say (before v4.2).",
+            ),
+            label("protocol", "NCCL protocol it ran with (coll_proto: LL, LL128, SIMPLE); ''."),
+            _f(
+                "channels",
+                "u16",
+                "Channels it ran on (coll_n_channels, else the verbose "
+                "trace's distinct channels); null when not known.",
+                nullable=True,
+            ),
+            _f("comm_name", "lstr", "Communicator name (header.comm_name, v4.2); '' unknown."),
         ),
         order_by=("cluster", "job", "comm_id", "collective", "ts"),
         ttl_days=30,
@@ -1361,6 +1375,28 @@ POD = _register(
         _f("priority_class", "lstr", "spec.priorityClassName."),
         _f("podgroup", "lstr", "Volcano PodGroup (scheduling.k8s.io/group-name annotation)."),
         _f("gpu_model", "lstr", "nvidia.com/gpu.product the pod's nodeSelector requires, '' any."),
+    )
+)
+
+NCCL_SETTING = _register(
+    _inventory(
+        "nccl_setting",
+        "An NCCL setting (an NCCL_* environment variable) of a pod's container over time, as "
+        "its spec gives it; secrets are never stored.",
+        ("namespace", "pod", "container", "name"),
+        label("namespace", "Namespace = tenant."),
+        label("pod", "Pod name."),
+        _f("container", "lstr", "Container of the pod (init containers included)."),
+        _f("name", "lstr", "Variable name (NCCL_ALGO, NCCL_IB_QPS_PER_CONNECTION, ...)."),
+        _f("value", "str", "Its value; '' when it comes from an object not at hand (see source)."),
+        _f("source", "lstr", "value | configmap | configmap_unresolved | field | resource."),
+        _f(
+            "ref",
+            "str",
+            "Where a value not written in the spec comes from (configmap NAME "
+            "key KEY, fieldRef PATH, resourceFieldRef RESOURCE); '' for a literal.",
+        ),
+        _f("job", "lstr", "Volcano job of the pod (volcano.sh/job-name), '' none."),
     )
 )
 
@@ -1635,6 +1671,13 @@ INCIDENT = _register(
             _f("root_subject_type", "lstr", "Subject type of the root finding."),
             _f("root_subject", "str", "Subject of the root finding."),
             _f("summary", "str", "Summary of the root finding and what else it explains."),
+            _f(
+                "remediation",
+                "str",
+                "What to do about it: the root kind's remediation "
+                "(telemetry/correlate/remediation.yaml) filled with the root finding's values.",
+            ),
+            _f("runbook", "str", "The docs page of the root kind (docs/PAGE.md#kind)."),
             _f("findings", "u32", "Member findings (root included)."),
             _f("kinds", "str", "JSON list: kinds of the member findings."),
             _f("jobs", "str", "JSON list of namespace/job affected."),

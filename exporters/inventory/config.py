@@ -30,7 +30,14 @@ class InventoryConfig(SourceConfig):
             "ResourceQuota",
             "Event",
         ],
-        description="API kinds to list+watch (Event: pod preemptions and evictions only)",
+        description="API kinds to list+watch (Event: pod preemptions and evictions only; add "
+        "ConfigMap to resolve pods' NCCL settings taken from ConfigMaps, which needs "
+        "get/list/watch on configmaps)",
+    )
+    setting_prefixes: list[str] = Field(
+        default_factory=lambda: ["NCCL_"],
+        description="environment variable prefixes of pods' containers stored as NCCL settings "
+        "(nccl_settings); values from Secrets, and names that look like secrets, never are",
     )
     provisioning_keys: list[str] = Field(
         default_factory=lambda: ["railscope.io/provisioning"],

@@ -59,6 +59,7 @@ KEY_FIELDS: dict[str, tuple[str, ...]] = {
     "podgroup": ("namespace", "podgroup"),
     "priority_class": ("priority_class",),
     "resource_quota": ("namespace", "quota"),
+    "nccl_setting": ("namespace", "pod", "container", "name"),
 }
 GPU = "nvidia.com/gpu"
 GPU_PRODUCT = "nvidia.com/gpu.product"  # GPU Feature Discovery's model label

@@ -74,8 +74,10 @@ class InventorySource(BaseSource):
             clock,
             provisioning_keys=tuple(self.cfg.provisioning_keys),
             purpose_keys=tuple(self.cfg.purpose_keys),
+            setting_prefixes=tuple(self.cfg.setting_prefixes),
         )
         self.state.watched = set(self.cfg.resources)
+        self.state.settings.expected = "ConfigMap" in self.cfg.resources
         self.lock = threading.Lock()
         self._seeded = False
         self._told_undated = False

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from exporters.inventory.nccl_env import PREFIXES, Settings
 from exporters.inventory.objects import (
     KEY_FIELDS,
     PROVISIONING_KEYS,
@@ -53,6 +54,7 @@ _OWNER_KIND = {
     "podgroup": "PodGroup",
     "priority_class": "PriorityClass",
     "resource_quota": "ResourceQuota",
+    "nccl_setting": "Pod",
 }
 # The key field that holds the owning object's name, per fact kind.
 _OWNER_NAME = {
@@ -66,8 +68,9 @@ _OWNER_NAME = {
     "podgroup": "podgroup",
     "priority_class": "priority_class",
     "resource_quota": "quota",
+    "nccl_setting": "pod",
 }
-_NAMESPACED = ("pod", "pod_ip_lease", "job", "podgroup", "resource_quota")
+_NAMESPACED = ("pod", "pod_ip_lease", "job", "podgroup", "resource_quota", "nccl_setting")
 _CLUSTER_SCOPED = ("Node", "HyperNode", "Namespace", "Queue", "PriorityClass")
 _META = ("cluster", "valid_from", "valid_to", "updated_at")
 _JOB_KINDS = {"Job", "PodGroup"}
@@ -192,8 +195,10 @@ class InventoryState:
         *,
         provisioning_keys: tuple[str, ...] = PROVISIONING_KEYS,
         purpose_keys: tuple[str, ...] = PURPOSE_KEYS,
+        setting_prefixes: tuple[str, ...] = PREFIXES,
     ) -> None:
         self.ledger = Ledger(clock)
+        self.settings = Settings(setting_prefixes)  # pods' NCCL settings (nccl_env.py)
         self.provisioning_keys = provisioning_keys
         self.purpose_keys = purpose_keys
         self.event_counts: dict[str, int] = {}  # event uid -> count already emitted
@@ -236,6 +241,9 @@ class InventoryState:
             if kind == "Event":
                 self._pod_event(etype, obj)
                 return
+            if kind == "ConfigMap":
+                self._configmap(etype, obj, at)
+                return
             if kind == "PodGroup":
                 self._podgroup(etype, obj, at, backdate)
                 return
@@ -248,6 +256,8 @@ class InventoryState:
                 return
             if etype == "DELETED":
                 self.ledger.delete(owner, at)
+                if kind == "Pod":
+                    self.settings.pod_gone(ns, name)
                 if kind == "Job":
                     self.jobs.pop((ns, name), None)
                 if kind == "HyperNode":
@@ -279,7 +289,15 @@ class InventoryState:
         for w in self.warnings:
             self.report(w)
         self.warnings.clear()
+        if kind == "Pod":
+            facts += self.settings.facts(obj, *_ns_name(obj))
         return facts
+
+    def _configmap(self, etype: str, obj: Mapping[str, Any], at: int) -> None:
+        """A ConfigMap at hand resolves the env of the pods that waited for it."""
+        for pod in self.settings.configmap(etype, _ns_name(obj), obj):
+            if ("Pod", *_ns_name(pod)) in self.ledger.owned:  # still there
+                self.event("MODIFIED", pod, at)
 
     def _podgroup(self, etype: str, obj: Mapping[str, Any], at: int, backdate: bool) -> None:
         ns, name = _ns_name(obj)
@@ -384,6 +402,8 @@ class InventoryState:
                     },
                     at,
                 )
+        if api_kind == "ConfigMap":  # ones no longer listed are gone (nothing else to close)
+            self.settings.listed({o[1:] for o in seen})
         for owner in self.ledger.owners(api_kind) - seen:
             gone = {"kind": api_kind, "metadata": {"namespace": owner[1], "name": owner[2]}}
             if api_kind == "Job":  # only Volcano Jobs are owners
@@ -413,7 +433,8 @@ class InventoryState:
         loads each step): such objects start when loaded, as a watch sees them appear. Returns
         which objects were dated so, and when."""
         at = self.clock() if at is None else at
-        objs = list(objs)
+        objs = sorted(objs, key=lambda o: o.get("kind") != "ConfigMap")  # resolves pods' env
+        self.settings.expected |= any(o.get("kind") == "ConfigMap" for o in objs)
         bad = self._cycle_names(objs)
         undated = capture_time(objs, captured_ms) if date_undated else Undated((), None, "")
         for o in objs:

@@ -1,5 +1,6 @@
 """List+watch of Namespaces, Pods, Nodes, HyperNodes, Volcano Jobs, PodGroups and Queues,
-PriorityClasses, ResourceQuotas and pod Events through kubernetes-asyncio.
+PriorityClasses, ResourceQuotas, pod Events and (when configured) ConfigMaps through
+kubernetes-asyncio.
 
 Reads the Kubernetes API (kubeconfig or in-cluster service account) and feeds `InventoryState`.
 Watch semantics: resume from the last resourceVersion (bookmarks included) after a dropped
@@ -49,6 +50,7 @@ class Resource:
 RESOURCES: tuple[Resource, ...] = (
     Resource("Namespace", "/api/v1/namespaces"),
     Resource("Node", "/api/v1/nodes"),
+    Resource("ConfigMap", "/api/v1/configmaps"),  # opt-in: resolves pods' NCCL settings
     Resource("Pod", "/api/v1/pods"),
     Resource("HyperNode", "/apis/topology.volcano.sh/v1alpha1/hypernodes"),
     Resource("Job", "/apis/batch.volcano.sh/v1alpha1/jobs"),

@@ -18,11 +18,14 @@ from typing import Any
 
 import orjson
 
+from telemetry.nccl import canonical, split_algo_proto
+
 # Format versions whose fields this parser knows (`metadata.inspector_output_format_version`):
 # v4.0; v4.1 adds a per-dump `dump_stats` record (no collective: its ring-buffer drops are
-# counted, `Rows.inspector_dropped`); v4.2 adds fields (coll_algo, coll_proto, comm_name). Any
-# v4.N is read for the fields v4.0 has (minor versions add, they do not change); another major
-# version is refused line by line (`unknown_version`).
+# counted, `Rows.inspector_dropped`); v4.2 adds coll_algo, coll_proto and header.comm_name, read
+# when present (and coll_n_channels, which some Inspector builds add). Any v4.N is read for the
+# fields v4.0 has (minor versions add, they do not change); another major version is refused line
+# by line (`unknown_version`).
 KNOWN_VERSIONS = frozenset({"v4.0", "v4.1", "v4.2"})
 _SAME_MAJOR = re.compile(r"v4\.\d{1,4}")
 # The bounded `reason` values a line is counted under when it gives no row.
@@ -57,6 +60,10 @@ COLUMNS = (
     "bus_bandwidth_gbs",
     "gpu",  # the Prom format's gpu_device_id; '' from JSON (attribution fills it)
     "format_version",
+    "algorithm",  # coll_algo (v4.2) / the Prom algo_proto label, canonical; '' not given
+    "protocol",  # coll_proto / algo_proto
+    "channels",  # coll_n_channels, else the verbose trace's distinct channel ids; None unknown
+    "comm_name",  # header.comm_name (v4.2); '' not given
 )
 
 
@@ -141,6 +148,20 @@ def _not_a_collective(doc: dict[str, Any], rows: Rows) -> bool:
     return False
 
 
+def _channels(p: dict[str, Any]) -> int | None:
+    """coll_n_channels when the record gives it, else the number of distinct channels its verbose
+    kernel events ran on, else None (not known)."""
+    n = p.get("coll_n_channels")
+    if n is not None:
+        return _uint(n, 0xFFFF)
+    trace = p.get("event_trace_sn")
+    events = trace.get("kernel_events") if type(trace) is dict else None
+    if type(events) is not list:
+        return None
+    ids = {e.get("channel_id") for e in events if type(e) is dict} - {None}
+    return min(len(ids), 0xFFFF) if ids else None
+
+
 def parse_json_line(line: str | bytes, rows: Rows) -> None:
     """One Inspector JSON line into `rows` (a blank line is skipped, a record that is not a
     collective counted in `rows.skipped`, anything else bad counted under its reason)."""
@@ -187,6 +208,10 @@ def parse_json_line(line: str | bytes, rows: Rows) -> None:
                 _num(p["coll_busbw_gbs"]),
                 "",
                 version,
+                canonical(_str(p.get("coll_algo", ""))),
+                canonical(_str(p.get("coll_proto", ""))),
+                _channels(p),
+                _str(h.get("comm_name", "")),
             )
         except (KeyError, TypeError):  # absent, or a container that is not an object
             raise _Bad("missing_field") from None
@@ -218,11 +243,17 @@ def parse_json_lines(lines: Iterable[str | bytes], rows: Rows | None = None) -> 
             coll, sn, size = p["coll"], p["coll_sn"], p["coll_msg_size_bytes"]
             us, algo, bus = p["coll_exec_time_us"], p["coll_algobw_gbs"], p["coll_busbw_gbs"]
             src = p.get("coll_timing_source", "")
+            alg, proto, name = (
+                p.get("coll_algo", ""),
+                p.get("coll_proto", ""),
+                h.get("comm_name", ""),
+            )
             if not (
                 (v in versions or known_version(v))
                 and type(ts) is type(sn) is type(size) is type(pid) is type(rank) is int
                 and type(nr) is type(nn) is int
                 and type(host) is type(cid) is type(coll) is type(src) is str
+                and type(alg) is type(proto) is type(name) is str
                 and type(us) in _NUMBER
                 and type(algo) in _NUMBER
                 and type(bus) in _NUMBER
@@ -231,6 +262,7 @@ def parse_json_lines(lines: Iterable[str | bytes], rows: Rows | None = None) -> 
                 and (0 <= us < inf and 0 <= algo < inf and 0 <= bus < inf)  # NaN fails
             ):
                 raise ValueError
+            ch = _channels(p) if "coll_n_channels" in p or "event_trace_sn" in p else None
         except Exception:  # the slow path names what is wrong (or skips a blank line)
             parse_json_line(line, rows)
             continue
@@ -238,6 +270,7 @@ def parse_json_lines(lines: Iterable[str | bytes], rows: Rows | None = None) -> 
             (
                 ts // 1000, host, pid, cid, rank, nr, nn, coll, sn, size,
                 float(us), src, float(algo), float(bus), "", v,
+                canonical(alg) if alg else "", canonical(proto) if proto else "", ch, name,
             )
         )  # fmt: skip
     return rows
@@ -384,7 +417,18 @@ def _prom_row(
         _num(r["bus_bandwidth_gbs"]),
         lab.get("gpu_device_id", ""),
         "prom",
+        *_prom_algo_proto(lab),
+        _int_label(lab["coll_n_channels"], 0xFFFF) if "coll_n_channels" in lab else None,
+        lab.get("comm_name", ""),
     )
+
+
+def _prom_algo_proto(lab: dict[str, str]) -> tuple[str, str]:
+    """(algorithm, protocol) of a textfile sample: its `algo_proto` label (`Ring_ll`), else
+    `coll_algo` / `coll_proto` labels; '' where not given."""
+    if "algo_proto" in lab:
+        return split_algo_proto(lab["algo_proto"])
+    return canonical(lab.get("coll_algo", "")), canonical(lab.get("coll_proto", ""))
 
 
 def size_bucket(n: int) -> str:

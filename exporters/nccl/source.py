@@ -292,6 +292,10 @@ class NcclSource(BaseSource):
             "bus_bandwidth_gbs": c["bus_bandwidth_gbs"],
             "timing_source": c["timing_source"],
             "format_version": c["format_version"],
+            "algorithm": c["algorithm"],
+            "protocol": c["protocol"],
+            "channels": c["channels"],
+            "comm_name": c["comm_name"],
         }
         schema = COLLECTIVE_SAMPLE.arrow_schema
         arrays = [

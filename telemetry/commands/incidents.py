@@ -1,7 +1,8 @@
 """list incidents: findings grouped by root cause
 
 One line per incident: its root finding (the cause), severity (the highest of its findings, raised
-one step when it touches several jobs or tenants), state, span and impact. Incidents are kept up
+one step when it touches several jobs or tenants), state, span and impact, then what to do about
+it (its root kind's remediation, filled with the root finding's values; docs/runbooks.md). Incidents are kept up
 to date by `railscope correlate` / `serve` after each evaluation (docs/incidents.md).
 """
 
@@ -45,6 +46,8 @@ EXTRA_KEYS = (
     "gpus",
     "gpu_hours",
     "summary",
+    "remediation",
+    "runbook",
 )
 _TIMES = ("first_seen", "last_seen")
 
@@ -60,7 +63,7 @@ def register(sub: Any) -> list[str]:
 
 def to_json(r: dict[str, Any]) -> dict[str, Any]:
     """A stored incident (incidents.read) as one JSON object: JSON_KEYS first."""
-    out = {k: r[_COLUMNS.get(k, k)] for k in (*JSON_KEYS, *EXTRA_KEYS)}
+    out = {k: r.get(_COLUMNS.get(k, k), "") for k in (*JSON_KEYS, *EXTRA_KEYS)}
     for k in _TIMES:
         out[k] = _iso(out[k])
     return out
@@ -92,7 +95,7 @@ def _line(r: dict[str, Any]) -> str:
         f"{r['root_subject']:<36} {r['findings']:>3} finding(s) "
         f"{r['first_seen']:%m-%d %H:%M}..{r['last_seen']:%H:%M}Z  "
         f"{impact or '-'}  {r['summary']}"
-    )
+    ) + (f"\n{'':<18}do: {r['remediation']}" if r.get("remediation") else "")
 
 
 def incidents_prometheus(rows: list[dict[str, Any]]) -> str:

@@ -12,7 +12,8 @@ from typing import Any
 
 from telemetry.correlate import findings as fstore
 from telemetry.correlate import incidents as istore
-from telemetry.correlate.report import JobReport, collective_lines
+from telemetry.correlate.report import JobReport
+from telemetry.correlate.report_nccl import collective_lines, setting_line
 from telemetry.store import Store, time_range
 
 SEVERITY_COLOR = {"critical": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
@@ -185,7 +186,8 @@ def incidents_html(incs: list[dict[str, Any]], findings: list[dict[str, Any]]) -
             f"{inc['first_seen']:%H:%M}..{inc['last_seen']:%H:%M}Z · <b>{_e(inc['root_kind'])}</b> "
             f"{_e(inc['root_subject'])} · {inc['findings']} finding(s) · {_e(jobs)} · "
             f"{inc['gpu_hours']:.1f} GPU-h · {_e(inc['summary'])}</summary>"
-            "<table><tr><th>role</th><th>severity</th><th>kind</th><th>subject</th><th>first seen</th><th>summary</th></tr>"
+            + _what_to_do(inc.get("remediation", ""), inc.get("runbook", ""))
+            + "<table><tr><th>role</th><th>severity</th><th>kind</th><th>subject</th><th>first seen</th><th>summary</th></tr>"
         )
         for i, fid in enumerate(inc["finding_ids"]):
             f = by_id.get(fid)
@@ -198,6 +200,14 @@ def incidents_html(incs: list[dict[str, Any]], findings: list[dict[str, Any]]) -
             )
         out.append("</table></details>")
     return "".join(out)
+
+
+def _what_to_do(text: str, runbook: str) -> str:
+    """An incident's (or finding's) remediation, with a link to its kind's runbook."""
+    if not text:
+        return ""
+    link = f' (<a href="{_e(runbook)}">runbook</a>)' if runbook else ""
+    return f'<p class="do"><b>What to do:</b> {_e(text)}{link}</p>'
 
 
 def render_html(
@@ -241,6 +251,22 @@ def render_html(
                 + [f"<li>{_e(c)}</li>" for c in collective_lines(rep)]
                 + ["</ul>"]
                 if rep.collectives
+                else []
+            ),
+            *(
+                [f"<p>NCCL settings of its pods: {_e(setting_line(rep))}</p>"]
+                if rep.nccl_settings
+                else []
+            ),
+            *(
+                ["<h3>What to do</h3><ul>"]
+                + [
+                    f"<li>[{_e(r['kind'])}] {_e(r['remediation'])} "
+                    f'(<a href="{_e(r["runbook"])}">runbook</a>)</li>'
+                    for r in rep.remediations[:10]
+                ]
+                + ["</ul>"]
+                if rep.remediations
                 else []
             ),
             path_svg(rep),

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from telemetry.correlate.remediation import remediation, runbook
 from telemetry.records import FINDING, INCIDENT, INCIDENT_FINDING
 from telemetry.store import Store
 from telemetry.unionfind import DisjointSets
@@ -95,6 +96,8 @@ _SCOPES: dict[str, Any] = {
     "hdfs_cross_idc_read": lambda ev: "idc/" + _link(ev.get("from_idc", ""), ev.get("to_idc", "")),
     "hdfs_replica_violation": lambda ev: "policy/" + _placement_shape(ev.get("layouts")),
     "dci_near_capacity": lambda ev: "dci",
+    # a job's settings, not the job's placement: its own incident beside a placement one
+    "low_flow_entropy": lambda ev: "job/" + str(ev.get("job", "")),
 }
 
 
@@ -348,6 +351,12 @@ class Incident:
             tail += ("; " if tail else "") + f"in {len(places)} places: {', '.join(places)}"
         return self.root.summary + (f" (with {tail})" if tail else "")
 
+    @property
+    def remediation(self) -> str:
+        """What to do: the root kind's remediation filled with the root finding's values."""
+        r = self.root
+        return remediation(r.kind, r.subject_type, r.subject, r.evidence)
+
     def row(self, now: datetime) -> dict[str, Any]:
         return {
             "incident_id": self.incident_id,
@@ -359,6 +368,8 @@ class Incident:
             "root_subject_type": self.root.subject_type,
             "root_subject": self.root.subject,
             "summary": self.summary,
+            "remediation": self.remediation,
+            "runbook": runbook(self.root.kind),
             "findings": len(self.group.members),
             "kinds": json.dumps(sorted({m.kind for m in self.group.members})),
             "jobs": json.dumps(self.impact.jobs),

@@ -24,6 +24,7 @@ DETECTOR_MODULES = (
     "telemetry.correlate.detectors.collective",
     "telemetry.correlate.detectors.consequence",
     "telemetry.correlate.detectors.fabric",
+    "telemetry.correlate.detectors.nccl",
     "telemetry.correlate.detectors.node",
     "telemetry.correlate.detectors.pfc",
     "telemetry.correlate.detectors.placement",
@@ -147,6 +148,12 @@ class DetectorSpec:
     # how long after a change of the state it reads (inventory) its answer may still change by
     # time alone, past its lookback: e.g. ("pool.gang_pending_seconds",) for "pending that long"
     settle: tuple[str, ...] = ()
+    # other finding kinds it reports besides its own name (link_flap also reports link_errors)
+    also: tuple[str, ...] = ()
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return (self.name, *self.also)
 
     def lookback_seconds(self, thresholds: Mapping[str, Any]) -> float:
         return _sum_thresholds(thresholds, self.lookback)
@@ -177,6 +184,7 @@ def detector(
     lookback: tuple[str, ...] = ("sliding.rate_seconds",),
     category: str = "",
     settle: tuple[str, ...] = (),
+    also: tuple[str, ...] = (),
 ) -> Callable[[Detector], Detector]:
     """Register `fn` as detector `name`. It is evaluated every `sliding.interval_seconds` over
     the trailing window `lookback` names (threshold paths, summed). `category` defaults to the
@@ -196,13 +204,18 @@ def detector(
             return fn(dataclasses.replace(ctx, detector=spec))
 
         spec = DetectorSpec(
-            name, category or fn.__module__.rpartition(".")[2], run, needs, lookback, settle
+            name, category or fn.__module__.rpartition(".")[2], run, needs, lookback, settle, also
         )
         spec.settle_seconds(default_thresholds())  # a misspelt threshold fails at import
         _DETECTORS[name] = spec
         return run
 
     return deco
+
+
+def finding_kinds() -> list[str]:
+    """Every finding kind the detectors report (each detector's name and its `also` kinds)."""
+    return sorted({k for d in detectors().values() for k in d.kinds})
 
 
 def detectors() -> dict[str, DetectorSpec]:

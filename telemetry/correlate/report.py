@@ -13,6 +13,14 @@ from typing import Any
 
 from telemetry.correlate import findings as fstore
 from telemetry.correlate.registry import Context, Window
+from telemetry.correlate.remediation import remediation, runbook
+from telemetry.correlate.report_nccl import (
+    collective_lines,
+    collectives,
+    communicators,
+    setting_line,
+    settings,
+)
 from telemetry.correlate.sql import increase_cols, increase_sql, lldp_peers, rate
 from telemetry.correlate.thresholds import default_thresholds
 from telemetry.errors import UserError
@@ -46,6 +54,10 @@ class JobReport:
     collectives: list[dict[str, Any]] = field(default_factory=list)
     # the job's NCCL communicators seen in the window (comm id, ranks, nodes, collectives)
     communicators: list[dict[str, Any]] = field(default_factory=list)
+    # the NCCL settings of its pods in the window (name, value, pods); nccl_settings
+    nccl_settings: list[dict[str, Any]] = field(default_factory=list)
+    # what to do: one line per finding on the job and its path (remediation.yaml), worst first
+    remediations: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -119,7 +131,7 @@ def job_report(
     def touches(f: dict[str, Any]) -> bool:
         """A finding about the job, one of its nodes (GPU/NIC subjects are NODE/...) or a hop."""
         s = f["subject"]
-        return s == job or s in hop_names or s.split("/")[0] in nodes
+        return s == job or s.startswith(job + "/") or s in hop_names or s.split("/")[0] in nodes
 
     window = fstore.read(store, cluster=cluster, since=start, until=end, limit=5000)
     related = [f for f in window if touches(f)]
@@ -172,9 +184,29 @@ def job_report(
         related,
         int(sent),
         verdict,
-        _collectives(ctx, ns, name),
-        _communicators(ctx, ns, name),
+        collectives(ctx, ns, name),
+        communicators(ctx, ns, name),
+        settings(ctx, ns, name),
+        _remediations(related, job),
     )
+
+
+def _remediations(findings: list[dict[str, Any]], job: str) -> list[dict[str, Any]]:
+    """What to do about each finding on the job and its path: critical first, then the job's
+    own (its settings, its placement) before its path's; one line per distinct remediation."""
+    rank = {"critical": 0, "warning": 1, "info": 2}
+
+    def order(f: dict[str, Any]) -> tuple[Any, ...]:
+        own = f["subject"] == job or f["subject"].startswith(job + "/")
+        return (rank.get(f["severity"], 3), not own, f["kind"], f["subject"])
+
+    out: dict[str, dict[str, Any]] = {}
+    for f in sorted(findings, key=order):
+        text = remediation(f["kind"], f["subject_type"], f["subject"], f["evidence"] or {})
+        if text and text not in out:
+            out[text] = {"kind": f["kind"], "subject": f["subject"], "severity": f["severity"],
+                         "remediation": text, "runbook": runbook(f["kind"])}  # fmt: skip
+    return list(out.values())
 
 
 def _pause_sources(
@@ -210,87 +242,6 @@ def _pause_sources(
             )
         related.append(f)
     return list(out.values())
-
-
-def _collectives(ctx: Context, ns: str, job: str) -> list[dict[str, Any]]:
-    """What the job's collectives felt: the median bus bandwidth of each (collective, message
-    size) in the window and in the baseline before it, and the change; largest drop first."""
-    base_s = float(ctx.t("collective.baseline_seconds"))
-    rows = ctx.rows(
-        f"""
-        SELECT collective, msg_size_bucket AS size,
-               quantileExactIf(0.5)(bus_bandwidth_gbs, ts >= {{ws:DateTime64(3, 'UTC')}}) AS now_gbs,
-               quantileExactIf(0.5)(bus_bandwidth_gbs, ts < {{ws:DateTime64(3, 'UTC')}}) AS base_gbs,
-               countIf(ts >= {{ws:DateTime64(3, 'UTC')}}) AS n
-        FROM {ctx.table("collective_sample")}
-        WHERE cluster = {{cluster:String}} AND namespace = {{ns:String}} AND job = {{job:String}}
-          AND ts >= {{ws:DateTime64(3, 'UTC')}} - toIntervalMillisecond({{base_ms:Int64}})
-          AND ts < {{we:DateTime64(3, 'UTC')}}
-        GROUP BY collective, size HAVING n > 0""",
-        {"ns": ns, "job": job, "base_ms": int(base_s * 1000)},
-    )
-    out = []
-    for r in rows:
-        now, base = float(r["now_gbs"]), float(r["base_gbs"] or 0.0)
-        change = (now - base) / base if base > 0 else None
-        out.append(
-            {
-                "collective": r["collective"],
-                "msg_size": r["size"],
-                "bus_bandwidth_gbs": round(now, 2),
-                "baseline_gbs": round(base, 2) if base > 0 else None,
-                "change_ratio": round(change, 3) if change is not None else None,
-                "samples": int(r["n"]),
-            }
-        )
-    return sorted(out, key=lambda c: c["change_ratio"] if c["change_ratio"] is not None else 0.0)
-
-
-def _communicators(ctx: Context, ns: str, job: str) -> list[dict[str, Any]]:
-    """The job's communicators (NCCL comm ids) in the window: the size each declares (ranks,
-    nodes), how many of its ranks reported, on which nodes, running which collectives."""
-    rows = ctx.rows(
-        f"""
-        SELECT comm_id, max(n_ranks) AS n_ranks, max(n_nodes) AS n_nodes,
-               uniqExact(rank) AS ranks_seen, arraySort(groupUniqArray(node)) AS nodes,
-               arraySort(groupUniqArray(collective)) AS collectives, count() AS samples
-        FROM {ctx.table("collective_sample")}
-        WHERE {ctx.where("collective_sample")} AND namespace = {{ns:String}} AND job = {{job:String}}
-        GROUP BY comm_id ORDER BY n_ranks DESC, comm_id""",
-        {"ns": ns, "job": job},
-    )
-    return [
-        {
-            "comm_id": r["comm_id"],
-            "n_ranks": int(r["n_ranks"]),
-            "n_nodes": int(r["n_nodes"]),
-            "ranks_seen": int(r["ranks_seen"]),
-            "nodes": list(r["nodes"]),
-            "collectives": list(r["collectives"]),
-            "samples": int(r["samples"]),
-        }
-        for r in rows
-    ]
-
-
-def collective_lines(rep: JobReport) -> list[str]:
-    """One sentence per collective and size, then one per communicator, for the text and HTML
-    reports."""
-    out = []
-    for c in rep.collectives:
-        line = f"{c['collective']} {c['msg_size']}: bus bandwidth {c['bus_bandwidth_gbs']:.2f} GB/s"
-        if c["change_ratio"] is not None:
-            line += f" ({c['change_ratio']:+.0%} vs {c['baseline_gbs']:.2f} GB/s before)"
-        out.append(line + f", {c['samples']} samples")
-    for m in rep.communicators:
-        nodes = ", ".join(m["nodes"][:4]) + (
-            f" (+{len(m['nodes']) - 4})" if len(m["nodes"]) > 4 else ""
-        )
-        out.append(
-            f"communicator {m['comm_id']}: {m['ranks_seen']} of {m['n_ranks']} ranks reporting "
-            f"on {len(m['nodes'])} of {m['n_nodes']} nodes ({nodes}); {', '.join(m['collectives'])}"
-        )
-    return out
 
 
 def _gpu_hops(ctx: Context, nodes: list[str]) -> list[Hop]:
@@ -456,6 +407,8 @@ def render_text(rep: JobReport) -> str:
         lines += ["", "  collectives (NCCL Inspector):"] + [
             f"    {c}" for c in collective_lines(rep)
         ]
+    if rep.nccl_settings:
+        lines += ["", "  NCCL settings of its pods: " + setting_line(rep)]
     lines += ["", "  rank  score  layer        hop                                   evidence"]
     for i, h in enumerate(rep.hops[:25], 1):
         ev = "; ".join(h.evidence_for[:2]) or (
@@ -468,4 +421,7 @@ def render_text(rep: JobReport) -> str:
             f"    {f['severity']:<8} {f['kind']:<22} {f['subject']}: {f['summary']}"
             for f in rep.findings[:20]
         ]
+    if rep.remediations:
+        lines += ["", "  what to do:"]
+        lines += [f"    [{r['kind']}] {r['remediation']}" for r in rep.remediations[:10]]
     return "\n".join(lines) + "\n"

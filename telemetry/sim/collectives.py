@@ -1,8 +1,9 @@
 """Collectives of the simulated jobs (NCCL Inspector, `collective_sample`) and their ground truth.
 
 Every running job has one communicator (all its GPUs, one rank per GPU, ranks laid out node by
-node) and runs `PER_STEP` AllReduce collectives of `MSG_BYTES` each step. Their bus bandwidth
-follows the job's network pace in the simulated epoch (its slowest flow's share of the links it
+node) and runs `PER_STEP` AllReduce collectives of `MSG_BYTES` each step, with the algorithm and
+protocol NCCL picks for its shape or its NCCL_ALGO / NCCL_PROTO force (telemetry/sim/nccl.py),
+at that algorithm's share of the bandwidth. Their bus bandwidth follows the job's network pace in the simulated epoch (its slowest flow's share of the links it
 crosses: an ECMP collision, a PFC storm or a stalled NIC on its path slows it); a throttled GPU
 takes longer on its own rank only (a straggler). A job hung by a lost GPU completes none.
 
@@ -22,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from telemetry.records import COLLECTIVE_SAMPLE
+from telemetry.sim.nccl import job_choice
 from telemetry.sim.visibility import throttle_clock
 
 if TYPE_CHECKING:
@@ -99,6 +101,7 @@ class CollectiveColumns:
                 "gpu": pa.array([str(x) for x in range(gpn)], pa.string()).take(g),
                 "pid": (4000 + 97 * j.idx + g).astype(np.uint32),
                 "gpu_index": np.array([p.node for p in j.pods])[pod_of] * gpn + g,
+                "choice": job_choice(self.sim, j),
             }
         return st
 
@@ -118,7 +121,8 @@ class CollectiveColumns:
                 continue
             st = self._job(j)
             n = st["n"]
-            nominal = j.spec.gbps_per_nic / 8 * BUSBW_EFFICIENCY
+            ch = st["choice"]  # the algorithm and protocol it runs with (telemetry/sim/nccl.py)
+            nominal = j.spec.gbps_per_nic / 8 * BUSBW_EFFICIENCY * ch.efficiency
             factor = 2 * (n - 1) / n if n > 1 else 1.0
             clock = np.minimum(1.0, gpu_clock[st["gpu_index"]])
             for k in range(PER_STEP):
@@ -139,7 +143,11 @@ class CollectiveColumns:
                     "algo_bandwidth_gbs": algbw,
                     "bus_bandwidth_gbs": busbw,
                     "timing_source": pa.array(["kernel_gpu"] * n, pa.string()),
-                    "format_version": pa.array(["v4.0"] * n, pa.string()),
+                    "format_version": pa.array(["v4.2"] * n, pa.string()),
+                    "algorithm": pa.array([ch.algorithm] * n, pa.string()),
+                    "protocol": pa.array([ch.protocol] * n, pa.string()),
+                    "channels": pa.nulls(n, pa.uint16()),
+                    "comm_name": pa.array([""] * n, pa.string()),
                     **{c: st[c] for c in ("node", "namespace", "pod", "pod_uid", "job")},
                     **{c: st[c] for c in ("comm_id", "rank", "gpu", "pid")},
                 }
@@ -270,7 +278,7 @@ _METRICS = (
 
 def render_inspector(sim: Simulation, out: Path, rows: list[dict[str, Any]]) -> int:
     """Write one step's collectives as NCCL Inspector writes them on each server: under
-    `out/nccl/NODE/` one JSON-lines file per rank's process, appended to (v4.0), or on every
+    `out/nccl/NODE/` one JSON-lines file per rank's process, appended to (v4.2), or on every
     PROM_EVERY-th server one Prom textfile per GPU, rewritten; and the process's
     `/proc/PID/cgroup` (its pod's kubepods cgroup) under `out/nccl-proc/NODE/`. Returns lines
     written."""
@@ -323,7 +331,7 @@ def _json_line(r: dict[str, Any]) -> str:
                     "nnodes": r["n_nodes"],
                 },
                 "metadata": {
-                    "inspector_output_format_version": "v4.0",
+                    "inspector_output_format_version": "v4.2",
                     "git_rev": "",
                     "rec_mechanism": "nccl_profiler_interface",
                     "dump_timestamp_us": _ts_ms(r["ts"]) * 1000,
@@ -332,6 +340,8 @@ def _json_line(r: dict[str, Any]) -> str:
                 },
                 "coll_perf": {
                     "coll": r["collective"],
+                    "coll_algo": r["algorithm"],
+                    "coll_proto": r["protocol"],
                     "coll_sn": r["coll_sn"],
                     "coll_msg_size_bytes": r["msg_size_bytes"],
                     "coll_exec_time_us": round(r["exec_time_seconds"] * 1e6, 3),
@@ -355,7 +365,8 @@ def _prom(rs: list[dict[str, Any]], gpu: str) -> str:
                 f'hostname="{r["node"]}",rank="{r["rank"]}",pid="{r["pid"]}",'
                 f'n_ranks="{r["n_ranks"]}",n_nodes="{r["n_nodes"]}",coll_sn="{r["coll_sn"]}",'
                 f'coll_timing_source="{r["timing_source"]}",gpu_device_id="GPU{gpu}",'
-                f'message_size="{r["msg_size_bytes"] / (1 << 30):.2f}GB"'
+                f'message_size="{r["msg_size_bytes"] / (1 << 30):.2f}GB",'
+                f'algo_proto="{r["algorithm"]}_{r["protocol"]}"'
             )
             v = r["exec_time_seconds"] * 1e6 if col == "exec_us" else r[col]
             lines.append(f"{name}{{{labels}}} {round(v, 6)} {_ts_ms(r['ts'])}")

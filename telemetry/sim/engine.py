@@ -33,6 +33,7 @@ from telemetry.records import (
     JOB,
     KINDS,
     LLDP_LINK,
+    NCCL_SETTING,
     NIC_SAMPLE,
     NODE,
     POD,
@@ -46,6 +47,9 @@ from telemetry.sim.collectives import truth as collective_truth
 from telemetry.sim.fabric import Fabric, build_fabric, netdev, rdma_device, su_name
 from telemetry.sim.faults import Fault, GroundTruth, gpu_uuid, placement_targets, resolve_faults
 from telemetry.sim.hdfs import HdfsModel, build_hdfs
+from telemetry.sim.nccl import connections as nccl_connections
+from telemetry.sim.nccl import env as nccl_env
+from telemetry.sim.nccl import truth as nccl_truth
 from telemetry.sim.pool import pool_gpus, pool_rows
 from telemetry.sim.scenario import Scenario, SpecField
 from telemetry.sim.timing import Disturber, device_lists
@@ -206,7 +210,7 @@ class Simulation:
         return faults
 
     def _with_collectives(self, faults: list[Fault]) -> list[Fault]:
-        return [*faults, *collective_truth(self, self.paces, faults)]
+        return [*faults, *collective_truth(self, self.paces, faults), *nccl_truth(self)]
 
     def _natural_ecmp_faults(self) -> list[Fault]:
         """Merge consecutive epochs of one uplink's natural imbalance; keep those lasting at
@@ -379,6 +383,7 @@ class Simulation:
                     )
                 )
         rows_job, rows_pod, rows_ip = [], [], []
+        rows_nccl: list[dict[str, Any]] = []
         for j in wl.jobs:
             vf = self.ts(j.start_step)
             vt = None if j.end_step >= self.steps else self.ts(j.end_step)
@@ -416,6 +421,22 @@ class Simulation:
                         "updated_at": pvt or vf,
                     }
                 )
+                rows_nccl += [
+                    {
+                        "namespace": p.namespace,
+                        "pod": p.name,
+                        "container": "worker",
+                        "name": k,
+                        "value": v,
+                        "source": "value",
+                        "ref": "",
+                        "job": j.name,
+                        "valid_from": vf,
+                        "valid_to": pvt,
+                        "updated_at": pvt or vf,
+                    }
+                    for k, v in sorted(nccl_env(j.spec).items())
+                ]
                 base = {
                     "namespace": p.namespace,
                     "pod": p.name,
@@ -475,6 +496,7 @@ class Simulation:
             Batch.from_rows(JOB, rows_job),
             Batch.from_rows(POD, rows_pod),
             Batch.from_rows(POD_IP_LEASE, rows_ip),
+            Batch.from_rows(NCCL_SETTING, rows_nccl),
             Batch.from_rows(GPU_NIC_AFFINITY, rows_aff),
             self._lldp(),
             Batch.from_rows(HDFS_TRANSFER, self.hdfs.transfers),
@@ -756,30 +778,20 @@ class _StepGen:
         fab = self.fab
         src, dst, dem, job, sport, qp, sip, dip = [], [], [], [], [], [], [], []
         for j in self.sim.workload.running(t):
-            n = len(j.pods)
-            if n < 2:
-                continue
             pods = j.pods
-            conns: list[tuple[int, int, float]] = []
-            if j.spec.pattern == "ring":
-                conns = [(i, (i + 1) % n, 1.0) for i in range(n)]
-            else:
-                for i in range(1, n):
-                    conns += [(i, (i - 1) // 2, 0.5), ((i - 1) // 2, i, 0.5)]
             per = j.spec.gbps_per_nic * 1e9 / 8 / j.spec.qps
-            for a, b, w in conns:
+            for a, b, r, rb, w in nccl_connections(j, fab.nics_per_node):
                 pa_, pb = pods[a], pods[b]
-                for r in range(fab.nics_per_node):
-                    for q in range(j.spec.qps):
-                        h = _h(j.name, pa_.name, pb.name, r, q)
-                        src.append(fab.nic_ep(pa_.node, r))
-                        dst.append(fab.nic_ep(pb.node, r))
-                        dem.append(per * w)
-                        job.append(j.idx)
-                        sport.append(49152 + h % 16384)
-                        qp.append(0x100 + (h >> 8) % 0xFFFF00)
-                        sip.append(pa_.rdma_ips[r])
-                        dip.append(pb.rdma_ips[r])
+                for q in range(j.spec.qps):
+                    h = _h(j.name, pa_.name, pb.name, r, q)
+                    src.append(fab.nic_ep(pa_.node, r))
+                    dst.append(fab.nic_ep(pb.node, rb))
+                    dem.append(per * w)
+                    job.append(j.idx)
+                    sport.append(49152 + h % 16384)
+                    qp.append(0x100 + (h >> 8) % 0xFFFF00)
+                    sip.append(pa_.rdma_ips[r])
+                    dip.append(pb.rdma_ips[rb])
         for f in faults:
             if f.kind == "cross_tenant_flow":
                 tg = f.target

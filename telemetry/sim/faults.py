@@ -25,6 +25,9 @@ GROUND_TRUTH_VERSION = 1
 # ground-truth kinds the scenario does not inject: the simulator derives them from the physics of
 # the faults it did inject (origin='consequence', detail.cause names that fault's id)
 CONSEQUENCE_FAULT_KINDS = ("collective_slowdown", "collective_straggler")
+# ground-truth kinds a scenario sets through its jobs' NCCL settings (JobSpec.nccl_env, qps), never
+# in `faults:`: recorded from those settings and the fabric (origin='workload', telemetry/sim/nccl.py)
+SETTING_FAULT_KINDS = ("collective_algorithm_underperforms", "low_flow_entropy")
 
 
 @dataclass
@@ -318,8 +321,8 @@ def gpu_uuid(node: int, gpu: int) -> str:
 def _r_ecmp(
     f: Fault, spec: FaultSpec, fab: Fabric, wl: Workload, rng: np.random.Generator, where: str
 ) -> None:
-    leaf = spec.target
-    if leaf is None:
+    leaf, _, pinned = (spec.target or "").partition(":")  # a leaf, or one uplink LEAF:EthernetN
+    if not leaf:
         spanning = [j for j in _running_at(wl, f.start_step) if j.tier(fab) >= 2]
         if not spanning:
             raise ConfigError(
@@ -330,7 +333,13 @@ def _r_ecmp(
     if leaf not in fab.leaf_up:
         raise ConfigError(f"{where}.target: no leaf switch named {leaf!r}")
     ups = fab.leaf_up[leaf]
-    u = int(rng.integers(len(ups)))
+    if pinned:
+        names = [fab.ep_port[p] for p in ups]
+        if pinned not in names:
+            raise ConfigError(f"{where}.target: {pinned!r} is not an uplink of {leaf}")
+        u = names.index(pinned)
+    else:
+        u = int(rng.integers(len(ups)))
     port = ups[u]
     f.subject_type, f.subject = "port", fab.ep_name(port)
     f.subjects = [f.subject, leaf, fab.link_name(port), fab.link_name(fab.ep_peer[port])]
@@ -499,4 +508,11 @@ _RESOLVERS = {
     **dict.fromkeys(POOL_FAULTS, pool_resolve),
 }
 
-__all__ = ["CONSEQUENCE_FAULT_KINDS", "Fault", "GroundTruth", "placement_targets", "resolve_faults"]
+__all__ = [
+    "CONSEQUENCE_FAULT_KINDS",
+    "SETTING_FAULT_KINDS",
+    "Fault",
+    "GroundTruth",
+    "placement_targets",
+    "resolve_faults",
+]

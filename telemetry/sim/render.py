@@ -612,6 +612,11 @@ def _kubectl(d: Path, at_ms: int, rows: dict[str, list[dict[str, Any]]]) -> int:
     for r in rows.get("pod_ip_lease", []):
         if live(r):
             ips.setdefault((r["namespace"], r["pod"]), []).append(r)
+    env: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for r in rows.get("nccl_setting", []):  # the pod spec's env: what the inventory reads back
+        env.setdefault((r["namespace"], r["pod"]), []).append(
+            {"name": r["name"], "value": r["value"]}
+        )
     pods = []
     for r in rows.get("pod", []):
         # a finished pod stays listed (phase Succeeded, no IPs) until it is garbage-collected
@@ -656,7 +661,11 @@ def _kubectl(d: Path, at_ms: int, rows: dict[str, list[dict[str, Any]]]) -> int:
                 "spec": {
                     "nodeName": r["node"],
                     "containers": [
-                        {"name": "worker", "resources": {"limits": {"nvidia.com/gpu": "8"}}}
+                        {
+                            "name": "worker",
+                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                            "env": env.get((r["namespace"], r["pod"]), []),
+                        }
                     ],
                 },
                 "status": {

@@ -7,6 +7,7 @@ value for a misspelt key: unknown keys are errors that name the key (`faults.1.s
 from __future__ import annotations
 
 import math
+import re
 from operator import attrgetter
 from pathlib import Path
 from typing import Annotated, Any, Generic, Literal, TypeVar, overload
@@ -43,6 +44,11 @@ FaultKind = Literal[
     "collection_gap",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
+# kinds whose `target` names a server, NIC, GPU, switch or port (not a job, pod or queue)
+DEVICE_TARGETED = frozenset(
+    {"ecmp_collision", "pfc_storm", "link_flap", "nic_pcie_stall", "gpu_throttle", "gpu_xid",
+     "gpu_lost", "collection_gap"}
+)  # fmt: skip
 
 
 # No scenario simulates more servers than this (the largest IDC: 1024 SUs x 128 servers); a job or
@@ -132,6 +138,24 @@ class JobSpec(_M):
     comm_fraction: float = Field(
         0.35, ge=0, le=0.95, description="Share of a step spent in collectives."
     )
+    nccl_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="NCCL settings in the pods' env (the inventory reads them). The simulated "
+        "job follows NCCL_ALGO / NCCL_PROTO (its collectives run with what they force, at that "
+        "algorithm's bandwidth: nccl_algorithms.yaml) and NCCL_CROSS_NIC=1 (its ring connects "
+        "NIC i to NIC i-1 of the next server: across rails, through the spines); "
+        "NCCL_IB_QPS_PER_CONNECTION is `qps`.",
+    )
+
+    @field_validator("nccl_env")
+    @classmethod
+    def _nccl_env(cls, v: dict[str, str]) -> dict[str, str]:
+        for k in v:
+            if not re.fullmatch(r"NCCL_[A-Z0-9_]+", k):
+                raise ValueError(f"{k!r} is not an NCCL setting (NCCL_...)")
+            if k == "NCCL_IB_QPS_PER_CONNECTION":
+                raise ValueError("NCCL_IB_QPS_PER_CONNECTION is the job's `qps`")
+        return v
 
 
 class RandomJobs(_M):
@@ -307,6 +331,11 @@ class Scenario(_M):
                     n = min(n, per)
                 j["nodes"] = n
             data["random_jobs"]["count"] = round(data["random_jobs"]["count"] * factor)
+            # a server, NIC, GPU or port named as a target belongs to the fabric of the
+            # scenario's own size: on the rebuilt one the seed picks again (jobs keep their names)
+            for f in data["faults"]:
+                if f["kind"] in DEVICE_TARGETED:
+                    f["target"] = None
         try:
             return Scenario.model_validate(data)
         except ValidationError as e:

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from telemetry.sim.faults import CONSEQUENCE_FAULT_KINDS, Fault, GroundTruth
+from telemetry.sim.faults import CONSEQUENCE_FAULT_KINDS, SETTING_FAULT_KINDS, Fault, GroundTruth
 from telemetry.sim.scenario import FAULT_KINDS
 
 FINDING_MAP_FILE = Path(__file__).parent / "finding_map.yaml"
@@ -104,7 +104,8 @@ class Score:
 def load_finding_map(path: str | Path = FINDING_MAP_FILE) -> tuple[dict[str, str], set[str]]:
     d = yaml.safe_load(Path(path).read_text())
     mapping = dict(d.get("finding_kinds") or {})
-    bad = sorted(v for v in mapping.values() if v not in (*FAULT_KINDS, *CONSEQUENCE_FAULT_KINDS))
+    known = (*FAULT_KINDS, *SETTING_FAULT_KINDS, *CONSEQUENCE_FAULT_KINDS)
+    bad = sorted(v for v in mapping.values() if v not in known)
     if bad:
         raise ValueError(f"{path}: unknown fault kind(s) {bad}")
     return mapping, set(d.get("consequences") or [])
@@ -190,7 +191,9 @@ def score(truth: GroundTruth, findings: list[Finding], tolerance_s: float = 60.0
     """Per fault kind: precision (per finding), recall and localization (per injected fault)."""
     mapping, consequences = load_finding_map()
     tol = int(tolerance_s * 1000)
-    kinds = {k: KindScore(k) for k in (*FAULT_KINDS, *CONSEQUENCE_FAULT_KINDS)}
+    kinds = {
+        k: KindScore(k) for k in (*FAULT_KINDS, *SETTING_FAULT_KINDS, *CONSEQUENCE_FAULT_KINDS)
+    }
     out = Score(len(findings), [])
     by_fault: dict[str, list[Finding]] = {}
     for f in findings:
@@ -257,18 +260,18 @@ def render(s: Score, truth: GroundTruth) -> str:
             "if the correlation engine has not run, run `railscope correlate`). Ground truth per kind:"
         )
         for k in sorted({f.kind for f in truth.faults}):
-            lines.append(f"  {k:<24} {sum(1 for f in truth.faults if f.kind == k)} fault(s)")
+            lines.append(f"  {k:<34} {sum(1 for f in truth.faults if f.kind == k)} fault(s)")
         return "\n".join(lines)
 
     def pct(v: float | None) -> str:
         return "   -" if v is None else f"{v * 100:4.0f}%"
 
     lines.append(
-        f"  {'fault kind':<24} {'faults':>6} {'found':>6} {'findings':>8} {'precision':>9} {'recall':>7} {'localized':>9}"
+        f"  {'fault kind':<34} {'faults':>6} {'found':>6} {'findings':>8} {'precision':>9} {'recall':>7} {'localized':>9}"
     )
     for ks in s.kinds:
         lines.append(
-            f"  {ks.kind:<24} {ks.faults:>6} {ks.detected:>6} {ks.findings:>8} {pct(ks.precision):>9} "
+            f"  {ks.kind:<34} {ks.faults:>6} {ks.detected:>6} {ks.findings:>8} {pct(ks.precision):>9} "
             f"{pct(ks.recall):>7} {pct(ks.localization):>9}"
         )
     tf = sum(k.findings for k in s.kinds)
@@ -277,7 +280,7 @@ def render(s: Score, truth: GroundTruth) -> str:
     nd = sum(k.detected for k in s.kinds)
     nl = sum(k.localized for k in s.kinds)
     lines.append(
-        f"  {'all':<24} {nf:>6} {nd:>6} {tf:>8} {pct(tt / tf if tf else None):>9} "
+        f"  {'all':<34} {nf:>6} {nd:>6} {tf:>8} {pct(tt / tf if tf else None):>9} "
         f"{pct(nd / nf if nf else None):>7} {pct(nl / nd if nd else None):>9}"
     )
     if s.unmapped:

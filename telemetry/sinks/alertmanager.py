@@ -2,8 +2,8 @@
 
 Reads the incidents the engine changed after each tick (`IncidentTracker.changed`) and, on start,
 the recent ones from the store. One alert per incident and tenant: stable labels (alertname,
-incident, kind, subject, cluster, severity, tenant, team), annotations (summary, runbook_url,
-report_url), `endsAt` once the incident is resolved. An alert that could not be delivered stays
+incident, kind, subject, cluster, severity, tenant, team), annotations (summary, remediation,
+runbook_url to the root kind's runbook, report_url), `endsAt` once the incident is resolved. An alert that could not be delivered stays
 pending and is re-sent with backoff, latest version only: nothing is lost while Alertmanager is
 down. Open incidents are re-posted every `resend_seconds` so Alertmanager never times them out.
 It never writes to the store.
@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from telemetry.config import AlertmanagerConfig
+from telemetry.correlate.remediation import runbook
 from telemetry.pipeline import ComponentStats
 
 log = logging.getLogger(__name__)
@@ -72,12 +73,15 @@ class AlertmanagerSink:
             "kind": inc["root_kind"],
             "subject": inc["root_subject"],
             "cluster": inc["cluster"],
+            "runbook": inc.get("runbook") or runbook(inc["root_kind"]),
         }
         annotations = {
             "summary": inc["summary"],
             "runbook_url": self.cfg.runbook_url.format(**fields),
             "findings": str(inc["findings"]),
         }
+        if inc.get("remediation"):
+            annotations["remediation"] = inc["remediation"]
         if self.cfg.report_url:
             annotations["report_url"] = self.cfg.report_url.format(**fields)
         resolved = inc["state"] != "open" or bool(inc.get("merged_into"))

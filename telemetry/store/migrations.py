@@ -271,6 +271,23 @@ MIGRATIONS: list[Migration] = [
         "that holds it (a query copied the one flattened array once per use and block)",
         alter_columns(lambda: MIGRATION_16_COLUMNS),
     ),
+    Migration(
+        17,
+        "collective_samples: the NCCL algorithm, protocol, channels and communicator name of "
+        "each collective (Inspector v4.2 coll_algo / coll_proto)",
+        alter_columns(lambda: MIGRATION_17_COLUMNS),
+    ),
+    Migration(
+        18,
+        "nccl_settings: the NCCL_* environment variables of each pod's containers, as the "
+        "inventory reads them from the pod spec, time-versioned",
+        create_tables(lambda: MIGRATION_18_TABLES),
+    ),
+    Migration(
+        19,
+        "incidents: what to do about each (remediation) and the docs page of its root kind",
+        alter_columns(lambda: MIGRATION_19_COLUMNS),
+    ),
 ]
 
 
@@ -1902,5 +1919,74 @@ MIGRATION_14_TABLES: tuple[TableDef, ...] = (
         partition_by=None,
         version="built_at",
         shard_by=("cluster",),
+    ),
+)
+
+
+# Migration 17: how each collective ran (issue 39), NCCL Inspector v4.2.
+MIGRATION_17_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    (
+        "collective_samples",
+        "ADD",
+        "`algorithm` LowCardinality(String) COMMENT 'NCCL algorithm it ran with (coll_algo: RING, TREE, NVLS, NVLS_TREE, PAT, COLLNET_DIRECT, COLLNET_CHAIN); \\'\\' when the Inspector does not say (before v4.2).' AFTER `format_version`",
+    ),
+    (
+        "collective_samples",
+        "ADD",
+        "`protocol` LowCardinality(String) COMMENT 'NCCL protocol it ran with (coll_proto: LL, LL128, SIMPLE); \\'\\'.' AFTER `algorithm`",
+    ),
+    (
+        "collective_samples",
+        "ADD",
+        "`channels` Nullable(UInt16) CODEC(ZSTD(1)) COMMENT 'Channels it ran on (coll_n_channels, else the verbose trace\\'s distinct channels); null when not known.' AFTER `protocol`",
+    ),
+    (
+        "collective_samples",
+        "ADD",
+        "`comm_name` LowCardinality(String) COMMENT 'Communicator name (header.comm_name, v4.2); \\'\\' unknown.' AFTER `channels`",
+    ),
+)
+
+
+# Migration 18: the pods' NCCL settings (issue 39), time-versioned like the rest of the inventory.
+MIGRATION_18_TABLES: tuple[TableDef, ...] = (
+    TableDef(
+        "nccl_settings",
+        """\
+`cluster` LowCardinality(String) COMMENT 'Cluster name from the config.'
+`namespace` LowCardinality(String) COMMENT 'Namespace = tenant.'
+`pod` LowCardinality(String) COMMENT 'Pod name.'
+`container` LowCardinality(String) COMMENT 'Container of the pod (init containers included).'
+`name` LowCardinality(String) COMMENT 'Variable name (NCCL_ALGO, NCCL_IB_QPS_PER_CONNECTION, ...).'
+`value` String CODEC(ZSTD(1)) COMMENT 'Its value; \\'\\' when it comes from an object not at hand (see source).'
+`source` LowCardinality(String) COMMENT 'value | configmap | configmap_unresolved | field | resource.'
+`ref` String CODEC(ZSTD(1)) COMMENT 'Where a value not written in the spec comes from (configmap NAME key KEY, fieldRef PATH, resourceFieldRef RESOURCE); \\'\\' for a literal.'
+`job` LowCardinality(String) COMMENT 'Volcano job of the pod (volcano.sh/job-name), \\'\\' none.'
+`valid_from` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Start of validity of this fact (UTC).'
+`valid_to` Nullable(DateTime64(3, 'UTC')) CODEC(ZSTD(1)) COMMENT 'End of validity (UTC); null while the fact still holds.'
+`updated_at` DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)) COMMENT 'Version of this row: the latest wins.'
+""",
+        order_by="`cluster`, `namespace`, `pod`, `container`, `name`, `valid_from`",
+        comment="An NCCL setting (an NCCL_* environment variable) of a pod's container over time, "
+        "as its spec gives it; secrets are never stored.",
+        ttl=None,
+        partition_by=None,
+        version="updated_at",
+        shard_by=("cluster", "namespace", "pod", "container", "name"),
+    ),
+)
+
+
+# Migration 19: remediation and runbook of incidents (issue 39).
+MIGRATION_19_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    (
+        "incidents",
+        "ADD",
+        "`remediation` String CODEC(ZSTD(1)) COMMENT 'What to do about it: the root kind\\'s remediation (telemetry/correlate/remediation.yaml) filled with the root finding\\'s values.' AFTER `summary`",
+    ),
+    (
+        "incidents",
+        "ADD",
+        "`runbook` String CODEC(ZSTD(1)) COMMENT 'The docs page of the root kind (docs/PAGE.md#kind).' AFTER `remediation`",
     ),
 )

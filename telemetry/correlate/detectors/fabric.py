@@ -28,7 +28,7 @@ def _num(d: dict[str, Any], key: str) -> float:
     return float(d[key])
 
 
-@detector("link_flap", needs=("switch_port_sample",))
+@detector("link_flap", needs=("switch_port_sample",), also=("link_errors",))
 def link_flap(ctx: Context) -> list[Finding]:
     flaps = int(ctx.t("link.flaps"))
     err_ratio = float(ctx.t("link.error_ratio"))
@@ -288,7 +288,7 @@ def _busiest_nics(rows: list[dict[str, Any]], counter: str, floor: float) -> lis
     return sorted(busy, key=lambda x: -_num(x, key))
 
 
-def _roles_and_neighbours(
+def roles_and_neighbours(
     ctx: Context,
 ) -> tuple[dict[str, str], dict[tuple[str, str], tuple[str, str]]]:
     """Switch role (the role most of its ports carry: a super-spine with a few DCI ports is a
@@ -319,7 +319,7 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     hot_ratio = float(ctx.t("ecmp.max_over_mean"))
     min_util = float(ctx.t("ecmp.min_hot_utilization"))
     min_s = float(ctx.t("ecmp.min_seconds"))
-    roles, peers = _roles_and_neighbours(ctx)
+    roles, peers = roles_and_neighbours(ctx)
     members = sorted(
         (dev, port)
         for (dev, port), (rdev, _) in peers.items()
@@ -401,7 +401,7 @@ def dci_near_capacity(ctx: Context) -> list[Finding]:
     operation."""
     limit = float(ctx.t("dci.near_capacity_ratio"))
     min_s = float(ctx.t("dci.min_seconds"))
-    roles, peers = _roles_and_neighbours(ctx)
+    roles, peers = roles_and_neighbours(ctx)
     out = []
     # how long each DCI port was near capacity: the time its own samples cover (timebase.py)
     for r in ctx.rows(

@@ -73,7 +73,12 @@ def _between_sus_bytes(ctx: Context, ns: str, job: str) -> int:
 
 
 # flows: the bytes that crossed the tier are their evidence (read over sliding.flow_seconds)
-@detector("placement_violation", needs=("pod", "flow_sample"), lookback=("sliding.state_seconds",))
+@detector(
+    "placement_violation",
+    needs=("pod", "flow_sample"),
+    lookback=("sliding.state_seconds",),
+    also=("placement_warning",),
+)
 def placement(ctx: Context) -> list[Finding]:
     anc: Ancestry = ctx.extra["ancestry"]
     if not anc.ancestors:

@@ -119,6 +119,8 @@ def _incident(
         "root_kind": "pfc_storm",
         "root_subject": "gpu-idc-a-s001-08/mlx5_6",
         "summary": "PFC storm from gpu-idc-a-s001-08/mlx5_6 (with 1 ecn_hotspot)",
+        "remediation": "Drain NIC mlx5_6 on gpu-idc-a-s001-08: ...",
+        "runbook": "docs/runbooks.md#pfc_storm",
         "findings": 2,
         "tenants": json.dumps(list(tenants)),
         "first_seen": t0,
@@ -159,7 +161,8 @@ def test_posted_visible_routed_by_tenant_and_resolved(am: Alertmanager) -> None:
         "tenant": "team-a",
         "team": "team-a-oncall",
     }
-    assert a["annotations"]["runbook_url"] == "docs/incidents.md#pfc_storm"
+    assert a["annotations"]["runbook_url"] == "docs/runbooks.md#pfc_storm"
+    assert a["annotations"]["remediation"] == "Drain NIC mlx5_6 on gpu-idc-a-s001-08: ..."
     assert a["annotations"]["report_url"].endswith("var-incident=4f9bc0a380e09acde1ef")
     assert a["status"]["state"] == "active"
     # each tenant's alert goes to its own receiver
@@ -239,12 +242,21 @@ def test_engine_ticks_post_what_the_tracker_changed(am: Alertmanager, store: Sto
     corr = SimpleNamespace(store=store, incidents=IncidentTracker(store, "default", hyst))
     sink = AlertmanagerSink(_cfg(am.url), "default")
     t = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=10)
-    storm = Finding("pfc_storm", "fabric", "critical", "nic", "n8/mlx5_6", "PFC storm", {})
+    evidence = {"origin_pauses_per_second": 61234, "leaf_port": "leaf-1:Ethernet64"}
+    storm = Finding("pfc_storm", "fabric", "critical", "nic", "n8/mlx5_6", "PFC storm", evidence)
     storm.window_start, storm.window_end = t - step, t
     corr.incidents.observe(t, ft.observe(t, [storm]))
     sink.on_cycle(corr, t, None)
     got = _wait(lambda: am_alerts(am))
     assert [(a["labels"]["kind"], a["labels"]["team"]) for a in got] == [("pfc_storm", "railscope")]
+    # what to do, filled with the finding's own values, and the kind's runbook, as annotations
+    ann = got[0]["annotations"]
+    assert ann["remediation"] == (
+        "Drain NIC mlx5_6 on n8: it pauses leaf-1:Ethernet64 at 61234 frames/s. Cordon n8, "
+        "restart the pod holding the NIC, and check that the PFC watchdog is on for "
+        "leaf-1:Ethernet64."
+    )
+    assert ann["runbook_url"] == "docs/runbooks.md#pfc_storm"
     for _ in range(8):
         t += step
         corr.incidents.observe(t, ft.observe(t, []))
@@ -297,3 +309,6 @@ def test_correlate_follow_posts_recent_incidents(
     assert [(a["labels"]["incident"], a["labels"]["kind"]) for a in got] == [
         (inc.incident_id, "gpu_lost")
     ]
+    # read back from the store (the incident's stored remediation), not recomputed
+    assert got[0]["annotations"]["remediation"].startswith("Cordon and drain n4 (`kubectl cordon")
+    assert got[0]["annotations"]["runbook_url"] == "docs/runbooks.md#gpu_lost"

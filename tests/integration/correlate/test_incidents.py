@@ -342,3 +342,39 @@ def test_incidents_command_json_open_and_prom(store: Store, query_endpoint: str)
     r = _cli("incidents", "--since", "yesterday-ish", "--dsn", dsn)
     assert r.returncode == 2 and r.stderr.startswith("railscope: error: time 'yesterday-ish'")
     assert "Traceback" not in r.stderr
+
+
+def test_every_kind_has_a_remediation_in_incidents_json(store: Store, query_endpoint: str) -> None:
+    """One finding of every kind a registered detector reports (collection_gap, link_errors and
+    placement_warning included), each on its own subject and cluster: `railscope incidents
+    --format json` gives every incident a non-empty remediation and its kind's runbook; a NIC's
+    storm names the NIC, its node and its leaf port, filled in from the finding."""
+    from telemetry.correlate.registry import detectors, finding_kinds
+
+    cluster = "remediation"
+    ft, it = _trackers(store, cluster)
+    category = {k: d.category for d in detectors().values() for k in d.kinds}
+    kinds = finding_kinds()
+    assert {"collection_gap", "link_errors", "placement_warning"} <= set(kinds)
+    found = [
+        Finding(k, category[k], "critical", "node", f"node-{i}", f"{k} on node-{i}", {})
+        for i, k in enumerate(kinds)
+    ]
+    found.append(
+        Finding("pfc_storm", "fabric", "critical", "nic", "gpu-7/mlx5_3", "PFC storm from gpu-7",
+                {"leaf_port": "leaf3:Ethernet24", "origin_pauses_per_second": 61000})
+    )  # fmt: skip
+    _tick(ft, it, _ago(minutes=5), found)
+    r = _cli("incidents", "--format", "json", "--dsn", f"{query_endpoint}/{store.database}")
+    assert r.returncode == 0, r.stderr
+    rows = [x for x in map(json.loads, r.stdout.splitlines()) if x["cluster"] == cluster]
+    assert sorted({x["root_kind"] for x in rows}) == kinds
+    for x in rows:
+        assert x["remediation"].strip(), x["root_kind"]
+        assert x["runbook"] == f"docs/runbooks.md#{x['root_kind']}"
+    (nic,) = [x for x in rows if x["root_subject"] == "gpu-7/mlx5_3"]
+    assert nic["remediation"].startswith(
+        "Drain NIC mlx5_3 on gpu-7: it pauses leaf3:Ethernet24 at 61000 frames/s."
+    )
+    table = _cli("incidents", "--dsn", f"{query_endpoint}/{store.database}")
+    assert "do: Drain NIC mlx5_3 on gpu-7" in table.stdout

@@ -252,3 +252,52 @@ def test_cli_from_output_and_store(tmp_path: Path) -> None:
         check=False,
     )
     assert q.stdout.strip() == "[(10, 1, 10)]", q.stderr
+
+
+def test_v42_capture_into_the_store_and_metrics(tmp_path: Path) -> None:
+    """A v4.2 capture (coll_algo / coll_proto, a textfile's algo_proto label) and a v4.0 one in
+    one directory: stored value for value (algorithm, protocol, channels, communicator name; ''
+    and null channels for the v4.0 lines), and /metrics carries algorithm and protocol as labels."""
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    for sub in ("inspector-json-v4.2", "inspector-prom-algo", "inspector-json"):
+        for f in (FIX / sub).iterdir():
+            if f.suffix == ".prom":  # its time is the file's mtime: now
+                (cap / f.name).write_bytes(f.read_bytes())
+                continue
+            docs = [json.loads(x) for x in f.read_text().splitlines()]
+            for i, d in enumerate(docs):  # now, or the store's TTL drops the captured times
+                d["metadata"]["dump_timestamp_us"] = (now_ms() + i) * 1000
+            (cap / f.name).write_text("".join(json.dumps(d) + "\n" for d in docs))
+    r = cli("--from", str(cap), "--dsn", f"chdb://{tmp_path / 'db'}")
+    assert r.returncode == 0, r.stderr
+    code = (
+        "import sys; from telemetry.store import Store; s = Store(sys.argv[1]); "
+        "print(s.query_rows('SELECT format_version, algorithm, protocol, channels, comm_name, "
+        "count() FROM ' + s.table('collective_sample') + ' GROUP BY ALL ORDER BY ALL'))"
+    )
+    q = subprocess.run(
+        [sys.executable, "-c", code, f"chdb://{tmp_path / 'db'}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+        check=False,
+    )
+    assert q.stdout.strip() == str(
+        [
+            ("prom", "RING", "SIMPLE", None, "DP Group 0", 1),
+            ("v4.0", "", "", 1, "", 1),
+            ("v4.0", "", "", None, "", 6),
+            ("v4.2", "NVLS_TREE", "SIMPLE", 16, "DP Group 0", 1),
+            ("v4.2", "NVLS_TREE", "SIMPLE", None, "DP Group 0", 2),
+            ("v4.2", "RING", "LL128", None, "DP Group 0", 1),
+            ("v4.2", "RING", "SIMPLE", 4, "DP Group 0", 1),
+            ("v4.2", "RING", "SIMPLE", None, "DP Group 0", 1),
+            ("v4.2", "TREE", "LL", None, "DP Group 0", 1),
+        ]
+    ), q.stderr
+    r = cli("--from", str(cap / "gpu-node-2-pid2001.log"), "--output", "prom")
+    assert r.returncode == 0, r.stderr
+    ring = [ln for ln in r.stdout.splitlines() if "coll_sn" not in ln and "LL128" in ln]
+    assert ring and all('algorithm="RING"' in ln for ln in ring), r.stdout[:2000]

@@ -29,8 +29,8 @@ def test_ecmp_collision_slows_collectives_and_ranks_first_in_the_job_report(
     sim = build(load_scenario("small").with_overrides(minutes=4), now_s=time.time() - 3600)
     res = ingest(sim, [ClickHouseSink(store, spool_dir=str(tmp_path))], [StampCluster("default")])
     assert res.rows_by_kind["collective_sample"] == 24 * 2 * 8 * (
-        2 + 24 + 4
-    )  # steps x coll x ranks
+        2 + 24 + 4 + 2
+    )  # steps x coll x ranks (rl-c, llm-a, ft-b, ar-d)
     start = datetime.fromtimestamp(sim.start_ms / 1000, UTC)
     end = start + timedelta(seconds=sim.steps * sim.dt)
     assert Correlator(store).run(start, end).failed == {}
@@ -117,12 +117,20 @@ def test_inspector_files_the_simulator_writes_parse_exactly(tmp_path: Path) -> N
         ]
     src.close()
     assert not src.stats.errors
-    assert len(parsed) == len(fast) == 6 * 2 * 8 * 30
-    assert {r["format_version"] for r in parsed} == {"v4.0", "prom"}
+    assert len(parsed) == len(fast) == 6 * 2 * 8 * 32
+    assert {r["format_version"] for r in parsed} == {"v4.2", "prom"}
     for r in parsed:
         f = fast[tuple(r[k] for k in key)]
         for k in ("ts", "namespace", "pod", "pod_uid", "job", "comm_id", "pid", "n_ranks",
-                  "n_nodes", "msg_size_bytes", "msg_size_bucket", "collective"):  # fmt: skip
+                  "n_nodes", "msg_size_bytes", "msg_size_bucket", "collective",
+                  "algorithm", "protocol"):  # fmt: skip
             assert r[k] == f[k], (k, r, f)
         for k in ("bus_bandwidth_gbs", "algo_bandwidth_gbs", "exec_time_seconds"):
             assert abs(r[k] - f[k]) <= 1e-6 * max(1.0, f[k]), (k, r, f)
+    # how each ran, as written (JSON coll_algo / coll_proto, the textfile's algo_proto label)
+    assert {(r["job"], r["algorithm"], r["protocol"]) for r in parsed} == {
+        ("rl-c", "NVLS_TREE", "SIMPLE"),
+        ("llm-a", "NVLS_TREE", "SIMPLE"),
+        ("ft-b", "NVLS_TREE", "SIMPLE"),
+        ("ar-d", "RING", "SIMPLE"),
+    }

@@ -36,6 +36,11 @@ ROW0 = {
     "bus_bandwidth_gbs": 387.166523,
     "gpu": "",
     "format_version": "v4.0",
+    # v4.0 says nothing of how the collective ran
+    "algorithm": "",
+    "protocol": "",
+    "channels": None,
+    "comm_name": "",
 }
 SEEDS = [ln for f in JSON_FILES for ln in f.read_text().splitlines() if ln.strip()]
 
@@ -61,6 +66,7 @@ def test_json_fixture_lines_parse_exactly() -> None:
         41057.0,
         49.036065,
     )
+    assert v["channels"] == 1  # its kernel events ran on channel 0 alone
     # every value equals json.loads' own reading of the line
     for i, line in enumerate(SEEDS):
         doc = json.loads(line)
@@ -192,12 +198,77 @@ def test_later_v4_formats_are_read_and_their_other_records_skipped() -> None:
     lines.append(_with(("coll_perf", "coll_busbw_gbs"), "nan"))  # how the plugin writes NaN
     rows = parse.parse_json_lines(lines)
     assert [rows.row(i)["format_version"] for i in range(len(rows))] == ["v4.1", "v4.2", "v4.17"]
-    assert {k: v for k, v in rows.row(1).items() if k != "format_version"} == {
-        k: v for k, v in rows.row(0).items() if k != "format_version"
+    v42_only = ("format_version", "algorithm", "protocol", "comm_name")
+    assert {k: v for k, v in rows.row(1).items() if k not in v42_only} == {
+        k: v for k, v in rows.row(0).items() if k not in v42_only
     }
+    assert [rows.row(i)["algorithm"] for i in range(3)] == ["", "RING", ""]
+    assert (rows.row(1)["protocol"], rows.row(1)["comm_name"]) == ("LL", "DP Group 0")
     assert rows.skipped == {"dump_stats": 2, "p2p_perf": 1, "nan_bandwidth": 1}
     assert rows.inspector_dropped == 1024
     assert rows.errors == {"missing_field": 1, "unknown_version": 2}
+
+
+V42 = FIX / "inspector-json-v4.2" / "gpu-node-2-pid2001.log"
+PROM_ALGO = FIX / "inspector-prom-algo" / "nccl_inspector_GPU3.prom"
+
+
+def test_v42_capture_reads_algorithm_protocol_and_channels_value_for_value() -> None:
+    """Inspector v4.2 lines carry coll_algo / coll_proto (NCCL's profiler spelling) and the
+    communicator's name; the channel count comes from coll_n_channels where a build writes it,
+    else from the verbose trace's distinct channels; the Prom textfile's algo_proto label
+    (`Ring_simple`) splits into the same two names. Every value is the line's own."""
+    lines = V42.read_text().splitlines()
+    rows = parse.parse_json_lines(lines)
+    assert rows.errors == {} and len(rows) == len(lines) == 7
+    got = [
+        (r["coll_sn"], r["algorithm"], r["protocol"], r["channels"], r["msg_size_bytes"])
+        for r in (rows.row(i) for i in range(len(rows)))
+    ]
+    assert got == [
+        (500, "NVLS_TREE", "SIMPLE", None, 1 << 30),
+        (501, "NVLS_TREE", "SIMPLE", None, 1 << 30),
+        (502, "RING", "SIMPLE", None, 1 << 30),
+        (503, "RING", "LL128", None, 32 << 20),
+        (504, "TREE", "LL", None, 512 << 10),
+        (505, "RING", "SIMPLE", 4, 1 << 30),
+        (506, "NVLS_TREE", "SIMPLE", 16, 1 << 30),
+    ]
+    for i, line in enumerate(lines):
+        doc = json.loads(line)
+        r = rows.row(i)
+        assert r["algorithm"] == doc["coll_perf"]["coll_algo"]
+        assert r["protocol"] == doc["coll_perf"]["coll_proto"]
+        assert r["comm_name"] == doc["header"]["comm_name"] == "DP Group 0"
+        assert r["bus_bandwidth_gbs"] == doc["coll_perf"]["coll_busbw_gbs"]
+        assert r["format_version"] == "v4.2"
+    # the line-by-line path reads the same
+    slow = parse.Rows()
+    for ln in lines:
+        parse.parse_json_line(ln, slow)
+    assert slow.tuples == rows.tuples
+    # older spellings (ncclAlgoStr of NCCL < 2.19: "NVLSTree", lower-case protocols) are the same
+    old = json.loads(lines[0])
+    old["coll_perf"].update(coll_algo="NVLSTree", coll_proto="Simple")
+    r = parse.parse_json_lines([json.dumps(old)]).row(0)
+    assert (r["algorithm"], r["protocol"]) == ("NVLS_TREE", "SIMPLE")
+    bad = json.loads(lines[0])
+    bad["coll_perf"]["coll_algo"] = 3
+    assert parse.parse_json_lines([json.dumps(bad)]).errors == {"bad_value": 1}
+    prom = parse.parse_prom(PROM_ALGO.read_text(), mtime_ms=1)
+    assert prom.errors == {} and len(prom) == 1
+    p = prom.row(0)
+    assert (p["algorithm"], p["protocol"], p["comm_name"], p["coll_sn"]) == (
+        "RING",
+        "SIMPLE",
+        "DP Group 0",
+        507,
+    )
+    assert (p["bus_bandwidth_gbs"], p["algo_bandwidth_gbs"], p["exec_time_us"]) == (
+        186.4,
+        99.41,
+        10801.0,
+    )
 
 
 def test_objects_laid_out_over_lines() -> None:

@@ -1,0 +1,304 @@
+"""A job's NCCL settings against what they cost: collectives that run with an algorithm or
+protocol far below what another reaches at the same shape, and rank pairs with fewer flows than
+the ECMP groups on their paths are wide.
+
+Both read what the job ran (NCCL Inspector's algorithm and protocol, sampled RoCEv2 flows) and
+name the setting behind it from the inventory (`nccl_settings`); neither judges a setting that
+did not show in what the job ran. Thresholds: `collective.algorithm_*`, `low_flow_entropy.*`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+from typing import Any
+
+from telemetry.correlate.detectors.fabric import port_subject, roles_and_neighbours
+from telemetry.correlate.entropy import collision_probability, qps_needed
+from telemetry.correlate.findings import Finding
+from telemetry.correlate.registry import Context, detector
+from telemetry.nccl import env_value, forced_by
+
+_SHAPE = ("collective", "msg_size_bucket", "n_ranks", "n_nodes")
+_TS = "DateTime64(3, 'UTC')"
+
+
+@detector(
+    "collective_algorithm_underperforms",
+    category="job",
+    needs=("collective_sample",),
+    lookback=("collective.window_seconds",),
+)
+def collective_algorithm_underperforms(ctx: Context) -> list[Finding]:
+    """A communicator whose collectives of one shape (collective, size bucket, ranks, nodes) run
+    with an algorithm/protocol that reaches (`collective.algorithm_quantile` of its bus bandwidth
+    over `collective.algorithm_reference_seconds`, any job of that shape) at least
+    `collective.algorithm_gap_ratio` less than another algorithm/protocol reaches at the same
+    shape, and that runs below that now. The setting that forced it (NCCL_ALGO / NCCL_PROTO of
+    the job's pods) is named when there is one."""
+    gap = float(ctx.t("collective.algorithm_gap_ratio"))
+    now = ctx.rows(
+        f"""
+        SELECT namespace, job, comm_id, {", ".join(_SHAPE)}, algorithm, protocol,
+               median(bus_bandwidth_gbs) AS now_gbs, count() AS n
+        FROM {ctx.table("collective_sample")}
+        WHERE {ctx.where("collective_sample")} AND job != '' AND algorithm != ''
+        GROUP BY namespace, job, comm_id, {", ".join(_SHAPE)}, algorithm, protocol
+        HAVING n >= {{min_n:UInt32}}
+        ORDER BY namespace, job, comm_id, {", ".join(_SHAPE)}, algorithm, protocol""",
+        {"min_n": int(ctx.t("collective.min_samples"))},
+    )
+    if not now:
+        return []
+    shapes = sorted({tuple(r[k] for k in _SHAPE) for r in now})
+    reached: dict[tuple[Any, ...], dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
+    for r in ctx.rows(
+        f"""
+        SELECT {", ".join(_SHAPE)}, algorithm, protocol,
+               quantileExact({{q:Float64}})(bus_bandwidth_gbs) AS reached_gbs, count() AS n,
+               arraySort(groupUniqArray(concat(namespace, '/', job))) AS jobs
+        FROM {ctx.table("collective_sample")}
+        WHERE cluster = {{cluster:String}} AND algorithm != '' AND job != ''
+          AND ts >= {{rs:{_TS}}} AND ts < {{we:{_TS}}}
+          AND ({", ".join(_SHAPE)}) IN {{shapes:Array(Tuple(String, String, UInt32, UInt32))}}
+        GROUP BY {", ".join(_SHAPE)}, algorithm, protocol
+        HAVING n >= {{min_base:UInt32}}""",
+        {
+            "q": float(ctx.t("collective.algorithm_quantile")),
+            "rs": ctx.window.end
+            - timedelta(seconds=float(ctx.t("collective.algorithm_reference_seconds"))),
+            "shapes": shapes,
+            "min_base": int(ctx.t("collective.min_baseline_samples")),
+        },
+    ):
+        reached[tuple(r[k] for k in _SHAPE)][(r["algorithm"], r["protocol"])] = r
+    out = []
+    for r in now:
+        by_algo = reached.get(tuple(r[k] for k in _SHAPE), {})
+        mine = by_algo.get((r["algorithm"], r["protocol"]))
+        others = [v for k, v in by_algo.items() if k != (r["algorithm"], r["protocol"])]
+        if mine is None or not others:
+            continue
+        best = max(others, key=lambda v: (v["reached_gbs"], v["algorithm"], v["protocol"]))
+        limit = (1 - gap) * float(best["reached_gbs"])
+        if float(mine["reached_gbs"]) >= limit or float(r["now_gbs"]) >= limit:
+            continue
+        out.append(_underperforms(ctx, r, mine, best))
+    return out
+
+
+def _underperforms(
+    ctx: Context, r: dict[str, Any], mine: dict[str, Any], best: dict[str, Any]
+) -> Finding:
+    ns, job, comm = r["namespace"], r["job"], r["comm_id"]
+    forced = {
+        name: value
+        for name, value in _settings(ctx, ns, job, ("NCCL_ALGO", "NCCL_PROTO")).items()
+        if forced_by(value, r["algorithm"] if name == "NCCL_ALGO" else r["protocol"])
+    }
+    setting = ", ".join(f"{k}={v}" for k, v in sorted(forced.items()))
+    what = f"{r['algorithm']}/{r['protocol']}"
+    other = f"{best['algorithm']}/{best['protocol']}"
+    why = f"forced by {setting}" if setting else "no NCCL_ALGO/NCCL_PROTO forces it: NCCL chose it"
+    drop = 1 - float(mine["reached_gbs"]) / float(best["reached_gbs"])
+    return Finding(
+        "collective_algorithm_underperforms",
+        "job",
+        "warning",
+        "communicator",
+        f"{ns}/{job}/{comm}",
+        f"{ns}/{job}: {r['collective']} {r['msg_size_bucket']} runs {what} at "
+        f"{float(r['now_gbs']):.1f} GB/s bus bandwidth; {other} reached "
+        f"{float(best['reached_gbs']):.1f} GB/s at the same shape ({r['n_ranks']} ranks on "
+        f"{r['n_nodes']} nodes, {', '.join(best['jobs'][:3])}): {drop:.0%} less ({why})",
+        {
+            "namespace": ns,
+            "job": f"{ns}/{job}",
+            "comm_id": comm,
+            **{k: r[k] for k in _SHAPE},
+            "algorithm": r["algorithm"],
+            "protocol": r["protocol"],
+            "bus_bandwidth_gbs": round(float(r["now_gbs"]), 3),
+            "reached_gbs": round(float(mine["reached_gbs"]), 3),
+            "best_algorithm": best["algorithm"],
+            "best_protocol": best["protocol"],
+            "best_reached_gbs": round(float(best["reached_gbs"]), 3),
+            "best_jobs": list(best["jobs"][:5]),
+            "gap_ratio": round(drop, 3),
+            "forced_by": forced,
+            "setting": setting,
+            "try_setting": f"NCCL_ALGO={env_value(best['algorithm'])}"
+            + (
+                f" NCCL_PROTO={env_value(best['protocol'])}"
+                if best["protocol"] != r["protocol"]
+                else ""
+            ),
+        },
+    )
+
+
+def _settings(ctx: Context, ns: str, job: str, names: tuple[str, ...]) -> dict[str, str]:
+    """The job's pods' values of NCCL settings `names` during the window (nccl_settings; the
+    most common value where pods differ)."""
+    rows = ctx.rows(
+        f"""
+        SELECT name, topK(1)(value)[1] AS v FROM {ctx.table("nccl_setting", final=True)}
+        WHERE cluster = {{cluster:String}} AND namespace = {{ns:String}} AND job = {{job:String}}
+          AND name IN {{names:Array(String)}} AND value != ''
+          AND valid_from < {{we:{_TS}}} AND (valid_to IS NULL OR valid_to > {{ws:{_TS}}})
+        GROUP BY name""",
+        {"ns": ns, "job": job, "names": list(names)},
+    )
+    return {str(r["name"]): str(r["v"]) for r in rows}
+
+
+@detector(
+    "low_flow_entropy",
+    category="job",
+    needs=("flow_sample",),
+    lookback=("low_flow_entropy.window_seconds",),
+)
+def low_flow_entropy(ctx: Context) -> list[Finding]:
+    """A job whose rank pairs (source and destination RDMA IPs of its own pods) leave a leaf
+    through its ECMP uplinks with fewer distinct flows (QP x UDP source port, in the sampled
+    flows) than that uplink group is wide. Judged on the pairs with at least
+    `low_flow_entropy.min_samples_per_pair` samples, by the pair that shows the most flows (the
+    job's QPs per connection apply to every pair). Evidence: the collision probability that
+    hashing alone gives (ecmp.max_over_mean over the busiest group), the QPs per connection that
+    would bring it under `low_flow_entropy.target_collision_probability`, and the job's ECMP
+    collision findings and incidents on those uplinks."""
+    roles, peers = roles_and_neighbours(ctx)
+    width: dict[str, int] = defaultdict(int)  # leaf -> uplinks to spines
+    for (dev, _), (rdev, _) in peers.items():
+        if roles.get(dev) == "leaf" and roles.get(rdev) == "spine":
+            width[dev] += 1
+    if not width:
+        return []
+    rows = ctx.rows(
+        f"""
+        SELECT a.src_namespace AS ns, a.src_job AS job, a.src_ip AS src_ip, a.dst_ip AS dst_ip,
+               groupUniqArray((a.switch, a.out_port)) AS ports, any(f.flows) AS flows,
+               any(f.samples) AS samples
+        FROM (SELECT src_namespace, src_job, src_ip, dst_ip, switch, out_port
+              FROM {ctx.table("attributed_flow")}
+              WHERE {ctx.where("attributed_flow")} AND rdma AND src_job != ''
+                AND dst_job = src_job AND dst_namespace = src_namespace
+                AND switch IN {{leaves:Array(String)}}) AS a
+        INNER JOIN (SELECT src_ip, dst_ip, uniqExact(src_port, dest_qp) AS flows,
+                           count() AS samples
+                    FROM {ctx.table("flow_sample")}
+                    WHERE {ctx.where("flow_sample")} AND dest_qp IS NOT NULL
+                    GROUP BY src_ip, dst_ip) AS f
+          ON a.src_ip = f.src_ip AND a.dst_ip = f.dst_ip
+        GROUP BY ns, job, src_ip, dst_ip
+        ORDER BY ns, job, src_ip, dst_ip""",
+        {"leaves": sorted(width)},
+    )
+    min_samples = int(ctx.t("low_flow_entropy.min_samples_per_pair"))
+    jobs: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        up = [
+            (sw, p) for sw, p in r["ports"] if roles.get(peers.get((sw, p), ("", ""))[0]) == "spine"
+        ]
+        if not up:
+            continue  # turned at the leaf: no ECMP group on its path
+        j = jobs.setdefault((r["ns"], r["job"]), {"pairs": 0, "judged": [], "by_leaf": {}})
+        j["pairs"] += 1
+        for sw in {sw for sw, _ in up}:
+            j["by_leaf"][sw] = j["by_leaf"].get(sw, 0) + 1
+        j.setdefault("uplinks", set()).update(up)
+        if int(r["samples"]) >= min_samples:
+            j["judged"].append(int(r["flows"]))
+    out = []
+    for (ns, job), j in sorted(jobs.items()):
+        if not j["judged"]:
+            continue  # too few samples per pair yet to count its flows
+        flows = max(j["judged"])
+        w = min(width[leaf] for leaf in j["by_leaf"])
+        if flows >= w:
+            continue
+        out.append(_entropy_finding(ctx, ns, job, j, flows, w))
+    return out
+
+
+def _entropy_finding(
+    ctx: Context, ns: str, job: str, j: dict[str, Any], flows: int, w: int
+) -> Finding:
+    ratio = float(ctx.t("ecmp.max_over_mean"))
+    target = float(ctx.t("low_flow_entropy.target_collision_probability"))
+    leaf, conns = max(j["by_leaf"].items(), key=lambda kv: (kv[1], kv[0]))
+    setting = _settings(ctx, ns, job, ("NCCL_IB_QPS_PER_CONNECTION",))
+    qps = int(setting.get("NCCL_IB_QPS_PER_CONNECTION", "1") or 1)  # NCCL's default is 1
+    per_qp = max(1, flows // max(qps, 1))  # flows a QP setting of 1 gives (channels)
+    p = collision_probability(conns * flows, w, ratio)
+    need = qps_needed(conns, per_qp, w, ratio, target)
+    uplinks = sorted(port_subject(sw, port) for sw, port in j["uplinks"])
+    linked = _ecmp_links(ctx, uplinks)
+    key = f"{ns}/{job}"
+    fix = (
+        f"NCCL_IB_QPS_PER_CONNECTION={need} brings it under {target:.0%}"
+        if need
+        else f"no QP count NCCL allows brings it under {target:.0%}"
+    )
+    return Finding(
+        "low_flow_entropy",
+        "job",
+        "warning",
+        "job",
+        key,
+        f"job {key}: its rank pairs cross ECMP groups of {w} uplinks with {flows} flow(s) each "
+        f"(QPs per connection {qps}); hashing alone overloads an uplink of {leaf} "
+        f"({conns} connection(s) through it) with probability {p:.0%}; {fix}"
+        + (
+            f"; {len(linked['findings'])} ECMP collision finding(s) on its uplinks"
+            if linked["findings"]
+            else ""
+        ),
+        {
+            "job": key,
+            "namespace": ns,
+            "flows_per_pair": flows,
+            "ecmp_width": w,
+            "pairs_crossing": j["pairs"],
+            "pairs_judged": len(j["judged"]),
+            "busiest_leaf": leaf,
+            "connections_through_busiest_leaf": conns,
+            "qps_per_connection": qps,
+            "qps_setting": setting.get("NCCL_IB_QPS_PER_CONNECTION", ""),
+            "collision_probability": p,
+            "target_collision_probability": target,
+            "qps_needed": need,
+            "uplinks": uplinks[:16],
+            "ecmp_findings": linked["findings"],
+            "ecmp_incidents": linked["incidents"],
+        },
+    )
+
+
+def _ecmp_links(ctx: Context, uplinks: list[str]) -> dict[str, list[str]]:
+    """The ECMP collision findings (and their incidents) on these uplinks seen up to this window:
+    what the low entropy caused or made likely."""
+    if not uplinks:
+        return {"findings": [], "incidents": []}
+    found = ctx.rows(
+        f"""
+        SELECT DISTINCT subject FROM {ctx.table("finding", final=True)}
+        WHERE cluster = {{cluster:String}} AND kind = 'ecmp_imbalance'
+          AND subject IN {{ports:Array(String)}}
+          AND last_seen >= {{ws:{_TS}}} AND first_seen < {{we:{_TS}}}
+        ORDER BY subject""",
+        {"ports": uplinks},
+    )
+    incidents = ctx.rows(
+        f"""
+        SELECT DISTINCT incident_id FROM {ctx.table("incident", final=True)}
+        WHERE cluster = {{cluster:String}} AND root_kind = 'ecmp_imbalance' AND merged_into = ''
+          AND root_subject IN {{ports:Array(String)}}
+          AND last_seen >= {{ws:{_TS}}} AND first_seen < {{we:{_TS}}}
+        ORDER BY incident_id""",
+        {"ports": uplinks},
+    )
+    return {
+        "findings": [str(r["subject"]) for r in found],
+        "incidents": [str(r["incident_id"]) for r in incidents],
+    }

@@ -1,0 +1,73 @@
+"""What to do about each finding kind (telemetry/correlate/remediation.yaml): every kind a
+detector reports has one, filled with the finding's own values, falling back to a template that
+needs nothing but the subject; docs/runbooks.md is the file rendered, with a section per kind."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from telemetry.correlate import remediation as rem
+from telemetry.correlate.registry import finding_kinds
+
+ROOT = Path(__file__).parents[3]
+
+
+def test_every_reported_kind_has_a_remediation_and_nothing_else_does() -> None:
+    kinds = finding_kinds()
+    assert set(rem.table()) == set(kinds)
+    for k in kinds:
+        entry = rem.table()[k]
+        assert entry["means"] and entry["do"], k
+        # the last template needs only the subject: every finding gets one
+        assert set(re.findall(r"\{(\w+)", entry["do"][-1])) == {"subject"}, k
+        assert rem.remediation(k, "node", "n1", {}).strip(), k
+        page, _, _ = entry["doc"].partition("#")
+        assert (ROOT / page).is_file(), entry["doc"]
+
+
+def test_templates_are_filled_with_the_findings_own_values() -> None:
+    r = rem.remediation(
+        "low_flow_entropy",
+        "job",
+        "team-b/eval-b",
+        {"job": "team-b/eval-b", "qps_needed": 9, "qps_per_connection": 1,
+         "busiest_leaf": "leaf-r7", "collision_probability": 0.90625,
+         "target_collision_probability": 0.1},
+    )  # fmt: skip
+    assert r.startswith("Set NCCL_IB_QPS_PER_CONNECTION=9 on team-b/eval-b's pods (now 1)")
+    assert "from 91% to under 10%" in r
+    # no QP count helps (qps_needed None): the next template, not a "None" in the text
+    r = rem.remediation(
+        "low_flow_entropy",
+        "job",
+        "a/b",
+        {"job": "a/b", "qps_needed": None, "collision_probability": 1.0,
+         "target_collision_probability": 0.1, "busiest_leaf": "leaf-1"},
+    )  # fmt: skip
+    assert r.startswith("No QP count NCCL allows brings a/b's collision chance (100%)")
+    # the setting that forced an algorithm: named when there is one, else NCCL's own pick
+    ev = {"job": "t/ar", "try_setting": "NCCL_ALGO=NVLSTree", "best_algorithm": "NVLS_TREE",
+          "best_protocol": "SIMPLE", "best_reached_gbs": 40.56, "algorithm": "RING",
+          "protocol": "SIMPLE", "reached_gbs": 22.86}  # fmt: skip
+    forced = rem.remediation("collective_algorithm_underperforms", "communicator", "t/ar/0x1",
+                             {**ev, "setting": "NCCL_ALGO=Ring"})  # fmt: skip
+    assert forced.startswith("Remove NCCL_ALGO=Ring from t/ar's pods (or set NCCL_ALGO=NVLSTree)")
+    assert "NVLS_TREE/SIMPLE reached 40.6 GB/s" in forced
+    picked = rem.remediation("collective_algorithm_underperforms", "communicator", "t/ar/0x1",
+                             {**ev, "setting": ""})  # fmt: skip
+    assert picked.startswith("Set NCCL_ALGO=NVLSTree on t/ar's pods (NCCL picked RING/SIMPLE")
+    # subject parts: a GPU's node and index
+    lost = rem.remediation("gpu_lost", "gpu", "gpu-3/gpu5", {})
+    assert "kubectl cordon gpu-3" in lost and "reset GPU 5" in lost
+    assert rem.runbook("gpu_lost") == "docs/runbooks.md#gpu_lost"
+    assert rem.remediation("no_such_kind", "node", "n", {}) == ""
+
+
+def test_runbooks_page_is_rendered_from_the_yaml() -> None:
+    text = (ROOT / "docs" / "runbooks.md").read_text()
+    assert text == rem.markdown(), (
+        "run: python -m telemetry.correlate.remediation > docs/runbooks.md"
+    )
+    for k in finding_kinds():
+        assert f"\n## {k}\n" in text
