@@ -3,8 +3,8 @@
 Reads the findings each evaluation wrote (`IncidentTracker.observe`, called by the engine after
 the findings are stored) and groups them: one cause seen many times (the same subject, the same
 link seen from both ends, the same IDC pair, the same placement-policy failure) overlapping in
-time is one incident; a consequence finding (finding_map.yaml `consequences`, the kinds that
-describe an effect) joins the incident of the cause its evidence names. It never changes a
+time is one incident; a consequence finding (causes.yaml: the kinds that describe an
+effect) joins the incident of the cause its evidence names. It never changes a
 finding and never runs a detector; an incident is updated by writing a newer version of the same
 id (ReplacingMergeTree), so nothing is duplicated.
 """
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from telemetry.correlate.causes import effect_kinds
 from telemetry.correlate.remediation import remediation, runbook
 from telemetry.records import FINDING, INCIDENT, INCIDENT_FINDING
 from telemetry.store import Store
@@ -458,13 +459,9 @@ def impact(store: Store, cluster: str, g: Group) -> Impact:
 
 
 def consequence_kinds() -> set[str]:
-    """The finding kinds that describe an effect, not a cause: finding_map.yaml's list (the one
-    the scorer reads), and the kinds scored on their own whose truth is always caused by another
-    fault (a job's collectives slowed by a collision on its path, a rank behind a throttled GPU):
-    they join their cause's incident."""
-    from telemetry.sim.score import incident_effects, load_finding_map
-
-    return incident_effects(*load_finding_map())
+    """The finding kinds that describe an effect, not a cause (causes.yaml): they join their
+    cause's incident."""
+    return set(effect_kinds())
 
 
 class IncidentTracker:

@@ -1,7 +1,8 @@
 """Detection quality: compare the `findings` table with a simulation's ground truth.
 
 Reads findings (kind, subject, window) from the store and maps their kinds onto fault kinds with
-`finding_map.yaml` only — never the engine's internals. Precision is per finding, recall and
+`finding_map.yaml` only — never the engine's internals; which kinds are effects (unscored, and
+never an incident's root) it takes from the engine's causal model (telemetry/correlate/causes.yaml). Precision is per finding, recall and
 localization per injected fault. With no findings it says so and computes nothing. Incidents are
 scored the same way by their root finding (`score_incidents`): what a person is paged for.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from telemetry.correlate.causes import effect_kinds
 from telemetry.sim.faults import CONSEQUENCE_FAULT_KINDS, SETTING_FAULT_KINDS, Fault, GroundTruth
 from telemetry.sim.scenario import FAULT_KINDS
 
@@ -102,20 +104,26 @@ class Score:
 
 
 def load_finding_map(path: str | Path = FINDING_MAP_FILE) -> tuple[dict[str, str], set[str]]:
+    """(finding kind -> fault kind, the effect kinds left unscored): finding_map.yaml's map, and
+    the engine's effects (causes.yaml) that the map gives no fault kind of their own."""
     d = yaml.safe_load(Path(path).read_text())
     mapping = dict(d.get("finding_kinds") or {})
     known = (*FAULT_KINDS, *SETTING_FAULT_KINDS, *CONSEQUENCE_FAULT_KINDS)
     bad = sorted(v for v in mapping.values() if v not in known)
     if bad:
         raise ValueError(f"{path}: unknown fault kind(s) {bad}")
-    return mapping, set(d.get("consequences") or [])
-
-
-def incident_effects(mapping: dict[str, str], consequences: set[str]) -> set[str]:
-    """The finding kinds that join their cause's incident: the map's consequences, and the kinds
-    scored on their own whose truth is always caused by another fault (a job's collectives slowed
-    by a collision on its path, a rank behind a throttled GPU)."""
-    return consequences | {k for k, v in mapping.items() if v in CONSEQUENCE_FAULT_KINDS}
+    effects = effect_kinds()
+    # derived truth (a slowdown a collision caused) must be what the engine calls an effect, or
+    # the scorer and the engine's incidents would disagree on what is paged for
+    causes = sorted(
+        k for k, v in mapping.items() if v in CONSEQUENCE_FAULT_KINDS and k not in effects
+    )
+    if causes:
+        raise ValueError(
+            f"{path}: {causes} map onto derived fault kinds but the engine's causal model "
+            "(telemetry/correlate/causes.yaml) does not list them as effects"
+        )
+    return mapping, {k for k in effects if k not in mapping}
 
 
 def _spans(
@@ -147,10 +155,10 @@ def score_incidents(
     truth: GroundTruth, roots: list[Finding], tolerance_s: float = 60.0
 ) -> IncidentScore:
     """Incident-level precision and recall, and incidents per fault (see IncidentScore)."""
-    mapping, consequences = load_finding_map()
-    # derived truth (a slowdown caused by a collision) is paged for as part of its cause's
-    # incident: such kinds are effects here, and only root faults are counted
-    consequences = incident_effects(mapping, consequences)
+    mapping, _ = load_finding_map()
+    # an effect (derived truth too: a slowdown a collision caused) is paged for as part of its
+    # cause's incident (the engine's causal model): only root faults are counted
+    consequences = effect_kinds()
     roots_of = [g for g in truth.faults if g.kind not in CONSEQUENCE_FAULT_KINDS]
     faults = [g for g in roots_of if g.scored]
     tol = int(tolerance_s * 1000)

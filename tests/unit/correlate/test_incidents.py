@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from telemetry.correlate.causes import effect_kinds
 from telemetry.correlate.incidents import (
     Group,
     Impact,
@@ -16,11 +17,10 @@ from telemetry.correlate.incidents import (
     group,
     incident_id,
 )
-from telemetry.sim.score import load_finding_map
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 GAP = timedelta(seconds=60)
-CONSEQUENCES = load_finding_map()[1]
+CONSEQUENCES = set(effect_kinds())
 _n = 0
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from telemetry.correlate.causes import effect_kinds
 from telemetry.errors import ConfigError
 from telemetry.sim import GroundTruth, build, load_scenario
 from telemetry.sim.score import Finding, load_finding_map, render, score
@@ -69,6 +70,18 @@ def test_finding_map_names_only_fault_kinds():
     mapping, consequences = load_finding_map()
     assert mapping["ecmp_imbalance"] == "ecmp_collision"
     assert not set(mapping) & consequences
+    # the unscored kinds are the engine's effects (causes.yaml) without a fault kind of their own
+    assert consequences == {k for k in effect_kinds() if k not in mapping}
+    assert "network_bound" in consequences
+
+
+def test_the_scorer_refuses_derived_truth_the_engine_calls_a_cause(tmp_path):
+    """A finding kind mapped onto derived truth (a slowdown a fault caused) must be one of the
+    engine's effects, or the scorer and the engine's incidents would disagree."""
+    bad = tmp_path / "map.yaml"
+    bad.write_text("finding_kinds:\n  ecmp_imbalance: collective_slowdown\n")
+    with pytest.raises(ValueError, match=r"causes\.yaml"):
+        load_finding_map(bad)
 
 
 def test_score_counts_precision_recall_localization():
