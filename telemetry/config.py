@@ -1,7 +1,7 @@
 """Configuration: one YAML file, then environment variables, then CLI flags (highest wins).
 
 Everything is validated up front; an error names the key (`store.batch_rows: ...`). Each source's
-section `sources.<name>` is validated by the model `telemetry.registry` names for it (a subclass of
+section `sources.<name>` is validated by the model `telemetry.catalog` names for it (a subclass of
 `SourceConfig`), so adding a source never edits this file and no exporter must be imported first.
 
 Environment: RAILSCOPE_CONFIG (file), RAILSCOPE_DSN (store.dsn; or RAILSCOPE_DSN_FILE, a file holding
@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from telemetry.catalog import SOURCES
 from telemetry.errors import ConfigError
 from telemetry.ingest.config import IngestConfig
 from telemetry.records import KINDS
@@ -319,13 +320,11 @@ class Config(_Model):
 
     def source(self, name: str) -> Any:
         """The validated section of one source (its config model), defaults if absent."""
-        from telemetry import registry
-
-        if name not in registry.SOURCES:
+        if name not in SOURCES:
             raise ConfigError(
-                f"sources.{name}: unknown source (known: {', '.join(sorted(registry.SOURCES))})"
+                f"sources.{name}: unknown source (known: {', '.join(sorted(SOURCES))})"
             )
-        model = registry.SOURCES[name].config_model()
+        model = SOURCES[name].config_model()
         try:
             return model.model_validate(self.sources.get(name) or {})
         except ValidationError as e:
@@ -478,15 +477,13 @@ def config_from_document(
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, source=source)) from None
     # validate the sections of known sources now, not when the source starts
-    from telemetry import registry
-
     for name, raw in cfg.sources.items():
-        if name not in registry.SOURCES:
+        if name not in SOURCES:
             raise ConfigError(
-                f"{source}: sources.{name}: unknown source (known: {', '.join(sorted(registry.SOURCES))})"
+                f"{source}: sources.{name}: unknown source (known: {', '.join(sorted(SOURCES))})"
             )
         try:
-            registry.SOURCES[name].config_model().model_validate(raw or {})
+            SOURCES[name].config_model().model_validate(raw or {})
         except ValidationError as e:
             raise ConfigError(
                 format_validation_error(e, prefix=f"sources.{name}", source=source)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from telemetry.pipeline import ComponentStats
+    from telemetry.contracts import ComponentStats
 
 log = logging.getLogger("railscope.problems")
 

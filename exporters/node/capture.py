@@ -13,14 +13,23 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from exporters.node import nvml, pcie
 from exporters.node.ethtool import EthtoolError
 from telemetry.errors import UserError
 
-if TYPE_CHECKING:
-    from exporters.node.source import NodeSource
+
+class Collectors(Protocol):
+    """What a capture reads through: a node source's root and its collectors (NodeSource; None
+    where switched off)."""
+
+    root: Path
+    gpus: Any
+    nics: Any
+    procs: Any
+    pods: Any
+
 
 _PCI_ATTRS = ("vendor", "device", "class", "numa_node")
 _PORT_ATTRS = ("state", "phys_state", "rate", "link_layer")
@@ -73,7 +82,7 @@ class _Copier:
             self.copy(os.path.join(rel, n))
 
 
-def capture(source: NodeSource, out: Path) -> dict[str, Any]:
+def capture(source: Collectors, out: Path) -> dict[str, Any]:
     """Write the bundle; returns a summary for the CLI."""
     if out.exists() and any(out.iterdir()):
         raise UserError(f"--capture {out}: directory is not empty")
@@ -157,7 +166,7 @@ def capture(source: NodeSource, out: Path) -> dict[str, Any]:
     }
 
 
-def _nvml_snapshot(source: NodeSource, problem: Any) -> dict[str, Any] | None:
+def _nvml_snapshot(source: Collectors, problem: Any) -> dict[str, Any] | None:
     """The GPUs as a FakeNvml spec: identities, raw field values, what is not supported."""
     col = source.gpus
     b = col.backend if col is not None else None
@@ -215,7 +224,7 @@ def _nvml_snapshot(source: NodeSource, problem: Any) -> dict[str, Any] | None:
     return {"_comment": "captured by `railscope node --capture`: raw NVML units", "gpus": gpus}
 
 
-def _podresources_json(source: NodeSource, problem: Any) -> str | None:
+def _podresources_json(source: Collectors, problem: Any) -> str | None:
     from exporters.node.podresources import PodResourcesError
 
     raw = getattr(source.pods, "raw", None)

@@ -248,13 +248,16 @@ def render_html(
             f"<p>{_e(rep.verdict)}</p>",
             *(
                 ["<h3>Collective bandwidth (NCCL Inspector)</h3><ul>"]
-                + [f"<li>{_e(c)}</li>" for c in collective_lines(rep)]
+                + [
+                    f"<li>{_e(c)}</li>"
+                    for c in collective_lines(rep.collectives, rep.communicators)
+                ]
                 + ["</ul>"]
                 if rep.collectives
                 else []
             ),
             *(
-                [f"<p>NCCL settings of its pods: {_e(setting_line(rep))}</p>"]
+                [f"<p>NCCL settings of its pods: {_e(setting_line(rep.nccl_settings))}</p>"]
                 if rep.nccl_settings
                 else []
             ),

@@ -405,10 +405,10 @@ def render_text(rep: JobReport) -> str:
     ]
     if rep.collectives:  # what the job felt, above the hops that may explain it
         lines += ["", "  collectives (NCCL Inspector):"] + [
-            f"    {c}" for c in collective_lines(rep)
+            f"    {c}" for c in collective_lines(rep.collectives, rep.communicators)
         ]
     if rep.nccl_settings:
-        lines += ["", "  NCCL settings of its pods: " + setting_line(rep)]
+        lines += ["", "  NCCL settings of its pods: " + setting_line(rep.nccl_settings)]
     lines += ["", "  rank  score  layer        hop                                   evidence"]
     for i, h in enumerate(rep.hops[:25], 1):
         ev = "; ".join(h.evidence_for[:2]) or (

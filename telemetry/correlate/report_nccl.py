@@ -7,12 +7,9 @@ hops that may explain them. Never writes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from telemetry.correlate.registry import Context
-
-if TYPE_CHECKING:
-    from telemetry.correlate.report import JobReport
 
 
 def collectives(ctx: Context, ns: str, job: str) -> list[dict[str, Any]]:
@@ -112,11 +109,11 @@ def settings(ctx: Context, ns: str, job: str) -> list[dict[str, Any]]:
     ]
 
 
-def setting_line(rep: JobReport) -> str:
+def setting_line(settings: list[dict[str, Any]]) -> str:
     """The pods' NCCL settings in one line: NCCL_ALGO=Ring (2 pods), NCCL_IB_HCA from configmap
     fabric key hca (not at hand) ..."""
     parts = []
-    for s in rep.nccl_settings:
+    for s in settings:
         value = (
             s["value"] if s["source"] != "configmap_unresolved" else f"<{s['ref']}, not at hand>"
         )
@@ -124,11 +121,13 @@ def setting_line(rep: JobReport) -> str:
     return ", ".join(parts)
 
 
-def collective_lines(rep: JobReport) -> list[str]:
+def collective_lines(
+    collectives: list[dict[str, Any]], communicators: list[dict[str, Any]]
+) -> list[str]:
     """One sentence per collective, size, algorithm and protocol, then one per communicator, for
-    the text and HTML reports."""
+    the text and HTML reports (a JobReport's lists)."""
     out = []
-    for c in rep.collectives:
+    for c in collectives:
         how = f" {c['algorithm']}/{c['protocol']}" if c["algorithm"] else ""
         line = (
             f"{c['collective']} {c['msg_size']}{how}: bus bandwidth "
@@ -137,7 +136,7 @@ def collective_lines(rep: JobReport) -> list[str]:
         if c["change_ratio"] is not None:
             line += f" ({c['change_ratio']:+.0%} vs {c['baseline_gbs']:.2f} GB/s before)"
         out.append(line + f", {c['samples']} samples")
-    for m in rep.communicators:
+    for m in communicators:
         nodes = ", ".join(m["nodes"][:4]) + (
             f" (+{len(m['nodes']) - 4})" if len(m["nodes"]) > 4 else ""
         )

@@ -1,0 +1,184 @@
+"""The tree's structure, checked over its source (AST, no imports run): production never imports
+the simulator, no import cycles (type-only and function-local imports counted), no giant
+modules, and CONTRIBUTING.md's map of where each change goes names files that exist."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+PACKAGES = ("telemetry", "exporters", "dashboards", "alerts")
+# the simulator and the commands that drive it; nothing else may import telemetry.sim
+SIM_USERS = ("telemetry/sim/", "telemetry/commands/sim.py", "telemetry/commands/demo.py")
+MAX_LINES = 800
+# the record table may stay one table (one entry per record kind, read top to bottom)
+TABLES = ("telemetry/records.py",)
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for p in sorted((ROOT / pkg).rglob("*.py")):
+            parts = p.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out[name] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _imported(path: Path, module: str) -> Iterator[tuple[str, int]]:
+    """Every module name `path` imports, at any depth (under TYPE_CHECKING, inside functions),
+    relative imports resolved; with its line."""
+    pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                base = ".".join([*up, *([node.module] if node.module else [])])
+            for a in node.names:
+                yield f"{base}.{a.name}", node.lineno
+
+
+def _ours(name: str) -> str | None:
+    """The module of ours `name` is (a name imported from a module: that module)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _graph() -> dict[str, set[str]]:
+    g: dict[str, set[str]] = {m: set() for m in MODULES}
+    for m, p in MODULES.items():
+        for name, _ in _imported(p, m):
+            t = _ours(name)
+            # a package's __init__ is imported on the way to its submodules: not an edge back
+            if t and t != m and not m.startswith(t + "."):
+                g[m].add(t)
+    return g
+
+
+def _cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for root in g:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(g[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(g[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_production_never_imports_the_simulator() -> None:
+    bad = []
+    for m, p in MODULES.items():
+        rel = p.relative_to(ROOT).as_posix()
+        if rel.startswith(SIM_USERS):
+            continue
+        for name, line in _imported(p, m):
+            if name == "telemetry.sim" or name.startswith("telemetry.sim."):
+                bad.append(f"{rel}:{line} imports {name}")
+    assert not bad, "the engine, exporters and serving code must not depend on the simulator:\n" + (
+        "\n".join(bad)
+    )
+
+
+def test_no_import_cycles() -> None:
+    cycles = _cycles(_graph())
+    assert not cycles, "import cycles (counting TYPE_CHECKING and function-local imports):\n" + (
+        "\n".join(" <-> ".join(c) for c in cycles)
+    )
+
+
+def test_the_cycle_check_sees_type_only_and_local_imports(tmp_path: Path) -> None:
+    """The checker itself: a cycle made only of a TYPE_CHECKING import one way and a
+    function-local import the other way is found."""
+    g = {"a": {"b"}, "b": {"a"}, "c": {"a"}}
+    assert _cycles(g) == [["a", "b"]]
+    src = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from x.y import Z\n"
+    src += "def f():\n    from . import w\n"
+    p = tmp_path / "m.py"
+    p.write_text(src)
+    assert {n for n, _ in _imported(p, "x.m")} == {"typing.TYPE_CHECKING", "x.y.Z", "x.w"}
+
+
+def test_no_giant_modules() -> None:
+    big = []
+    for p in MODULES.values():
+        rel = p.relative_to(ROOT).as_posix()
+        n = len(p.read_text().splitlines())
+        if n > MAX_LINES and rel not in TABLES:
+            big.append(f"{rel}: {n} lines")
+    assert not big, f"modules over {MAX_LINES} lines (split along their seams):\n" + "\n".join(big)
+
+
+def _contributing_paths() -> list[str]:
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    section = text.split("## Where each change goes", 1)
+    assert len(section) == 2, "CONTRIBUTING.md has no 'Where each change goes' section"
+    body = section[1].split("\n## ", 1)[0]
+    return sorted(
+        {
+            m.group(1).rstrip("/")
+            for m in re.finditer(r"`([\w./-]+\.(?:py|yaml|md|sql)|[\w./-]+/)`", body)
+            if "<" not in m.group(1)
+        }
+    )
+
+
+def test_contributing_names_files_that_exist() -> None:
+    paths = _contributing_paths()
+    assert len(paths) >= 15, paths  # the map is read, not skipped
+    missing = [p for p in paths if not (ROOT / p).exists()]
+    assert not missing, f"CONTRIBUTING.md 'Where each change goes' names missing paths: {missing}"
+
+
+@pytest.mark.parametrize("module", ["telemetry.pipeline", "telemetry.registry"])
+def test_contracts_stay_importable_where_they_were(module: str) -> None:
+    """Names moved to contracts.py / catalog.py are still importable from their old homes."""
+    import importlib
+
+    m = importlib.import_module(module)
+    for name in getattr(m, "__all__", ()):
+        assert hasattr(m, name), f"{module}.{name}"
