@@ -8,7 +8,8 @@ same datagrams in the same run. Last line: one JSON object.
 railscope is timed in this process with CPU time (decode only, and decode + rows + Arrow
 batches); sfacctd reads the same datagrams from a pcap (`pcap_savefile`) into its print plugin,
 and its CPU time (core + plugin processes) is taken from the children's rusage. `rows` is
-`SflowIngest` (the columnar path every collector uses): ingest + drain to Arrow batches; `pcap`
+the collector's path (`decode.scan`, one pass per datagram, then `SflowIngest`, which batches
+column-wise): scan + add + drain to Arrow batches; "decode only" is the dict decoder `decode()`; `pcap`
 is `railscope sflow --from FILE.pcap`'s whole path on the pcap sfacctd read. Best of --repeat.
 """
 
@@ -31,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from exporters.sflow import encode as E
-from exporters.sflow.decode import DecodeError, decode
+from exporters.sflow.decode import DecodeError, decode, scan
 from exporters.sflow.ingest import SflowIngest
 from exporters.sflow.pcap import write_pcap
 from telemetry.pipeline import ComponentStats
@@ -71,7 +72,7 @@ def bench_railscope(dgrams: list[bytes], repeat: int) -> dict[str, float]:
         ing = SflowIngest(ComponentStats("bench"))
         t = time.process_time()
         for d in dgrams:
-            ing.ingest(d, "10.255.0.1", 0)
+            ing.add(scan(d), "10.255.0.1", 0)
         ing.drain()
         best_full = min(best_full, time.process_time() - t)
     return {
@@ -240,7 +241,7 @@ def fuzz(n: int, seed: int) -> dict[str, object]:
         try:
             decode(data)
             outcomes["decoded"] += 1
-            ing.ingest(data, "fuzz", 0)
+            ing.add(scan(data), "fuzz", 0)
             if i % 1000 == 0:
                 ing.drain()  # rows from whatever decoded must fit the record kinds
         except DecodeError:

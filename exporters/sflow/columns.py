@@ -1,9 +1,9 @@
 """Columns from offsets: the vectorised half of `ingest.SflowIngest` (pure; numpy and Arrow).
 
-The per-datagram walk in `ingest.py` validates each datagram exactly as `decode()` does and keeps
-only where things are: the datagram bytes appended to one buffer, and per flow sample the buffer
-offsets of the sample, its sampled-header record and its extended-switch record (per counter
-sample, of its generic-interface record). Everything else is read here for all samples at once:
+`decode.scan()` validates each datagram exactly as `decode()` does and keeps only where things
+are; `ingest.py` appends the datagram bytes to one buffer and, per flow sample, the buffer offsets
+of the sample, its sampled-header record and its extended-switch record (per counter sample, of
+its generic-interface record). Everything else is read here for all samples at once:
 fixed-offset fields are gathered with numpy, the sampled header (Ethernet, 802.1Q/QinQ, IPv4/IPv6,
 TCP/UDP ports, RoCEv2 BTH) is parsed with masks over arrays of per-sample offsets, and the string
 columns are built by Arrow kernels (IPv4 dotted quads) or once per distinct value (port names).

@@ -1,4 +1,6 @@
-"""sFlow v5 datagram decoder: bytes in, plain dicts out (pure; no I/O, no clock, no logging).
+"""sFlow v5 datagram decoder (pure; no I/O, no clock, no logging): `scan()`, the collector's one
+pass per datagram (header, offsets of its rows for `columns.py`, what was irregular), and
+`decode()`, the same checks giving plain dicts (tools, the simulator, the tests' reference).
 
 Reads flow samples (1), expanded flow samples (3), counter samples (2) and expanded counter
 samples (4); flow records: sampled header (1) down through Ethernet/VLAN/IPv4/IPv6/UDP/TCP and,
@@ -30,6 +32,10 @@ _ETH = struct.Struct(">6s6sH")
 _BTH = struct.Struct(">BBHII")  # opcode, flags, pkey, dest QP (low 24 bits), PSN (low 24 bits)
 _PORTS = struct.Struct(">HH")
 _U32 = struct.Struct(">I")
+
+# sample format -> (fixed part's size, where its record count is, what it is called)
+_FIXED = {1: (32, 28, "flow sample"), 3: (44, 40, "expanded flow sample"),
+          2: (12, 8, "counter sample"), 4: (16, 12, "expanded counter sample")}  # fmt: skip
 
 GENERIC_FIELDS = (
     "ifindex", "iftype", "ifspeed", "ifdirection", "ifstatus",
@@ -238,24 +244,28 @@ def _flow_records(data: bytes, off: int, end: int, count: int, s: dict[str, Any]
         fmt, length, rend = record_at(data, off, end, "flow")
         off += 8
         if fmt == 1:  # sampled header
-            hlen = sampled_header_length(data, off, length, rend)
-            proto, frame_len, stripped, _ = _RAW.unpack_from(data, off)
-            s["header_protocol"] = proto
-            s["frame_bytes"] = frame_len
-            s["stripped"] = stripped
-            s["header_size"] = hlen
-            hdr = data[off + 16 : off + 16 + hlen]
-            if proto == 1:
-                decode_header(hdr, s)
-            elif proto == 11:
-                decode_ip(hdr, 0, 0x0800, s)
-            elif proto == 12:
-                decode_ip(hdr, 0, 0x86DD, s)
+            _sampled_header(data, off, sampled_header_length(data, off, length, rend), s)
         elif fmt == 1001:  # extended switch
             sv, sp, dv, dp = extended_switch(data, off, length)
             s["src_vlan"], s["src_priority"], s["dst_vlan"], s["dst_priority"] = sv, sp, dv, dp
         off = rend
     records_end(off, end)
+
+
+def _sampled_header(data: bytes, off: int, hlen: int, s: dict[str, Any]) -> None:
+    """The fields of the (checked) sampled-header record whose data is at `off`, into `s`."""
+    proto, frame_len, stripped, _ = _RAW.unpack_from(data, off)
+    s["header_protocol"] = proto
+    s["frame_bytes"] = frame_len
+    s["stripped"] = stripped
+    s["header_size"] = hlen
+    hdr = data[off + 16 : off + 16 + hlen]
+    if proto == 1:
+        decode_header(hdr, s)
+    elif proto == 11:
+        decode_ip(hdr, 0, 0x0800, s)
+    elif proto == 12:
+        decode_ip(hdr, 0, 0x86DD, s)
 
 
 def _counter_records(data: bytes, off: int, end: int, count: int, s: dict[str, Any]) -> None:
@@ -269,6 +279,32 @@ def _counter_records(data: bytes, off: int, end: int, count: int, s: dict[str, A
             s["ethernet"] = dict(zip(ETHERNET_FIELDS, _ETHCTR.unpack_from(data, off), strict=True))
         off = rend
     records_end(off, end)
+
+
+def _flow_sample(data: bytes | memoryview, off: int, expanded: bool) -> tuple[dict[str, Any], int]:
+    """(the fields of the flow sample whose data is at `off`, its record count); sizes checked."""
+    if expanded:
+        (sseq, stype_id, sidx, rate, pool, drops, in_fmt, in_val, out_fmt, out_val,
+         nrec) = _XFLOW.unpack_from(data, off)  # fmt: skip
+    else:
+        sseq, src, rate, pool, drops, inp, outp, nrec = _FLOW.unpack_from(data, off)
+        stype_id, sidx = src >> 24, src & 0xFFFFFF
+        in_fmt, in_val = inp >> 30, inp & 0x3FFFFFFF
+        out_fmt, out_val = outp >> 30, outp & 0x3FFFFFFF
+    s = {
+        "seq": sseq,
+        "source_type": stype_id,
+        "source_index": sidx,
+        "sampling_rate": rate,
+        "pool": pool,
+        "drops": drops,
+        "in_port": _iface(in_fmt, in_val),
+        "out_port": _iface(out_fmt, out_val),
+        "input": in_val,
+        "output": out_val,
+        "output_format": out_fmt,
+    }
+    return s, nrec
 
 
 def decode(data: bytes) -> dict[str, Any]:
@@ -296,36 +332,15 @@ def _decode(data: bytes) -> dict[str, Any]:
         stype, slen, end = sample_at(data, off, n)
         off += 8
         if stype == 1 or stype == 3:
-            if stype == 1:
-                if slen < _FLOW.size:
-                    raise DecodeError("truncated_sample", "flow sample")
-                sseq, src, rate, pool, drops, inp, outp, nrec = _FLOW.unpack_from(data, off)
-                stype_id, sidx = src >> 24, src & 0xFFFFFF
-                in_fmt, in_val = inp >> 30, inp & 0x3FFFFFFF
-                out_fmt, out_val = outp >> 30, outp & 0x3FFFFFFF
-                roff = off + _FLOW.size
-            else:
-                if slen < _XFLOW.size:
-                    raise DecodeError("truncated_sample", "expanded flow sample")
-                (sseq, stype_id, sidx, rate, pool, drops, in_fmt, in_val, out_fmt, out_val,
-                 nrec) = _XFLOW.unpack_from(data, off)  # fmt: skip
-                roff = off + _XFLOW.size
+            size, _, what = _FIXED[stype]
+            if slen < size:
+                raise DecodeError("truncated_sample", what)
+            s, nrec = _flow_sample(data, off, stype == 3)
             if nrec > MAX_SAMPLES:
                 raise DecodeError("too_many_records", str(nrec))
-            s: dict[str, Any] = {
-                "seq": sseq,
-                "source_type": stype_id,
-                "source_index": sidx,
-                "sampling_rate": rate,
-                "pool": pool,
-                "drops": drops,
-                "in_port": _iface(in_fmt, in_val),
-                "out_port": _iface(out_fmt, out_val),
-                "input": in_val,
-                "output": out_val,
-                "output_format": out_fmt,
-            }
+            roff = off + size
             _flow_records(data, roff, end, nrec, s)
+            rate = s["sampling_rate"]
             fb = s.get("frame_bytes")
             if fb is not None:
                 s["bytes"] = fb * rate
@@ -361,4 +376,167 @@ def _decode(data: bytes) -> dict[str, Any]:
     }
 
 
-__all__ = ["ETHERNET_FIELDS", "GENERIC_FIELDS", "ROCEV2_PORT", "DecodeError", "decode"]
+class Decoded:
+    """One datagram after `scan`: its header, where its rows are, and what was irregular.
+
+    Offsets are into `data`. Per flow sample with a sampled header: its data (`flow_sample`,
+    negated for an expanded sample), its sampled-header record data (`flow_header`) and its
+    extended-switch record data (`flow_switch`, -1: none); per counter sample with generic
+    interface counters, that record's data (`port_generic`). `columns.py` reads the fields there.
+    Irregular cases: `reason`/`detail` say why a malformed datagram was rejected (nothing else is
+    set); `no_header` counts flow samples without a sampled header (no row: nothing to
+    attribute); a flow sample with more than one sampled-header record (each overwrites what the
+    one before set) has no column form, so such a datagram comes as `flows`/`counters` dicts
+    (`decode()`'s, for the samples that give rows) and no offsets. Unknown sample and record
+    formats are skipped by their length, as `decode()` does."""
+
+    __slots__ = ("agent", "counters", "data", "detail", "flow_header", "flow_sample",
+                 "flow_switch", "flows", "no_header", "port_generic", "reason", "seq",
+                 "sub_agent", "uptime_ms")  # fmt: skip
+
+    def __init__(self, data: bytes | memoryview) -> None:
+        self.data = data
+        self.reason = self.detail = ""
+        self.agent = b""  # address bytes (4 or 16)
+        self.sub_agent = self.seq = self.uptime_ms = self.no_header = 0
+        self.flow_sample: list[int] = []
+        self.flow_header: list[int] = []
+        self.flow_switch: list[int] = []
+        self.port_generic: list[int] = []
+        self.flows: list[dict[str, Any]] | None = None
+        self.counters: list[dict[str, Any]] | None = None
+
+
+def scan(data: bytes | memoryview) -> Decoded:
+    """Decode one datagram in one pass, checking it exactly as `decode()` does (same checks,
+    same order, same reasons and messages), into a `Decoded`. Never raises."""
+    d = Decoded(data)
+    try:
+        more = _scan(data, d)
+    except DecodeError as e:
+        _rejected(d, e.reason, str(e))
+    except (struct.error, IndexError, ValueError, OverflowError) as e:  # belt and braces
+        _rejected(d, "malformed", str(e))
+    else:
+        if more:  # the irregular form, from the offsets found above
+            try:
+                _as_dicts(d, more)
+            except (struct.error, IndexError, ValueError, OverflowError) as e:
+                _rejected(d, "malformed", str(DecodeError("malformed", str(e))))
+    return d
+
+
+def _rejected(d: Decoded, reason: str, detail: str) -> None:
+    d.reason, d.detail, d.flows, d.counters, d.no_header = reason, detail, None, None, 0
+    d.flow_sample, d.flow_header, d.flow_switch, d.port_generic = [], [], [], []
+
+
+def _scan(data: bytes | memoryview, d: Decoded) -> dict[int, list[int]]:
+    """Fill `d`; returns {flow row: every sampled-header record} of the flow samples with more
+    than one."""
+    n = len(data)
+    d.agent, d.sub_agent, d.seq, d.uptime_ms, nsamples, off = datagram_header(data)
+    f_smp, f_hdr, f_xsw, c_gen = d.flow_sample, d.flow_header, d.flow_switch, d.port_generic
+    unpack = _2U32.unpack_from
+    no_header = 0
+    many: dict[int, list[int]] = {}
+    for _ in range(nsamples):
+        # sample_at() and record_at(), inline: this loop is the collector's per-sample cost
+        if off + 8 > n:
+            raise DecodeError("truncated_sample", f"sample header at {off}")
+        stype, slen = unpack(data, off)
+        end = off + 8 + slen
+        if end > n:
+            raise DecodeError("truncated_sample", f"sample format {stype} length {slen}")
+        off += 8
+        if stype == 1 or stype == 3 or stype == 2 or stype == 4:
+            size, at, what = _FIXED[stype]
+            if slen < size:
+                raise DecodeError("truncated_sample", what)
+            nrec: int = _U32.unpack_from(data, off + at)[0]
+            if nrec > MAX_SAMPLES:
+                raise DecodeError("too_many_records", str(nrec))
+            roff = off + size
+            flow = stype == 1 or stype == 3
+            what = "flow record" if flow else "counter record"
+            hdr = xsw = gen = -1
+            more: list[int] | None = None  # every sampled header, when there is more than one
+            for _ in range(nrec):
+                if roff + 8 > end:
+                    raise DecodeError("truncated_record", f"{what} header at {roff}")
+                fmt, length = unpack(data, roff)
+                rend = roff + 8 + length
+                if rend > end:
+                    raise DecodeError("truncated_record", f"{what} {fmt} length {length}")
+                roff += 8
+                if flow:
+                    if fmt == 1:
+                        sampled_header_length(data, roff, length, rend)
+                        if hdr < 0:
+                            hdr = roff
+                        elif more is None:
+                            more = [hdr, roff]
+                        else:
+                            more.append(roff)
+                    elif fmt == 1001:
+                        extended_switch(data, roff, length)
+                        xsw = roff
+                else:
+                    check_counter_record(fmt, length)
+                    if fmt == 1:
+                        gen = roff
+                roff = rend
+            if roff != end:
+                raise DecodeError("bad_sample_length", f"records end at {roff}, sample at {end}")
+            if not flow:
+                if gen >= 0:
+                    c_gen.append(gen)
+            elif hdr < 0:
+                no_header += 1
+            else:
+                if more is not None:
+                    many[len(f_smp)] = more
+                f_smp.append(-off if stype == 3 else off)
+                f_hdr.append(hdr)
+                f_xsw.append(xsw)
+        off = end  # unknown sample formats are skipped by length
+    if off != n:
+        raise DecodeError("trailing_bytes", f"{n - off} bytes after the last sample")
+    d.no_header = no_header
+    return many
+
+
+def _as_dicts(d: Decoded, more: dict[int, list[int]]) -> None:
+    """The datagram's rows as `decode()`'s dicts, from the offsets `_scan` found (the flow
+    samples with a sampled header, the counter samples with generic counters)."""
+    data = d.data if isinstance(d.data, bytes) else bytes(d.data)
+    flows = []
+    for i, (smp, hdr, xsw) in enumerate(
+        zip(d.flow_sample, d.flow_header, d.flow_switch, strict=True)
+    ):
+        s, _ = _flow_sample(data, abs(smp), smp < 0)
+        for h in more.get(i, (hdr,)):  # in record order: each overwrites what it sets
+            _sampled_header(data, h, _U32.unpack_from(data, h + 12)[0], s)
+        if xsw >= 0:
+            sv, sp, dv, dp = extended_switch(data, xsw, 16)
+            s["src_vlan"], s["src_priority"], s["dst_vlan"], s["dst_priority"] = sv, sp, dv, dp
+        fb, rate = s.get("frame_bytes"), s["sampling_rate"]  # set: it has a sampled header
+        s["bytes"], s["packets"] = fb * rate, rate
+        flows.append(s)
+    counters = [
+        {"generic": dict(zip(GENERIC_FIELDS, _GENERIC.unpack_from(data, g), strict=True))}
+        for g in d.port_generic
+    ]
+    d.flows, d.counters = flows, counters
+    d.flow_sample, d.flow_header, d.flow_switch, d.port_generic = [], [], [], []
+
+
+__all__ = [
+    "ETHERNET_FIELDS",
+    "GENERIC_FIELDS",
+    "ROCEV2_PORT",
+    "DecodeError",
+    "Decoded",
+    "decode",
+    "scan",
+]

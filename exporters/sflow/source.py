@@ -1,7 +1,8 @@
 """The `railscope sflow` source: an sFlow v5 collector (asyncio UDP) or a pcap reader.
 
-Reads datagrams from UDP (default :6343) or a pcap file and turns them into flow_sample and
-switch_port_sample rows with `ingest.SflowIngest` (decoding in `decode.py`). Malformed datagrams
+Reads datagrams from UDP (default :6343) or a pcap file; each goes one way, once: the trust
+check (`trust.py`), one decoding pass (`decode.scan`), then `ingest.SflowIngest`, which batches
+the decoded rows into flow_sample and switch_port_sample. Malformed datagrams
 are counted by reason and logged once per reason per minute; sequence gaps (lost datagrams) and
 agent restarts are counted. `received` counts datagrams.
 """
@@ -15,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from exporters.sflow.config import SflowConfig
+from exporters.sflow.decode import scan
 from exporters.sflow.ingest import REASONS, SflowIngest
 from exporters.sflow.trust import REASONS as TRUST_REASONS
 from exporters.sflow.trust import Trust
@@ -180,7 +182,9 @@ class SflowSource(BaseSource):
                 self.stats.dropped += 1
                 self.problems.add("buffer_full", f"datagram from {source}", "buffer full")
                 return
-            self.ingest.ingest(data, source, int(time.time() * 1000))
+        d = scan(data)  # outside the lock: this thread is the only one that adds rows
+        with self._lock:
+            self.ingest.add(d, source, int(time.time() * 1000))
 
     def stop(self) -> None:
         if self._pool is not None:
@@ -239,11 +243,11 @@ class SflowSource(BaseSource):
         from exporters.sflow.pcap import PcapStats, iter_udp
 
         st = PcapStats()
-        ingest = self.ingest.ingest
+        add = self.ingest.add
         for ts, src, _sport, _dport, payload in iter_udp(
             path, port=self.cfg.pcap_port or None, stats=st
         ):
-            ingest(payload, src, int(ts * 1000))
+            add(scan(payload), src, int(ts * 1000))
         for why, n in st.skipped.items():
             if why != "other_port":
                 self.stats.extra[f"pcap_skipped_{why}"] = float(n)

@@ -3,7 +3,7 @@
 Each worker (`python -m exporters.sflow.workers`, a fresh interpreter: no fork of a parent that
 may hold chdb's threads) binds its own socket to the same address with SO_REUSEPORT (the kernel hashes each
 sender's address/port to one socket, so an agent stays on one worker and its sequence numbers
-stay in order), decodes with its own `SflowIngest`, and every `flush_seconds` (or at
+stay in order), checks (`Trust`), decodes (`decode.scan`) and batches with its own `SflowIngest`, and every `flush_seconds` (or at
 `batch_rows` rows) hands its rows to the parent as Arrow IPC streams over its stdout pipe,
 with a snapshot of its counters; the parent closing the worker's stdin asks it to finish. The parent (`WorkerPool`, owned by `SflowSource`) passes the batches
 to the one sink/spool path of the process, so an embedded chdb:// store stays opened by one
@@ -129,6 +129,7 @@ def worker_main(
     answered "flushed"; with `stop` set too, the last hand-over ("done")."""
     from types import SimpleNamespace
 
+    from exporters.sflow.decode import scan
     from exporters.sflow.ingest import REASONS, SflowIngest
     from exporters.sflow.trust import REASONS as TRUST_REASONS
     from exporters.sflow.trust import Trust
@@ -153,7 +154,7 @@ def worker_main(
     def ingest(data: bytes, source: str, now_ms: int) -> None:
         why = trust.refuse(data, source)  # the same check as the single-process listener's
         if why is None:
-            ing.ingest(data, source, now_ms)
+            ing.add(scan(data), source, now_ms)
             return
         with stats.lock:
             stats.received += 1

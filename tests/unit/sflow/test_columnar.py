@@ -1,5 +1,5 @@
-"""The columnar ingest (`SflowIngest`: one walk per datagram, fields read for all samples at once)
-against the dict path (`ReferenceIngest`: `decode()` then a dict per sample): same rows, value
+"""The collector's path (`decode.scan()`: one pass per datagram; `SflowIngest`: fields read for all
+samples at once) against the dict path (`ReferenceIngest`: `decode()` then a dict per sample): same rows, value
 for value and in order, and the same counts (received, dropped, failures by reason, sequence
 gaps, restarts) on the real capture, on built datagrams and on mutated ones."""
 
@@ -14,9 +14,11 @@ from typing import Any
 import pyarrow as pa
 
 from exporters.sflow import encode as E
-from exporters.sflow.ingest import ReferenceIngest, SflowIngest
+from exporters.sflow.decode import scan
+from exporters.sflow.ingest import SflowIngest
 from exporters.sflow.pcap import read_udp
 from telemetry.pipeline import ComponentStats
+from tests.unit.sflow.reference import ReferenceIngest
 
 PCAP = Path(__file__).parents[2] / "fixtures" / "sflow" / "tcpdump_sflow-print-v6.pcap"
 AGENTS = {"10.0.0.1": "leaf01", "30::1:1:1": "spine01"}
@@ -26,7 +28,10 @@ IFNAMES = {"leaf01": {1: "Ethernet0", 2: "Ethernet4", 7: "Ethernet24"}, "spine01
 def _run(cls: Any, items: list[tuple[bytes, int]]) -> tuple[dict[str, pa.Table], dict[str, Any]]:
     st = ComponentStats("t")
     ing = cls(st, agents=AGENTS, ifnames=IFNAMES)
-    ok = [ing.ingest(p, "192.0.2.1", ts) for p, ts in items]
+    if cls is SflowIngest:
+        ok = [ing.add(scan(p), "192.0.2.1", ts) for p, ts in items]
+    else:
+        ok = [ing.ingest(p, "192.0.2.1", ts) for p, ts in items]
     tables = {b.kind.name: b.table for b in ing.drain()}
     counts = {"ok": ok, "received": st.received, "dropped": st.dropped, "errors": st.errors,
               "lost": ing.lost, "restarts": ing.restarts, "datagrams": ing.datagrams}  # fmt: skip
@@ -185,8 +190,25 @@ def test_memoryview_payloads_and_pending_rows() -> None:
     st = ComponentStats("t")
     ing = SflowIngest(st)
     data = E.datagram([E.flow_sample(E.rocev2_frame("10.0.0.1", "10.0.0.2", 3)[:128])] * 3)
-    assert ing.ingest(memoryview(b"xx" + data)[2:], "a", 0)
+    assert ing.add(scan(memoryview(b"xx" + data)[2:]), "a", 0)
     assert ing.pending_rows == 3
     [b] = ing.drain()
     assert b.table["dest_qp"].to_pylist() == [3, 3, 3] and ing.pending_rows == 0
     assert ing.drain() == []
+
+
+def test_scan_reports_what_it_found() -> None:
+    """One pass says everything: the reason of a malformed datagram (nothing else), the flow
+    samples without a sampled header, and the dict form of a datagram that has no column form."""
+    roce = E.rocev2_frame("10.1.2.3", "10.4.5.6", 7)
+    bad = scan(E.datagram([], version=4))
+    assert (bad.reason, bad.detail, bad.flow_sample, bad.flows) == (
+        "bad_version", "bad_version: version 4", [], None)  # fmt: skip
+    d = scan(E.datagram([E.flow_sample(roce[:96]), _flow([]), E.counter_sample({"ifindex": 3})]))
+    assert (d.reason, d.no_header, len(d.flow_sample), len(d.port_generic), d.flows) == (
+        "", 1, 1, 1, None)  # fmt: skip
+    v6 = _ipv6_frame("fd00::1", "fd00::2", qp=9)
+    two = scan(E.datagram([_flow([_header_record(roce[:100], 1), _header_record(v6[:54], 1)])]))
+    assert two.flow_sample == [] and two.flows is not None and two.counters == []
+    [f] = two.flows
+    assert (f["src_ip"], f["dest_qp"]) == ("fd00::1", 7)  # the second header's IP, the first's BTH

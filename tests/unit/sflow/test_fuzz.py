@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporters.sflow import encode as E
-from exporters.sflow.decode import DecodeError, decode
+from exporters.sflow.decode import DecodeError, decode, scan
 from exporters.sflow.ingest import SflowIngest
 from telemetry.pipeline import ComponentStats
 
@@ -46,5 +46,5 @@ def test_mutated_datagrams(seed: bytes, flips: list[tuple[int, int]], cut: int) 
     except DecodeError:
         return
     ing = SflowIngest(ComponentStats("fuzz"))  # whatever decodes must also build valid rows
-    ing.ingest(data, "x", 0)
+    ing.add(scan(data), "x", 0)
     ing.drain()

@@ -1,10 +1,11 @@
-"""SflowIngest: rows, sequence gaps, agent restarts, malformed datagrams (counted, rate-limited logs)."""
+"""SflowIngest (after `decode.scan`): rows, sequence gaps, agent restarts, malformed datagrams (counted, rate-limited logs)."""
 
 from __future__ import annotations
 
 import logging
 
 from exporters.sflow import encode as E
+from exporters.sflow.decode import scan
 from exporters.sflow.ingest import REASONS, SflowIngest
 from telemetry.pipeline import ComponentStats
 from telemetry.problems import Problems
@@ -19,7 +20,7 @@ def _dg(seq: int, uptime: int = 1000, qp: int = 5, rate: int = 100, output: int 
 def test_rows_scaled_and_named() -> None:
     st = ComponentStats("t")
     ing = SflowIngest(st, agents={"10.0.0.1": "leaf01"}, ifnames={"leaf01": {12: "Ethernet48"}})  # fmt: skip
-    assert ing.ingest(_dg(1), "10.0.0.1", 1_000)
+    assert ing.add(scan(_dg(1)), "10.0.0.1", 1_000)
     [b] = [b for b in ing.drain() if b.kind.name == "flow_sample"]
     row = b.table.to_pylist()[0]
     assert row["switch"] == "leaf01" and row["out_port"] == "Ethernet48" and "ecmp_group" not in row
@@ -30,7 +31,7 @@ def test_sequence_gaps_and_restarts_are_counted() -> None:
     st = ComponentStats("t")
     ing = SflowIngest(st)
     for seq, up in ((1, 1000), (2, 2000), (5, 3000), (6, 4000), (1, 100), (2, 200)):
-        ing.ingest(_dg(seq, up), "10.0.0.1", 0)
+        ing.add(scan(_dg(seq, up)), "10.0.0.1", 0)
     assert ing.lost == 2  # 3 and 4
     assert ing.restarts == 1  # back to 1 with a smaller uptime
     assert st.extra["datagrams_lost"] == 2 and st.extra["agent_restarts"] == 1
@@ -45,11 +46,11 @@ def test_malformed_counted_and_logged_once_per_reason_per_minute(caplog) -> None
     with caplog.at_level(logging.WARNING):
         for i in range(5):
             now[0] = 100.0 + i
-            assert not ing.ingest(bad, "10.0.0.9", 0)
-        ing.ingest(bad, "10.0.0.8", 0)  # another agent, same reason: same line budget
-        ing.ingest(short, "10.0.0.8", 0)  # another reason: its own line
+            assert not ing.add(scan(bad), "10.0.0.9", 0)
+        ing.add(scan(bad), "10.0.0.8", 0)  # another agent, same reason: same line budget
+        ing.add(scan(short), "10.0.0.8", 0)  # another reason: its own line
         now[0] = 161.0
-        ing.ingest(bad, "10.0.0.9", 0)
+        ing.add(scan(bad), "10.0.0.9", 0)
     # the label is the bounded reason; the agent address is only in the log
     assert st.errors == {"bad_version": 7, "truncated_header": 1} and st.failed == 8
     lines = [r.getMessage() for r in caplog.records]
@@ -65,7 +66,7 @@ def test_counter_samples_become_port_rows() -> None:
     ing = SflowIngest(st, agents={"10.0.0.1": "leaf01"}, ifnames={"leaf01": {7: "Ethernet24"}})
     g = {"ifindex": 7, "ifspeed": 400_000_000_000, "ifstatus": 3, "in_octets": 10, "out_octets": 20,
          "in_ucast_pkts": 1, "in_multicast_pkts": 2, "in_broadcast_pkts": 3, "out_discards": 4}  # fmt: skip
-    ing.ingest(E.datagram([E.counter_sample(g)]), "10.0.0.1", 5)
+    ing.add(scan(E.datagram([E.counter_sample(g)])), "10.0.0.1", 5)
     [b] = ing.drain()
     row = b.table.to_pylist()[0]
     assert (row["switch"], row["port"], row["up"], row["speed_bps"]) == (
