@@ -17,18 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from telemetry.records import COLLECTIVE_SAMPLE
-from telemetry.sim.nccl import job_choice
+from telemetry.sim.model import Fault, SimView
+from telemetry.sim.nccl import comm_id, job_choice
 from telemetry.sim.visibility import throttle_clock
-
-if TYPE_CHECKING:
-    from telemetry.sim.engine import Simulation
-    from telemetry.sim.faults import Fault
 
 MSG_BYTES = 1 << 30  # 1 GiB AllReduce (gradient bucket)
 PER_STEP = 2  # collectives per job and step
@@ -39,13 +36,6 @@ SLOWDOWN_DROP = 0.25
 BASELINE_SECONDS = 600
 MIN_SECONDS = 60
 STRAGGLER_MIN_RANKS = 3
-
-
-def comm_id(job_key: str) -> str:
-    """The communicator id of a job: NCCL's is a 64-bit hash, printed in hex."""
-    import zlib
-
-    return f"0x{zlib.crc32(job_key.encode()):08x}{zlib.crc32(job_key[::-1].encode()):08x}"
 
 
 @dataclass
@@ -73,7 +63,7 @@ class CollectiveColumns:
     """Builds each step's collective_sample table with numpy; the label columns of a job's ranks
     are built once per job."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: SimView) -> None:
         self.sim = sim
         self._static: dict[int, dict[str, Any]] = {}
 
@@ -165,11 +155,9 @@ def _arr(v: Any, type_: pa.DataType) -> pa.Array:
     return a if a.type == type_ else a.cast(type_)
 
 
-def truth(sim: Simulation, log: PaceLog, faults: list[Fault]) -> list[Fault]:
+def truth(sim: SimView, log: PaceLog, faults: list[Fault]) -> list[Fault]:
     """collective_slowdown / collective_straggler faults (origin='consequence'), each naming the
     fault that caused it in `detail.cause`."""
-    from telemetry.sim.faults import Fault
-
     fab = sim.fabric
     out: list[Fault] = []
     base_steps = max(1, BASELINE_SECONDS // sim.dt)
@@ -276,7 +264,7 @@ _METRICS = (
 )
 
 
-def render_inspector(sim: Simulation, out: Path, rows: list[dict[str, Any]]) -> int:
+def render_inspector(sim: SimView, out: Path, rows: list[dict[str, Any]]) -> int:
     """Write one step's collectives as NCCL Inspector writes them on each server: under
     `out/nccl/NODE/` one JSON-lines file per rank's process, appended to (v4.2), or on every
     PROM_EVERY-th server one Prom textfile per GPU, rewritten; and the process's

@@ -15,6 +15,8 @@ from telemetry.sim.scenario import Scenario, server_models
 
 PORT_STEP = 8  # SONiC names 400G ports by their first serdes lane: Ethernet0, Ethernet8, ...
 NODE_PREFIX = "gpu"
+# PCI bus of each of a server's 8 GPUs (00000000:BB:00.0), as the servers modelled lay them out
+GPU_BUS = [0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB]
 
 
 @dataclass
@@ -249,4 +251,13 @@ def datanode_name(idc: str, i: int) -> str:
     return f"dn-{idc}-{i:02d}"
 
 
-__all__ = ["Fabric", "Node", "build_fabric", "datanode_ip", "node_ip", "pod_ip", "rdma_ip"]
+__all__ = [
+    "GPU_BUS",
+    "Fabric",
+    "Node",
+    "build_fabric",
+    "datanode_ip",
+    "node_ip",
+    "pod_ip",
+    "rdma_ip",
+]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from telemetry.sim.fabric import Fabric, datanode_ip, datanode_name, node_ip
-from telemetry.sim.faults import Fault
+from telemetry.sim.model import Fault
 
 DN_PORT = 9866  # dfs.datanode.address
 DISK_BPS = 1.2e9  # one block stream, bytes/s

@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from telemetry.nccl import canonical, setting_names
+from telemetry.sim.model import Fault, SimView
 
 if TYPE_CHECKING:
-    from telemetry.sim.engine import Simulation
-    from telemetry.sim.faults import Fault
     from telemetry.sim.scenario import JobSpec
     from telemetry.sim.workload import Job
 
@@ -83,17 +82,23 @@ def cross_nic(spec: JobSpec) -> bool:
     return spec.nccl_env.get("NCCL_CROSS_NIC", "").strip() == "1"
 
 
-def job_choice(sim: Simulation, job: Job) -> Choice:
+def comm_id(job_key: str) -> str:
+    """The communicator id of a job: NCCL's is a 64-bit hash, printed in hex."""
+    import zlib
+
+    return f"0x{zlib.crc32(job_key.encode()):08x}{zlib.crc32(job_key[::-1].encode()):08x}"
+
+
+def job_choice(sim: SimView, job: Job) -> Choice:
     return choice(job.spec, bool(sim.fabric.model.get("nvls", False)), len(job.pods))
 
 
 # --- ground truth --------------------------------------------------------------------------------
-def truth(sim: Simulation) -> list[Fault]:
+def truth(sim: SimView) -> list[Fault]:
     """collective_algorithm_underperforms and low_flow_entropy, origin 'workload': conditions
     the jobs' settings create by themselves, for as long as the job runs."""
     from telemetry.correlate.entropy import collision_probability
     from telemetry.correlate.thresholds import default_thresholds
-    from telemetry.sim.collectives import comm_id
 
     th = default_thresholds()
     gap = float(th["collective"]["algorithm_gap_ratio"])
@@ -154,7 +159,7 @@ def connections(job: Job, nics: int) -> list[tuple[int, int, int, int, float]]:
     return [(a, b, r, (r + shift) % nics, w) for a, b, w in pairs for r in range(nics)]
 
 
-def crossing_connections(sim: Simulation, job: Job) -> dict[str, int]:
+def crossing_connections(sim: SimView, job: Job) -> dict[str, int]:
     """Source leaf -> how many of the job's connections leave it through its ECMP uplinks (the
     two ends on different leaves)."""
     fab = sim.fabric
@@ -167,9 +172,7 @@ def crossing_connections(sim: Simulation, job: Job) -> dict[str, int]:
     return out
 
 
-def _fault(sim: Simulation, j: Job, kind: str, subject_type: str, subject: str) -> Fault:
-    from telemetry.sim.faults import Fault
-
+def _fault(sim: SimView, j: Job, kind: str, subject_type: str, subject: str) -> Fault:
     return Fault(
         f"{kind}-w{j.idx}",
         kind,
@@ -184,4 +187,4 @@ def _fault(sim: Simulation, j: Job, kind: str, subject_type: str, subject: str) 
     )
 
 
-__all__ = ["Choice", "choice", "connections", "cross_nic", "env", "job_choice", "truth"]
+__all__ = ["Choice", "choice", "comm_id", "connections", "cross_nic", "env", "job_choice", "truth"]

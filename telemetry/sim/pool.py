@@ -24,9 +24,8 @@ from telemetry.pipeline import Batch
 from telemetry.records import POD_EVENT, PODGROUP, PRIORITY_CLASS, QUEUE
 
 if TYPE_CHECKING:
-    from telemetry.sim.engine import Simulation
     from telemetry.sim.fabric import Fabric
-    from telemetry.sim.faults import Fault
+    from telemetry.sim.model import Fault, SimView
     from telemetry.sim.scenario import FaultSpec
     from telemetry.sim.workload import Workload
 
@@ -92,7 +91,7 @@ def resolve(f: Fault, spec: FaultSpec, fab: Fabric, wl: Workload, rng: Any, wher
         raise ConfigError(f"{where}.target: {spec.target!r} is not NAMESPACE/NAME")
 
 
-def plan(sim: Simulation) -> Plan | None:
+def plan(sim: SimView) -> Plan | None:
     """Where the pool's pods go and which gangs wait (deterministic; once per simulation)."""
     pool = sim.scenario.pool
     if pool is None:
@@ -187,7 +186,7 @@ def plan(sim: Simulation) -> Plan | None:
 
 
 def pool_rows(
-    sim: Simulation,
+    sim: SimView,
     rows_node: list[dict[str, Any]],
     rows_job: list[dict[str, Any]],
     rows_pod: list[dict[str, Any]],
@@ -295,7 +294,7 @@ def pool_rows(
     ]
 
 
-def pool_gpus(sim: Simulation, t: int, table: pa.Table) -> pa.Table:
+def pool_gpus(sim: SimView, t: int, table: pa.Table) -> pa.Table:
     """The GPU samples of step `t` with the pool's pods on their GPUs (pod, namespace,
     utilization) and each node's GPU model."""
     pl = plan(sim)

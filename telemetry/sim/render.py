@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from telemetry.sim.engine import Simulation
-from telemetry.sim.fabric import netdev, rdma_device
+from telemetry.sim.fabric import GPU_BUS, netdev, rdma_device
 from telemetry.sim.hdfs import DN_PORT
 
 MAX_RENDER_NODES = 64
@@ -243,8 +243,6 @@ def _pcie(sys: Path, model: Any) -> None:
     with bus/pci/devices/* and class/infiniband/*/device links into it): each PCIe switch holds
     its GPUs and, where the server model has one there, a NIC. Written once per server."""
     import os
-
-    from telemetry.sim.engine import GPU_BUS
 
     gsw, nsw, numa = list(model["gpu_switch"]), list(model["nic_switch"]), list(model["numa"])
     bus = sys / "bus" / "pci" / "devices"

@@ -364,7 +364,7 @@ def sources_config(sim: Simulation, cfg: Any) -> Any:
     agent is and the names of its ifIndexes, and each switch's role."""
     from telemetry.sim.render import ifindex
 
-    # agent addresses as the simulator numbers its switches (engine.py), ifIndex as render.py
+    # agent addresses as the simulator numbers its switches (samples.py), ifIndex as render.py
     agents = {f"10.254.{i // 256}.{i % 256}": s for i, (s, _, _) in enumerate(sim.fabric.switches)}
     ifnames: dict[str, dict[int, str]] = {}
     for dev, port in zip(sim.fabric.ep_device, sim.fabric.ep_port, strict=True):

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from telemetry.sim.faults import Fault
+    from telemetry.sim.model import Fault
 
 # a straggling rank is told from the others' noise (~2 % per collective) from this slowdown on
 STRAGGLER_MIN_RATIO = 1.1
