@@ -4,8 +4,8 @@ UNIMPLEMENTED, ...) is named once in the log and in the switch's status while th
 
 Switches with queue or PG counters disabled, restricted telemetry users and other network
 operating systems serve subsets; a refusal of one path must not take the switch down. Never
-decides what a path means (gnmi.py does) and never retries a path within a session: the next
-session asks again.
+decides what a path means (gnmi_sonic.py, gnmi_openconfig.py do) and never retries a path
+within a session: the next session asks again.
 """
 
 from __future__ import annotations

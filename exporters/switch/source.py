@@ -40,7 +40,7 @@ class SwitchSource(BaseSource):
 
     name = "switch"
     unit = "records"  # ports, queues/PGs and LLDP entries read per poll
-    # gNMI: auth_failed, bad_update, stream_stalled, unreachable (exporters/switch/gnmi.py)
+    # gNMI: auth_failed, bad_update, stream_stalled, unreachable (exporters/switch/gnmi_stream.py)
     reasons = (*C.REASONS, "switch_down", "poll_failed",
                "auth_failed", "bad_update", "stream_stalled", "unreachable")  # fmt: skip
     Config = SwitchSourceConfig

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from exporters.switch import gnmi as G
+from exporters.switch import gnmi_openconfig as OC
 from telemetry.errors import UserError
 
 
@@ -33,13 +34,13 @@ def test_decode_typed_values() -> None:
 
 
 def test_openconfig_leaves() -> None:
-    assert G._flatten({"openconfig-interfaces:counters": {"in-octets": "5", "x": {"y": 1}}}) == {
+    assert OC._flatten({"openconfig-interfaces:counters": {"in-octets": "5", "x": {"y": 1}}}) == {
         "counters/in-octets": "5",
         "counters/x/y": "1",
     }
-    assert G._flatten({"a": [1]}) is None  # a list is not what a counters container holds
-    assert G._oc_speed("openconfig-if-ethernet:SPEED_400GB") == 4e11
-    assert G._oc_speed("SPEED_UNKNOWN") is None
-    assert [G._queue_index(n) for n in ("3", "UC7", "Ethernet0:5", "BE", "999")] == [
+    assert OC._flatten({"a": [1]}) is None  # a list is not what a counters container holds
+    assert OC._oc_speed("openconfig-if-ethernet:SPEED_400GB") == 4e11
+    assert OC._oc_speed("SPEED_UNKNOWN") is None
+    assert [OC._queue_index(n) for n in ("3", "UC7", "Ethernet0:5", "BE", "999")] == [
         3, 7, 5, None, None,
     ]  # fmt: skip
