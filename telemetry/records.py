@@ -3,7 +3,7 @@
 Sources build Arrow tables with `kind.arrow_schema` (or plain columns with `kind.to_columns`,
 which become that table when a sink reads it), the store renders its DDL from the same fields,
 the Prometheus sink names metrics after them and the docs list them. Adding a field is one line
-here plus a migration (`telemetry/store/migrations.py`). Never define a column elsewhere.
+here plus a migration (a script in `telemetry/store/migrations/`). Never define a column elsewhere.
 
 pyarrow is imported when an Arrow type or table is first asked for, not with this module: the
 /metrics-only node exporter (`railscope node --no-store`) never asks, and stays small.
