@@ -2,8 +2,9 @@
 store DSN at it and insert exactly as they would into ClickHouse (the HTTP interface, `INSERT ...
 FORMAT ArrowStream` with the batch's `insert_deduplication_token`); the gateway answers once the
 batch is in its write-ahead log (inbox.py) and sends the store one merged insert per record kind
-every `flush_seconds` (merge.py). Read-only statements (an agent's start-up checks) pass through
-to the store, without the request's settings (on an embedded store they would outlive the
+every `flush_seconds` (merge.py). Every statement is first judged by `railscope serve`'s statement
+guard (serve/guard.py, on the store's own parser): read-only statements (an agent's start-up
+checks) then pass through to the store, without the request's settings (on an embedded store they would outlive the
 request on the shared connection).
 
 It never changes rows, never inserts into a table that is not a record kind's, and never answers
@@ -16,7 +17,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -58,6 +59,50 @@ class Gateway:
         self.tables: dict[str, RecordKind] = {k.table: k for k in KINDS.values()}
         self._reads = threading.Lock()  # start-up checks only: one at a time is plenty
         self.stats = ComponentStats("ingest:gateway")
+        # what serve's statement guard (serve/guard.py) asks of an engine, answered by the store:
+        # every statement is judged as `railscope serve` judges it before it is taken or passed on
+        self._names = {
+            kind: frozenset(
+                str(r[0]) for r in store.query_rows(f"SELECT lower(name) FROM system.{table}")
+            )
+            for kind, table in (
+                ("table_functions", "table_functions"),
+                ("engines", "table_engines"),
+                ("database_engines", "database_engines"),
+            )
+        }
+
+    # -- what the guard asks (guard.Parser), answered by the store's own parser ------------------
+    def table_functions(self) -> frozenset[str]:
+        return self._names["table_functions"]
+
+    def engines(self) -> frozenset[str]:
+        return self._names["engines"] | self._names["database_engines"]
+
+    def canonical(self, text: str) -> str:
+        """The store's own text of `text` as exactly one statement (formatQuery)."""
+        if "\0" in text:
+            raise EngineError(62, "Syntax error: a NUL byte in the query", "SYNTAX_ERROR")
+        out = self._parse("SELECT formatQuery({q:String})", {"q": text})
+        return out[:-1] if out.endswith("\n") else out
+
+    def explain_ast(self, sql: str, params: Mapping[str, str]) -> str:
+        """`EXPLAIN AST` of one canonical statement (explained, never run)."""
+        return self._parse("EXPLAIN AST " + sql, params)
+
+    def _parse(self, sql: str, params: Mapping[str, str]) -> str:
+        with self._reads:
+            try:
+                body = self.store.client.raw_query(
+                    sql, parameters=dict(params) or None, fmt="TabSeparatedRaw"
+                )
+            except Exception as e:
+                raise EngineError.from_engine(e) from None
+        return body.decode() if isinstance(body, bytes) else str(body)
+
+    def kill(self, tags: Sequence[str], *, wait: bool = False) -> None:
+        """Nothing to cancel: an insert is answered once it is in the log, and a read passed to
+        the store is its own (the store's limits bound it)."""
 
     def _kind(self, head: str, database: str | None) -> RecordKind:
         m = _HEAD.match(head)
@@ -84,8 +129,9 @@ class Gateway:
         data: bytes | memoryview,
         *,
         database: str | None = None,
-        settings: Mapping[str, str] | None = None,
+        settings: Sequence[tuple[str, str]] | Mapping[str, str] = (),
         readonly: int = 0,
+        tag: str = "",
     ) -> Outcome:
         t = time.perf_counter_ns()
         try:
@@ -106,7 +152,7 @@ class Gateway:
                 table = kind.conform(table.replace_schema_metadata(None))
             except SchemaError as e:
                 raise EngineError(53, str(e), "TYPE_MISMATCH") from None
-            token = (settings or {}).get("insert_deduplication_token") or None
+            token = dict(settings or ()).get("insert_deduplication_token") or None
             try:
                 rows = self.inbox.accept(kind.name, table, token)
             except Backlog as e:
@@ -131,15 +177,16 @@ class Gateway:
 
     def query(
         self,
-        sql: bytes,
+        sql: bytes | str,
         fmt: str,
         *,
         database: str | None = None,
-        settings: Mapping[str, str] | None = None,
+        settings: Sequence[tuple[str, str]] | Mapping[str, str] = (),
         params: Mapping[str, str] | None = None,
         readonly: int = 0,
+        tag: str = "",
     ) -> Outcome:
-        text = sql.decode(errors="replace")
+        text = sql.decode(errors="replace") if isinstance(sql, bytes) else sql
         lead = text[_LEAD.match(text).end() :]  # type: ignore[union-attr]
         if not _READ.match(lead):
             raise EngineError(
