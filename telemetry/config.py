@@ -588,7 +588,8 @@ def _remember_basic(d: dict[Any, Any]) -> None:
     pw = d.get("password")
     if name is None or not isinstance(pw, str) or not pw:
         return
-    raw = f"{name}:{pw}".encode()
+    # surrogatepass: a YAML escape may give a lone surrogate; it is still a value to hide
+    raw = f"{name}:{pw}".encode("utf-8", "surrogatepass")
     stable = raw[: len(raw) // 3 * 3]  # encoded alike however the header goes on after it
     for enc in (base64.b64encode, base64.urlsafe_b64encode):
         for b in (raw, stable):

@@ -179,3 +179,25 @@ def test_a_document_nested_too_deeply_is_one_line_naming_the_file_and_exit_2(
 def test_an_environment_override_that_is_not_yaml_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"environment RAILSCOPE__SINK__BATCH_ROWS: .*YAML"):
         load_config(None, env={"RAILSCOPE__SINK__BATCH_ROWS": "[1, 2"})
+
+
+def test_a_password_with_a_lone_surrogate_is_hidden_not_a_crash() -> None:
+    """A JSON document (or a YAML one's parsed form) may carry a lone surrogate in a password
+    ("\\ud800"): loading either accepts it or says one line, and no log line shows it (the
+    fuzzer found the Basic-credential redaction encoding it as strict UTF-8: a traceback)."""
+    from telemetry.config import config_from_document, redact
+
+    doc = {
+        "sources": {
+            "switch": {
+                "switches": [
+                    {"name": "spine-01", "address": "10.0.0.101:6379", "password": "p\ud800w!"}
+                ]
+            }
+        }
+    }
+    try:
+        config_from_document(doc, "config c.json", env={})
+    except ConfigError as e:
+        assert "\n" not in str(e)
+    assert "p\ud800w!" not in str(redact(doc))
