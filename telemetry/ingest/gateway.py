@@ -30,7 +30,7 @@ from telemetry.ingest.tokens import SeenTokens
 from telemetry.pipeline import ComponentStats
 from telemetry.records import KINDS, RecordKind, SchemaError
 from telemetry.serve.config import ServeConfig
-from telemetry.serve.engine import EngineError, Outcome
+from telemetry.serve.engine import NAME_TABLES, EngineError, GuardAnswers, Outcome
 from telemetry.store.client import Store
 
 log = logging.getLogger("railscope.ingest")
@@ -48,7 +48,7 @@ def _name(text: str) -> str:
     return text[1:-1] if text.startswith("`") else text
 
 
-class Gateway:
+class Gateway(GuardAnswers):
     """What QueryServer calls (the `Engine` interface): inserts into the log, reads to the store."""
 
     def __init__(self, store: Store, inbox: Inbox) -> None:
@@ -59,38 +59,16 @@ class Gateway:
         self.tables: dict[str, RecordKind] = {k.table: k for k in KINDS.values()}
         self._reads = threading.Lock()  # start-up checks only: one at a time is plenty
         self.stats = ComponentStats("ingest:gateway")
-        # what serve's statement guard (serve/guard.py) asks of an engine, answered by the store:
-        # every statement is judged as `railscope serve` judges it before it is taken or passed on
+        # what serve's statement guard (serve/guard.py) asks of an engine, answered by the store
+        # (GuardAnswers): every statement is judged as `railscope serve` judges it before it is
+        # taken or passed on
         self._names = {
-            kind: frozenset(
-                str(r[0]) for r in store.query_rows(f"SELECT lower(name) FROM system.{table}")
-            )
-            for kind, table in (
-                ("table_functions", "table_functions"),
-                ("engines", "table_engines"),
-                ("database_engines", "database_engines"),
-            )
+            kind: frozenset(str(r[0]) for r in store.query_rows(f"SELECT lower(name) FROM {table}"))
+            for kind, table in NAME_TABLES
         }
 
-    # -- what the guard asks (guard.Parser), answered by the store's own parser ------------------
-    def table_functions(self) -> frozenset[str]:
-        return self._names["table_functions"]
-
-    def engines(self) -> frozenset[str]:
-        return self._names["engines"] | self._names["database_engines"]
-
-    def canonical(self, text: str) -> str:
-        """The store's own text of `text` as exactly one statement (formatQuery)."""
-        if "\0" in text:
-            raise EngineError(62, "Syntax error: a NUL byte in the query", "SYNTAX_ERROR")
-        out = self._parse("SELECT formatQuery({q:String})", {"q": text})
-        return out[:-1] if out.endswith("\n") else out
-
-    def explain_ast(self, sql: str, params: Mapping[str, str]) -> str:
-        """`EXPLAIN AST` of one canonical statement (explained, never run)."""
-        return self._parse("EXPLAIN AST " + sql, params)
-
-    def _parse(self, sql: str, params: Mapping[str, str]) -> str:
+    def _check(self, sql: str, params: Mapping[str, str]) -> str:
+        """The store's parser's answer (formatQuery, EXPLAIN AST: nothing runs)."""
         with self._reads:
             try:
                 body = self.store.client.raw_query(

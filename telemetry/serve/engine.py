@@ -88,7 +88,49 @@ def escape_param(value: str) -> str:
 _SCOPE = re.compile(r"\s*:\s*In scope SELECT formatQuery\(.*$", re.S)
 
 
-class Engine:
+# the engine's own names the guard checks statements against: kind -> system table
+NAME_TABLES = (
+    ("table_functions", "system.table_functions"),
+    ("engines", "system.table_engines"),
+    ("database_engines", "system.database_engines"),
+)
+
+
+class GuardAnswers:
+    """What serve's statement guard asks of an engine (guard.Parser), answered by an engine's own
+    parser through `_check(sql, params)`: the embedded engine (Engine) and the ingest gateway's
+    store (telemetry/ingest/gateway.py) both. `_names` holds NAME_TABLES' names."""
+
+    _names: dict[str, frozenset[str]]
+
+    def _check(self, sql: str, params: Mapping[str, str]) -> str:
+        raise NotImplementedError
+
+    def _param(self, text: str) -> str:
+        """`text` as a query parameter value for `_check` (as is, unless the handle wants it
+        escaped)."""
+        return text
+
+    def table_functions(self) -> frozenset[str]:
+        return self._names["table_functions"]
+
+    def engines(self) -> frozenset[str]:
+        return self._names["engines"] | self._names["database_engines"]
+
+    def canonical(self, text: str) -> str:
+        """The engine's own text of `text` as exactly one statement (formatQuery: a second
+        statement is its syntax error)."""
+        if "\0" in text:
+            raise EngineError(62, "Syntax error: a NUL byte in the query", "SYNTAX_ERROR")
+        out = self._check("SELECT formatQuery({q:String})", {"q": self._param(text)})
+        return out[:-1] if out.endswith("\n") else out
+
+    def explain_ast(self, sql: str, params: Mapping[str, str]) -> str:
+        """`EXPLAIN AST` of one canonical statement, query parameters substituted."""
+        return self._check("EXPLAIN AST " + sql, params)
+
+
+class Engine(GuardAnswers):
     """The embedded engine at `path` (the directory a `chdb://PATH` DSN names)."""
 
     def __init__(self, path: str) -> None:
@@ -102,12 +144,8 @@ class Engine:
         raw = self._keepalive._conn
         row = raw.query("SELECT version(), timezone()", "TabSeparated")
         self.version, self.timezone = row.bytes().decode().strip().split("\t")
-        self._names: dict[str, frozenset[str]] = {}
-        for kind, table in (
-            ("table_functions", "system.table_functions"),
-            ("engines", "system.table_engines"),
-            ("database_engines", "system.database_engines"),
-        ):
+        self._names = {}
+        for kind, table in NAME_TABLES:
             got = raw.query(f"SELECT lower(name) FROM {table}", "TabSeparatedRaw").bytes()
             self._names[kind] = frozenset(got.decode().split())
 
@@ -117,24 +155,9 @@ class Engine:
                 self._keepalive.close()
                 self._keepalive = None
 
-    # -- what the guard asks (guard.Parser) ---------------------------------------------------
-    def table_functions(self) -> frozenset[str]:
-        return self._names["table_functions"]
-
-    def engines(self) -> frozenset[str]:
-        return self._names["engines"] | self._names["database_engines"]
-
-    def canonical(self, text: str) -> str:
-        """The engine's own text of `text` as exactly one statement (formatQuery: a second
-        statement is its syntax error), on a read-only handle that runs nothing else."""
-        if "\0" in text:
-            raise EngineError(62, "Syntax error: a NUL byte in the query", "SYNTAX_ERROR")
-        out = self._check("SELECT formatQuery({q:String})", {"q": escape_param(text)})
-        return out[:-1] if out.endswith("\n") else out
-
-    def explain_ast(self, sql: str, params: Mapping[str, str]) -> str:
-        """`EXPLAIN AST` of one canonical statement, query parameters substituted."""
-        return self._check("EXPLAIN AST " + sql, params)
+    # -- what the guard asks (guard.Parser: GuardAnswers), on a read-only handle ------------
+    def _param(self, text: str) -> str:
+        return escape_param(text)  # chdb's raw parameters take ClickHouse's escaped text
 
     def _check(self, sql: str, params: Mapping[str, str]) -> str:
         conn = self._chdb.connect(self.path)
