@@ -1358,6 +1358,37 @@ COLLECTIVE_SAMPLE = _register(
     )
 )
 
+# --- the job's and the kernel's own words (pod logs, /dev/kmsg) ---------------------------------
+LOG_EVENT = _register(
+    RecordKind(
+        name="log_event",
+        doc="A line of a pod's log or of the kernel log that railscope's grammar recognised "
+        "(NCCL, PyTorch, NVIDIA driver, NIC driver, PCIe AER): its kind and matched fields. "
+        "Lines that match nothing are counted by the source, never stored.",
+        fields=(
+            TS,
+            CLUSTER,
+            label("node", "Node whose pod or kernel wrote the line."),
+            label("namespace", "The pod's namespace, from the log file's path; '' kernel log."),
+            label("pod", "The pod's name, from the log file's path; '' for the kernel log."),
+            _f("pod_uid", "str", "The pod's UID, from the log file's path; ''."),
+            label("container", "The container, from the log file's path; '' kernel log."),
+            _f("source", "lstr", "Where the line came from: cri | kmsg | text (a file of --from)."),
+            label("kind", "Event kind: ib_completion_error, torch_watchdog_timeout, xid, ..."),
+            _f(
+                "fields",
+                "str",
+                "JSON object of the kind's matched fields, named as docs/logs.md lists them.",
+            ),
+            _f("excerpt", "str", "The line, bounded, with credentials and tokens redacted."),
+            _f("file", "str", "The file it was read from; '' for /dev/kmsg."),
+            _f("line", "u64", "1-based line of the file (of the input, with --from) where it starts."),
+        ),
+        order_by=("cluster", "node", "kind", "ts"),
+        ttl_days=30,
+    )
+)
+
 # --- inventory (time-versioned) ----------------------------------------------------------------
 POD = _register(
     _inventory(
