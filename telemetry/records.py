@@ -1382,7 +1382,11 @@ LOG_EVENT = _register(
             ),
             _f("excerpt", "str", "The line, bounded, with credentials and tokens redacted."),
             _f("file", "str", "The file it was read from; '' for /dev/kmsg."),
-            _f("line", "u64", "1-based line of the file (of the input, with --from) where it starts."),
+            _f(
+                "line",
+                "u64",
+                "1-based line of the file (of the input, with --from) where it starts.",
+            ),
         ),
         order_by=("cluster", "node", "kind", "ts"),
         ttl_days=30,
