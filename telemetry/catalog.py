@@ -106,6 +106,14 @@ SOURCES: dict[str, SourceEntry] = {
             ("collective_sample",),
         ),
         SourceEntry(
+            "logs",
+            "exporters.logs.source:LogsSource",
+            "exporters.logs.config:LogsConfig",
+            "pods' CRI logs and the kernel log: NCCL, PyTorch, NVIDIA driver, NIC and PCIe AER lines "
+            "as typed events",
+            ("log_event",),
+        ),
+        SourceEntry(
             "inventory",
             "exporters.inventory.source:InventorySource",
             "exporters.inventory.config:InventoryConfig",

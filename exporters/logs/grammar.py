@@ -418,7 +418,7 @@ def _pcie_aer(msg: str) -> Fields | None:
             "driver": m["driver"],
             "type": m["type"].strip(),
             "agent": m["agent"],
-            "source": m["source"],
+            "source_id": m["source"],
             "multiple": None,
         }
     m = _AER_RECEIVED.search(msg)
@@ -429,7 +429,7 @@ def _pcie_aer(msg: str) -> Fields | None:
             "driver": m["driver"],
             "type": None,
             "agent": None,
-            "source": m["source"],
+            "source_id": m["source"],
             "multiple": m["multiple"] is not None,
         }
     return None

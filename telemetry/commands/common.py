@@ -270,14 +270,27 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
+def flat_log_event(row: dict[str, Any]) -> dict[str, Any]:
+    """A log_event record as its jsonl line shows it: `line`, `kind`, the kind's matched fields
+    flattened to the top level (their names are docs/logs.md's), then where it came from. A
+    field that would shadow a record column keeps the column's value."""
+    fields = json.loads(row.get("fields") or "{}")
+    head = {"line": row["line"], "kind": row["kind"]}
+    rest = {k: v for k, v in row.items() if k not in ("fields", "line", "kind")}
+    return {**head, **{k: v for k, v in fields.items() if k not in rest}, **rest}
+
+
 def write_jsonl(batches: Iterable[Batch], out: IO[str] | None = None) -> int:
-    """One JSON object per record: the kind's field names, plus `_kind`."""
+    """One JSON object per record: the kind's field names, plus `_kind` (a log_event's matched
+    fields flattened, see flat_log_event)."""
     out = out or sys.stdout  # looked up per call: sys.stdout may be replaced after import
     n = 0
     for b in batches:
+        flat = b.kind.name == "log_event"
         for row in b.table.to_pylist():
+            obj = flat_log_event(row) if flat else row
             out.write(
-                json.dumps({"_kind": b.kind.name, **row}, default=_jsonable, separators=(",", ":"))
+                json.dumps({"_kind": b.kind.name, **obj}, default=_jsonable, separators=(",", ":"))
             )
             out.write("\n")
             n += 1
