@@ -15,7 +15,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             r"(?i)\b([\w.\-]*(?:password|passwd|pwd|secret|token|api[_\-]?key|access[_\-]?key|"
-            r"private[_\-]?key|credential|auth)[\w.\-]*)(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"
+            r"private[_\-]?key|credential|auth)[\w.\-]*)(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|(?:(?i:bearer|basic)\s+)?[^\s,;&]+)"
         ),
         rf"\1\2{REDACTED}",
     ),
