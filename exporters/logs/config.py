@@ -47,6 +47,12 @@ class LogsConfig(SourceConfig):
         ge=1,
         description="Token bucket size per pod: the most lines one pod may have read at once.",
     )
+    max_read_bytes_per_cycle: int = Field(
+        default=16 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="Bytes of pod logs read in one cycle, all files together (memory stays "
+        "bounded); what is left is read in the next cycles, each starting at another file.",
+    )
     max_line_bytes: int = Field(
         default=65536,
         ge=1024,

@@ -28,7 +28,16 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+# A line holding none of these (case-folded) cannot match a pattern above: most do not.
+_HINTS = ("pass", "pwd", "secret", "token", "key", "credential", "auth", "bearer", "basic", "://",
+          "eyj", "akia", "asia", "ghp_", "gho_", "ghs_", "ghu_", "github_pat", "glpat", "hf_", "xox",
+          "sk-")
+
+
 def redact(text: str) -> str:
+    low = text.lower()
+    if not any(h in low for h in _HINTS):
+        return text
     for pattern, repl in _PATTERNS:
         text = pattern.sub(repl, text)
     return text
@@ -37,7 +46,9 @@ def redact(text: str) -> str:
 def excerpt(line: str, limit: int = EXCERPT_CHARS) -> str:
     """`line` without control characters, redacted, at most `limit` characters (an ellipsis
     marks a cut)."""
-    text = "".join(c if c.isprintable() or c == "\t" else " " for c in line.strip())
+    text = line.strip()
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else " " for c in text)
     text = redact(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -470,14 +470,37 @@ _CONTEXT_ANCHORS = ("NVRM:",)
 ANCHORS: tuple[str, ...] = tuple(
     dict.fromkeys(a for r in RULES for a in r.anchors).keys()
 ) + _CONTEXT_ANCHORS
-ANCHOR_BYTES: tuple[bytes, ...] = tuple(a.encode() for a in ANCHORS)
 _SCREEN = re.compile("|".join(re.escape(a) for a in ANCHORS))
 KINDS: tuple[str, ...] = (*(r.kind for r in RULES), "gpu_fallen_off_bus")
 
+# The block screen (exporters/logs/scan.py): few, coarse literals, each a pass of bytes.find over
+# a read, so their number is the cost of a chatter line. Every rule's anchor holds one of them
+# (test_grammar checks it). Applications (NCCL, PyTorch) write to pod logs, the kernel and its
+# drivers to the kernel log: a stream is screened for its own side (a plain text capture, whose
+# origin is unknown, for both).
+SCREEN_APP: tuple[bytes, ...] = (
+    b"NET/",  # Got completion, NET/IB : Using, via NET/, GPU Direct RDMA Disabled
+    b"atchdog",  # Watchdog caught, detected by watchdog, watchdog got stuck
+    b"NCCL WARN",
+    b"NCCL error",
+    b"NCCL version",
+    b"Using network",
+    b"Init COMPLETE",
+)
+SCREEN_KERNEL: tuple[bytes, ...] = (b"NVRM:", b"Link ", b"module ", b"AER:", b"PCIe Bus Error")
+
+
+def screen_anchors(fmt: str) -> tuple[bytes, ...]:
+    """The block screen's literals for a stream of format `fmt` (exporters/logs/formats.py)."""
+    if fmt == "cri":
+        return SCREEN_APP
+    if fmt in ("kmsg", "dmesg", "journal"):
+        return SCREEN_KERNEL
+    return SCREEN_APP + SCREEN_KERNEL
+
 
 def screen(msg: str) -> bool:
-    """Whether a message could match any rule (holds one anchor): the cheap test for one line.
-    The block scanner (exporters/logs/scan.py) does the same on whole reads with bytes.find."""
+    """Whether a message could match any rule (holds one rule's anchor)."""
     return _SCREEN.search(msg) is not None
 
 
@@ -534,4 +557,15 @@ class Session:
         return None
 
 
-__all__ = ["ANCHORS", "ANCHOR_BYTES", "KINDS", "RULES", "Event", "Session", "nccl_prefix", "screen"]
+__all__ = [
+    "ANCHORS",
+    "KINDS",
+    "RULES",
+    "SCREEN_APP",
+    "SCREEN_KERNEL",
+    "Event",
+    "Session",
+    "nccl_prefix",
+    "screen",
+    "screen_anchors",
+]

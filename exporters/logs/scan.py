@@ -1,8 +1,9 @@
 """One stream of log bytes (a file, a container's log, a capture) -> the events its lines hold.
 
-Lines are not looked at one by one: each read is searched for the grammar's literal anchors with
-`bytes.find` (memchr speed), and only the lines around a hit are decoded, given their time and
-matched; every other line is only counted. CRI partial (P) lines, which the runtime writes for a
+Lines are not looked at one by one: each read is searched for the grammar's few screen literals
+with `bytes.find` (grammar.screen_anchors), and only the lines around a hit are decoded, given
+their time and matched; every other line is only counted (so a bad timestamp or invalid UTF-8 is
+noticed, and counted, on a line that could be an event). CRI partial (P) lines, which the runtime writes for a
 message longer than its buffer, are joined before matching. Memory is bounded: at most one
 incomplete line (max_line bytes) is carried between reads; a longer line is counted and skipped.
 It never stores an unmatched line and never builds an event from a line it could not read.
@@ -37,7 +38,7 @@ class Counts:
     lines: int = 0
     matched: int = 0
     binary: int = 0  # lines with NUL bytes: never matched
-    invalid_utf8: int = 0  # lines with bytes that are not UTF-8 (matched with U+FFFD)
+    invalid_utf8: int = 0  # screened lines with bytes that are not UTF-8 (matched with U+FFFD)
     too_long: int = 0  # lines over max_line bytes: skipped
     bad_timestamp: int = 0  # lines of a timed format whose time does not parse: skipped
     rate_limited: int = 0  # lines dropped by the pod's token bucket
@@ -78,6 +79,7 @@ class Scanner:
         self.skipping = False  # inside a line over max_line: drop up to its newline
         self._partial: dict[str, _Partial] = {}
         self._last_ts: datetime | None = None
+        self.anchors = grammar.screen_anchors(fmt)
 
     # --- input ----------------------------------------------------------------------------------
     def feed(self, data: bytes, limit: int | None = None) -> list[Hit]:
@@ -148,7 +150,7 @@ class Scanner:
         if self.fmt == "cri" and (self._partial or any(t in buf for t in _PARTIAL_TAGS)):
             return self._per_line(buf, base, bad)
         starts: dict[int, int] = {}
-        for a in grammar.ANCHOR_BYTES:
+        for a in self.anchors:
             pos = buf.find(a)
             while pos >= 0:
                 ls = buf.rfind(b"\n", 0, pos) + 1
@@ -191,7 +193,9 @@ class Scanner:
         p = self._partial.get(stream)
         if p is None:
             if not partial:
-                return self._line(ts + b" " + stream.encode() + b" F " + msg, line, b"", 0) if _holds_anchor(msg) else None
+                if not _holds(msg, self.anchors):
+                    return None
+                return self._line(ts + b" " + stream.encode() + b" F " + msg, line, b"", 0)
             p = self._partial[stream] = _Partial(ts, line)
         p.parts.append(msg)
         p.size += len(msg)
@@ -203,7 +207,7 @@ class Scanner:
             return None
         del self._partial[stream]
         whole = b"".join(p.parts)
-        if not _holds_anchor(whole):
+        if not _holds(whole, self.anchors):
             return None
         return self._line(p.ts + b" " + stream.encode() + b" F " + whole, p.line, b"", 0)
 
@@ -223,7 +227,11 @@ class Scanner:
             ts = ts or self._last_ts or self.clock.fallback
         else:
             self._last_ts = ts
-        text = msg.decode("utf-8", "replace")
+        try:
+            text = msg.decode("utf-8")
+        except UnicodeDecodeError:
+            self.counts.invalid_utf8 += 1  # matched all the same, its bad bytes as U+FFFD
+            text = msg.decode("utf-8", "replace")
         ev = self.session.match(text, line)
         if ev is None:
             return None
@@ -246,8 +254,7 @@ class Scanner:
         return None
 
     def _bad_lines(self, buf: bytes) -> set[int]:
-        """Starts of lines with NUL bytes (binary: never matched), counted; lines that are not
-        UTF-8 are counted too (and matched with U+FFFD for the bad bytes)."""
+        """Starts of lines with NUL bytes (binary: never matched), counted."""
         bad: set[int] = set()
         pos = buf.find(b"\x00")
         while pos >= 0:
@@ -256,25 +263,11 @@ class Scanner:
             bad.add(ls)
             self.counts.binary += 1
             pos = buf.find(b"\x00", le)
-        try:
-            buf.decode("utf-8")
-        except UnicodeDecodeError as e:
-            at = e.start
-            while True:
-                ls = buf.rfind(b"\n", 0, at) + 1
-                le = buf.find(b"\n", at)
-                if ls not in bad:
-                    self.counts.invalid_utf8 += 1
-                try:
-                    buf[le + 1 :].decode("utf-8")
-                    break
-                except UnicodeDecodeError as e2:
-                    at = le + 1 + e2.start
         return bad
 
 
-def _holds_anchor(msg: bytes) -> bool:
-    return any(a in msg for a in grammar.ANCHOR_BYTES)
+def _holds(msg: bytes, anchors: tuple[bytes, ...]) -> bool:
+    return any(a in msg for a in anchors)
 
 
 def _nth_newline(buf: bytes, k: int) -> int:

@@ -152,6 +152,8 @@ class LogsSource(BaseSource):
         self._resume: dict[FileKey, Position] = {}
         self._extra: dict[str, object] = {}
         self._first_scan = True
+        self._turn = 0
+        self._budget = 0
         self._kmsg = kmsg_device
         self._kmsg_failed = False
         self._kmsg_scanner: Scanner | None = None
@@ -212,7 +214,7 @@ class LogsSource(BaseSource):
 
     def _row(self, hit: Hit, src: str, file: str, pod: PodId | None) -> dict[str, Any]:
         return {
-            "ts": hit.ts,
+            "ts": int(hit.ts.timestamp() * 1000),  # epoch ms: the batch needs no Arrow here
             "cluster": self.cluster,
             "node": self.node_name,
             "namespace": pod.namespace if pod else "",
@@ -282,9 +284,17 @@ class LogsSource(BaseSource):
         return b
 
     def _pods(self, root: Path, rows: list[dict[str, Any]]) -> None:
-        # the files followed so far first (a rotated one under its new name), then new ones
-        for key in list(self._followed):
-            self._read_followed(self._followed[key], rows)
+        # the files followed so far first (a rotated one under its new name), then new ones;
+        # each cycle starts at another file, so that the read budget passes over them all
+        self._budget = self.cfg.max_read_bytes_per_cycle
+        keys = list(self._followed)
+        if keys:
+            start = self._turn % len(keys)
+            self._turn += 1
+            for key in keys[start:] + keys[:start]:
+                if self._budget <= 0:
+                    break
+                self._read_followed(self._followed[key], rows)
         for path in self._discover(root):
             try:
                 st = path.stat()
@@ -309,7 +319,8 @@ class LogsSource(BaseSource):
                 pod_identity(path),
             )
             self._followed[key] = fw
-            self._read_followed(fw, rows)
+            if self._budget > 0:
+                self._read_followed(fw, rows)
         self._first_scan = False
         self._resume.clear()  # files of the checkpoint not found again are gone
         live_pods = {fw.pod for fw in self._followed.values()}
@@ -346,8 +357,9 @@ class LogsSource(BaseSource):
         sc = fw.scanner
         try:
             try:
-                chunks = read_chunks(fw.path, fw.key, fw.pos)
+                chunks = read_chunks(fw.path, fw.key, fw.pos, min(CHUNK_BYTES, self._budget))
                 for data in chunks:
+                    self._budget -= len(data)
                     if budget - used > 0:
                         before = sc.line
                         hits = sc.feed(data, limit=budget - used)
@@ -355,6 +367,8 @@ class LogsSource(BaseSource):
                         rows.extend(self._row(h, "cri", str(fw.path), fw.pod) for h in hits)
                     else:
                         sc.skip(data)
+                    if self._budget <= 0:
+                        break  # the rest in the next cycle
             except Truncated:
                 self.problems.add("file_truncated", str(fw.path), "shorter than read: from 0")
                 sc.carry, sc.skipping, sc.line = b"", False, 0
