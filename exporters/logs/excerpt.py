@@ -36,7 +36,10 @@ _HINTS = ("pass", "pwd", "secret", "token", "key", "credential", "auth", "bearer
 
 def redact(text: str) -> str:
     low = text.lower()
-    if not any(h in low for h in _HINTS):
+    for h in _HINTS:
+        if h in low:
+            break
+    else:
         return text
     for pattern, repl in _PATTERNS:
         text = pattern.sub(repl, text)

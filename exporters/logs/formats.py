@@ -54,9 +54,17 @@ def sniff(head: bytes) -> str:
     return best if score * 2 >= len(lines) else "text"
 
 
+_UTC_NANO = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?Z\Z")
+
+
 def parse_rfc3339(s: str) -> datetime:
     """An RFC 3339 time with up to nanoseconds (CRI, kubectl --timestamps) as UTC; ValueError
     when it is not one."""
+    m = _UTC_NANO.match(s)
+    if m:  # what the container runtime writes: UTC, nanoseconds
+        y, mo, d, h, mi, sec, frac = m.groups()
+        us = int(frac[:6].ljust(6, "0")) if frac else 0
+        return datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec), us, tzinfo=UTC)
     if s.endswith("Z"):
         s = s[:-1] + "+00:00"
     head, dot, rest = s.partition(".")

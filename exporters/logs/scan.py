@@ -20,7 +20,7 @@ from exporters.logs.excerpt import EXCERPT_CHARS, excerpt
 from exporters.logs.formats import BadTimestamp, Clock, cri_split
 
 MAX_LINE_BYTES = 64 * 1024
-_PARTIAL_TAGS = (b" stdout P ", b" stderr P ", b" stdout P\n", b" stderr P\n")
+_PARTIAL_TAGS = (b" stdout P ", b" stderr P ")
 
 
 class Hit(NamedTuple):
