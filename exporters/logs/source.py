@@ -116,7 +116,7 @@ class LogsSource(BaseSource):
     """
 
     name = "logs"
-    unit = "lines"
+    unit = "entries"  # log lines read (matched or not, dropped included)
     reasons = REASONS
     Config = LogsConfig
     cfg: LogsConfig

@@ -59,7 +59,7 @@ def test_load_config_validates_every_source_without_importing_exporters(tmp_path
         ("sflow: {interval_seconds: 0}", "sources.sflow.interval_seconds: "),
         (
             "nodes: {}",
-            "sources.nodes: unknown source (known: hdfs, inventory, nccl, node, sflow, switch)",
+            "sources.nodes: unknown source (known: hdfs, inventory, logs, nccl, node, sflow, switch)",
         ),
     ],
 )
