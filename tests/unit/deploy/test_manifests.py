@@ -106,7 +106,9 @@ def test_daemonset_mounts_host_paths_read_only_and_drops_capabilities(
     assert host >= {"sys"}
     for c in spec["containers"] + spec.get("initContainers", []):
         sc = c["securityContext"]
-        assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add")
+        # the logs container reads /dev/kmsg: SYSLOG where kernel.dmesg_restrict is 1
+        allowed = ["SYSLOG"] if c["name"] == "logs" else []
+        assert sc["capabilities"]["drop"] == ["ALL"] and (sc["capabilities"].get("add") or []) == allowed
         assert sc.get("privileged") is False and sc["allowPrivilegeEscalation"] is False
         for m in c["volumeMounts"]:
             if m["name"] in host - {"spool"}:  # the spool is the one host path it writes
@@ -493,11 +495,12 @@ def test_pod_security_restricted_everywhere_but_the_node_exporter() -> None:
             assert sorted(got) == sorted(
                 ["hostNetwork", "volume sys: hostPath", "volume pod-resources: hostPath",
                  "volume proc: hostPath", "volume spool: hostPath", "node-exporter: runAsNonRoot",
-                 "node-exporter: runAsUser 0"]
+                 "node-exporter: runAsUser 0", "volume pod-logs: hostPath", "volume kmsg: hostPath",
+                 "logs: runAsNonRoot", "logs: runAsUser 0", "logs: capabilities"]
             ), got  # fmt: skip
     assert privileged == [("railscope-node", "DaemonSet/railscope-node")]
     why = (DEPLOY / "node-exporter" / "namespace.yaml").read_text()
-    for reason in ("hostNetwork", "hostPath", "runAsUser 0"):
+    for reason in ("hostNetwork", "hostPath", "runAsUser 0", "/var/log/pods", "/dev/kmsg", "SYSLOG"):
         assert reason in why
 
 
