@@ -71,7 +71,15 @@ def generate(root: Path, files: int, lines: int, seed: int, matched: float = 0.0
         out = []
         for j in range(lines):
             tpl = rnd.choice(MATCHED) if rnd.random() < matched else rnd.choice(CHATTER)
-            msg = tpl.format(h=f"gpu-{i % 64:03d}", p=4000 + i, t=9000 + j % 97, d=i % 8, c=j % 16, r=i % 64, s=(i + 1) % 64)
+            msg = tpl.format(
+                h=f"gpu-{i % 64:03d}",
+                p=4000 + i,
+                t=9000 + j % 97,
+                d=i % 8,
+                c=j % 16,
+                r=i % 64,
+                s=(i + 1) % 64,
+            )
             ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t0 + j * 0.01))
             out.append(f"{ts}.{j % 1000:03d}123456Z stdout F {msg}\n")
         (d / "0.log").write_text("".join(out))
@@ -148,7 +156,9 @@ def run_child(kind: str, root: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--files", type=int, default=500)
     ap.add_argument("--lines-per-file", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)

@@ -21,17 +21,44 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), rf"\1 {REDACTED}"),
     (re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^/\s@]+@"), rf"\1{REDACTED}@"),
-    (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), REDACTED),  # JWT
+    (
+        re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+        REDACTED,
+    ),  # JWT
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),  # AWS access key id
-    (re.compile(r"\b(?:ghp|gho|ghs|ghu|github_pat|glpat|hf|xox[abpr])_[A-Za-z0-9_\-]{16,}"), REDACTED),
+    (
+        re.compile(r"\b(?:ghp|gho|ghs|ghu|github_pat|glpat|hf|xox[abpr])_[A-Za-z0-9_\-]{16,}"),
+        REDACTED,
+    ),
     (re.compile(r"\bsk-[A-Za-z0-9_\-]{20,}"), REDACTED),
 )
 
 
 # A line holding none of these (case-folded) cannot match a pattern above: most do not.
-_HINTS = ("pass", "pwd", "secret", "token", "key", "credential", "auth", "bearer", "basic", "://",
-          "eyj", "akia", "asia", "ghp_", "gho_", "ghs_", "ghu_", "github_pat", "glpat", "hf_", "xox",
-          "sk-")
+_HINTS = (
+    "pass",
+    "pwd",
+    "secret",
+    "token",
+    "key",
+    "credential",
+    "auth",
+    "bearer",
+    "basic",
+    "://",
+    "eyj",
+    "akia",
+    "asia",
+    "ghp_",
+    "gho_",
+    "ghs_",
+    "ghu_",
+    "github_pat",
+    "glpat",
+    "hf_",
+    "xox",
+    "sk-",
+)
 
 
 def redact(text: str) -> str:

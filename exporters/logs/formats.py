@@ -24,7 +24,9 @@ _KMSG = re.compile(rb"^(\d+),(\d+),(\d+),[^;]*;")
 _DMESG_MONO = re.compile(rb"^\[\s*(\d+)\.(\d+)\] ?")
 _DMESG_CTIME = re.compile(rb"^\[([A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ?")
 _JOURNAL = re.compile(rb"^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ kernel: ")
-_JOURNAL_ISO = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?[+-]\d\d:?\d\d) \S+ kernel: ")
+_JOURNAL_ISO = re.compile(
+    rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?[+-]\d\d:?\d\d) \S+ kernel: "
+)
 _LEADING_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) ")
 
 _SNIFF_LINES = 64
@@ -41,8 +43,14 @@ def sniff(head: bytes) -> str:
     tests = (
         ("cri", lambda ln: _CRI_TS.match(ln) is not None),
         ("kmsg", lambda ln: _KMSG.match(ln) is not None or ln[:1] == b" "),
-        ("dmesg", lambda ln: _DMESG_MONO.match(ln) is not None or _DMESG_CTIME.match(ln) is not None),
-        ("journal", lambda ln: _JOURNAL.match(ln) is not None or _JOURNAL_ISO.match(ln) is not None),
+        (
+            "dmesg",
+            lambda ln: _DMESG_MONO.match(ln) is not None or _DMESG_CTIME.match(ln) is not None,
+        ),
+        (
+            "journal",
+            lambda ln: _JOURNAL.match(ln) is not None or _JOURNAL_ISO.match(ln) is not None,
+        ),
     )
     best, score = "text", 0
     for name, test in tests:

@@ -83,7 +83,9 @@ def _net_selected(msg: str) -> Fields | None:
     return {**nccl_prefix(msg), "net": m["net"]} if m else None
 
 
-_IB_USING = re.compile(r"NET/IB : Using (?P<devs>(?:\[\d+\]\S+\s*)+)(?:\[RO\])?\s*;\s*OOB (?P<oob>\S+)")
+_IB_USING = re.compile(
+    r"NET/IB : Using (?P<devs>(?:\[\d+\]\S+\s*)+)(?:\[RO\])?\s*;\s*OOB (?P<oob>\S+)"
+)
 _IB_DEV = re.compile(r"\[\d+\](?P<dev>[^:\s/]+)(?::(?P<port>\d+))?(?:/(?P<link>\w+))?")
 
 
@@ -320,20 +322,28 @@ def xid_fields(
     }
 
 
-_FALLEN = re.compile(r"NVRM: GPU (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d): GPU has fallen off the bus")
+_FALLEN = re.compile(
+    r"NVRM: GPU (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d): GPU has fallen off the bus"
+)
 # r570+ prints, without an Xid, over three kernel records:
 #   NVRM: The NVIDIA GPU 0000:b3:00.0 / NVRM: (PCI ID: 10de:26b5) installed in this system has /
 #   NVRM: fallen off the bus and is not responding to commands.
-_THE_GPU = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
+_THE_GPU = re.compile(
+    r"NVRM: The NVIDIA GPU (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$"
+)
 _FALLEN_TAIL = re.compile(r"NVRM: fallen off the bus and is not responding")
 
 
 # --- NIC drivers --------------------------------------------------------------------------------
 _DEV = r"(?P<driver>[\w\-]+) (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)"
 # mlx5e: "mlx5_core 0000:ab:00.0 ens1f0np0: Link down"; igc/e1000e-style "eth5: NIC Link is Down"
-_LINK = re.compile(_DEV + r"(?: (?P<netdev>[\w.\-]+))?: (?:NIC )?Link (?:is )?(?P<state>[Uu]p|[Dd]own)\b")
+_LINK = re.compile(
+    _DEV + r"(?: (?P<netdev>[\w.\-]+))?: (?:NIC )?Link (?:is )?(?P<state>[Uu]p|[Dd]own)\b"
+)
 # mlx5_ib port events: "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE"
-_PORT_LINK = re.compile(_DEV + r"(?: (?P<netdev>[\w.\-]+))?: Port: (?P<port>\d+) Link (?P<state>[A-Z_]+)\b")
+_PORT_LINK = re.compile(
+    _DEV + r"(?: (?P<netdev>[\w.\-]+))?: Port: (?P<port>\d+) Link (?P<state>[A-Z_]+)\b"
+)
 _PORT_STATES = {"ACTIVE": "up", "DOWN": "down"}
 
 
@@ -368,13 +378,21 @@ _MODULE = re.compile(
     r"Port module event(?:\[(?P<severity>\w+)\])?: module (?P<module>\d+), (?P<event>[^,]+?)"
     r"(?:, (?P<detail>.*?))?\s*$"
 )
-_MODULE_BRACKET = re.compile(r"\[module (?P<module>\d+)\]\s*(?:\S+\s+)*?(?P<event>Cable (?:un)?plugged|Cable error)")
-_DEVICE = re.compile(r"(?P<driver>[\w\-]+) (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)")
+_MODULE_BRACKET = re.compile(
+    r"\[module (?P<module>\d+)\]\s*(?:\S+\s+)*?(?P<event>Cable (?:un)?plugged|Cable error)"
+)
+_DEVICE = re.compile(
+    r"(?P<driver>[\w\-]+) (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)"
+)
 
 
 def _device(msg: str) -> Fields:
     d = _DEVICE.search(msg)
-    return {"driver": d["driver"], "device": d["pci"].lower()} if d else {"driver": None, "device": None}
+    return (
+        {"driver": d["driver"], "device": d["pci"].lower()}
+        if d
+        else {"driver": None, "device": None}
+    )
 
 
 def _module_event(msg: str) -> Fields | None:
@@ -389,7 +407,13 @@ def _module_event(msg: str) -> Fields | None:
         }
     m = _MODULE_BRACKET.search(msg)
     if m:
-        return {"module": int(m["module"]), "event": m["event"], "severity": None, "detail": None, **_device(msg)}
+        return {
+            "module": int(m["module"]),
+            "event": m["event"],
+            "severity": None,
+            "detail": None,
+            **_device(msg),
+        }
     return None
 
 
@@ -398,7 +422,8 @@ def _module_event(msg: str) -> Fields | None:
 # "pcieport 0000:00:1c.5: AER: Corrected error received: id=00e5"           (older)
 # "pcieport 0000:00:1c.5: AER: Multiple Uncorrected (Non-Fatal) error received: 0000:03:00.0"
 _AER_RECEIVED = re.compile(
-    _DEV + r": AER: (?P<multiple>Multiple )?(?P<severity>Corrected|Uncorrected \((?:Non-Fatal|Fatal)\)|"
+    _DEV
+    + r": AER: (?P<multiple>Multiple )?(?P<severity>Corrected|Uncorrected \((?:Non-Fatal|Fatal)\)|"
     r"Uncorrected) error (?:message )?received:? (?:from )?(?:id=)?(?P<source>\S+)"
 )
 # "pcieport 0000:00:1d.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, id=00e8(Receiver ID)"
@@ -459,7 +484,11 @@ RULES: tuple[Rule, ...] = (
     Rule("nccl_init_complete", ("Init COMPLETE",), _init_complete),
     Rule("nccl_version", ("NCCL version",), _nccl_version),
     Rule("xid", ("NVRM: Xid",), _xid),
-    Rule("nic_link_state", ("Link down", "Link up", "Link is ", "Link ACTIVE", "Link DOWN", "Link INIT"), _link_state),
+    Rule(
+        "nic_link_state",
+        ("Link down", "Link up", "Link is ", "Link ACTIVE", "Link DOWN", "Link INIT"),
+        _link_state,
+    ),
     Rule("nic_module_event", ("module event", "[module "), _module_event),
     Rule("pcie_aer", ("PCIe Bus Error", "AER:"), _pcie_aer),
     Rule("nccl_warn", ("NCCL WARN",), _nccl_warn),
@@ -467,9 +496,9 @@ RULES: tuple[Rule, ...] = (
 # Lines the session needs although no rule above names them (multi-line NVRM messages).
 _CONTEXT_ANCHORS = ("NVRM:",)
 
-ANCHORS: tuple[str, ...] = tuple(
-    dict.fromkeys(a for r in RULES for a in r.anchors).keys()
-) + _CONTEXT_ANCHORS
+ANCHORS: tuple[str, ...] = (
+    tuple(dict.fromkeys(a for r in RULES for a in r.anchors).keys()) + _CONTEXT_ANCHORS
+)
 _SCREEN = re.compile("|".join(re.escape(a) for a in ANCHORS))
 KINDS: tuple[str, ...] = (*(r.kind for r in RULES), "gpu_fallen_off_bus")
 

@@ -411,7 +411,9 @@ class LogsSource(BaseSource):
         if self._kmsg_scanner is None:
             now = datetime.now(UTC)
             boot = kmsg_mod.boot_time(self.cfg.proc_root)
-            self._kmsg_scanner = self._scanner("kmsg", Clock(boot=boot, year=now.year, fallback=now))
+            self._kmsg_scanner = self._scanner(
+                "kmsg", Clock(boot=boot, year=now.year, fallback=now)
+            )
         sc = self._kmsg_scanner
         for _ in range(kmsg_mod.MAX_RECORDS):
             try:

@@ -49,7 +49,9 @@ def test_live_pods_into_the_store_across_a_restart(tmp_path: Path, store: Any) -
     log.write_text(cri(CHATTER, 0) + cri(IB12, 1) + cri(CHATTER, 2))
 
     def make() -> LogsSource:
-        cfg = LogsConfig(pods_dir=str(tmp_path / "pods"), kmsg="", from_start=True, node_name="gpu-7")
+        cfg = LogsConfig(
+            pods_dir=str(tmp_path / "pods"), kmsg="", from_start=True, node_name="gpu-7"
+        )
         return LogsSource(cfg, checkpoints=Checkpoints(tmp_path / "state.json"), cluster="c1")
 
     assert store_all(store, make()) == 1
@@ -63,9 +65,29 @@ def test_live_pods_into_the_store_across_a_restart(tmp_path: Path, store: Any) -
         f"JSONExtractString(fields, 'peer_ip') FROM {store.table('log_event')} ORDER BY ts"
     )
     assert got == [
-        ("gpu-7", "team-a", "trainer-3", "0f1e2d3c", "pytorch", "cri", "ib_completion_error", 2, "172.36.143.59"),
+        (
+            "gpu-7",
+            "team-a",
+            "trainer-3",
+            "0f1e2d3c",
+            "pytorch",
+            "cri",
+            "ib_completion_error",
+            2,
+            "172.36.143.59",
+        ),
         ("gpu-7", "team-a", "trainer-3", "0f1e2d3c", "pytorch", "cri", "nccl_net_selected", 4, ""),
-        ("gpu-7", "team-a", "trainer-3", "0f1e2d3c", "pytorch", "cri", "ib_completion_error", 1, "172.36.143.59"),
+        (
+            "gpu-7",
+            "team-a",
+            "trainer-3",
+            "0f1e2d3c",
+            "pytorch",
+            "cri",
+            "ib_completion_error",
+            1,
+            "172.36.143.59",
+        ),
     ]
 
 
@@ -83,7 +105,19 @@ def test_cli_from_prints_one_flat_json_object_per_event() -> None:
     # PROVENANCE.md quotes lines too: a file is read by its content, whatever its name
     assert sum(len(v) for k, v in by_file.items() if k != "PROVENANCE.md") == 25
     ib = next(o for o in out if o["kind"] == "ib_completion_error" and o["status"] == 12)
-    assert {k: ib[k] for k in ("peer_ip", "peer_port", "status_name", "vendor_err", "direction", "host", "pid", "cuda_dev")} == {
+    assert {
+        k: ib[k]
+        for k in (
+            "peer_ip",
+            "peer_port",
+            "status_name",
+            "vendor_err",
+            "direction",
+            "host",
+            "pid",
+            "cuda_dev",
+        )
+    } == {
         "peer_ip": "172.36.143.59",
         "peer_port": 44206,
         "status_name": "IBV_WC_RETRY_EXC_ERR",

@@ -108,7 +108,10 @@ def test_daemonset_mounts_host_paths_read_only_and_drops_capabilities(
         sc = c["securityContext"]
         # the logs container reads /dev/kmsg: SYSLOG where kernel.dmesg_restrict is 1
         allowed = ["SYSLOG"] if c["name"] == "logs" else []
-        assert sc["capabilities"]["drop"] == ["ALL"] and (sc["capabilities"].get("add") or []) == allowed
+        assert (
+            sc["capabilities"]["drop"] == ["ALL"]
+            and (sc["capabilities"].get("add") or []) == allowed
+        )
         assert sc.get("privileged") is False and sc["allowPrivilegeEscalation"] is False
         for m in c["volumeMounts"]:
             if m["name"] in host - {"spool"}:  # the spool is the one host path it writes
@@ -500,7 +503,14 @@ def test_pod_security_restricted_everywhere_but_the_node_exporter() -> None:
             ), got  # fmt: skip
     assert privileged == [("railscope-node", "DaemonSet/railscope-node")]
     why = (DEPLOY / "node-exporter" / "namespace.yaml").read_text()
-    for reason in ("hostNetwork", "hostPath", "runAsUser 0", "/var/log/pods", "/dev/kmsg", "SYSLOG"):
+    for reason in (
+        "hostNetwork",
+        "hostPath",
+        "runAsUser 0",
+        "/var/log/pods",
+        "/dev/kmsg",
+        "SYSLOG",
+    ):
         assert reason in why
 
 

@@ -40,7 +40,13 @@ CASES = [
         "NET/IBP:Got completion from peer 7.6.13.83<36315> with status=12 opcode=32698 "
         "len=32696 vendor err 129 (Send)",
         "ib_completion_error",
-        {"peer_ip": "7.6.13.83", "peer_port": 36315, "status": 12, "direction": "Send", "local_gid": None},
+        {
+            "peer_ip": "7.6.13.83",
+            "peer_port": 36315,
+            "status": 12,
+            "direction": "Send",
+            "local_gid": None,
+        },
     ),
     # NCCL 2.19 (a PyTorch job's log quoted in a public slide deck)
     (
@@ -251,7 +257,13 @@ CASES = [
     (  # r525 '<unknown>' (public slide deck, tests/fixtures/logs/dmesg-xid-fallen.txt)
         "NVRM: Xid (PCI:0000:5d:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
         "xid",
-        {"pci_bus": "0000:5d:00", "xid": 79, "pid": None, "process": None, "message": "GPU has fallen off the bus."},
+        {
+            "pci_bus": "0000:5d:00",
+            "xid": 79,
+            "pid": None,
+            "process": None,
+            "message": "GPU has fallen off the bus.",
+        },
     ),
     (  # Xid 154 (several public reports, e.g. a GitHub note of an RTX box on driver 580)
         "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)",
@@ -278,7 +290,13 @@ CASES = [
     (  # mlx5_ib port events (https://github.com/leptonai/gpud/pull/1209)
         "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE",
         "nic_link_state",
-        {"state": "up", "device": "0000:ab:00.0", "netdev": "mlx5_5", "port": 1, "port_state": "ACTIVE"},
+        {
+            "state": "up",
+            "device": "0000:ab:00.0",
+            "netdev": "mlx5_5",
+            "port": 1,
+            "port_state": "ACTIVE",
+        },
     ),
     (
         "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link INIT",
@@ -310,7 +328,13 @@ CASES = [
     (  # older: id=, no AER: before PCIe Bus Error (https://github.com/endlessm/linux/pull/226)
         "pcieport 0000:00:1c.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, id=00e0(Receiver ID)",
         "pcie_aer",
-        {"severity": "Corrected", "port": "0000:00:1c.0", "type": "Physical Layer", "agent": "Receiver ID", "source_id": "00e0"},
+        {
+            "severity": "Corrected",
+            "port": "0000:00:1c.0",
+            "type": "Physical Layer",
+            "agent": "Receiver ID",
+            "source_id": "00e0",
+        },
     ),
     (  # newer, with AER: (https://github.com/pop-os/pop/issues/751)
         "nvme 0000:03:00.0: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)",
@@ -325,7 +349,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("line", "kind", "expected"), CASES, ids=[f"{c[1]}-{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize(
+    ("line", "kind", "expected"), CASES, ids=[f"{c[1]}-{i}" for i, c in enumerate(CASES)]
+)
 def test_real_lines(line: str, kind: str, expected: dict[str, object]) -> None:
     ev = grammar.Session().match(line, 7)
     assert ev is not None, line
@@ -365,7 +391,10 @@ def test_fallen_off_the_bus_without_an_xid_spans_three_records() -> None:
     assert ev.fields == {"pci_bus": "0000:b3:00", "xid": None}
     assert ev.line == 10  # where the record starts
     # the tail alone, with no GPU named before it, is not an event
-    assert grammar.Session().match("NVRM: fallen off the bus and is not responding to commands.", 1) is None
+    assert (
+        grammar.Session().match("NVRM: fallen off the bus and is not responding to commands.", 1)
+        is None
+    )
 
 
 def test_every_kind_of_the_table_has_a_real_line() -> None:
@@ -395,7 +424,19 @@ def test_screen_rejects_chatter_and_passes_every_case() -> None:
         assert grammar.screen(line), line
 
 
-@pytest.mark.parametrize(("status", "name"), [(0, "IBV_WC_SUCCESS"), (5, "IBV_WC_WR_FLUSH_ERR"), (12, "IBV_WC_RETRY_EXC_ERR"), (13, "IBV_WC_RNR_RETRY_EXC_ERR"), (21, "IBV_WC_GENERAL_ERR"), (23, "IBV_WC_TM_RNDV_INCOMPLETE"), (24, None), (-1, None)])
+@pytest.mark.parametrize(
+    ("status", "name"),
+    [
+        (0, "IBV_WC_SUCCESS"),
+        (5, "IBV_WC_WR_FLUSH_ERR"),
+        (12, "IBV_WC_RETRY_EXC_ERR"),
+        (13, "IBV_WC_RNR_RETRY_EXC_ERR"),
+        (21, "IBV_WC_GENERAL_ERR"),
+        (23, "IBV_WC_TM_RNDV_INCOMPLETE"),
+        (24, None),
+        (-1, None),
+    ],
+)
 def test_ibv_wc_status_names(status: int, name: str | None) -> None:
     assert wc_status_name(status) == name
     assert len(IBV_WC_STATUS) == 24

@@ -40,15 +40,21 @@ class FakeClock:
         return self.t
 
 
-def pod_log(root: Path, ns: str = "team-a", pod: str = "trainer-0", uid: str = "u1", c: str = "main") -> Path:
+def pod_log(
+    root: Path, ns: str = "team-a", pod: str = "trainer-0", uid: str = "u1", c: str = "main"
+) -> Path:
     d = root / f"{ns}_{pod}_{uid}" / c
     d.mkdir(parents=True, exist_ok=True)
     return d / "0.log"
 
 
 def source(tmp_path: Path, **kw: object) -> LogsSource:
-    cfg = LogsConfig(pods_dir=str(tmp_path / "pods"), kmsg="", from_start=True, node_name="n1", **kw)  # type: ignore[arg-type]
-    return LogsSource(cfg, checkpoints=Checkpoints(tmp_path / "state.json"), cluster="c1", clock=FakeClock())
+    cfg = LogsConfig(
+        pods_dir=str(tmp_path / "pods"), kmsg="", from_start=True, node_name="n1", **kw
+    )  # type: ignore[arg-type]
+    return LogsSource(
+        cfg, checkpoints=Checkpoints(tmp_path / "state.json"), cluster="c1", clock=FakeClock()
+    )
 
 
 def rows(src: LogsSource) -> list[dict[str, object]]:
@@ -62,7 +68,12 @@ def test_pod_identity_from_path() -> None:
     p = Path("/var/log/pods/team-a_trainer-0_6f1c-22aa/pytorch/3.log")
     ident = pod_identity(p)
     assert ident is not None
-    assert (ident.namespace, ident.pod, ident.uid, ident.container) == ("team-a", "trainer-0", "6f1c-22aa", "pytorch")
+    assert (ident.namespace, ident.pod, ident.uid, ident.container) == (
+        "team-a",
+        "trainer-0",
+        "6f1c-22aa",
+        "pytorch",
+    )
     assert pod_identity(Path("/tmp/x/y.log")) is None
 
 
@@ -81,8 +92,15 @@ def test_cri_partial_lines_are_joined_and_identity_is_the_paths(tmp_path: Path) 
     ib = got[0]
     assert json.loads(str(ib["fields"]))["peer_ip"] == "172.36.143.59"
     assert ib["line"] == 2  # where the joined record starts
-    assert ib["ts"] == datetime(2026, 3, 1, 10, 0, 1, 123000, tzinfo=UTC)  # ms: the column's precision
-    assert (ib["namespace"], ib["pod"], ib["pod_uid"], ib["container"]) == ("team-a", "trainer-0", "u1", "main")
+    assert ib["ts"] == datetime(
+        2026, 3, 1, 10, 0, 1, 123000, tzinfo=UTC
+    )  # ms: the column's precision
+    assert (ib["namespace"], ib["pod"], ib["pod_uid"], ib["container"]) == (
+        "team-a",
+        "trainer-0",
+        "u1",
+        "main",
+    )
     assert (ib["node"], ib["cluster"], ib["source"]) == ("n1", "c1", "cri")
     assert got[1]["line"] == 5
 
@@ -131,7 +149,10 @@ def test_restart_resumes_from_the_checkpoint_without_loss_or_duplicate(tmp_path:
         fh.write(cri(IB12, 2)[40:] + cri(SOCKET, 3))
     again = source(tmp_path)  # a new process: only the checkpoint carries over
     got = rows(again)
-    assert [(r["kind"], r["line"]) for r in got] == [("ib_completion_error", 3), ("nccl_net_selected", 4)]
+    assert [(r["kind"], r["line"]) for r in got] == [
+        ("ib_completion_error", 3),
+        ("nccl_net_selected", 4),
+    ]
 
 
 def test_first_start_without_from_start_begins_at_the_end(tmp_path: Path) -> None:
@@ -183,9 +204,13 @@ def test_bad_input_is_counted_and_the_rest_is_read(tmp_path: Path) -> None:
     with f.open("wb") as fh:
         fh.write(b"\x00\x01\xff\xfe garbage NCCL WARN \x00 binary\n")  # binary garbage
         fh.write(cri(SOCKET, 1).encode())
-        fh.write(b"2026-03-01T10:00:02.0Z stdout F " + b"x" * (10 * 1024 * 1024) + IB12.encode() + b"\n")  # 10 MB
+        fh.write(
+            b"2026-03-01T10:00:02.0Z stdout F " + b"x" * (10 * 1024 * 1024) + IB12.encode() + b"\n"
+        )  # 10 MB
         fh.write(cri(SOCKET, 3).encode())
-        fh.write(cri(IB12, 4).encode().replace(b"hostname-test", b"host\xc3\x28name"))  # invalid UTF-8
+        fh.write(
+            cri(IB12, 4).encode().replace(b"hostname-test", b"host\xc3\x28name")
+        )  # invalid UTF-8
         fh.write(b"2026-13-45T99:00:00.0Z stdout F " + SOCKET.encode() + b"\n")  # bad timestamp
         fh.write(cri(SOCKET, 6).encode())
     src = source(tmp_path)
@@ -263,7 +288,11 @@ def test_kmsg_records_get_wall_time_and_survive_an_overrun(tmp_path: Path) -> No
     )
     src = kmsg_source(tmp_path, dev)
     got = rows(src)
-    assert [(r["kind"], r["line"]) for r in got] == [("xid", 100), ("gpu_fallen_off_bus", 140), ("nic_link_state", 143)]
+    assert [(r["kind"], r["line"]) for r in got] == [
+        ("xid", 100),
+        ("gpu_fallen_off_bus", 140),
+        ("nic_link_state", 143),
+    ]
     boot = datetime.fromtimestamp(1_767_225_600, UTC)
     assert got[0]["ts"] == boot + timedelta(microseconds=4_254_197_000)  # ms precision
     assert (got[0]["source"], got[0]["file"], got[0]["pod"]) == ("kmsg", "", "")
@@ -278,7 +307,9 @@ def test_kmsg_restart_skips_records_read_before(tmp_path: Path) -> None:
     first = kmsg_source(tmp_path, FakeKmsg(recs))
     assert len(rows(first)) == 2
     # a restarted source reads the ring buffer from its oldest record again
-    again = kmsg_source(tmp_path, FakeKmsg([*recs, b"6,9,3000000,-;igc 0000:05:00.0 eth5: NIC Link is Down\n"]))
+    again = kmsg_source(
+        tmp_path, FakeKmsg([*recs, b"6,9,3000000,-;igc 0000:05:00.0 eth5: NIC Link is Down\n"])
+    )
     assert [r["line"] for r in rows(again)] == [9]
 
 
@@ -300,7 +331,9 @@ def test_formats_are_recognised_by_content(name: str, fmt: str) -> None:
 def test_cri_and_kmsg_are_recognised_by_content() -> None:
     assert sniff(cri(SOCKET).encode() * 3) == "cri"
     assert sniff(b"6,1,100,-;hello\n SUBSYSTEM=pci\n4,2,200,-;x\n") == "kmsg"
-    assert sniff(b"2026-03-01T10:00:00Z " + SOCKET.encode() + b"\n") == "text"  # kubectl --timestamps
+    assert (
+        sniff(b"2026-03-01T10:00:00Z " + SOCKET.encode() + b"\n") == "text"
+    )  # kubectl --timestamps
 
 
 def test_from_reads_a_dmesg_capture_anchored_at_its_mtime(tmp_path: Path) -> None:
@@ -328,5 +361,9 @@ def test_excerpt_is_bounded_and_redacted(tmp_path: Path) -> None:
     assert r["kind"] == "nccl_warn"
     ex = str(r["excerpt"])
     assert len(ex) == 512
-    assert "ghp_abcdefghijklmnop1234" not in ex and "abcdefgh12345678" not in ex and "hunter2" not in ex
+    assert (
+        "ghp_abcdefghijklmnop1234" not in ex
+        and "abcdefgh12345678" not in ex
+        and "hunter2" not in ex
+    )
     assert ex.startswith("NCCL WARN auth failed: token=<redacted> Authorization: <redacted>")
