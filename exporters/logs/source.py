@@ -201,9 +201,6 @@ class LogsSource(BaseSource):
     def _report(self, before: Counts) -> None:
         delta = {k: getattr(self.counts, k) - getattr(before, k) for k in vars(self.counts)}
         self.stats.received += delta["lines"]
-        for count, reason in _COUNT_REASONS.items():
-            if delta[count]:
-                self.problems.add(reason, "", f"{delta[count]} line(s)", delta[count])
         if delta["rate_limited"]:
             self.stats.dropped += delta["rate_limited"]
         extra = self.stats.extra
@@ -211,6 +208,15 @@ class LogsSource(BaseSource):
         extra["matched_lines"] = extra.get("matched_lines", 0.0) + delta["matched"]
         extra["unmatched_lines"] = extra.get("unmatched_lines", 0.0) + max(0, unmatched)
         extra["files_followed"] = float(len(self._followed))
+
+    def _account(self, counts: Counts, subject: str) -> None:
+        """Adds one stream's counts to the source's, each bad-input count as a problem naming
+        the stream (its file, or the kernel log)."""
+        for count, reason in _COUNT_REASONS.items():
+            n = getattr(counts, count)
+            if n:
+                self.problems.add(reason, subject, f"{n} line(s)", n)
+        self.counts.add(counts)
 
     def _row(self, hit: Hit, src: str, file: str, pod: PodId | None) -> dict[str, Any]:
         return {
@@ -271,7 +277,7 @@ class LogsSource(BaseSource):
                     rows.append(self._row(hit, src, str(f), pod))
             for hit in scanner.finish():
                 rows.append(self._row(hit, src, str(f), pod))
-        self.counts.add(scanner.counts)
+        self._account(scanner.counts, str(f))
 
     # --- live: pod logs -------------------------------------------------------------------------
     def _bucket(self, pod: PodId | None) -> TokenBucket:
@@ -382,13 +388,13 @@ class LogsSource(BaseSource):
         except OSError as e:
             self.problems.add("file_unreadable", str(fw.path), str(e))
         finally:
-            self.counts.add(sc.counts)
+            self._account(sc.counts, str(fw.path))
             sc.counts = Counts()
             bucket.take(used)
 
     def _gone(self, fw: _Followed, why: str) -> None:
         self.problems.add("file_vanished", str(fw.path), why)
-        self.counts.add(fw.scanner.counts)
+        self._account(fw.scanner.counts, str(fw.path))
         del self._followed[fw.key]
 
     # --- live: the kernel log -------------------------------------------------------------------
@@ -437,7 +443,7 @@ class LogsSource(BaseSource):
             for hit in sc.feed(data):
                 rows.append(self._row(hit, "kmsg", "", None))
         self._extra["kmsg_seq"] = last
-        self.counts.add(sc.counts)
+        self._account(sc.counts, self.cfg.kmsg)
         sc.counts = Counts()
 
     # --- checkpoints ----------------------------------------------------------------------------

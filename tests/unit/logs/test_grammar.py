@@ -418,6 +418,19 @@ def test_every_kind_of_the_table_has_a_real_line() -> None:
     assert table <= set(grammar.KINDS)
 
 
+@pytest.mark.parametrize(
+    ("line", "kind", "expected"), CASES, ids=[f"{c[1]}-{i}" for i, c in enumerate(CASES)]
+)
+def test_every_real_line_passes_the_block_screen_of_its_side(
+    line: str, kind: str, expected: dict[str, object]
+) -> None:
+    # the block screen may be coarser than the rules, never miss one of their lines: NCCL's
+    # "Got completion" and "GPU Direct RDMA Disabled" lines pass it by their "NET/<transport>"
+    kernel = {"xid", "gpu_fallen_off_bus", "nic_link_state", "nic_module_event", "pcie_aer"}
+    side = grammar.SCREEN_KERNEL if kind in kernel else grammar.SCREEN_APP
+    assert any(lit in line.encode() for lit in side), line
+
+
 def test_screen_rejects_chatter_and_passes_every_case() -> None:
     assert not grammar.screen("hostname-test:983:1261 [3] NCCL INFO Connected NVLS tree")
     for line, _, _ in CASES:

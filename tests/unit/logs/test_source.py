@@ -199,7 +199,9 @@ def test_pod_directory_deleted_while_followed(tmp_path: Path) -> None:
     assert src.stats.errors["file_vanished"] == 1
 
 
-def test_bad_input_is_counted_and_the_rest_is_read(tmp_path: Path) -> None:
+def test_bad_input_is_counted_and_the_rest_is_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     f = pod_log(tmp_path / "pods")
     with f.open("wb") as fh:
         fh.write(b"\x00\x01\xff\xfe garbage NCCL WARN \x00 binary\n")  # binary garbage
@@ -223,10 +225,14 @@ def test_bad_input_is_counted_and_the_rest_is_read(tmp_path: Path) -> None:
     ]
     assert json.loads(str(got[2]["fields"]))["peer_ip"] == "172.36.143.59"
     errors = src.stats.errors
+    assert src.stats.received == 7
     assert errors["binary_line"] == 1
     assert errors["line_too_long"] == 1
     assert errors["invalid_utf8"] == 1
     assert errors["bad_timestamp"] == 1
+    # each reason's log line names the file it was found in
+    named = [r.getMessage() for r in caplog.records if "line_too_long" in r.getMessage()]
+    assert named and str(f) in named[0]
 
 
 def test_a_file_truncated_under_the_reader_mid_line(tmp_path: Path) -> None:
