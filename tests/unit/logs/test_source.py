@@ -373,3 +373,17 @@ def test_excerpt_is_bounded_and_redacted(tmp_path: Path) -> None:
         and "hunter2" not in ex
     )
     assert ex.startswith("NCCL WARN auth failed: token=<redacted> Authorization: <redacted>")
+
+
+def test_from_a_pods_tree_keeps_identity_from_the_path(tmp_path: Path) -> None:
+    f = pod_log(tmp_path / "copy", ns="team-b", pod="worker-5", uid="9a8b", c="trainer")
+    f.write_text(cri(CHATTER, 0) + cri(IB12, 1))
+    (tmp_path / "copy" / "notes-from-a-terminal").write_text(SOCKET + "\n")  # plain text, no name
+    got = rows(LogsSource(LogsConfig(node_name="gpu-3"), from_path=str(tmp_path / "copy")))
+    assert sorted(
+        (r["source"], r["namespace"], r["pod"], r["container"], r["line"], r["kind"]) for r in got
+    ) == [
+        ("cri", "team-b", "worker-5", "trainer", 2, "ib_completion_error"),
+        ("text", "", "", "", 1, "nccl_net_selected"),
+    ]
+    assert {r["node"] for r in got} == {"gpu-3"}
