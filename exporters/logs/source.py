@@ -97,6 +97,12 @@ class _Followed:
     pos: Position
     scanner: Scanner
     pod: PodId | None
+    at_eof: bool = False  # the last read reached the end: its going away loses nothing seen
+
+
+def _pod_key(pod: PodId | None) -> tuple[str, str, str] | None:
+    """The token bucket's key: the pod, all its containers together."""
+    return (pod.namespace, pod.pod, pod.uid) if pod else None
 
 
 def _to_json(v: Any) -> Any:
@@ -148,7 +154,7 @@ class LogsSource(BaseSource):
         self.checkpoints = checkpoints
         self._clock = clock
         self._followed: dict[FileKey, _Followed] = {}
-        self._buckets: dict[PodId | None, TokenBucket] = {}
+        self._buckets: dict[tuple[str, str, str] | None, TokenBucket] = {}
         self._resume: dict[FileKey, Position] = {}
         self._extra: dict[str, object] = {}
         self._first_scan = True
@@ -281,10 +287,11 @@ class LogsSource(BaseSource):
 
     # --- live: pod logs -------------------------------------------------------------------------
     def _bucket(self, pod: PodId | None) -> TokenBucket:
-        b = self._buckets.get(pod)
+        key = _pod_key(pod)
+        b = self._buckets.get(key)
         if b is None:
             kw = {"clock": self._clock} if self._clock is not None else {}
-            b = self._buckets[pod] = TokenBucket(
+            b = self._buckets[key] = TokenBucket(
                 self.cfg.rate_lines_per_second, self.cfg.rate_burst_lines, **kw
             )
         return b
@@ -329,7 +336,7 @@ class LogsSource(BaseSource):
                 self._read_followed(fw, rows)
         self._first_scan = False
         self._resume.clear()  # files of the checkpoint not found again are gone
-        live_pods = {fw.pod for fw in self._followed.values()}
+        live_pods = {_pod_key(fw.pod) for fw in self._followed.values()}
         for pod in [p for p in self._buckets if p not in live_pods]:
             del self._buckets[pod]
 
@@ -354,13 +361,18 @@ class LogsSource(BaseSource):
         try:
             fw.path = locate(fw.path, fw.key)
         except FileGone:
-            self._gone(fw, "gone before its end was read")
+            if fw.at_eof:  # read to its end, then rotated away or deleted: nothing lost
+                self._account(fw.scanner.counts, str(fw.path))
+                del self._followed[fw.key]
+            else:
+                self._gone(fw, "gone before its end was read")
             return
         fw.pos.path = str(fw.path)
         bucket = self._bucket(fw.pod)
         budget = bucket.available()
         used = 0
         sc = fw.scanner
+        fw.at_eof = False
         try:
             try:
                 chunks = read_chunks(fw.path, fw.key, fw.pos, min(CHUNK_BYTES, self._budget))
@@ -375,6 +387,8 @@ class LogsSource(BaseSource):
                         sc.skip(data)
                     if self._budget <= 0:
                         break  # the rest in the next cycle
+                else:
+                    fw.at_eof = True
             except Truncated:
                 self.problems.add("file_truncated", str(fw.path), "shorter than read: from 0")
                 sc.carry, sc.skipping, sc.line = b"", False, 0
@@ -383,6 +397,7 @@ class LogsSource(BaseSource):
                     hits = sc.feed(data, limit=max(0, budget - used))
                     used += sc.line - before
                     rows.extend(self._row(h, "cri", str(fw.path), fw.pod) for h in hits)
+                fw.at_eof = True
         except FileGone:
             self._gone(fw, "deleted while read")
         except OSError as e:
@@ -421,11 +436,13 @@ class LogsSource(BaseSource):
                 "kmsg", Clock(boot=boot, year=now.year, fallback=now)
             )
         sc = self._kmsg_scanner
+        overrun = False  # the device said so: the gap after it is that loss, counted once
         for _ in range(kmsg_mod.MAX_RECORDS):
             try:
                 rec = dev.read()
             except BrokenPipeError:
                 self.problems.add("kmsg_overrun", self.cfg.kmsg, "records overwritten before read")
+                overrun = True
                 continue
             except OSError as e:
                 self.problems.add("kmsg_unreadable", self.cfg.kmsg, str(e))
@@ -437,7 +454,9 @@ class LogsSource(BaseSource):
                 continue
             if seq <= last:
                 continue  # read before a restart
-            last = seq
+            if last >= 0 and seq > last + 1 and not overrun:  # overwritten while we were away
+                self.problems.add("kmsg_overrun", self.cfg.kmsg, f"{seq - last - 1} record(s) lost")
+            last, overrun = seq, False
             sc.line = seq - 1  # a kernel record's `line` is its sequence number
             data = rec if rec.endswith(b"\n") else rec + b"\n"
             for hit in sc.feed(data):

@@ -187,15 +187,21 @@ def test_pod_directory_deleted_while_followed(tmp_path: Path) -> None:
     pods = tmp_path / "pods"
     gone = pod_log(pods, pod="gone-0", uid="u3")
     stays = pod_log(pods, pod="stays-0", uid="u4")
-    gone.write_text(cri(CHATTER, 0))
+    gone.write_text(cri(CHATTER, 0) * 40_000)  # more than one cycle's read budget
     stays.write_text(cri(CHATTER, 0))
-    src = source(tmp_path)
+    src = source(tmp_path, max_read_bytes_per_cycle=1 << 20)
     assert rows(src) == []
-    shutil.rmtree(gone.parent.parent)
+    shutil.rmtree(gone.parent.parent)  # with 2 MiB of it unread
     with stays.open("a") as fh:
         fh.write(cri(SOCKET, 1))
     got = rows(src)
     assert [(r["pod"], r["line"]) for r in got] == [("stays-0", 2)]
+    assert src.stats.errors["file_vanished"] == 1
+    # a file read to its end and then removed (a rotation compressed away) loses nothing: quiet
+    stays.rename(stays.with_name("0.log.20260301-100000"))
+    rows(src)
+    stays.with_name("0.log.20260301-100000").unlink()
+    assert rows(src) == []
     assert src.stats.errors["file_vanished"] == 1
 
 
@@ -317,6 +323,13 @@ def test_kmsg_restart_skips_records_read_before(tmp_path: Path) -> None:
         tmp_path, FakeKmsg([*recs, b"6,9,3000000,-;igc 0000:05:00.0 eth5: NIC Link is Down\n"])
     )
     assert [r["line"] for r in rows(again)] == [9]
+    assert "kmsg_overrun" not in again.stats.errors
+    # records 10-11 overwritten in the ring buffer before a restart read them: counted
+    later = kmsg_source(
+        tmp_path, FakeKmsg([b"6,12,4000000,-;igc 0000:05:00.0 eth5: NIC Link is Up\n"])
+    )
+    assert [r["line"] for r in rows(later)] == [12]
+    assert later.stats.errors["kmsg_overrun"] == 1
 
 
 @pytest.mark.parametrize(
