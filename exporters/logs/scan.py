@@ -20,7 +20,7 @@ from exporters.logs.excerpt import EXCERPT_CHARS, excerpt
 from exporters.logs.formats import BadTimestamp, Clock, cri_split
 
 MAX_LINE_BYTES = 64 * 1024
-_PARTIAL_TAGS = (b" stdout P ", b" stderr P ")
+_PARTIAL_TAG = b" P "  # CRI's partial tag, after the stream; checked in place (_has_partial)
 
 
 class Hit(NamedTuple):
@@ -147,7 +147,7 @@ class Scanner:
         self.line += n
         self.counts.lines += n
         bad = self._bad_lines(buf)
-        if self.fmt == "cri" and (self._partial or any(t in buf for t in _PARTIAL_TAGS)):
+        if self.fmt == "cri" and (self._partial or _has_partial(buf)):
             return self._per_line(buf, base, bad)
         starts: dict[int, int] = {}
         for a in self.anchors:
@@ -264,6 +264,17 @@ class Scanner:
             self.counts.binary += 1
             pos = buf.find(b"\x00", le)
         return bad
+
+
+def _has_partial(buf: bytes) -> bool:
+    """Whether a CRI read holds a partial (P) line: one pass for " P ", each hit checked to be
+    the tag after the stream name (a message may hold " P " too)."""
+    pos = buf.find(_PARTIAL_TAG)
+    while pos >= 0:
+        if buf[pos - 6 : pos] in (b"stdout", b"stderr"):
+            return True
+        pos = buf.find(_PARTIAL_TAG, pos + 3)
+    return False
 
 
 def _holds(msg: bytes, anchors: tuple[bytes, ...]) -> bool:
