@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -83,6 +84,20 @@ def catalog() -> dict[int, XidInfo]:
     return out
 
 
+def strongest(actions: Iterable[str | None]) -> str | None:
+    """Of several actions, the one that takes the most out of service (the buckets' order in the
+    catalog file). An unknown action (None, or a word the catalog lacks) ranks with
+    CONTACT_SUPPORT, above RESTART_APP and IGNORE: what nobody knows is looked at."""
+    order = list(buckets())
+    unknown = order.index("CONTACT_SUPPORT")
+    best: tuple[int, str | None] | None = None
+    for a in actions:
+        r = order.index(a) if a in order else unknown
+        if best is None or r < best[0]:
+            best = (r, a)
+    return best[1] if best else None
+
+
 def describe(xid: int) -> XidInfo | None:
     """The catalog's entry for `xid`; None for a code it does not list."""
     return catalog().get(int(xid))
@@ -146,11 +161,12 @@ def caused_by(text: str) -> int | None:
 def effective_action(
     xid: int, *, cause: int | None = None, recovery: Recovery | None = None
 ) -> str | None:
-    """The action to take for one Xid line: Xid 154's reported recovery; for a line caused by a
+    """The action to take for one Xid line: Xid 154's reported recovery (without its text, the
+    catalog's XID_154, which ranks below the Xid it accompanies); for a line caused by a
     previous Xid, that Xid's action (the catalog: 'Not Solo: IGNORE (follow other Xid)');
     otherwise the catalog's immediate action. None: unknown."""
-    if int(xid) == XID_154:
-        return recovery.action if recovery is not None else None
+    if int(xid) == XID_154 and recovery is not None:
+        return recovery.action
     if cause is not None and int(cause) != int(xid):
         return lookup(cause).action
     return lookup(xid).action
@@ -169,4 +185,5 @@ __all__ = [
     "effective_action",
     "lookup",
     "recovery_action",
+    "strongest",
 ]

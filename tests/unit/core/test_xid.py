@@ -122,9 +122,10 @@ def test_xid_154_reports_the_recovery_action(
     assert xid.effective_action(154, recovery=rec) == action
 
 
-def test_xid_154_without_its_text_has_no_action() -> None:
+def test_xid_154_without_its_text_defers_to_the_xid_it_accompanies() -> None:
     assert xid.recovery_action("NVRM: Xid (PCI:0000:3b:00): 154, pid=1") is None
-    assert xid.effective_action(154) is None
+    assert xid.effective_action(154) == "XID_154"
+    assert xid.strongest([xid.effective_action(154), xid.effective_action(94)]) == "RESTART_APP"
 
 
 def test_caused_by_previous_xid_follows_the_previous_xids_action() -> None:
@@ -138,3 +139,14 @@ def test_caused_by_previous_xid_follows_the_previous_xids_action() -> None:
     assert xid.effective_action(45, cause=79) == "RESTART_BM"
     assert xid.effective_action(45) == "WORKFLOW_XID_45"
     assert xid.effective_action(94) == "RESTART_APP"
+
+
+def test_the_strongest_action_of_several_wins_and_unknown_is_looked_at() -> None:
+    assert xid.strongest(["IGNORE", "RESTART_APP", "RESET_GPU"]) == "RESET_GPU"
+    assert xid.strongest(["WORKFLOW_XID_48", "IGNORE"]) == "WORKFLOW_XID_48"
+    assert xid.strongest(["RESET_GPU", "RESTART_BM"]) == "RESTART_BM"
+    assert xid.strongest(["IGNORE", None]) is None
+    assert xid.strongest(["RESET_GPU", None]) == "RESET_GPU"
+    assert xid.strongest(["IGNORE"]) == "IGNORE"
+    assert xid.strongest([]) is None
+    assert xid.buckets()["DRAIN_AND_RESET"].fatal is True
