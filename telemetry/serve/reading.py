@@ -1,5 +1,5 @@
 """Reading a request of the query endpoint: who sent it (authentication, failed logins throttled
-per peer) and its body or form, each byte held counted against serve.max_buffered_bytes and every
+per user name and per source network) and its body or form, each byte held counted against serve.max_buffered_bytes and every
 decompression stopped just past serve.max_request_bytes.
 
 Never logs a credential or a body: a failed login is logged with the peer and, only where it is a
@@ -19,7 +19,7 @@ from aiohttp import BodyPartReader, web
 from telemetry.serve.compression import decompressor
 from telemetry.serve.config import ServeConfig, ServeUser
 from telemetry.serve.engine import EngineError
-from telemetry.serve.limits import BodyBudget, LoginThrottle, LogLimiter
+from telemetry.serve.limits import BodyBudget, LoginThrottle, LogLimiter, source_net
 
 
 class RequestReader:
@@ -32,8 +32,8 @@ class RequestReader:
         self.body_wait = 10.0  # seconds a body waits for room in serve.max_buffered_bytes
 
     async def user(self, request: web.Request) -> ServeUser:
-        """The request's user. Every failure answers the same text (no user enumeration); a peer
-        with many recent failures has its logins checked one per second (LoginThrottle)."""
+        """The request's user. Every failure answers the same text (no user enumeration); a name or
+        network with many recent failures has its failures answered one per second (LoginThrottle)."""
         q = request.query
         name, password = "default", ""
         auth = request.headers.get("Authorization", "")
@@ -49,12 +49,14 @@ class RequestReader:
         elif "user" in q:
             name, password = q["user"], q.get("password", "")
         peer = request.remote or "?"
-        user = None
-        if await self.logins.wait(peer) and decoded:
-            user = self.config.authenticate(name or "default", password)
+        # the password first, at a bounded cost: a correct one passes however many wrong ones
+        # wait (LoginThrottle)
+        user = self.config.authenticate(name or "default", password) if decoded else None
         if user is not None:
             return user
-        failures = self.logins.failed(peer)
+        keys = (f"user:{name[:128]}", f"net:{source_net(peer)}")
+        failures = self.logins.failed(*keys)
+        await self.logins.delay(*keys)
         known = any(u.name == name for u in self.config.users) or (
             not self.config.users and name == "default"
         )
@@ -63,7 +65,8 @@ class RequestReader:
         self.note(
             logging.WARNING,
             "login_failed",
-            "serve: failed login from %s as %s (%d failures from it in the last minute)",
+            "serve: failed login from %s as %s (%d failures of that name or network in the last "
+            "minute)",
             peer,
             repr(name) if known else "an unknown user",
             failures,
