@@ -30,11 +30,12 @@ from telemetry.serve import guard, running
 from telemetry.serve.browser import Browsers, cors_headers
 from telemetry.serve.compression import compressors
 from telemetry.serve.config import ServeConfig
-from telemetry.serve.engine import Engine, EngineError, Outcome
+from telemetry.serve.engine import GUARD_MAX_QUERY_BYTES, Engine, EngineError, Outcome
 from telemetry.serve.limits import (
     ACCEPT_BURST,
     BodyBudget,
     Connections,
+    FairSlots,
     Gate,
     LogLimiter,
     Running,
@@ -47,8 +48,9 @@ from telemetry.serve.sqltext import split_insert
 
 log = logging.getLogger(__name__)
 
-# how much of a request is searched for the start of an INSERT's inline data
-_HEAD_BYTES = 1 << 20
+# how much of a request is searched for the start of an INSERT's inline data: no more than the
+# guard parses (a longer head is judged as a statement, and refused for its size)
+_HEAD_BYTES = GUARD_MAX_QUERY_BYTES + 4096
 
 
 class QueryServer:
@@ -71,8 +73,12 @@ class QueryServer:
         self.display_name = socket.gethostname()
         threads = self.config.threads
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="railscope-query")
-        # parsing (the guard), decompression and cancelling never wait behind long queries
+        # cancelling never waits behind long queries or parses
         self._aux = ThreadPoolExecutor(2, thread_name_prefix="railscope-query-aux")
+        # the guard's parses: one at a time per user (`_parses`), each bounded in size
+        # (engine.GUARD_MAX_QUERY_BYTES), so one user's parses never hold up another's
+        self._guard = ThreadPoolExecutor(threads, thread_name_prefix="railscope-query-guard")
+        self._parses = Running()
         self._compress = compressors()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -90,9 +96,10 @@ class QueryServer:
         )
         self.running = running.Registry()
         self._per_user = Running()
-        # queries of read-only users run on at most threads - 2 engine threads: a writer (the
-        # railscope commands, an operator) always finds one free
-        self._readers: asyncio.Semaphore | None = None
+        # queries of read-only users run on at most threads - 2 engine threads, shared in turn
+        # between those users: a writer (the railscope commands, an operator) always finds one
+        # free, and one reader's many queries never starve another reader
+        self._readers: FairSlots | None = None
         self.reader = RequestReader(self.config, self._pool, self.note)
         self._browsers = Browsers(self.config.allowed_origins, self.config.allowed_hosts, host)
         # on /metrics as component="serve:query": requests received, answered, failed (by name)
@@ -124,7 +131,7 @@ class QueryServer:
         asyncio.set_event_loop(loop)
 
         async def main() -> None:
-            self._readers = asyncio.Semaphore(max(1, self.config.threads - 2))
+            self._readers = FairSlots(max(1, self.config.threads - 2))
             self.reader.budget = BodyBudget(self.config.max_buffered_bytes)
             # request bodies are decompressed here (lz4 included, with the size limit), not by aiohttp
             self._runner = web.AppRunner(
@@ -199,6 +206,7 @@ class QueryServer:
         # a statement still in the engine was cancelled above: its thread ends with it
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._aux.shutdown(wait=False, cancel_futures=True)
+        self._guard.shutdown(wait=False, cancel_futures=True)
 
     # -- handlers ----------------------------------------------------------------------------
     def _headers(self, query_id: str) -> dict[str, str]:
@@ -314,15 +322,19 @@ class QueryServer:
             get = request.method in ("GET", "HEAD")
             readonly = user.readonly or (2 if get else 0)
             limits = self.config.user_limits(user)
-            who = guard.Who(user.name, readonly, user.readonly, frozenset(user.allow), limits)
+            who = guard.Who(
+                user.name, readonly, user.readonly, frozenset(user.allow), limits, get=get
+            )
             guard.check_url_settings(who, settings)
             if "readonly" in settings:  # a user with 0 may make one request stricter
                 who.readonly = max(readonly, int(float(settings.pop("readonly"))))
-            plan, data = await asyncio.get_running_loop().run_in_executor(
-                self._aux, self._plan, who, text, body, params, database
-            )
+            plan, data = await self._judge(who, text, body, params, database)
             if plan.kind == "kill":
-                outcome, out_fmt = await self._kill(who, plan, params, fmt)
+                out_fmt = plan.out_fmt or fmt
+                killed = await self._kill(conn, who, plan, params, out_fmt, query_id)
+                if killed is None:  # the client went away: its condition was cancelled
+                    return web.Response(status=499)
+                outcome = killed
             else:
                 ran = await self._execute(
                     request, conn, who, plan, data, fmt, database, settings, params, query_id
@@ -335,6 +347,32 @@ class QueryServer:
             self._log_refusal(request, e)
             return self._error_response(e, query_id, cors)
         return await self._respond(request, outcome, out_fmt, query_id, cors)
+
+    async def _judge(
+        self,
+        who: guard.Who,
+        text: bytes,
+        body: bytes,
+        params: dict[str, str],
+        database: str | None,
+    ) -> tuple[guard.Plan, bytes | memoryview]:
+        """`_plan` on the guard's pool, one parse at a time per user (queued like queries)."""
+        if not await self._parses.enter(who.name, 1, self.config.queue_max_wait):
+            raise self._too_many(who.name, 1, "statements parsed")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._guard, self._plan, who, text, body, params, database
+            )
+        finally:
+            self._parses.leave(who.name)
+
+    def _too_many(self, user: str, cap: int, what: str = "queries") -> EngineError:
+        return EngineError(
+            202,
+            f"Too many simultaneous {what} for user {user}. Maximum: {cap} (waited "
+            f"{self.config.queue_max_wait:g} s: serve.queue_max_wait)",
+            "TOO_MANY_SIMULTANEOUS_QUERIES",
+        )
 
     def _plan(
         self,
@@ -396,12 +434,8 @@ class QueryServer:
         query_id: str,
     ) -> Outcome | None:
         user_cap = who.limits.max_concurrent_queries
-        if not self._per_user.enter(who.name, user_cap):
-            raise EngineError(
-                202,
-                f"Too many simultaneous queries for user {who.name}. Maximum: {user_cap}",
-                "TOO_MANY_SIMULTANEOUS_QUERIES",
-            )
+        if not await self._per_user.enter(who.name, user_cap, self.config.queue_max_wait):
+            raise self._too_many(who.name, user_cap)
         entry = running.Query(query_id, who.name, plan.sql, database or "default")
         try:
             self.running.add(entry)
@@ -439,7 +473,7 @@ class QueryServer:
         assert self._readers is not None
         gate = self._readers if who.readonly else None
         if gate is not None:
-            await gate.acquire()
+            await gate.acquire(who.name)
         try:
             fut = loop.run_in_executor(self._pool, call)
             if conn is None:
@@ -475,15 +509,53 @@ class QueryServer:
             log.debug("serve: cancelling query %s: %s", entry.query_id, e.message)
 
     async def _kill(
-        self, who: guard.Who, plan: guard.Plan, params: dict[str, str], fmt: str
-    ) -> tuple[Outcome, str]:
-        """KILL QUERY WHERE cond, on an aux thread: the user's own running queries only."""
+        self,
+        conn: Any,
+        who: guard.Who,
+        plan: guard.Plan,
+        params: dict[str, str],
+        fmt: str,
+        query_id: str,
+    ) -> Outcome | None:
+        """KILL QUERY WHERE cond: the condition (a comparison, guard.py) is evaluated over the
+        user's own running queries as one of the user's queries: counted against its cap, under
+        its limits, cancelled when the client leaves or serve stops. None: the client left."""
         own = self.running.of_user(who.name)
-        out_fmt = plan.out_fmt or fmt
-        outcome = await asyncio.get_running_loop().run_in_executor(
-            self._aux, running.kill, self.engine, who, plan, own, params, out_fmt
-        )
-        return outcome, out_fmt
+        user_cap = who.limits.max_concurrent_queries
+        if not await self._per_user.enter(who.name, user_cap, self.config.queue_max_wait):
+            raise self._too_many(who.name, user_cap)
+        entry = running.Query(query_id, who.name, plan.sql, "default")
+        loop = asyncio.get_running_loop()
+        try:
+            self.running.add(entry)
+            try:
+                sql, table = await loop.run_in_executor(
+                    self._guard, running.kill_select, self.engine, who, plan, own, params
+                )
+                session = list(who.limits.settings().items())
+                got = await self._run_watched(
+                    lambda: self.engine.query(
+                        sql,
+                        "TabSeparatedRaw",
+                        settings=session,
+                        params=table,
+                        readonly=2,
+                        tag=entry.tag,
+                    ),
+                    conn,
+                    who,
+                    entry,
+                )
+                if got is None:
+                    return None
+                hit = running.matched(own, got)
+                return await loop.run_in_executor(
+                    self._aux, running.answer, self.engine, plan, hit, fmt
+                )
+            finally:
+                self.running.remove(entry)
+        finally:
+            self._per_user.leave(who.name)
 
     def _log_refusal(self, request: web.Request, e: EngineError) -> None:
         if e.name in ("ACCESS_DENIED", "READONLY", "TOO_MANY_SIMULTANEOUS_QUERIES"):
