@@ -33,6 +33,7 @@ from telemetry.serve.config import ServeConfig
 from telemetry.serve.engine import GUARD_MAX_QUERY_BYTES, Engine, EngineError, Outcome
 from telemetry.serve.limits import (
     ACCEPT_BURST,
+    HEAD_DEADLINE,
     BodyBudget,
     Connections,
     FairSlots,
@@ -47,6 +48,14 @@ from telemetry.serve.reading import RequestReader
 from telemetry.serve.sqltext import split_insert
 
 log = logging.getLogger(__name__)
+
+# the guard's parses one user runs at once (the rest queue): with the pool's `threads`, one user's
+# long parses leave the others' statements a thread
+PARSES_PER_USER = 2
+
+# a user's requests in progress at once (at least; 4 x its max_concurrent_queries where more):
+# bodies being read and queries queued included, so one login cannot hold every connection
+REQUESTS_PER_USER = 64
 
 # how much of a request is searched for the start of an INSERT's inline data: no more than the
 # guard parses (a longer head is judged as a statement, and refused for its size)
@@ -75,7 +84,7 @@ class QueryServer:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="railscope-query")
         # cancelling never waits behind long queries or parses
         self._aux = ThreadPoolExecutor(2, thread_name_prefix="railscope-query-aux")
-        # the guard's parses: one at a time per user (`_parses`), each bounded in size
+        # the guard's parses: PARSES_PER_USER at a time per user (`_parses`), each bounded in size
         # (engine.GUARD_MAX_QUERY_BYTES), so one user's parses never hold up another's
         self._guard = ThreadPoolExecutor(threads, thread_name_prefix="railscope-query-guard")
         self._parses = Running()
@@ -87,6 +96,7 @@ class QueryServer:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._sweeper: asyncio.Task[None] | None = None
         self.note = LogLimiter(log)
         quiet_http_errors(self.note)
         self.conns = Connections(
@@ -96,6 +106,7 @@ class QueryServer:
         )
         self.running = running.Registry()
         self._per_user = Running()
+        self._requests = Running()
         # queries of read-only users run on at most threads - 2 engine threads, shared in turn
         # between those users: a writer (the railscope commands, an operator) always finds one
         # free, and one reader's many queries never starve another reader
@@ -160,6 +171,7 @@ class QueryServer:
             )
             sock = self._server.sockets[0]
             self.host, self.port = sock.getsockname()[:2]
+            self._sweeper = loop.create_task(self._sweep())
 
         try:
             loop.run_until_complete(main())
@@ -192,6 +204,8 @@ class QueryServer:
         if loop is not None and loop.is_running():
 
             async def shutdown() -> None:
+                if self._sweeper is not None:
+                    self._sweeper.cancel()
                 if self._runner:
                     await self._runner.cleanup()
 
@@ -207,6 +221,12 @@ class QueryServer:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._aux.shutdown(wait=False, cancel_futures=True)
         self._guard.shutdown(wait=False, cancel_futures=True)
+
+    async def _sweep(self) -> None:
+        """Once a second: close the connections whose request head is trickling in."""
+        while True:
+            await asyncio.sleep(1.0)
+            self.conns.sweep(time.monotonic(), HEAD_DEADLINE)
 
     # -- handlers ----------------------------------------------------------------------------
     def _headers(self, query_id: str) -> dict[str, str]:
@@ -249,10 +269,14 @@ class QueryServer:
         conn = self.conns.of(request.transport)
         if conn is not None:
             conn.busy += 1
+            conn.head_started = None  # the head is in
         reserved = [0]
+        held: list[str] = []  # the user whose request count this request holds
         try:
-            return await self._serve(request, conn, reserved)
+            return await self._serve(request, conn, reserved, held)
         finally:
+            for name in held:
+                self._requests.leave(name)
             if conn is not None:
                 conn.busy -= 1
                 conn.last_active = time.monotonic()
@@ -260,7 +284,7 @@ class QueryServer:
                 self.reader.budget.give(reserved[0])
 
     async def _serve(
-        self, request: web.Request, conn: Any, reserved: list[int]
+        self, request: web.Request, conn: Any, reserved: list[int], held: list[str]
     ) -> web.StreamResponse:
         q = request.query
         query_id = q.get("query_id") or str(uuid.uuid4())
@@ -277,6 +301,12 @@ class QueryServer:
             if self._stopping:
                 raise EngineError(236, "railscope serve is shutting down", "ABORTED")
             user = await self.reader.user(request)
+            # a user's requests in progress, bodies being read included: its queries, the ones
+            # queued behind them, and no more (a body trickling in holds one)
+            cap = max(REQUESTS_PER_USER, 4 * self.config.user_limits(user).max_concurrent_queries)
+            if not await self._requests.enter(user.name, cap):
+                raise self._too_many(user.name, cap, "requests", wait=False)
+            held.append(user.name)
             if q.get("compress") == "1" or q.get("decompress") == "1":
                 raise EngineError(
                     48,
@@ -357,8 +387,8 @@ class QueryServer:
         database: str | None,
     ) -> tuple[guard.Plan, bytes | memoryview]:
         """`_plan` on the guard's pool, one parse at a time per user (queued like queries)."""
-        if not await self._parses.enter(who.name, 1, self.config.queue_max_wait):
-            raise self._too_many(who.name, 1, "statements parsed")
+        if not await self._parses.enter(who.name, PARSES_PER_USER, self.config.queue_max_wait):
+            raise self._too_many(who.name, PARSES_PER_USER, "statements parsed")
         try:
             return await asyncio.get_running_loop().run_in_executor(
                 self._guard, self._plan, who, text, body, params, database
@@ -366,11 +396,13 @@ class QueryServer:
         finally:
             self._parses.leave(who.name)
 
-    def _too_many(self, user: str, cap: int, what: str = "queries") -> EngineError:
+    def _too_many(
+        self, user: str, cap: int, what: str = "queries", wait: bool = True
+    ) -> EngineError:
+        waited = f" (waited {self.config.queue_max_wait:g} s: serve.queue_max_wait)" if wait else ""
         return EngineError(
             202,
-            f"Too many simultaneous {what} for user {user}. Maximum: {cap} (waited "
-            f"{self.config.queue_max_wait:g} s: serve.queue_max_wait)",
+            f"Too many simultaneous {what} for user {user}. Maximum: {cap}{waited}",
             "TOO_MANY_SIMULTANEOUS_QUERIES",
         )
 

@@ -24,6 +24,15 @@ from typing import Any
 FD_RESERVE_MIN = 256
 
 
+# A request head arrives in one go: one still arriving after HEAD_DEADLINE seconds is closed. A
+# body must keep moving: no pause over BODY_IDLE seconds, and past BODY_GRACE seconds at least
+# BODY_MIN_RATE bytes a second on average (a 1-byte-every-5-s body is cut off after 10 s).
+HEAD_DEADLINE = 10.0
+BODY_IDLE = 10.0
+BODY_GRACE = 10.0
+BODY_MIN_RATE = 16 << 10
+
+
 # connections accepted in one go before any of them is counted (asyncio accepts up to its listen
 # backlog per event loop turn): the cap keeps room for one such burst too
 ACCEPT_BURST = 128
@@ -81,7 +90,10 @@ class QuietHttpErrors(logging.Filter):
             return True
         from aiohttp.http_exceptions import HttpProcessingError
 
-        if not isinstance(exc, HttpProcessingError | ConnectionError | asyncio.CancelledError):
+        gone = isinstance(exc, RuntimeError) and "connection closed" in str(exc).lower()
+        if not gone and not isinstance(
+            exc, HttpProcessingError | ConnectionError | asyncio.CancelledError
+        ):
             return True  # a fault of serve's own: its traceback is wanted
         try:
             peer = record.getMessage().rsplit(" ", 1)[-1]
@@ -143,6 +155,9 @@ class Conn:
     transport: Any  # asyncio.Transport
     last_active: float = field(default_factory=time.monotonic)
     busy: int = 0
+    # when the first byte of a request head not yet served came (None: between requests): a
+    # head that trickles in is closed after HEAD_DEADLINE and is the first to be evicted
+    head_started: float | None = None
     lost: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -164,7 +179,10 @@ class Gate(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.conn is not None:
-            self.conn.last_active = time.monotonic()
+            now = time.monotonic()
+            self.conn.last_active = now
+            if not self.conn.busy and self.conn.head_started is None:
+                self.conn.head_started = now
             self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
@@ -224,7 +242,11 @@ class Connections:
         idle = [c for c in pool if not c.busy]
         if not idle:
             return False
-        oldest = min(idle, key=lambda c: c.last_active)
+        # a head trickling in first (the oldest), then the longest idle
+        oldest = min(
+            idle,
+            key=lambda c: (c.head_started is None, c.head_started or 0.0, c.last_active),
+        )
         self.evicted += 1
         self.note(
             logging.WARNING,
@@ -254,6 +276,27 @@ class Connections:
             if not mine:
                 del self.by_peer[conn.peer]
         self.count -= 1
+
+    def sweep(self, now: float, head_deadline: float) -> int:
+        """Close every connection whose request head has been arriving for over `head_deadline`
+        seconds (a slowloris head: a client sends a head in one go); returns how many."""
+        slow = [
+            c
+            for c in self.by_transport.values()
+            if not c.busy and c.head_started is not None and now - c.head_started > head_deadline
+        ]
+        for c in slow:
+            self.release(c)
+            c.transport.abort()
+        if slow:
+            self.evicted += len(slow)
+            self.note(
+                logging.WARNING,
+                "slow_head",
+                f"serve: closed {len(slow)} connection(s) whose request head took over "
+                f"{head_deadline:g} s (from {slow[0].peer}, ...)",
+            )
+        return len(slow)
 
     def of(self, transport: Any) -> Conn | None:
         return self.by_transport.get(id(transport)) if transport is not None else None

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import binascii
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import BodyPartReader, web
@@ -19,7 +20,15 @@ from aiohttp import BodyPartReader, web
 from telemetry.serve.compression import decompressor
 from telemetry.serve.config import ServeConfig, ServeUser
 from telemetry.serve.engine import EngineError
-from telemetry.serve.limits import BodyBudget, LoginThrottle, LogLimiter, source_net
+from telemetry.serve.limits import (
+    BODY_GRACE,
+    BODY_IDLE,
+    BODY_MIN_RATE,
+    BodyBudget,
+    LoginThrottle,
+    LogLimiter,
+    source_net,
+)
 
 
 class RequestReader:
@@ -91,14 +100,43 @@ class RequestReader:
             raise too_big
         await self._reserve(request.content_length or 0, reserved)
         parts, size = [], 0
-        async for chunk in request.content.iter_any():
+        start = time.monotonic()
+        while True:
+            try:
+                chunk = await asyncio.wait_for(request.content.readany(), BODY_IDLE)
+            except TimeoutError:
+                raise self._slow(request, size, start) from None
+            if not chunk:
+                break
             size += len(chunk)
+            took = time.monotonic() - start
+            if took > BODY_GRACE and size < BODY_MIN_RATE * took:
+                raise self._slow(request, size, start)
             if size > limit:
                 raise too_big
             if size > reserved[0]:
                 await self._reserve(size - reserved[0], reserved)
             parts.append(chunk)
         return b"".join(parts)
+
+    def _slow(self, request: web.Request, size: int, start: float) -> EngineError:
+        took = time.monotonic() - start
+        self.note(
+            logging.WARNING,
+            "slow_body",
+            "serve: cut off a request body from %s sent too slowly (%d bytes in %.0f s)",
+            request.remote,
+            size,
+            took,
+        )
+        if request.transport is not None:  # the connection goes too: it was trickling
+            request.transport.close()
+        return EngineError(
+            209,
+            f"the request body came too slowly ({size} bytes in {took:.0f} s; at least "
+            f"{BODY_MIN_RATE} bytes a second after {BODY_GRACE:g} s, no pause over {BODY_IDLE:g} s)",
+            "SOCKET_TIMEOUT",
+        )
 
     async def _reserve(self, n: int, reserved: list[int]) -> None:
         assert self.budget is not None
