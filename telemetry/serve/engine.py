@@ -291,6 +291,18 @@ class Engine(GuardAnswers):
         finally:
             conn.close()
 
+    def purge_memory(self) -> None:
+        """Hand the allocator's freed pages back to the system (SYSTEM JEMALLOC PURGE): after a
+        query refused for memory, serve's RSS returns to what it was (1.3 GiB -> 0.3 GiB
+        measured) instead of staying at the query's peak."""
+        conn = self._chdb.connect(self.path)
+        try:
+            conn._conn.query("SYSTEM JEMALLOC PURGE", "TabSeparated")
+        except Exception as e:  # an engine built without jemalloc
+            raise EngineError.from_engine(e) from None
+        finally:
+            conn.close()
+
     def kill(self, tags: Sequence[str], *, wait: bool = False) -> None:
         """Cancel the queries serve tagged `tags` (and nothing else: the collectors' inserts and
         the engine's ticks carry no tag of serve's)."""

@@ -97,6 +97,7 @@ class QueryServer:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._sweeper: asyncio.Task[None] | None = None
+        self._purged = 0.0  # when memory was last handed back (_purge_memory)
         self.note = LogLimiter(log)
         quiet_http_errors(self.note)
         self.conns = Connections(
@@ -490,7 +491,12 @@ class QueryServer:
                         plan.sql, fmt, database=database, settings=session, params=params,
                         readonly=readonly, tag=entry.tag,
                     )  # fmt: skip
-                return await self._run_watched(call, conn, who, entry)
+                try:
+                    return await self._run_watched(call, conn, who, entry)
+                except EngineError as e:
+                    if e.code == 241:  # MEMORY_LIMIT_EXCEEDED: give the memory back
+                        self._purge_memory()
+                    raise
             finally:
                 self.running.remove(entry)
         finally:
@@ -533,6 +539,23 @@ class QueryServer:
         finally:
             if gate is not None:
                 gate.release()
+
+    def _purge_memory(self) -> None:
+        """Return the allocator's free memory to the system, at most once every 5 s, off the
+        event loop (engines without `purge_memory`, the ingest gateway's, skip it)."""
+        purge = getattr(self.engine, "purge_memory", None)
+        now = time.monotonic()
+        if purge is None or now - self._purged < 5.0:
+            return
+        self._purged = now
+
+        def run() -> None:
+            try:
+                purge()
+            except EngineError as e:
+                log.debug("serve: purging memory: %s", e.message)
+
+        self._aux.submit(run)
 
     def _cancel(self, entry: running.Query) -> None:
         try:
