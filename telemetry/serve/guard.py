@@ -348,13 +348,15 @@ def _in_tables(nodes: list[Node]) -> set[int]:
     for i, n in enumerate(nodes):
         if n.kind != "Function" or n.name.lower() not in _IN_FUNCTIONS:
             continue
-        args = [
-            j
-            for j in range(i + 2, len(nodes))
-            if nodes[j].depth == n.depth + 2
-            and all(nodes[k].depth > n.depth for k in range(i + 1, j + 1))
-        ]
-        if len(args) >= 2 and nodes[args[1]].kind == "Identifier":
+        args: list[int] = []
+        for j in range(i + 1, len(nodes)):  # its subtree, up to its second argument
+            if nodes[j].depth <= n.depth:
+                break
+            if nodes[j].depth == n.depth + 2:
+                args.append(j)
+                if len(args) == 2:
+                    break
+        if len(args) == 2 and nodes[args[1]].kind == "Identifier":
             out.add(args[1])
     return out
 
