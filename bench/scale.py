@@ -347,28 +347,43 @@ class Store:
             host="127.0.0.1", port=port, autogenerate_session_id=False
         )
 
+    def query(self, sql: str) -> list[Any]:
+        """`sql`'s rows; a refusal for load (too many queries at once: code 202, 203; memory: 241;
+        HTTP 503) is retried with a growing pause for up to a minute, as a monitor should."""
+        pause, deadline = 0.2, time.monotonic() + 60
+        while True:
+            try:
+                return list(self.c.query(sql).result_rows)
+            except Exception as e:  # clickhouse_connect's DatabaseError / OperationalError
+                text = str(e)
+                busy = any(f"Code: {c}." in text for c in (202, 203, 241)) or "503" in text
+                if not busy or time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 5.0)
+
     def parts(self) -> tuple[int, int]:
         """(active parts, rows in them) of the two tables."""
-        n, rows = self.c.query(
+        n, rows = self.query(
             f"SELECT count(), sum(rows) FROM system.parts WHERE database = '{DB}' AND active "
             f"AND table IN ('{GPU_SAMPLE.table}', '{NIC_SAMPLE.table}')"
-        ).result_rows[0]
+        )[0]
         return int(n), int(rows)
 
     def events(self) -> dict[str, int]:
-        rows = self.c.query(
+        rows = self.query(
             "SELECT event, value FROM system.events WHERE event IN "
             "('Merge', 'MergedRows', 'InsertQuery', 'InsertedRows', 'MergeSourceParts')"
-        ).result_rows
+        )
         return {e: int(v) for e, v in rows}
 
     def rows(self) -> dict[str, tuple[int, int]]:
-        g = self.c.query(
+        g = self.query(
             f"SELECT count(), uniqExact(node, gpu, ts) FROM `{DB}`.`{GPU_SAMPLE.table}`"
-        ).result_rows[0]
-        n = self.c.query(
+        )[0]
+        n = self.query(
             f"SELECT count(), uniqExact(node, device, port, ts) FROM `{DB}`.`{NIC_SAMPLE.table}`"
-        ).result_rows[0]
+        )[0]
         return {GPU_SAMPLE.table: (int(g[0]), int(g[1])), NIC_SAMPLE.table: (int(n[0]), int(n[1]))}
 
 

@@ -8,6 +8,7 @@ real password (none, empty, an empty password_file) is a config error on any oth
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import os
@@ -17,7 +18,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from telemetry.errors import ConfigError
-from telemetry.serve.policy import Limits
+from telemetry.serve.policy import Limits, allowable, setting_rule
 from telemetry.text import parse_size
 
 DEFAULT_LISTEN = "127.0.0.1:8123"
@@ -69,7 +70,9 @@ def _readonly_limits() -> UserLimits:
         max_memory_usage=max(512 << 20, min(4 << 30, _memory() // 4)),
         max_result_rows=10_000_000,
         max_result_bytes=1 << 30,
-        max_concurrent_queries=4,
+        # a dashboard's panels arrive at once (the largest of railscope's has 14 queries): half
+        # run, the rest queue (serve.queue_max_wait) and run as those end
+        max_concurrent_queries=8,
     )
 
 
@@ -109,14 +112,30 @@ class ServeUser(BaseModel):
         bad = [x for x in v if not _NAME.match(x)]
         if bad:
             raise ValueError(f"{bad[0]!r} is not a name (a table function, feature or setting)")
+        for x in v:
+            if setting_rule(x).const:
+                raise ValueError(
+                    f"{x!r} is a setting no user may change (const in serve's setting rules, "
+                    "docs/security.md)"
+                )
+            if not allowable(x):
+                raise ValueError(
+                    f"{x!r} is nothing serve refuses by default: expected a feature (into_outfile, "
+                    "from_infile, system, attach, backup, dictionary_source, named_collection, "
+                    "kill_mutation, system_tables), a host or network function, table function or "
+                    "engine (file, url, s3, ...) or a denied setting (docs/security.md)"
+                )
         return [x.lower() for x in v]
 
     def check(self, password: str) -> bool:
-        return hmac.compare_digest((self.password or "").encode(), password.encode())
+        # digests: the same cost whatever the lengths (a password is at most a header long)
+        mine = hashlib.sha256((self.password or "").encode("utf-8", "surrogatepass")).digest()
+        theirs = hashlib.sha256(password.encode("utf-8", "surrogatepass")).digest()
+        return hmac.compare_digest(mine, theirs)
 
     @property
     def has_password(self) -> bool:
-        return bool(self.password)
+        return bool(self.password and self.password.strip())
 
 
 class ServeConfig(BaseModel):
@@ -144,6 +163,14 @@ class ServeConfig(BaseModel):
     )
     max_connections_per_peer: int = Field(
         default=256, ge=2, description="Open connections from one address (as above, per peer)."
+    )
+    queue_max_wait: float = Field(
+        default=30.0,
+        ge=0,
+        le=600,
+        description="Seconds a query over its user's max_concurrent_queries waits for one of "
+        "that user's own to end before it is refused (code 202), as ClickHouse's "
+        "queue_max_wait_ms; a dashboard's panels all at once queue instead of failing.",
     )
     allowed_origins: list[str] = Field(
         default_factory=list,
@@ -229,7 +256,7 @@ def open_listen_problem(cfg: ServeConfig, host: str) -> str:
     weak = [u.name for u in cfg.users if not u.has_password]
     if weak:
         return (
-            f"{where}: user {weak[0]!r} has no password (none, empty, or an empty password_file): "
+            f"{where}: user {weak[0]!r} has no password (none, empty, whitespace only, or an empty password_file): "
             "anyone who reaches the port would log in as it; give it one or listen on 127.0.0.1"
         )
     return ""

@@ -24,6 +24,7 @@ from telemetry.serve.policy import (
     HOST_TABLE_FUNCTIONS,
     READ_ROOT_PREFIXES,
     READ_ROOTS,
+    SERVER_FUNCTIONS,
     SYSTEM_READABLE,
     TABLE_FUNCTIONS_ADMIN,
     TABLE_FUNCTIONS_READ,
@@ -68,6 +69,7 @@ class Who:
     level: int  # the user's own readonly level: what settings it may change
     allow: frozenset[str]
     limits: Limits
+    get: bool = False  # the request is a GET (or HEAD): it never runs KILL
 
     @property
     def admin(self) -> bool:
@@ -134,11 +136,16 @@ def judge(
     _check_files(who, toks, nodes)
     _check_tables(who, nodes, database)
     if root == "KillQueryQuery":
+        if who.get:
+            raise Refused(
+                164, f"{who.name}: KILL is not run by a GET request: send it by POST", "READONLY"
+            )
         parts = S.kill_parts(toks, canonical)
         if parts is None or parts[0] != "QUERY":
             if "kill_mutation" not in who.allow:
                 raise denied(who.name, "KILL MUTATION / TRANSACTION", "stops the engine's own work")
             return Plan("query", canonical)
+        _check_kill_condition(who, nodes)
         return Plan(
             "kill",
             canonical,
@@ -161,6 +168,42 @@ def judge(
         return plan
     result_set = root not in WRITE_ROOTS and root not in ("Set", "UseQuery")
     return Plan("query", canonical, out_fmt=S.format_tail(toks) or "", result_set=result_set)
+
+
+# What a KILL QUERY condition may name: the user's own queries' id, user and text, compared with
+# literals (query parameters are literals by now). No subquery, no table, no function that runs
+# anything: the condition is evaluated by the engine, under the user's limits, over serve's list of
+# that user's queries (running.py).
+KILL_CONDITION_COLUMNS = frozenset({"query_id", "user", "query"})
+KILL_CONDITION_FUNCTIONS = frozenset(
+    {
+        "equals", "notequals", "in", "notin", "and", "or", "not", "like", "notlike", "ilike",
+        "notilike", "startswith", "endswith", "lower", "upper", "position",
+        "positioncaseinsensitive", "tuple", "empty", "notempty",
+    }
+)  # fmt: skip
+
+
+def _check_kill_condition(who: Who, nodes: list[Node]) -> None:
+    """Refused unless the KILL QUERY condition (the root's first child) is made of
+    KILL_CONDITION_COLUMNS, KILL_CONDITION_FUNCTIONS and literals."""
+    children = [i for i, n in enumerate(nodes) if n.depth == 1]
+    if not children:
+        raise Refused(62, "Syntax error: KILL QUERY without a condition", "SYNTAX_ERROR")
+    end = children[1] if len(children) > 1 else len(nodes)
+    for n in nodes[children[0] : end]:
+        if n.kind == "Literal" or n.kind == "ExpressionList":
+            continue
+        if n.kind == "Identifier" and n.name.lower() in KILL_CONDITION_COLUMNS:
+            continue
+        if n.kind == "Function" and n.name.lower() in KILL_CONDITION_FUNCTIONS:
+            continue
+        what = f"{n.kind} {n.name}".strip()
+        raise denied(
+            who.name,
+            f"a KILL QUERY condition with {what[:80]}",
+            "is not a comparison of query_id, user or query with literals",
+        )
 
 
 def _values_judged(parser: Parser, who: Who, data: str | None, params: Mapping[str, str]) -> bool:
@@ -292,19 +335,53 @@ def _check_files(who: Who, toks: list[S.Token], nodes: list[Node]) -> None:
         raise denied(who.name, "FROM INFILE", "reads a file on serve's host")
 
 
+# functions whose right-hand argument, a bare name, is a table (`'x' IN processes`)
+_IN_FUNCTIONS = frozenset(
+    {"in", "notin", "globalin", "globalnotin", "nullin", "notnullin", "globalnullin",
+     "globalnotnullin"}
+)  # fmt: skip
+
+
+def _in_tables(nodes: list[Node]) -> set[int]:
+    """Indexes of the Identifier nodes that name a table as the right side of IN."""
+    out = set()
+    for i, n in enumerate(nodes):
+        if n.kind != "Function" or n.name.lower() not in _IN_FUNCTIONS:
+            continue
+        args: list[int] = []
+        for j in range(i + 1, len(nodes)):  # its subtree, up to its second argument
+            if nodes[j].depth <= n.depth:
+                break
+            if nodes[j].depth == n.depth + 2:
+                args.append(j)
+                if len(args) == 2:
+                    break
+        if len(args) == 2 and nodes[args[1]].kind == "Identifier":
+            out.add(args[1])
+    return out
+
+
 def _check_tables(who: Who, nodes: list[Node], database: str | None) -> None:
-    """A read-only user reads only the system tables that show no other session's statements."""
+    """A read-only user reads only the system tables that show no other session's statements or
+    the server's own configuration, and no information_schema (policy.SYSTEM_READABLE)."""
     if who.admin or "system_tables" in who.allow:
         return
-    for n in nodes:
+    current = (database or "default").lower()
+    as_table = _in_tables(nodes)
+    for i, n in enumerate(nodes):
+        if n.kind == "Function" and n.name.lower() in SERVER_FUNCTIONS:
+            raise denied(who.name, f"{n.name}()", "shows the server's own configuration")
         if n.kind not in ("TableIdentifier", "Identifier"):
             continue
         name = n.name.split(" ", 1)[0]
         db, dot, table = name.partition(".")
         if not dot:
-            if n.kind == "Identifier" or (database or "default") != "system":
+            if n.kind == "Identifier" and i not in as_table:
                 continue
-            db, table = "system", name
+            db, table = current, name
+        db = db.lower()
+        if db == "information_schema":
+            raise denied(who.name, f"information_schema.{table}", "shows the server's catalog")
         if db == "system" and table not in SYSTEM_READABLE:
             raise denied(
                 who.name,

@@ -30,11 +30,13 @@ from telemetry.serve import guard, running
 from telemetry.serve.browser import Browsers, cors_headers
 from telemetry.serve.compression import compressors
 from telemetry.serve.config import ServeConfig
-from telemetry.serve.engine import Engine, EngineError, Outcome
+from telemetry.serve.engine import GUARD_MAX_QUERY_BYTES, Engine, EngineError, Outcome
 from telemetry.serve.limits import (
     ACCEPT_BURST,
+    HEAD_DEADLINE,
     BodyBudget,
     Connections,
+    FairSlots,
     Gate,
     LogLimiter,
     Running,
@@ -47,8 +49,17 @@ from telemetry.serve.sqltext import split_insert
 
 log = logging.getLogger(__name__)
 
-# how much of a request is searched for the start of an INSERT's inline data
-_HEAD_BYTES = 1 << 20
+# the guard's parses one user runs at once (the rest queue): with the pool's `threads`, one user's
+# long parses leave the others' statements a thread
+PARSES_PER_USER = 2
+
+# a user's requests in progress at once (at least; 4 x its max_concurrent_queries where more):
+# bodies being read and queries queued included, so one login cannot hold every connection
+REQUESTS_PER_USER = 64
+
+# how much of a request is searched for the start of an INSERT's inline data: no more than the
+# guard parses (a longer head is judged as a statement, and refused for its size)
+_HEAD_BYTES = GUARD_MAX_QUERY_BYTES + 4096
 
 
 class QueryServer:
@@ -71,8 +82,12 @@ class QueryServer:
         self.display_name = socket.gethostname()
         threads = self.config.threads
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="railscope-query")
-        # parsing (the guard), decompression and cancelling never wait behind long queries
+        # cancelling never waits behind long queries or parses
         self._aux = ThreadPoolExecutor(2, thread_name_prefix="railscope-query-aux")
+        # the guard's parses: PARSES_PER_USER at a time per user (`_parses`), each bounded in size
+        # (engine.GUARD_MAX_QUERY_BYTES), so one user's parses never hold up another's
+        self._guard = ThreadPoolExecutor(threads, thread_name_prefix="railscope-query-guard")
+        self._parses = Running()
         self._compress = compressors()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -81,6 +96,8 @@ class QueryServer:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._sweeper: asyncio.Task[None] | None = None
+        self._purged = 0.0  # when memory was last handed back (_purge_memory)
         self.note = LogLimiter(log)
         quiet_http_errors(self.note)
         self.conns = Connections(
@@ -90,9 +107,11 @@ class QueryServer:
         )
         self.running = running.Registry()
         self._per_user = Running()
-        # queries of read-only users run on at most threads - 2 engine threads: a writer (the
-        # railscope commands, an operator) always finds one free
-        self._readers: asyncio.Semaphore | None = None
+        self._requests = Running()
+        # queries of read-only users run on at most threads - 2 engine threads, shared in turn
+        # between those users: a writer (the railscope commands, an operator) always finds one
+        # free, and one reader's many queries never starve another reader
+        self._readers: FairSlots | None = None
         self.reader = RequestReader(self.config, self._pool, self.note)
         self._browsers = Browsers(self.config.allowed_origins, self.config.allowed_hosts, host)
         # on /metrics as component="serve:query": requests received, answered, failed (by name)
@@ -124,7 +143,7 @@ class QueryServer:
         asyncio.set_event_loop(loop)
 
         async def main() -> None:
-            self._readers = asyncio.Semaphore(max(1, self.config.threads - 2))
+            self._readers = FairSlots(max(1, self.config.threads - 2))
             self.reader.budget = BodyBudget(self.config.max_buffered_bytes)
             # request bodies are decompressed here (lz4 included, with the size limit), not by aiohttp
             self._runner = web.AppRunner(
@@ -153,6 +172,7 @@ class QueryServer:
             )
             sock = self._server.sockets[0]
             self.host, self.port = sock.getsockname()[:2]
+            self._sweeper = loop.create_task(self._sweep())
 
         try:
             loop.run_until_complete(main())
@@ -185,6 +205,8 @@ class QueryServer:
         if loop is not None and loop.is_running():
 
             async def shutdown() -> None:
+                if self._sweeper is not None:
+                    self._sweeper.cancel()
                 if self._runner:
                     await self._runner.cleanup()
 
@@ -199,6 +221,13 @@ class QueryServer:
         # a statement still in the engine was cancelled above: its thread ends with it
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._aux.shutdown(wait=False, cancel_futures=True)
+        self._guard.shutdown(wait=False, cancel_futures=True)
+
+    async def _sweep(self) -> None:
+        """Once a second: close the connections whose request head is trickling in."""
+        while True:
+            await asyncio.sleep(1.0)
+            self.conns.sweep(time.monotonic(), HEAD_DEADLINE)
 
     # -- handlers ----------------------------------------------------------------------------
     def _headers(self, query_id: str) -> dict[str, str]:
@@ -241,10 +270,14 @@ class QueryServer:
         conn = self.conns.of(request.transport)
         if conn is not None:
             conn.busy += 1
+            conn.head_started = None  # the head is in
         reserved = [0]
+        held: list[str] = []  # the user whose request count this request holds
         try:
-            return await self._serve(request, conn, reserved)
+            return await self._serve(request, conn, reserved, held)
         finally:
+            for name in held:
+                self._requests.leave(name)
             if conn is not None:
                 conn.busy -= 1
                 conn.last_active = time.monotonic()
@@ -252,7 +285,7 @@ class QueryServer:
                 self.reader.budget.give(reserved[0])
 
     async def _serve(
-        self, request: web.Request, conn: Any, reserved: list[int]
+        self, request: web.Request, conn: Any, reserved: list[int], held: list[str]
     ) -> web.StreamResponse:
         q = request.query
         query_id = q.get("query_id") or str(uuid.uuid4())
@@ -269,6 +302,12 @@ class QueryServer:
             if self._stopping:
                 raise EngineError(236, "railscope serve is shutting down", "ABORTED")
             user = await self.reader.user(request)
+            # a user's requests in progress, bodies being read included: its queries, the ones
+            # queued behind them, and no more (a body trickling in holds one)
+            cap = max(REQUESTS_PER_USER, 4 * self.config.user_limits(user).max_concurrent_queries)
+            if not await self._requests.enter(user.name, cap):
+                raise self._too_many(user.name, cap, "requests", wait=False)
+            held.append(user.name)
             if q.get("compress") == "1" or q.get("decompress") == "1":
                 raise EngineError(
                     48,
@@ -314,15 +353,19 @@ class QueryServer:
             get = request.method in ("GET", "HEAD")
             readonly = user.readonly or (2 if get else 0)
             limits = self.config.user_limits(user)
-            who = guard.Who(user.name, readonly, user.readonly, frozenset(user.allow), limits)
+            who = guard.Who(
+                user.name, readonly, user.readonly, frozenset(user.allow), limits, get=get
+            )
             guard.check_url_settings(who, settings)
             if "readonly" in settings:  # a user with 0 may make one request stricter
                 who.readonly = max(readonly, int(float(settings.pop("readonly"))))
-            plan, data = await asyncio.get_running_loop().run_in_executor(
-                self._aux, self._plan, who, text, body, params, database
-            )
+            plan, data = await self._judge(who, text, body, params, database)
             if plan.kind == "kill":
-                outcome, out_fmt = await self._kill(who, plan, params, fmt)
+                out_fmt = plan.out_fmt or fmt
+                killed = await self._kill(conn, who, plan, params, out_fmt, query_id)
+                if killed is None:  # the client went away: its condition was cancelled
+                    return web.Response(status=499)
+                outcome = killed
             else:
                 ran = await self._execute(
                     request, conn, who, plan, data, fmt, database, settings, params, query_id
@@ -335,6 +378,34 @@ class QueryServer:
             self._log_refusal(request, e)
             return self._error_response(e, query_id, cors)
         return await self._respond(request, outcome, out_fmt, query_id, cors)
+
+    async def _judge(
+        self,
+        who: guard.Who,
+        text: bytes,
+        body: bytes,
+        params: dict[str, str],
+        database: str | None,
+    ) -> tuple[guard.Plan, bytes | memoryview]:
+        """`_plan` on the guard's pool, one parse at a time per user (queued like queries)."""
+        if not await self._parses.enter(who.name, PARSES_PER_USER, self.config.queue_max_wait):
+            raise self._too_many(who.name, PARSES_PER_USER, "statements parsed")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._guard, self._plan, who, text, body, params, database
+            )
+        finally:
+            self._parses.leave(who.name)
+
+    def _too_many(
+        self, user: str, cap: int, what: str = "queries", wait: bool = True
+    ) -> EngineError:
+        waited = f" (waited {self.config.queue_max_wait:g} s: serve.queue_max_wait)" if wait else ""
+        return EngineError(
+            202,
+            f"Too many simultaneous {what} for user {user}. Maximum: {cap}{waited}",
+            "TOO_MANY_SIMULTANEOUS_QUERIES",
+        )
 
     def _plan(
         self,
@@ -396,12 +467,8 @@ class QueryServer:
         query_id: str,
     ) -> Outcome | None:
         user_cap = who.limits.max_concurrent_queries
-        if not self._per_user.enter(who.name, user_cap):
-            raise EngineError(
-                202,
-                f"Too many simultaneous queries for user {who.name}. Maximum: {user_cap}",
-                "TOO_MANY_SIMULTANEOUS_QUERIES",
-            )
+        if not await self._per_user.enter(who.name, user_cap, self.config.queue_max_wait):
+            raise self._too_many(who.name, user_cap)
         entry = running.Query(query_id, who.name, plan.sql, database or "default")
         try:
             self.running.add(entry)
@@ -424,7 +491,12 @@ class QueryServer:
                         plan.sql, fmt, database=database, settings=session, params=params,
                         readonly=readonly, tag=entry.tag,
                     )  # fmt: skip
-                return await self._run_watched(call, conn, who, entry)
+                try:
+                    return await self._run_watched(call, conn, who, entry)
+                except EngineError as e:
+                    if e.code == 241:  # MEMORY_LIMIT_EXCEEDED: give the memory back
+                        self._purge_memory()
+                    raise
             finally:
                 self.running.remove(entry)
         finally:
@@ -439,7 +511,7 @@ class QueryServer:
         assert self._readers is not None
         gate = self._readers if who.readonly else None
         if gate is not None:
-            await gate.acquire()
+            await gate.acquire(who.name)
         try:
             fut = loop.run_in_executor(self._pool, call)
             if conn is None:
@@ -468,6 +540,23 @@ class QueryServer:
             if gate is not None:
                 gate.release()
 
+    def _purge_memory(self) -> None:
+        """Return the allocator's free memory to the system, at most once every 5 s, off the
+        event loop (engines without `purge_memory`, the ingest gateway's, skip it)."""
+        purge = getattr(self.engine, "purge_memory", None)
+        now = time.monotonic()
+        if purge is None or now - self._purged < 5.0:
+            return
+        self._purged = now
+
+        def run() -> None:
+            try:
+                purge()
+            except EngineError as e:
+                log.debug("serve: purging memory: %s", e.message)
+
+        self._aux.submit(run)
+
     def _cancel(self, entry: running.Query) -> None:
         try:
             self.engine.kill([entry.tag])
@@ -475,15 +564,53 @@ class QueryServer:
             log.debug("serve: cancelling query %s: %s", entry.query_id, e.message)
 
     async def _kill(
-        self, who: guard.Who, plan: guard.Plan, params: dict[str, str], fmt: str
-    ) -> tuple[Outcome, str]:
-        """KILL QUERY WHERE cond, on an aux thread: the user's own running queries only."""
+        self,
+        conn: Any,
+        who: guard.Who,
+        plan: guard.Plan,
+        params: dict[str, str],
+        fmt: str,
+        query_id: str,
+    ) -> Outcome | None:
+        """KILL QUERY WHERE cond: the condition (a comparison, guard.py) is evaluated over the
+        user's own running queries as one of the user's queries: counted against its cap, under
+        its limits, cancelled when the client leaves or serve stops. None: the client left."""
         own = self.running.of_user(who.name)
-        out_fmt = plan.out_fmt or fmt
-        outcome = await asyncio.get_running_loop().run_in_executor(
-            self._aux, running.kill, self.engine, who, plan, own, params, out_fmt
-        )
-        return outcome, out_fmt
+        user_cap = who.limits.max_concurrent_queries
+        if not await self._per_user.enter(who.name, user_cap, self.config.queue_max_wait):
+            raise self._too_many(who.name, user_cap)
+        entry = running.Query(query_id, who.name, plan.sql, "default")
+        loop = asyncio.get_running_loop()
+        try:
+            self.running.add(entry)
+            try:
+                sql, table = await loop.run_in_executor(
+                    self._guard, running.kill_select, self.engine, who, plan, own, params
+                )
+                session = list(who.limits.settings().items())
+                got = await self._run_watched(
+                    lambda: self.engine.query(
+                        sql,
+                        "TabSeparatedRaw",
+                        settings=session,
+                        params=table,
+                        readonly=2,
+                        tag=entry.tag,
+                    ),
+                    conn,
+                    who,
+                    entry,
+                )
+                if got is None:
+                    return None
+                hit = running.matched(own, got)
+                return await loop.run_in_executor(
+                    self._aux, running.answer, self.engine, plan, hit, fmt
+                )
+            finally:
+                self.running.remove(entry)
+        finally:
+            self._per_user.leave(who.name)
 
     def _log_refusal(self, request: web.Request, e: EngineError) -> None:
         if e.name in ("ACCESS_DENIED", "READONLY", "TOO_MANY_SIMULTANEOUS_QUERIES"):

@@ -8,6 +8,8 @@ reads a request and never logs a credential: callers pass a reason and a peer ad
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
 import logging
 import resource
 import threading
@@ -20,6 +22,15 @@ from typing import Any
 # file descriptors kept free for what is not a query connection: the sinks' store handles and
 # spool files, the sources' sockets, the engine's own files (parts, merges), /metrics
 FD_RESERVE_MIN = 256
+
+
+# A request head arrives in one go: one still arriving after HEAD_DEADLINE seconds is closed. A
+# body must keep moving: no pause over BODY_IDLE seconds, and past BODY_GRACE seconds at least
+# BODY_MIN_RATE bytes a second on average (a 1-byte-every-5-s body is cut off after 10 s).
+HEAD_DEADLINE = 10.0
+BODY_IDLE = 10.0
+BODY_GRACE = 10.0
+BODY_MIN_RATE = 16 << 10
 
 
 # connections accepted in one go before any of them is counted (asyncio accepts up to its listen
@@ -79,7 +90,10 @@ class QuietHttpErrors(logging.Filter):
             return True
         from aiohttp.http_exceptions import HttpProcessingError
 
-        if not isinstance(exc, HttpProcessingError | ConnectionError | asyncio.CancelledError):
+        gone = isinstance(exc, RuntimeError) and "connection closed" in str(exc).lower()
+        if not gone and not isinstance(
+            exc, HttpProcessingError | ConnectionError | asyncio.CancelledError
+        ):
             return True  # a fault of serve's own: its traceback is wanted
         try:
             peer = record.getMessage().rsplit(" ", 1)[-1]
@@ -141,6 +155,9 @@ class Conn:
     transport: Any  # asyncio.Transport
     last_active: float = field(default_factory=time.monotonic)
     busy: int = 0
+    # when the first byte of a request head not yet served came (None: between requests): a
+    # head that trickles in is closed after HEAD_DEADLINE and is the first to be evicted
+    head_started: float | None = None
     lost: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -162,7 +179,10 @@ class Gate(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.conn is not None:
-            self.conn.last_active = time.monotonic()
+            now = time.monotonic()
+            self.conn.last_active = now
+            if not self.conn.busy and self.conn.head_started is None:
+                self.conn.head_started = now
             self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
@@ -222,7 +242,11 @@ class Connections:
         idle = [c for c in pool if not c.busy]
         if not idle:
             return False
-        oldest = min(idle, key=lambda c: c.last_active)
+        # a head trickling in first (the oldest), then the longest idle
+        oldest = min(
+            idle,
+            key=lambda c: (c.head_started is None, c.head_started or 0.0, c.last_active),
+        )
         self.evicted += 1
         self.note(
             logging.WARNING,
@@ -252,6 +276,27 @@ class Connections:
             if not mine:
                 del self.by_peer[conn.peer]
         self.count -= 1
+
+    def sweep(self, now: float, head_deadline: float) -> int:
+        """Close every connection whose request head has been arriving for over `head_deadline`
+        seconds (a slowloris head: a client sends a head in one go); returns how many."""
+        slow = [
+            c
+            for c in self.by_transport.values()
+            if not c.busy and c.head_started is not None and now - c.head_started > head_deadline
+        ]
+        for c in slow:
+            self.release(c)
+            c.transport.abort()
+        if slow:
+            self.evicted += len(slow)
+            self.note(
+                logging.WARNING,
+                "slow_head",
+                f"serve: closed {len(slow)} connection(s) whose request head took over "
+                f"{head_deadline:g} s (from {slow[0].peer}, ...)",
+            )
+        return len(slow)
 
     def of(self, transport: Any) -> Conn | None:
         return self.by_transport.get(id(transport)) if transport is not None else None
@@ -288,27 +333,126 @@ class BodyBudget:
 
 # -- users ---------------------------------------------------------------------------------------
 class Running:
-    """Queries running per user."""
+    """Queries running per user against the user's cap. Over the cap a query waits in its user's
+    queue (first come, first served) up to `wait` seconds for one of that user's own to end, as
+    ClickHouse's queue_max_wait_ms; only then is it refused (code 202). One user's queue never
+    holds up another user's queries."""
 
     def __init__(self) -> None:
         self.by_user: dict[str, int] = defaultdict(int)
+        self.waiting: dict[str, deque[asyncio.Future[None]]] = {}
 
-    def enter(self, user: str, cap: int) -> bool:
-        if self.by_user[user] >= cap:
+    async def enter(self, user: str, cap: int, wait: float = 0.0) -> bool:
+        if self.by_user[user] < cap and not self.waiting.get(user):
+            self.by_user[user] += 1
+            return True
+        if wait <= 0:
+            self._tidy(user)
             return False
-        self.by_user[user] += 1
-        return True
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue = self.waiting.setdefault(user, deque())
+        queue.append(fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), wait)
+            return True  # leave() handed its slot over: by_user already counts it
+        except TimeoutError:
+            self._give_up(user, queue, fut)
+            return False
+        except asyncio.CancelledError:  # the client went away while it waited
+            self._give_up(user, queue, fut)
+            raise
+
+    def _give_up(
+        self, user: str, queue: deque[asyncio.Future[None]], fut: asyncio.Future[None]
+    ) -> None:
+        if fut.done() and not fut.cancelled():
+            self.leave(user)  # handed over just as the wait ended: pass it on
+        else:
+            fut.cancel()
+            with contextlib.suppress(ValueError):
+                queue.remove(fut)
+        self._tidy(user)
 
     def leave(self, user: str) -> None:
+        queue = self.waiting.get(user)
+        while queue:
+            fut = queue.popleft()
+            if not fut.done():
+                fut.set_result(None)  # the slot goes to the next in line, still counted
+                return
         self.by_user[user] -= 1
-        if self.by_user[user] <= 0:
+        self._tidy(user)
+
+    def _tidy(self, user: str) -> None:
+        if not self.waiting.get(user):
+            self.waiting.pop(user, None)
+        if self.by_user.get(user, 1) <= 0:
             del self.by_user[user]
 
 
+class FairSlots:
+    """`n` slots shared by users: a freed slot goes to the next user in turn (round robin over
+    the users waiting), so one user's many queries never starve another's."""
+
+    def __init__(self, n: int) -> None:
+        self.free = n
+        self.queues: dict[str, deque[asyncio.Future[None]]] = {}  # insertion order: the turn
+
+    async def acquire(self, user: str) -> None:
+        if self.free > 0 and not self.queues:
+            self.free -= 1
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.queues.setdefault(user, deque()).append(fut)
+        try:
+            await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()
+            else:
+                fut.cancel()
+                q = self.queues.get(user)
+                if q is not None:
+                    with contextlib.suppress(ValueError):
+                        q.remove(fut)
+                    if not q:
+                        del self.queues[user]
+            raise
+
+    def release(self) -> None:
+        while self.queues:
+            user = next(iter(self.queues))
+            q = self.queues.pop(user)
+            fut = q.popleft() if q else None
+            if q:
+                self.queues[user] = q  # to the back of the turn
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+                return
+        self.free += 1
+
+
+def source_net(peer: str) -> str:
+    """The network a login is throttled by: an IPv4 address's /24, an IPv6 address's /64 (one
+    host holds a whole /64; rotating addresses inside it is free)."""
+    try:
+        ip = ipaddress.ip_address(peer)
+    except ValueError:
+        return peer
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    prefix = 24 if ip.version == 4 else 64
+    return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
+
+
 class LoginThrottle:
-    """Failed logins per peer: past `free` failures in `window` seconds a peer's logins are checked
-    one per `interval` seconds (a login waiting longer than `max_wait` is refused as a failure),
-    so guessing is slow however many connections a peer opens. Every failure answers the same."""
+    """Failed logins per user name (whatever the source) and per source network (source_net):
+    past `free` failures in `window` seconds, the answer to each further failure of that name or
+    network waits for its turn, one per `interval` seconds per key, so a guesser who reads the
+    answers gets one answer a second however many connections or addresses it uses. The password
+    is always checked first, at a bounded cost (a constant-time digest compare): a correct one is
+    let through at once however many wrong ones wait, so wrong guesses never lock the owner out.
+    Every failure answers the same."""
 
     def __init__(
         self, free: int = 10, window: float = 60.0, interval: float = 1.0, max_wait: float = 10.0
@@ -316,39 +460,58 @@ class LoginThrottle:
         self.free, self.window, self.interval, self.max_wait = free, window, interval, max_wait
         self.failures: dict[str, deque[float]] = {}
         self.next_slot: dict[str, float] = {}
+        self.max_keys = 100_000  # names and networks tracked at once: a flood cannot grow it
 
-    def _recent(self, peer: str, now: float) -> int:
-        q = self.failures.get(peer)
+    def _recent(self, key: str, now: float) -> int:
+        q = self.failures.get(key)
         if not q:
             return 0
         while q and now - q[0] > self.window:
             q.popleft()
         if not q:
-            del self.failures[peer]
-            self.next_slot.pop(peer, None)
+            del self.failures[key]
+            if self.next_slot.get(key, 0.0) <= now:
+                self.next_slot.pop(key, None)
             return 0
         return len(q)
 
-    async def wait(self, peer: str) -> bool:
-        """Before checking a password from `peer`: False where it must be refused unchecked."""
+    def failed(self, *keys: str) -> int:
+        """Count a failure against each key; returns the most recent failures of any of them."""
         now = time.monotonic()
-        if self._recent(peer, now) < self.free:
-            return True
-        slot = max(now, self.next_slot.get(peer, now))
-        if slot - now > self.max_wait:
-            return False
-        self.next_slot[peer] = slot + self.interval
-        await asyncio.sleep(slot - now)
-        return True
+        worst = 0
+        for key in keys:
+            q = self.failures.get(key)
+            if q is None:
+                if len(self.failures) >= self.max_keys:
+                    self._forget(now)
+                q = self.failures.setdefault(key, deque())
+            q.append(now)
+            if len(q) > 4 * self.free:
+                q.popleft()
+            worst = max(worst, self._recent(key, now))
+        return worst
 
-    def failed(self, peer: str) -> int:
-        """Count a failure; returns the peer's failures in the window."""
+    async def delay(self, *keys: str) -> None:
+        """After a failure: wait for each throttled key's turn (at most `max_wait` seconds; the
+        turns are taken anyway, so a guesser who does not wait gains nothing)."""
         now = time.monotonic()
-        q = self.failures.setdefault(peer, deque())
-        q.append(now)
-        if len(q) > 4 * self.free:
-            q.popleft()
-        return self._recent(peer, now)
+        until = now
+        for key in keys:
+            if self._recent(key, now) <= self.free:
+                continue
+            slot = max(now, self.next_slot.get(key, now))
+            self.next_slot[key] = slot + self.interval
+            until = max(until, slot)
+        if until > now:
+            await asyncio.sleep(min(until - now, self.max_wait))
 
-    def __len__(self) -> int:  # peers being tracked (bounded by the connection caps in practice)
+    def _forget(self, now: float) -> None:
+        for key in list(self.failures):
+            self._recent(key, now)
+        while len(self.failures) >= self.max_keys:
+            key = next(iter(self.failures))
+            del self.failures[key]
+            self.next_slot.pop(key, None)
+
+    def __len__(self) -> int:
         return len(self.failures)

@@ -9,6 +9,7 @@ never parses it (guard.py asks the engine to).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -148,6 +149,18 @@ HOST_TABLE_FUNCTIONS = frozenset(
     }
 )
 
+# Engines that keep or read data outside the store (what `allow` may name for CREATE ... ENGINE)
+HOST_ENGINES = frozenset(
+    {
+        "file", "url", "s3", "s3queue", "azureblobstorage", "azurequeue", "hdfs", "filelog",
+        "embeddedrocksdb", "executable", "executablepool", "distributed", "keepermap", "kafka",
+        "rabbitmq", "nats", "mysql", "postgresql", "materializedpostgresql", "mongodb", "redis",
+        "sqlite", "odbc", "jdbc", "hive", "iceberg", "icebergs3", "icebergazure", "iceberghdfs",
+        "icebergLocal".lower(), "deltalake", "hudi", "replicated", "materializedmysql",
+        "filesystem", "dictionary", "timeseries", "urlcluster", "arrowflight", "ytsaurus",
+    }
+)  # fmt: skip
+
 # What a user's `allow` may name besides a table function, engine or function: statement kinds
 # and clauses refused by default.
 FEATURES = frozenset(
@@ -240,7 +253,6 @@ SYSTEM_READABLE = frozenset(
         "settings",
         "merge_tree_settings",
         "settings_changes",
-        "server_settings",
         "parts",
         "parts_columns",
         "projection_parts",
@@ -251,8 +263,6 @@ SYSTEM_READABLE = frozenset(
         "constraints",
         "merges",
         "moves",
-        "disks",
-        "storage_policies",
         "metrics",
         "events",
         "asynchronous_metrics",
@@ -269,93 +279,211 @@ SYSTEM_READABLE = frozenset(
     }
 )
 
+# Functions that show the server's own configuration (paths, disks, settings of the server, the
+# client's headers): a read-only user calls none of them unless `allow` names system_tables
+SERVER_FUNCTIONS = frozenset(
+    {
+        "getserversetting",
+        "getmergetreesetting",
+        "getmacro",
+        "serveruuid",
+        "buildid",
+        "filesystemavailable",
+        "filesystemcapacity",
+        "filesystemunreserved",
+        "getoskernelversion",
+        "tcpport",
+        "getclienthttpheader",
+        "zookeepersessionuptime",
+        "currentprofiles",
+        "enabledprofiles",
+        "defaultprofiles",
+    }
+)
+
 # -- settings ------------------------------------------------------------------------------------
-# Refused for every user unless `allow` names them: they reach the host or the network, show
-# secrets, change what other sessions (the collectors, the engine's ticks) may do, or are
-# serve's own (log_comment tags each query so serve can cancel it).
-_DENIED_SETTINGS = frozenset(
-    {
-        "readonly",  # checked on its own: never lowered
-        "log_comment",
-        "replace_running_query",
-        "allow_introspection_functions",
-        "send_logs_level",
-        "send_logs_source_regexp",
-        "format_schema",
-        "output_format_schema",
-        "format_template_resultset",
-        "format_template_row",
-        "input_format_record_errors_file_path",
-        "rename_files_after_processing",
-        "default_table_engine",
-        "default_temporary_table_engine",
-        "format_display_secrets_in_show_and_select",
-        "display_secrets_in_show_and_select",
-        "query_cache_share_between_users",
-        "os_thread_priority",
-        "storage_policy",
-        "disk",
-        "table_disk",
-    }
+# One table of setting rules, in the manner of ClickHouse's settings constraints: every setting a
+# user names (URL parameter, SETTINGS clause of the statement or of any subquery, SET) is judged by
+# `rule(name)`. A statement's own SETTINGS clause overrides what serve SET on the session, so what
+# serve sets itself is const here, and a limit serve sets is bounded by the user's limit.
+
+
+@dataclass(frozen=True)
+class SettingRule:
+    """How one setting may be changed.
+
+    kind: "number" (min/max apply; the value must be a number), "bool" (0/1/true/false),
+    "text" (any literal); const: no user may change it (`value`: the one value serve sets, which a
+    client may repeat); denied: refused unless the user's `allow` names the setting; readonly2: a
+    readonly 2 user may change it; cap: the field of the user's Limits that bounds it from above
+    (0 refused: no limit)."""
+
+    kind: str = "text"
+    min: float | None = 0.0  # a negative number is never a setting's "no limit"
+    max: float | None = None
+    cap: str = ""
+    const: bool = False
+    value: str | None = None
+    denied: bool = False
+    readonly2: bool = False
+    why: str = ""
+
+
+_COUNT = SettingRule("number", readonly2=True)
+_FLAG = SettingRule("bool", readonly2=True)
+_ENUM = SettingRule("text", readonly2=True)
+_REACHES = "reaches the host, the engine's other sessions or serve's own bookkeeping"
+_EVALUATES = "makes the engine evaluate what the statement guard never read"
+_DENY = SettingRule(denied=True, why=_REACHES)
+_CONST_EVAL = SettingRule(const=True, why=_EVALUATES)
+
+SETTING_RULES: dict[str, SettingRule] = {
+    # serve's own (readonly is judged on its own: never lowered)
+    "log_comment": SettingRule(const=True, why="tags each query so serve can cancel it"),
+    "allow_introspection_functions": SettingRule(
+        "bool", const=True, value="0", why="reads the server's code and memory addresses"
+    ),
+    # the user's limits: lowered, never raised or lifted
+    "max_execution_time": SettingRule("number", cap="max_execution_time", readonly2=True),
+    "max_memory_usage": SettingRule("number", cap="max_memory_usage", readonly2=True),
+    "max_result_rows": SettingRule("number", cap="max_result_rows", readonly2=True),
+    "max_result_bytes": SettingRule("number", cap="max_result_bytes", readonly2=True),
+    "max_rows_to_read": _COUNT,
+    "max_bytes_to_read": _COUNT,
+    "max_rows_to_group_by": _COUNT,
+    "max_rows_to_sort": _COUNT,
+    "max_bytes_to_sort": _COUNT,
+    "max_rows_in_join": _COUNT,
+    "max_bytes_in_join": _COUNT,
+    "max_rows_in_distinct": _COUNT,
+    "max_bytes_in_distinct": _COUNT,
+    "max_block_size": SettingRule("number", min=1, max=1 << 20, readonly2=True),
+    "max_threads": SettingRule("number", min=0, max=256, readonly2=True),
+    # the statement's size: never past what the guard parses (GUARD_MAX_QUERY_BYTES)
+    "max_query_size": SettingRule("number", min=1, max=256 << 10, readonly2=True),
+    "max_ast_depth": SettingRule("number", min=1, max=1000, readonly2=True),
+    "max_ast_elements": SettingRule("number", min=1, max=50_000, readonly2=True),
+    "max_expanded_ast_elements": SettingRule("number", min=1, max=500_000, readonly2=True),
+    "max_parser_depth": SettingRule("number", min=1, max=1000, readonly2=True),
+    "timeout_overflow_mode": _ENUM,
+    "result_overflow_mode": _ENUM,
+    "read_overflow_mode": _ENUM,
+    "group_by_overflow_mode": _ENUM,
+    "sort_overflow_mode": _ENUM,
+    "join_overflow_mode": _ENUM,
+    "distinct_overflow_mode": _ENUM,
+    "join_use_nulls": _FLAG,
+    "session_timezone": _ENUM,
+    "extremes": _FLAG,
+    "totals_mode": _ENUM,
+    "totals_auto_threshold": SettingRule("number", max=1, readonly2=True),
+    "enable_analyzer": _FLAG,
+    "prefer_column_name_to_alias": _FLAG,
+    "final": _FLAG,
+    "cast_keep_nullable": _FLAG,
+    "aggregate_functions_null_for_empty": _FLAG,
+    "use_skip_indexes": _FLAG,
+    "optimize_read_in_order": _FLAG,
+    "date_time_input_format": _ENUM,
+    "date_time_output_format": _ENUM,
+    "date_time_overflow_behavior": _ENUM,
+    "interval_output_format": _ENUM,
+    "precise_float_parsing": _FLAG,
+    "cancel_http_readonly_queries_on_client_close": _FLAG,
+    "limit": _COUNT,
+    "offset": _COUNT,
+    # what the statement may reach: const for every user, `allow` or not
+    "dialect": SettingRule(const=True, value="clickhouse", why="parses the statement another way"),
+    "input_format_values_interpret_expressions": _CONST_EVAL,
+    "input_format_values_deduce_templates_of_expressions": _CONST_EVAL,
+    "additional_table_filters": _CONST_EVAL,
+    "additional_result_filter": _CONST_EVAL,
+    "readonly": SettingRule(const=True, why="judged on its own"),  # never reached: see check
+    # refused unless `allow` names them
+    **{
+        name: _DENY
+        for name in (
+            "replace_running_query",
+            "send_logs_level",
+            "send_logs_source_regexp",
+            "format_schema",
+            "output_format_schema",
+            "format_template_resultset",
+            "format_template_row",
+            "input_format_record_errors_file_path",
+            "rename_files_after_processing",
+            "default_table_engine",
+            "default_temporary_table_engine",
+            "format_display_secrets_in_show_and_select",
+            "display_secrets_in_show_and_select",
+            "query_cache_share_between_users",
+            "os_thread_priority",
+            "storage_policy",
+            "disk",
+            "table_disk",
+        )
+    },
+}
+# Rules by name pattern, first match wins, for the names SETTING_RULES does not list
+SETTING_PATTERNS: tuple[tuple[re.Pattern[str], SettingRule], ...] = (
+    # allow_*: experimental features, introspection, nondeterministic functions, ...: what a
+    # statement may reach is serve's decision, not the client's
+    (re.compile(r"^allow_|^enable_.*_functions$|^kql_|^prql_"), _CONST_EVAL),
+    # input formats that evaluate what they read (VALUES expressions, templates of them)
+    (re.compile(r"^input_format_.*(?:interpret|expression|evaluat)"), _CONST_EVAL),
+    # limits of the engine's one user: every session's
+    (re.compile(r"(?:_for_user|_for_all_users)$"), _DENY),
+    (
+        re.compile(
+            r"^(?:s3|azure|hdfs|gcs|engine_file_|engine_url_|filesystem_cache"
+            r"|enable_filesystem_cache|opentelemetry_|external_storage_|remote_filesystem_|http_"
+            r"|mysql_|postgresql_|odbc_|kafka_|rabbitmq_|nats_|iceberg_|delta_lake_|hudi_|paimon_"
+            r"|memory_overcommit_)"
+        ),
+        _DENY,
+    ),
+    # formats of the answer and of INSERT data: a readonly 2 client's (Grafana's) to choose
+    (re.compile(r"^(?:output_format_|input_format_|format_csv_|format_tsv_)"), _ENUM),
 )
-_DENIED_SETTING = re.compile(
-    r"(?:_for_user|_for_all_users)$"  # limits of the engine's one user: every session's
-    r"|^(?:s3|azure|hdfs|gcs|engine_file_|engine_url_|filesystem_cache|enable_filesystem_cache"
-    r"|opentelemetry_|external_storage_|remote_filesystem_|http_|mysql_|postgresql_|odbc_"
-    r"|kafka_|rabbitmq_|nats_|iceberg_|delta_lake_|hudi_|paimon_|memory_overcommit_)",
-)
-# What a readonly 2 user may set: the query's own limits, formats and interpretation.
-_READONLY2_SETTINGS = frozenset(
-    {
-        "max_execution_time",
-        "timeout_overflow_mode",
-        "max_result_rows",
-        "max_result_bytes",
-        "result_overflow_mode",
-        "max_rows_to_read",
-        "max_bytes_to_read",
-        "read_overflow_mode",
-        "max_rows_to_group_by",
-        "group_by_overflow_mode",
-        "max_rows_to_sort",
-        "max_bytes_to_sort",
-        "sort_overflow_mode",
-        "max_rows_in_join",
-        "max_bytes_in_join",
-        "join_overflow_mode",
-        "max_rows_in_distinct",
-        "max_bytes_in_distinct",
-        "distinct_overflow_mode",
-        "max_block_size",
-        "max_threads",
-        "max_memory_usage",
-        "max_query_size",
-        "max_ast_depth",
-        "max_ast_elements",
-        "join_use_nulls",
-        "session_timezone",
-        "extremes",
-        "totals_mode",
-        "totals_auto_threshold",
-        "enable_analyzer",
-        "allow_experimental_analyzer",
-        "prefer_column_name_to_alias",
-        "final",
-        "cast_keep_nullable",
-        "aggregate_functions_null_for_empty",
-        "use_skip_indexes",
-        "optimize_read_in_order",
-        "date_time_input_format",
-        "date_time_output_format",
-        "date_time_overflow_behavior",
-        "interval_output_format",
-        "precise_float_parsing",
-        "cancel_http_readonly_queries_on_client_close",
-        "limit",
-        "offset",
-    }
-)
-_READONLY2_PREFIXES = ("output_format_", "input_format_", "format_csv_", "format_tsv_")
+# Anything else: a readonly 0 user may change it, within the default bounds (no negative number)
+_OTHER = SettingRule()
+
+# What serve SETs on every statement's session after the user's limits (SETTING_RULES makes each
+# const or bounds it, so no SETTINGS clause undoes it)
+SERVE_SETTINGS = {
+    name: r.value for name, r in SETTING_RULES.items() if r.const and r.value is not None
+}
+
+
+def allowable(name: str) -> bool:
+    """True where a user's `allow` may name `name`: a feature, a table function, function or
+    engine serve refuses by default, or a denied (not a const) setting. Anything else is a typo
+    or a no-op, which config check refuses."""
+    low = name.lower()
+    return (
+        low in FEATURES
+        or low in HOST_FUNCTIONS
+        or low in HOST_TABLE_FUNCTIONS
+        or low in TABLE_FUNCTIONS_ADMIN
+        or low in HOST_ENGINES
+        or allowable_setting(low)
+    )
+
+
+def setting_rule(name: str) -> SettingRule:
+    low = name.lower()
+    got = SETTING_RULES.get(low)
+    if got is not None:
+        return got
+    for pattern, r in SETTING_PATTERNS:
+        if pattern.search(low):
+            return r
+    return _OTHER
+
+
+def allowable_setting(name: str) -> bool:
+    """True where a user's `allow` may name the setting `name` (a denied one, not a const one)."""
+    return setting_rule(name).denied
 
 
 @dataclass(frozen=True)
@@ -376,6 +504,7 @@ class Limits:
             "max_memory_usage": str(self.max_memory_usage),
             "max_result_rows": str(self.max_result_rows),
             "max_result_bytes": str(self.max_result_bytes),
+            **SERVE_SETTINGS,
         }
 
 
@@ -414,6 +543,25 @@ def _number(value: str) -> float | None:
         return None
 
 
+def _literal(value: str) -> str | None:
+    """A setting's value as the literal it is, unquoted; None where it is an expression (a
+    function call, arithmetic, an array or map): judged values are literals only."""
+    v = value.strip()
+    if len(v) >= 2 and v[0] == v[-1] == "'" and "'" not in v[1:-1].replace("\\'", ""):
+        return v[1:-1]
+    compact = v.replace(" ", "")
+    if re.fullmatch(r"-?[0-9A-Za-z_.+]*", compact):
+        return compact
+    return None
+
+
+_BOOLS = {"0": "0", "false": "0", "1": "1", "true": "1"}
+
+
+def _out_of_range(name: str, why: str) -> Refused:
+    return Refused(452, f"Setting {name} {why}", "SETTING_CONSTRAINT_VIOLATION")
+
+
 def check_setting(
     user: str,
     readonly: int,
@@ -423,7 +571,8 @@ def check_setting(
     value: str,
 ) -> None:
     """Raise Refused unless this user may set `name` to `value` on a query (URL parameter,
-    SETTINGS clause or SET). readonly 1: no setting at all (ClickHouse's own rule, and error)."""
+    SETTINGS clause or SET): the rule SETTING_RULES / SETTING_PATTERNS give it. readonly 1: no
+    setting at all (ClickHouse's own rule, and error)."""
     low = name.lower()
     if low == "readonly":
         if readonly:
@@ -433,33 +582,43 @@ def check_setting(
         return
     if readonly == 1:
         raise Refused(164, f"Cannot modify '{name}' setting in readonly mode", "READONLY")
-    if low not in allow and (low in _DENIED_SETTINGS or _DENIED_SETTING.search(low)):
-        raise denied(
-            user,
-            f"setting {name}",
-            "reaches the host, the engine's other sessions or serve's own bookkeeping",
+    r = setting_rule(low)
+    literal = _literal(value)
+    if r.const:
+        same = literal is not None and (
+            literal.lower() == r.value
+            or (r.kind == "bool" and _BOOLS.get(literal.lower()) == r.value)
         )
-    if (
-        readonly == 2
-        and low not in allow
-        and low not in _READONLY2_SETTINGS
-        and not low.startswith(_READONLY2_PREFIXES)
-    ):
+        if r.value is not None and same:
+            return  # what serve sets anyway (a client repeating the default)
+        raise denied(user, f"setting {name}", f"is const for every user of serve: it {r.why}")
+    if r.denied and low not in allow:
+        raise denied(user, f"setting {name}", r.why)
+    if readonly == 2 and low not in allow and not r.readonly2:
         raise Refused(
             164,
             f"Cannot modify '{name}' setting in readonly mode: a readonly 2 user of railscope "
             "serve may change the query's limits and formats only",
             "READONLY",
         )
-    cap = _caps(limits).get(low)
-    if cap:  # 0: no limit to keep
-        got = _number(value)
-        if got is None or got == 0 or got > cap:
-            raise Refused(
-                452,
-                f"Setting {name} shouldn't be greater than {cap:g} (serve.users[].limits)",
-                "SETTING_CONSTRAINT_VIOLATION",
-            )
+    if literal is None:
+        raise _out_of_range(name, f"= {value[:80]}: expected a literal value")
+    got = _number(literal)
+    if r.kind == "number" and got is None:
+        raise _out_of_range(name, f"= {value[:80]}: expected a number")
+    if r.kind == "bool" and literal.lower() not in _BOOLS:
+        raise _out_of_range(name, f"= {value[:80]}: expected 0 or 1")
+    if got is None:
+        return
+    if not math.isfinite(got):
+        raise _out_of_range(name, f"= {value[:80]}: expected a finite number")
+    if r.min is not None and got < r.min:
+        raise _out_of_range(name, f"shouldn't be less than {r.min:g}")
+    if r.max is not None and got > r.max:
+        raise _out_of_range(name, f"shouldn't be greater than {r.max:g}")
+    cap = _caps(limits).get(r.cap) if r.cap else None
+    if cap and (got == 0 or got > cap):  # cap 0: no limit to keep
+        raise _out_of_range(name, f"shouldn't be greater than {cap:g} (serve.users[].limits)")
 
 
 def check_settings(
@@ -471,3 +630,38 @@ def check_settings(
 ) -> None:
     for k, v in settings.items():
         check_setting(user, readonly, allow, limits, k, v)
+
+
+def setting_rules_markdown() -> str:
+    """The setting rules as the table docs/security.md shows (a test keeps the two the same)."""
+
+    def cell(r: SettingRule) -> str:
+        bound = lambda v: "—" if v is None else f"{int(v)}" if v == int(v) else f"{v:g}"  # noqa: E731
+        top = f"the user's `{r.cap}`" if r.cap else bound(r.max)
+        change = (
+            f"const (only `{r.value}`)"
+            if r.const and r.value is not None
+            else "const"
+            if r.const
+            else "`allow` only"
+            if r.denied
+            else "readonly 0 and 2"
+            if r.readonly2
+            else "readonly 0"
+        )
+        low = "—" if r.const or r.kind == "bool" else bound(r.min)
+        return f"{r.kind} | {low} | {top} | {change}"
+
+    groups: dict[str, list[str]] = {}
+    for name, r in SETTING_RULES.items():
+        if name != "readonly":
+            groups.setdefault(cell(r), []).append(f"`{name}`")
+    for pattern, r in SETTING_PATTERNS:
+        groups.setdefault(cell(r), []).append("`/" + pattern.pattern.replace("|", "\\|") + "/`")
+    groups.setdefault(cell(_OTHER), []).append("any other")
+    lines = [
+        "| settings | type | min | max | who may change it |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {', '.join(names)} | {c} |" for c, names in groups.items()]
+    return "\n".join(lines) + "\n"

@@ -1,5 +1,5 @@
 """Reading a request of the query endpoint: who sent it (authentication, failed logins throttled
-per peer) and its body or form, each byte held counted against serve.max_buffered_bytes and every
+per user name and per source network) and its body or form, each byte held counted against serve.max_buffered_bytes and every
 decompression stopped just past serve.max_request_bytes.
 
 Never logs a credential or a body: a failed login is logged with the peer and, only where it is a
@@ -12,6 +12,7 @@ import asyncio
 import base64
 import binascii
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import BodyPartReader, web
@@ -19,7 +20,15 @@ from aiohttp import BodyPartReader, web
 from telemetry.serve.compression import decompressor
 from telemetry.serve.config import ServeConfig, ServeUser
 from telemetry.serve.engine import EngineError
-from telemetry.serve.limits import BodyBudget, LoginThrottle, LogLimiter
+from telemetry.serve.limits import (
+    BODY_GRACE,
+    BODY_IDLE,
+    BODY_MIN_RATE,
+    BodyBudget,
+    LoginThrottle,
+    LogLimiter,
+    source_net,
+)
 
 
 class RequestReader:
@@ -32,8 +41,8 @@ class RequestReader:
         self.body_wait = 10.0  # seconds a body waits for room in serve.max_buffered_bytes
 
     async def user(self, request: web.Request) -> ServeUser:
-        """The request's user. Every failure answers the same text (no user enumeration); a peer
-        with many recent failures has its logins checked one per second (LoginThrottle)."""
+        """The request's user. Every failure answers the same text (no user enumeration); a name or
+        network with many recent failures has its failures answered one per second (LoginThrottle)."""
         q = request.query
         name, password = "default", ""
         auth = request.headers.get("Authorization", "")
@@ -49,12 +58,14 @@ class RequestReader:
         elif "user" in q:
             name, password = q["user"], q.get("password", "")
         peer = request.remote or "?"
-        user = None
-        if await self.logins.wait(peer) and decoded:
-            user = self.config.authenticate(name or "default", password)
+        # the password first, at a bounded cost: a correct one passes however many wrong ones
+        # wait (LoginThrottle)
+        user = self.config.authenticate(name or "default", password) if decoded else None
         if user is not None:
             return user
-        failures = self.logins.failed(peer)
+        keys = (f"user:{name[:128]}", f"net:{source_net(peer)}")
+        failures = self.logins.failed(*keys)
+        await self.logins.delay(*keys)
         known = any(u.name == name for u in self.config.users) or (
             not self.config.users and name == "default"
         )
@@ -63,7 +74,8 @@ class RequestReader:
         self.note(
             logging.WARNING,
             "login_failed",
-            "serve: failed login from %s as %s (%d failures from it in the last minute)",
+            "serve: failed login from %s as %s (%d failures of that name or network in the last "
+            "minute)",
             peer,
             repr(name) if known else "an unknown user",
             failures,
@@ -88,14 +100,43 @@ class RequestReader:
             raise too_big
         await self._reserve(request.content_length or 0, reserved)
         parts, size = [], 0
-        async for chunk in request.content.iter_any():
+        start = time.monotonic()
+        while True:
+            try:
+                chunk = await asyncio.wait_for(request.content.readany(), BODY_IDLE)
+            except TimeoutError:
+                raise self._slow(request, size, start) from None
+            if not chunk:
+                break
             size += len(chunk)
+            took = time.monotonic() - start
+            if took > BODY_GRACE and size < BODY_MIN_RATE * took:
+                raise self._slow(request, size, start)
             if size > limit:
                 raise too_big
             if size > reserved[0]:
                 await self._reserve(size - reserved[0], reserved)
             parts.append(chunk)
         return b"".join(parts)
+
+    def _slow(self, request: web.Request, size: int, start: float) -> EngineError:
+        took = time.monotonic() - start
+        self.note(
+            logging.WARNING,
+            "slow_body",
+            "serve: cut off a request body from %s sent too slowly (%d bytes in %.0f s)",
+            request.remote,
+            size,
+            took,
+        )
+        if request.transport is not None:  # the connection goes too: it was trickling
+            request.transport.close()
+        return EngineError(
+            209,
+            f"the request body came too slowly ({size} bytes in {took:.0f} s; at least "
+            f"{BODY_MIN_RATE} bytes a second after {BODY_GRACE:g} s, no pause over {BODY_IDLE:g} s)",
+            "SOCKET_TIMEOUT",
+        )
 
     async def _reserve(self, n: int, reserved: list[int]) -> None:
         assert self.budget is not None

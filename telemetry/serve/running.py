@@ -94,24 +94,32 @@ def result_rows(queries: list[Query], status: str) -> str:
     )
 
 
-def kill(
+def kill_select(
     engine: Engine,
     who: guard.Who,
     plan: guard.Plan,
     own: list[Query],
     params: dict[str, str],
-    fmt: str,
-) -> Outcome:
-    """`KILL QUERY WHERE cond [SYNC|ASYNC|TEST]` of `who`: the condition is evaluated by the
-    engine over `own` (that user's running queries, as KILL_TABLE), judged like any SELECT; only
-    those that match are cancelled (by their tags); the answer lists them as ClickHouse's does."""
+) -> tuple[str, dict[str, str]]:
+    """The SELECT that evaluates `KILL QUERY WHERE cond` of `who` over `own` (that user's running
+    queries, as KILL_TABLE), judged like any SELECT of a readonly 2 user, and its parameters. The
+    guard has already refused a condition that is more than a comparison of query_id, user or
+    query with literals. The caller runs it under the user's limits, as one of the user's
+    queries."""
     reader = guard.Who(who.name, max(who.readonly, 2), max(who.level, 2), who.allow, who.limits)
     table = {**params, ROWS_PARAM: escape_param(rows(own))}
     select = f"SELECT query_id FROM {KILL_TABLE} WHERE {plan.kill_condition}"
     check = guard.judge(engine, reader, select, params=table, database=None)
-    got = engine.query(check.sql, "TabSeparatedRaw", params=table, readonly=2)
+    return check.sql, table
+
+
+def matched(own: list[Query], got: Outcome) -> list[Query]:
     ids = set(bytes(got.body).decode().split("\n")) - {""}
-    hit = [q for q in own if q.query_id in ids]
+    return [q for q in own if q.query_id in ids]
+
+
+def answer(engine: Engine, plan: guard.Plan, hit: list[Query], fmt: str) -> Outcome:
+    """Cancel `hit` (unless TEST) and answer as ClickHouse's KILL QUERY does."""
     if hit and plan.kill_mode != "TEST":
         engine.kill([q.tag for q in hit], wait=plan.kill_mode == "SYNC")
     status = {"SYNC": "finished", "TEST": "cant_cancel"}.get(plan.kill_mode, "waiting")

@@ -125,44 +125,31 @@ def split_insert(text: str) -> InsertSplit | None:
     (the engine reads everything after as data, never as SQL). None: not an INSERT with inline
     data (INSERT ... SELECT, another statement, or text that does not lex). Offsets count
     characters of `text` (give it bytes decoded as latin-1 to count bytes)."""
+    toks: list[Token] = []
     try:
-        toks = _head_tokens(text)
+        for t in lex(text):  # lazily: a statement that is no INSERT is not lexed past its start
+            toks.append(t)
+            if len(toks) == 1 and t.upper != "INSERT":
+                return None
+            if t.depth:
+                continue
+            word = t.upper
+            if word in ("SELECT", "WITH"):
+                return None
+            if word == "VALUES":
+                return InsertSplit(t.start, "Values", t.end, values=True)
+            if t.kind == "word" and len(toks) >= 2 and toks[-2].upper == "FORMAT":
+                if toks[-2].depth:
+                    continue
+                start = t.end
+                while start < len(text) and text[start] in " \t\r":
+                    start += 1
+                if text[start : start + 1] == "\n":
+                    start += 1
+                return InsertSplit(t.end, t.text, start)
     except Unterminated:
         return None
-    if not toks or toks[0].upper != "INSERT":
-        return None
-    for i, t in enumerate(toks):
-        if t.depth:
-            continue
-        word = t.upper
-        if word in ("SELECT", "WITH"):
-            return None
-        if word == "VALUES":
-            return InsertSplit(t.start, "Values", t.end, values=True)
-        if word == "FORMAT" and i + 1 < len(toks) and toks[i + 1].kind == "word":
-            fmt = toks[i + 1]
-            start = fmt.end
-            while start < len(text) and text[start] in " \t\r":
-                start += 1
-            if text[start : start + 1] == "\n":
-                start += 1
-            return InsertSplit(fmt.end, fmt.text, start)
     return None
-
-
-def _head_tokens(text: str) -> list[Token]:
-    """Tokens of an INSERT up to its data: lexing stops at the first top-level VALUES or FORMAT X
-    (what follows is data, which need not lex as SQL)."""
-    out: list[Token] = []
-    for t in lex(text):
-        out.append(t)
-        if t.depth:
-            continue
-        if t.upper == "VALUES" or (
-            t.kind == "word" and len(out) >= 2 and out[-2].upper == "FORMAT" and not out[-2].depth
-        ):
-            break
-    return out
 
 
 def _comment_end(text: str, pos: int) -> int:

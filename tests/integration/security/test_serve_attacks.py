@@ -543,10 +543,31 @@ def test_limits_per_user(served: dict[str, Served]) -> None:
     deadline = time.monotonic() + 5
     while s.server._per_user.by_user.get("reader", 0) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    refused(call(s, "reader", "SELECT 1"), 202)
     assert call(s, "admin", "SELECT 1")[2] == "1\n"  # another user is not held up
+    # over the cap a query waits for one of the user's own (serve.queue_max_wait), then runs
+    t0 = time.monotonic()
+    assert call(s, "reader", "SELECT 1")[2] == "1\n"
+    assert time.monotonic() - t0 >= 0.5
     for t in threads:
         t.join(30)
+    # ... and is refused only after the wait
+    wait = s.server.config.queue_max_wait
+    s.server.config.queue_max_wait = 0.5
+    try:
+        threads = [
+            _long_query(s, "reader", f"ro-{i}-{uuid.uuid4().hex[:6]}", out, sql="SELECT sleep(2.5)")
+            for i in range(2)
+        ]
+        deadline = time.monotonic() + 5
+        while s.server._per_user.by_user.get("reader", 0) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        refused(call(s, "reader", "SELECT 1"), 202)
+        assert time.monotonic() - t0 >= 0.4
+        for t in threads:
+            t.join(30)
+    finally:
+        s.server.config.queue_max_wait = wait
     assert call(s, "reader", "SELECT 1")[2] == "1\n"
 
 
