@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -81,6 +82,20 @@ def catalog() -> dict[int, XidInfo]:
             applies=tuple(p for p, flag in zip(PRODUCTS, applies, strict=True) if flag == "Y"),
         )
     return out
+
+
+def strongest(actions: Iterable[str | None]) -> str | None:
+    """Of several actions, the one that takes the most out of service (the buckets' order in the
+    catalog file). An unknown action (None, or a word the catalog lacks) ranks with
+    CONTACT_SUPPORT, above RESTART_APP and IGNORE: what nobody knows is looked at."""
+    order = list(buckets())
+    unknown = order.index("CONTACT_SUPPORT")
+    best: tuple[int, str | None] | None = None
+    for a in actions:
+        r = order.index(a) if a in order else unknown
+        if best is None or r < best[0]:
+            best = (r, a)
+    return best[1] if best else None
 
 
 def describe(xid: int) -> XidInfo | None:
@@ -169,4 +184,5 @@ __all__ = [
     "effective_action",
     "lookup",
     "recovery_action",
+    "strongest",
 ]

@@ -138,3 +138,14 @@ def test_caused_by_previous_xid_follows_the_previous_xids_action() -> None:
     assert xid.effective_action(45, cause=79) == "RESTART_BM"
     assert xid.effective_action(45) == "WORKFLOW_XID_45"
     assert xid.effective_action(94) == "RESTART_APP"
+
+
+def test_the_strongest_action_of_several_wins_and_unknown_is_looked_at() -> None:
+    assert xid.strongest(["IGNORE", "RESTART_APP", "RESET_GPU"]) == "RESET_GPU"
+    assert xid.strongest(["WORKFLOW_XID_48", "IGNORE"]) == "WORKFLOW_XID_48"
+    assert xid.strongest(["RESET_GPU", "RESTART_BM"]) == "RESTART_BM"
+    assert xid.strongest(["IGNORE", None]) is None
+    assert xid.strongest(["RESET_GPU", None]) == "RESET_GPU"
+    assert xid.strongest(["IGNORE"]) == "IGNORE"
+    assert xid.strongest([]) is None
+    assert xid.buckets()["DRAIN_AND_RESET"].fatal is True
