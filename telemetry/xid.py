@@ -161,11 +161,12 @@ def caused_by(text: str) -> int | None:
 def effective_action(
     xid: int, *, cause: int | None = None, recovery: Recovery | None = None
 ) -> str | None:
-    """The action to take for one Xid line: Xid 154's reported recovery; for a line caused by a
+    """The action to take for one Xid line: Xid 154's reported recovery (without its text, the
+    catalog's XID_154, which ranks below the Xid it accompanies); for a line caused by a
     previous Xid, that Xid's action (the catalog: 'Not Solo: IGNORE (follow other Xid)');
     otherwise the catalog's immediate action. None: unknown."""
-    if int(xid) == XID_154:
-        return recovery.action if recovery is not None else None
+    if int(xid) == XID_154 and recovery is not None:
+        return recovery.action
     if cause is not None and int(cause) != int(xid):
         return lookup(cause).action
     return lookup(xid).action

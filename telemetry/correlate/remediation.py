@@ -90,7 +90,7 @@ def _text(item: Any) -> str:
     if not isinstance(item, Mapping):
         return str(item)
     cond = "; ".join(
-        f"{k} {' or '.join(str(v) for v in (vs if isinstance(vs, list) else [vs]))}"
+        f"{k} {' or '.join('unknown' if v is None else str(v) for v in (vs if isinstance(vs, list) else [vs]))}"
         for k, vs in item["when"].items()
     )
     return f"*{cond}:* {item['then']}"

@@ -122,9 +122,10 @@ def test_xid_154_reports_the_recovery_action(
     assert xid.effective_action(154, recovery=rec) == action
 
 
-def test_xid_154_without_its_text_has_no_action() -> None:
+def test_xid_154_without_its_text_defers_to_the_xid_it_accompanies() -> None:
     assert xid.recovery_action("NVRM: Xid (PCI:0000:3b:00): 154, pid=1") is None
-    assert xid.effective_action(154) is None
+    assert xid.effective_action(154) == "XID_154"
+    assert xid.strongest([xid.effective_action(154), xid.effective_action(94)]) == "RESTART_APP"
 
 
 def test_caused_by_previous_xid_follows_the_previous_xids_action() -> None:

@@ -71,6 +71,9 @@ def test_runbooks_page_is_rendered_from_the_yaml() -> None:
     )
     for k in finding_kinds():
         assert f"\n## {k}\n" in text
+    # a guarded template shows its condition first
+    assert "\n- *action RESTART_APP:* {xid_label} on GPU {gpu} of {node}: " in text
+    assert "\n- *action IGNORE; repeated True:* " in text
 
 
 def _xid_evidence(code: int, **extra: object) -> dict[str, object]:
