@@ -55,6 +55,13 @@ class Member:
     first_seen: datetime
     last_seen: datetime
 
+    @property
+    def quiet(self) -> bool:
+        """A finding that pages no one (its evidence says `quiet`: an IGNORE-class Xid that has
+        not repeated): kept as a finding, it opens and joins no incident. One that paged before
+        (it repeated) stays in its incident as it was when it paged."""
+        return bool(self.evidence.get("quiet"))
+
     @classmethod
     def of(cls, f: Any) -> Member:
         """From a `findings.Finding` (ids set) or a findings row (dict)."""
@@ -353,6 +360,12 @@ class Incident:
         return self.root.summary + (f" (with {tail})" if tail else "")
 
     @property
+    def action(self) -> str | None:
+        """The action its root finding names (a gpu_xid's from NVIDIA's Xid catalog), if any."""
+        a = self.root.evidence.get("action")
+        return str(a) if a else None
+
+    @property
     def remediation(self) -> str:
         """What to do: the root kind's remediation filled with the root finding's values."""
         r = self.root
@@ -508,7 +521,14 @@ class IncidentTracker:
             self._consequences = consequence_kinds()
         self.stats.received += len(findings)
         for f in findings:
-            self.members[f.finding_id] = Member.of(f)
+            m = Member.of(f)
+            if m.quiet:  # pages no one: never opens an incident, never quiets one it is in
+                old = self.members.get(m.finding_id)
+                if old is not None and not old.quiet:
+                    old.last_seen = max(old.last_seen, m.last_seen)
+                if old is None or not old.quiet:
+                    continue
+            self.members[m.finding_id] = m
         if any(
             m.subject_type == "port" and _norm(m.subject) not in self._peers
             for m in self.members.values()

@@ -62,12 +62,38 @@ def remediation(kind: str, subject_type: str, subject: str, evidence: Mapping[st
     if not entry:
         return ""
     have = values(subject_type, subject, evidence)
-    for template in entry["do"]:
+    for item in entry["do"]:
+        template = item
+        if isinstance(item, Mapping):  # {when: {key: [values]}, then: template}
+            if not _holds(item["when"], evidence):
+                continue
+            template = item["then"]
         try:
             return string.Formatter().vformat(template, (), _Strict(have))
         except (KeyError, ValueError, TypeError):  # a field it lacks, or of another type
             continue
     return ""
+
+
+def _holds(when: Mapping[str, Any], evidence: Mapping[str, Any]) -> bool:
+    """Every key of `when` has one of its listed values in the evidence (a bare value is a list
+    of one; a key the evidence lacks holds only where null is listed)."""
+    for key, allowed in when.items():
+        allowed = allowed if isinstance(allowed, list) else [allowed]
+        if evidence.get(key) not in allowed:
+            return False
+    return True
+
+
+def _text(item: Any) -> str:
+    """A template as the runbook shows it: a guarded one with its condition first."""
+    if not isinstance(item, Mapping):
+        return str(item)
+    cond = "; ".join(
+        f"{k} {' or '.join('unknown' if v is None else str(v) for v in (vs if isinstance(vs, list) else [vs]))}"
+        for k, vs in item["when"].items()
+    )
+    return f"*{cond}:* {item['then']}"
 
 
 class _Strict(dict[str, Any]):
@@ -86,12 +112,14 @@ def markdown() -> str:
         "incident carries its root finding's remediation, filled with that finding's values "
         "(`railscope incidents`, `railscope report --job`, the HTML report, and Alertmanager's "
         "`remediation` annotation), and a link to its kind's section here (`runbook_url`). The "
-        "first template whose every `{name}` the finding has is the one used.",
+        "first template whose every `{name}` the finding has is the one used; a template that "
+        "starts with a condition in italics (*action RESTART_APP:*) is used only for a finding "
+        "whose evidence meets it.",
         "",
     ]
     for kind, entry in table().items():
         lines += [f"## {kind}", "", f"{entry['means'][:1].upper()}{entry['means'][1:]}.", ""]
-        lines += [f"- {t}" for t in entry["do"]]
+        lines += [f"- {_text(t)}" for t in entry["do"]]
         lines += ["", f"More: [{entry['doc']}]({entry['doc'].removeprefix('docs/')})", ""]
     return "\n".join(lines)
 

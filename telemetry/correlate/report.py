@@ -205,6 +205,7 @@ def _remediations(findings: list[dict[str, Any]], job: str) -> list[dict[str, An
         text = remediation(f["kind"], f["subject_type"], f["subject"], f["evidence"] or {})
         if text and text not in out:
             out[text] = {"kind": f["kind"], "subject": f["subject"], "severity": f["severity"],
+                         "action": (f["evidence"] or {}).get("action"),
                          "remediation": text, "runbook": runbook(f["kind"])}  # fmt: skip
     return list(out.values())
 
@@ -423,5 +424,8 @@ def render_text(rep: JobReport) -> str:
         ]
     if rep.remediations:
         lines += ["", "  what to do:"]
-        lines += [f"    [{r['kind']}] {r['remediation']}" for r in rep.remediations[:10]]
+        lines += [
+            f"    [{r['kind']}{' ' + r['action'] if r.get('action') else ''}] {r['remediation']}"
+            for r in rep.remediations[:10]
+        ]
     return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from telemetry import xid as xid_catalog
 from telemetry.errors import ConfigError
 from telemetry.sim.fabric import Fabric, rdma_device, su_name
 from telemetry.sim.model import Fault, GroundTruth
@@ -218,8 +219,10 @@ def _gpu(
     f.subject_type, f.subject = "gpu", f"{name}/gpu{gpu}"
     f.subjects = [f.subject, name, gpu_uuid(node, gpu)]
     f.target = {"node": node, "gpu": gpu}
+    # the action the ground truth expects railscope to recommend: NVIDIA's Xid catalog's
     if f.kind == "gpu_xid":
-        f.detail = {"xid": spec.xid or 48}
+        code = spec.xid or 48
+        f.detail = {"xid": code, "action": xid_catalog.lookup(code).action}
     elif f.kind == "gpu_lost":
         f.detail = {"xid": 79}
         f.implied_kinds = ["gpu_xid"]  # falling off the bus is logged as XID 79

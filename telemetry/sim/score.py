@@ -29,6 +29,7 @@ class Finding:
     subject: str
     start_ms: int
     end_ms: int
+    action: str = ""  # the action its evidence recommends (a gpu_xid's, from NVIDIA's catalog)
 
 
 class Rate:
@@ -77,6 +78,8 @@ class IncidentScore(Counts):
     faults: int = 0
     detected: int = 0  # faults with a true incident
     consequence_roots: int = 0  # incidents whose root is an effect: not scored
+    quiet_faults: int = 0  # IGNORE-class events: they must not page (not in `faults`)
+    quiet_paged: int = 0  # incidents about one of those only (counted false)
     false: list[str] = field(default_factory=list)  # root kind + subject of each false incident
     missed: list[str] = field(default_factory=list)  # fault kind + subject of each missed fault
 
@@ -92,6 +95,11 @@ class Score:
     unmapped: dict[str, int] = field(default_factory=dict)
     consequences: dict[str, int] = field(default_factory=dict)
     incidents: IncidentScore | None = None
+    # faults whose ground truth names the action to take (detail["action"]): how many were found
+    # by a true finding recommending exactly that action, and the others
+    actions_judged: int = 0
+    actions_right: int = 0
+    actions_wrong: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -100,6 +108,11 @@ class Score:
             "unmapped": self.unmapped,
             "consequences": self.consequences,
             "incidents": self.incidents.to_json() if self.incidents else None,
+            "actions": {
+                "judged": self.actions_judged,
+                "right": self.actions_right,
+                "wrong": self.actions_wrong,
+            },
         }
 
 
@@ -129,26 +142,35 @@ def load_finding_map(path: str | Path = FINDING_MAP_FILE) -> tuple[dict[str, str
 def _spans(
     store: Any, kind: str, what: str, where: str, cluster: str, start_ms: int, end_ms: int
 ) -> list[Finding]:
-    """`what` (a kind and a subject column) of the `kind` table's rows of `cluster` that overlap
-    start .. end, each standing for its whole span, first_seen .. last_seen."""
+    """`what` (a kind, a subject and an action column) of the `kind` table's rows of `cluster`
+    that overlap start .. end, each standing for its whole span, first_seen .. last_seen."""
     rows = store.query_rows(
         f"SELECT {what}, toUnixTimestamp64Milli(first_seen), toUnixTimestamp64Milli(last_seen) "
         f"FROM {store.table(kind, final=True)} WHERE cluster = {{c:String}}{where} "
         "AND last_seen >= fromUnixTimestamp64Milli({s:Int64}, 'UTC') AND first_seen <= fromUnixTimestamp64Milli({e:Int64}, 'UTC')",
         {"c": cluster, "s": start_ms, "e": end_ms},
     )
-    return [Finding(str(k), str(s), int(a), int(b)) for k, s, a, b in rows]
+    return [Finding(str(k), str(s), int(a), int(b), str(x)) for k, s, x, a, b in rows]
 
 
 def read_findings(store: Any, cluster: str, start_ms: int, end_ms: int) -> list[Finding]:
-    """Findings in the window (a finding that persisted stands for its whole span)."""
-    return _spans(store, "finding", "kind, subject", "", cluster, start_ms, end_ms)
+    """Findings in the window (a finding that persisted stands for its whole span), with the
+    action their evidence recommends ('' for none)."""
+    what = "kind, subject, JSONExtractString(evidence, 'action')"
+    return _spans(store, "finding", what, "", cluster, start_ms, end_ms)
 
 
 def read_incidents(store: Any, cluster: str, start_ms: int, end_ms: int) -> list[Finding]:
     """Incidents in the window as their root: (root kind, root subject, first .. last seen)."""
     live = " AND merged_into = ''"  # a merged incident lives on in the one it joined
-    return _spans(store, "incident", "root_kind, root_subject", live, cluster, start_ms, end_ms)
+    what = "root_kind, root_subject, ''"
+    return _spans(store, "incident", what, live, cluster, start_ms, end_ms)
+
+
+def pages(g: Fault) -> bool:
+    """Whether a fault should page: not an IGNORE-class event (its ground truth's action, taken
+    from NVIDIA's Xid catalog by the simulator)."""
+    return g.detail.get("action") != "IGNORE"
 
 
 def score_incidents(
@@ -160,9 +182,11 @@ def score_incidents(
     # cause's incident (the engine's causal model): only root faults are counted
     consequences = effect_kinds()
     roots_of = [g for g in truth.faults if g.kind not in CONSEQUENCE_FAULT_KINDS]
-    faults = [g for g in roots_of if g.scored]
+    faults = [g for g in roots_of if g.scored and pages(g)]
     tol = int(tolerance_s * 1000)
-    out = IncidentScore(faults=len(faults))
+    out = IncidentScore(
+        faults=len(faults), quiet_faults=sum(1 for g in roots_of if g.scored and not pages(g))
+    )
     hit: set[str] = set()
     for r in roots:
         if r.kind in consequences:
@@ -181,9 +205,12 @@ def score_incidents(
             continue  # about a fault not scored either way (Fault.scored)
         match = [g for g in match if g.scored]
         out.incidents += 1
-        if match:
+        if any(pages(g) for g in match):
             out.true_incidents += 1
-            hit.update(g.id for g in match)
+            hit.update(g.id for g in match if pages(g))
+        elif match:  # about an IGNORE-class event only: it must not page
+            out.quiet_paged += 1
+            out.false.append(f"{r.kind} {r.subject} (an IGNORE-class event: must not page)")
         else:
             out.false.append(f"{r.kind} {r.subject}")
     out.detected = sum(1 for g in faults if g.id in hit)
@@ -241,8 +268,20 @@ def score(truth: GroundTruth, findings: list[Finding], tolerance_s: float = 60.0
             names = {_norm(x) for x in g.subjects}
             if any(_norm(f.subject) in names for f in found):
                 ks.localized += 1
+        want = g.detail.get("action")
+        if want:  # the action railscope recommends must be the one the ground truth names
+            out.actions_judged += 1
+            said = sorted({f.action for f in found if f.kind == _ACTION_KINDS.get(g.kind)})
+            if said == [want]:
+                out.actions_right += 1
+            else:
+                out.actions_wrong.append(f"{g.kind} {g.subject}: {want}, railscope said {said}")
     out.kinds = [k for k in kinds.values() if k.faults or k.findings]
     return out
+
+
+# the finding kind whose evidence carries the action for a fault kind with an expected action
+_ACTION_KINDS = {"gpu_xid": "gpu_xid"}
 
 
 def _norm(subject: str) -> str:
@@ -291,6 +330,12 @@ def render(s: Score, truth: GroundTruth) -> str:
         f"  {'all':<34} {nf:>6} {nd:>6} {tf:>8} {pct(tt / tf if tf else None):>9} "
         f"{pct(nd / nf if nf else None):>7} {pct(nl / nd if nd else None):>9}"
     )
+    if s.actions_judged:
+        lines.append(
+            f"  actions: {s.actions_right}/{s.actions_judged} events found with the action their "
+            f"ground truth names ({pct(s.actions_right / s.actions_judged).strip()})"
+        )
+        lines += [f"    wrong action: {x}" for x in s.actions_wrong]
     if s.unmapped:
         lines.append(
             "  finding kinds not in finding_map.yaml (not scored): "
@@ -313,6 +358,10 @@ def render(s: Score, truth: GroundTruth) -> str:
                 else ""
             )
         )
+        if inc.quiet_faults:
+            lines.append(
+                f"  IGNORE-class events: {inc.quiet_faults}, incidents for them: {inc.quiet_paged}"
+            )
         for x in inc.false:
             lines.append(f"    false incident: {x}")
         for x in inc.missed:
@@ -331,6 +380,7 @@ __all__ = [
     "IncidentScore",
     "Score",
     "load_finding_map",
+    "pages",
     "read_findings",
     "read_incidents",
     "render",

@@ -3,6 +3,7 @@
 Reads the incidents the engine changed after each tick (`IncidentTracker.changed`) and, on start,
 the recent ones from the store. One alert per incident and tenant: stable labels (alertname,
 incident, kind, subject, cluster, severity, tenant, team), annotations (summary, remediation,
+action (the root finding's: a gpu_xid's immediate action from NVIDIA's Xid catalog),
 runbook_url to the root kind's runbook, report_url), `endsAt` once the incident is resolved. An alert that could not be delivered stays
 pending and is re-sent with backoff, latest version only: nothing is lost while Alertmanager is
 down. Open incidents are re-posted every `resend_seconds` so Alertmanager never times them out.
@@ -82,6 +83,8 @@ class AlertmanagerSink:
         }
         if inc.get("remediation"):
             annotations["remediation"] = inc["remediation"]
+        if inc.get("action"):
+            annotations["action"] = inc["action"]
         if self.cfg.report_url:
             annotations["report_url"] = self.cfg.report_url.format(**fields)
         resolved = inc["state"] != "open" or bool(inc.get("merged_into"))
@@ -114,6 +117,8 @@ class AlertmanagerSink:
         n = 0
         for inc in incidents:
             row = inc.row(datetime.now(UTC)) if hasattr(inc, "row") else inc
+            if getattr(inc, "action", None):  # the root's action (a gpu_xid: NVIDIA's catalog)
+                row = {**row, "action": inc.action}
             alerts = {(a["labels"]["incident"], a["labels"]["tenant"]): a for a in self.alerts(row)}
             # a tenant (or the whole incident, below min_severity now) that no longer applies:
             # resolve what was delivered for it

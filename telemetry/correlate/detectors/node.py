@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from telemetry import xid
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
 from telemetry.correlate.sql import among_moved, in_params, increase_sql, moved_series
@@ -24,33 +27,78 @@ def gpu_subject(node: str, gpu: int) -> str:
 
 @detector("gpu_xid", needs=("gpu_event",))
 def gpu_xid(ctx: Context) -> list[Finding]:
-    critical = set(ctx.t("gpu.critical_xids"))
-    out = []
+    """Xid events of each GPU, judged by NVIDIA's Xid catalog (telemetry/xid.py): the GPU's
+    action is the strongest of its Xids' immediate actions (Xid 154's reported recovery, or the
+    previous Xid's action for a line 'caused by previous Xid N'). A GPU whose Xids are all
+    IGNORE is a quiet finding (no incident) until they repeat past gpu.xid_ignore_repeats."""
+    repeats = int(ctx.t("gpu.xid_ignore_repeats"))
+    per_gpu: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in ctx.rows(f"""
-        SELECT node, gpu, any(uuid) AS uuid, groupUniqArray(xid) AS xids, count() AS events,
-               min(ts) AS first, max(ts) AS last
+        SELECT node, gpu, xid, any(uuid) AS uuid, count() AS events, min(ts) AS first,
+               max(ts) AS last, groupUniqArray(8)(detail) AS details
         FROM {ctx.table("gpu_event")}
         WHERE {ctx.where("gpu_event")}
           AND event = 'xid'
-        GROUP BY node, gpu ORDER BY node, gpu"""):
-        xids = sorted(r["xids"])
-        sev = "critical" if critical & set(xids) else "warning"
+        GROUP BY node, gpu, xid ORDER BY node, gpu, xid"""):
+        per_gpu.setdefault((r["node"], int(r["gpu"])), []).append(r)
+    out = []
+    for (node, gpu), rows in per_gpu.items():
+        judged = [_judge(int(r["xid"]), r["details"]) for r in rows]
+        action = xid.strongest(a for a, _ in judged)
+        top = next(i for i, (a, _) in enumerate(judged) if a == action)
+        info = xid.lookup(int(rows[top]["xid"]))
+        codes = sorted(int(r["xid"]) for r in rows)
+        events = sum(int(r["events"]) for r in rows)
+        bucket = xid.buckets().get(action) if action else None
+        repeated = action == "IGNORE" and events >= repeats > 0
+        if bucket is not None and bucket.fatal:
+            sev = "critical"
+        elif action == "IGNORE" and not repeated:
+            sev = "info"
+        else:
+            sev = "warning"
+        evidence: dict[str, Any] = {
+            "xids": codes,
+            "events": events,
+            "uuid": rows[0]["uuid"],
+            "first": min(r["first"] for r in rows),
+            "last": max(r["last"] for r in rows),
+            "action": action,
+            "action_from": judged[top][1],
+            "xid_label": info.label,
+            "mnemonics": [xid.lookup(c).label for c in codes],
+            "investigatory": info.investigatory,
+            "action_means": bucket.means if bucket else None,
+            "catalog": xid.CATALOG_URL,
+        }
+        if action == "IGNORE":
+            evidence["repeated"] = repeated
+            # IGNORE pages no one: the finding is kept, no incident opens for it
+            evidence["quiet"] = not repeated
+        if action == "WORKFLOW_XID_48":
+            evidence["workflow_step"] = "DRAIN_AND_RESET" if {63, 64} & set(codes) else "RESET_GPU"
         out.append(
             ctx.finding(
                 sev,
                 "gpu",
-                gpu_subject(r["node"], r["gpu"]),
-                f"XID {', '.join(map(str, xids))} on {r['node']} GPU {r['gpu']} ({r['events']} event(s))",
-                {
-                    "xids": xids,
-                    "events": r["events"],
-                    "uuid": r["uuid"],
-                    "first": r["first"],
-                    "last": r["last"],
-                },
+                gpu_subject(node, gpu),
+                f"{', '.join(evidence['mnemonics'])} on {node} GPU {gpu} ({events} event(s)): "
+                f"{action or 'action unknown'}",
+                evidence,
             )
         )
     return out
+
+
+def _judge(code: int, details: list[str]) -> tuple[str | None, str]:
+    """One Xid code's action on a GPU, and where it came from: Xid 154's reported recovery, the
+    previous Xid a derivative line names, or the catalog's row."""
+    for d in details:
+        if code == xid.XID_154 and (rec := xid.recovery_action(d)) is not None:
+            return xid.effective_action(code, recovery=rec), f"Xid 154: {rec.text or rec.code}"
+        if (cause := xid.caused_by(d)) is not None and cause != code:
+            return xid.effective_action(code, cause=cause), f"caused by previous Xid {cause}"
+    return xid.effective_action(code), "catalog"
 
 
 @detector("gpu_lost", needs=("gpu_sample", "gpu_event"))

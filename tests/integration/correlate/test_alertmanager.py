@@ -310,5 +310,7 @@ def test_correlate_follow_posts_recent_incidents(
         (inc.incident_id, "gpu_lost")
     ]
     # read back from the store (the incident's stored remediation), not recomputed
-    assert got[0]["annotations"]["remediation"].startswith("Cordon and drain n4 (`kubectl cordon")
+    assert got[0]["annotations"]["remediation"].startswith(
+        "GPU 0 on n4 is lost: NVIDIA's Xid catalog says RESTART_BM"
+    )
     assert got[0]["annotations"]["runbook_url"] == "docs/runbooks.md#gpu_lost"

@@ -59,7 +59,7 @@ def test_templates_are_filled_with_the_findings_own_values() -> None:
     assert picked.startswith("Set NCCL_ALGO=NVLSTree on t/ar's pods (NCCL picked RING/SIMPLE")
     # subject parts: a GPU's node and index
     lost = rem.remediation("gpu_lost", "gpu", "gpu-3/gpu5", {})
-    assert "kubectl cordon gpu-3" in lost and "reset GPU 5" in lost
+    assert "kubectl cordon gpu-3" in lost and "RMA GPU 5" in lost and "reboot it" in lost
     assert rem.runbook("gpu_lost") == "docs/runbooks.md#gpu_lost"
     assert rem.remediation("no_such_kind", "node", "n", {}) == ""
 
@@ -71,3 +71,53 @@ def test_runbooks_page_is_rendered_from_the_yaml() -> None:
     )
     for k in finding_kinds():
         assert f"\n## {k}\n" in text
+    # a guarded template shows its condition first
+    assert "\n- *action RESTART_APP:* {xid_label} on GPU {gpu} of {node}: " in text
+    assert "\n- *action IGNORE; repeated True:* " in text
+
+
+def _xid_evidence(code: int, **extra: object) -> dict[str, object]:
+    from telemetry import xid
+
+    info = xid.lookup(code)
+    bucket = xid.buckets().get(info.action or "")
+    return {
+        "xids": [code],
+        "events": 1,
+        "action": info.action,
+        "action_from": "catalog",
+        "xid_label": info.label,
+        "investigatory": info.investigatory,
+        "action_means": bucket.means if bucket else None,
+        **extra,
+    }
+
+
+def test_no_restart_app_or_ignore_xid_advises_a_drain_or_a_cordon() -> None:
+    from telemetry import xid
+
+    quiet = [c for c, i in xid.catalog().items() if i.action in ("RESTART_APP", "IGNORE")]
+    assert {13, 31, 43, 63, 92, 94} <= set(quiet)
+    for code in quiet:
+        for extra in ({}, {"repeated": True, "events": 5}, {"repeated": False}):
+            text = rem.remediation("gpu_xid", "gpu", "n1/gpu3", _xid_evidence(code, **extra))
+            assert xid.lookup(code).action in text, (code, text)  # the catalog's word, named
+            assert not re.search(r"\b(drain|cordon)", text, re.IGNORECASE), (code, text)
+
+
+def test_each_xid_action_gets_its_own_advice() -> None:
+    def advice(code: int, **extra: object) -> str:
+        return rem.remediation("gpu_xid", "gpu", "n1/gpu3", _xid_evidence(code, **extra))
+
+    assert "checkpoint" in advice(94) and "stay in service" in advice(94)
+    assert "nvidia-smi -r -i 3" in advice(95) and "kubectl drain n1" in advice(95)  # RESET_GPU
+    assert "reboot it" in advice(79) and "kubectl cordon n1" in advice(79)  # RESTART_BM
+    xid48 = advice(48, workflow_step="DRAIN_AND_RESET")
+    assert "WORKFLOW_XID_48, here DRAIN_AND_RESET" in xid48 and "SRAM" in xid48
+    assert "nvidia-smi nvlink -e -i 3" in advice(74)  # WORKFLOW_NVLINK_ERR
+    assert "XID 144-150 Decode" in advice(149)  # WORKFLOW_NVLINK5_ERR
+    assert "nvidia-fabricmanager" in advice(45)  # WORKFLOW_XID_45
+    assert "logged 5 times" in advice(92, repeated=True, events=5)
+    assert "no action is known" in advice(999)
+    assert advice(159).startswith("Xid 159 ROBUST_CHANNEL_CHI_NON_DATA_ERROR on GPU 3 of n1: ")
+    assert "CHECK_UVM: If UVM or vGPU is in use" in advice(159)  # a bucket's own words

@@ -161,3 +161,47 @@ def test_a_fault_too_close_to_its_threshold_is_not_scored_either_way(tmp_path: P
     assert "1 too close to a threshold to score" in render(score(truth, [on_clear]), truth)
     back = GroundTruth.read(truth.write(tmp_path / "gt.json"))
     assert [f.scored for f in back.faults] == [False, True]
+
+
+def test_xid_events_are_scored_by_the_action_and_ignore_class_ones_must_not_page():
+    """A gpu_xid fault's ground truth names NVIDIA's catalog action for its Xid: a finding must
+    recommend that action, and an IGNORE-class Xid (63) is no fault to page for: an incident
+    about it alone is a false one, none is no miss."""
+    from telemetry.sim import Fault
+    from telemetry.sim.score import score_incidents
+
+    t0 = 1_800_000_000_000
+
+    def xid(i: int, subject: str, code: int, action: str) -> Fault:
+        return Fault(
+            f"gpu_xid-{i}", "gpu_xid", t0 + i * 60_000, t0 + i * 60_000 + 30_000, "gpu", subject,
+            [subject], detail={"xid": code, "action": action},
+        )  # fmt: skip
+
+    truth = GroundTruth(
+        "t", 1, t0, t0 + 600_000, 10,
+        [xid(1, "n1/gpu0", 94, "RESTART_APP"), xid(2, "n2/gpu1", 63, "IGNORE"),
+         xid(3, "n3/gpu2", 79, "RESTART_BM")],
+    )  # fmt: skip
+
+    def f(subject: str, i: int, action: str) -> Finding:
+        return Finding("gpu_xid", subject, t0 + i * 60_000, t0 + i * 60_000 + 30_000, action)
+
+    right = [
+        f("n1/gpu0", 1, "RESTART_APP"),
+        f("n2/gpu1", 2, "IGNORE"),
+        f("n3/gpu2", 3, "RESTART_BM"),
+    ]
+    s = score(truth, right)
+    assert (s.actions_judged, s.actions_right, s.actions_wrong) == (3, 3, [])
+    s = score(truth, [f("n1/gpu0", 1, "RESET_GPU"), *right[1:]])
+    assert s.actions_right == 2
+    assert s.actions_wrong == ["gpu_xid n1/gpu0: RESTART_APP, railscope said ['RESET_GPU']"]
+    assert "actions: 2/3 events found with the action" in render(s, truth)
+    # incidents: the two that page are expected; the IGNORE one is neither expected nor allowed
+    inc = score_incidents(truth, [right[0], right[2]])
+    assert (inc.faults, inc.quiet_faults, inc.incidents, inc.true_incidents) == (2, 1, 2, 2)
+    assert inc.recall == 1.0 and inc.quiet_paged == 0
+    inc = score_incidents(truth, right)
+    assert (inc.incidents, inc.true_incidents, inc.quiet_paged) == (3, 2, 1)
+    assert inc.false == ["gpu_xid n2/gpu1 (an IGNORE-class event: must not page)"]

@@ -1,0 +1,189 @@
+"""GPU health detectors from NVML's counters in gpu_sample: degraded HBM (row remaps pending or
+failed, retired pages pending, repeated uncorrectable ECC), NVLink errors above the GPU's own
+baseline, PCIe replays. Xid events are node.py's gpu_xid; a GPU lost is node.py's gpu_lost.
+
+Reads gpu_sample only; counter increases come from sql.increase_sql (a reset counts from zero,
+never a negative rate), so samples need not sit on any grid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+from telemetry.correlate.findings import Finding
+from telemetry.correlate.registry import Context, Window, detector
+from telemetry.correlate.sql import increase_sql
+
+GPU_KEYS = ["node", "gpu"]
+NVLINK_COUNTERS = {
+    "nvlink_crc_flit_errors_total": "CRC (flit)",
+    "nvlink_crc_data_errors_total": "CRC (data)",
+    "nvlink_replay_errors_total": "replay",
+    "nvlink_recovery_errors_total": "recovery",
+}
+
+
+def _subject(node: str, gpu: int) -> str:
+    return f"{node}/gpu{gpu}"
+
+
+def _rate(r: dict[str, Any], col: str) -> float:
+    span = r.get("span_s") or 0.0
+    return (r.get(f"inc_{col}") or 0.0) / span if span > 0 else 0.0
+
+
+@detector("gpu_memory_degraded", needs=("gpu_sample",))
+def gpu_memory_degraded(ctx: Context) -> list[Finding]:
+    """HBM that needs a GPU reset (NVIDIA's row-remapping guidance: a pending remap takes effect
+    at the next reset; a pending page retirement likewise) or a replacement (a remap failure: no
+    spare rows left), and uncorrectable ECC errors repeating within the window. One
+    uncorrectable error is what Xid 48/94/95 report; gpu_xid follows the catalog for it."""
+    ecc = int(ctx.t("gpu.uncorrected_ecc_errors"))
+    inc = increase_sql(ctx, "gpu_sample", GPU_KEYS, ["ecc_uncorrected_errors_total"])
+    out = []
+    for r in ctx.rows(
+        f"""
+        SELECT s.node AS node, s.gpu AS gpu, s.pending AS pending, s.failures AS failures,
+               s.pages_pending AS pages_pending, s.remapped_uncorrectable AS remapped_uncorrectable,
+               ifNull(v.inc_ecc_uncorrected_errors_total, 0) AS uncorrected
+        FROM (
+            SELECT node, gpu,
+                   argMax(ifNull(remapped_rows_pending, 0), ts) AS pending,
+                   max(ifNull(remapped_rows_failure_total, 0)) AS failures,
+                   argMax(ifNull(retired_pages_pending, 0), ts) AS pages_pending,
+                   max(ifNull(remapped_rows_uncorrectable_total, 0)) AS remapped_uncorrectable
+            FROM {ctx.table("gpu_sample")}
+            WHERE {ctx.where("gpu_sample")} AND up = 1
+            GROUP BY node, gpu
+        ) AS s
+        LEFT JOIN ({inc}) AS v ON s.node = v.node AND s.gpu = v.gpu
+        WHERE s.pending > 0 OR s.failures > 0 OR s.pages_pending > 0
+           OR ifNull(v.inc_ecc_uncorrected_errors_total, 0) >= {{ecc:UInt64}}
+        ORDER BY node, gpu""",
+        {"ecc": ecc},
+    ):
+        conditions = []
+        if r["failures"]:
+            conditions.append(f"row remapping failed ({r['failures']}x)")
+        if r["pending"]:
+            conditions.append("row remap pending")
+        if r["pages_pending"]:
+            conditions.append("page retirement pending")
+        if r["uncorrected"] >= ecc > 0:
+            conditions.append(f"{r['uncorrected']:.0f} uncorrectable ECC errors")
+        node, gpu = r["node"], int(r["gpu"])
+        out.append(
+            ctx.finding(
+                "critical" if r["failures"] else "warning",
+                "gpu",
+                _subject(node, gpu),
+                f"GPU {gpu} on {node}: HBM degraded: {', '.join(conditions)}",
+                {
+                    "conditions": conditions,
+                    "action": "RESET_GPU",
+                    "remap_pending": bool(r["pending"]),
+                    "remap_failed": bool(r["failures"]),
+                    "pages_pending": bool(r["pages_pending"]),
+                    "uncorrected_errors": r["uncorrected"],
+                    "rows_remapped_uncorrectable": r["remapped_uncorrectable"],
+                },
+            )
+        )
+    return out
+
+
+@detector(
+    "nvlink_errors",
+    needs=("gpu_sample",),
+    lookback=("sliding.rate_seconds", "gpu.nvlink_baseline_seconds"),
+)
+def nvlink_errors(ctx: Context) -> list[Finding]:
+    """NVLink CRC, replay or recovery errors per second over the last sliding.rate_seconds,
+    above both gpu.nvlink_errors_per_second and gpu.nvlink_baseline_factor times the same GPU's
+    rate over the gpu.nvlink_baseline_seconds before (at least gpu.nvlink_baseline_min_seconds
+    of it): a link that always logs a few replays is its own normal; one that starts to is
+    not."""
+    floor = float(ctx.t("gpu.nvlink_errors_per_second"))
+    history = float(ctx.t("gpu.nvlink_baseline_min_seconds"))
+    factor = float(ctx.t("gpu.nvlink_baseline_factor"))
+    split = ctx.window.end - timedelta(seconds=float(ctx.t("sliding.rate_seconds")))
+    recent = dataclasses.replace(ctx, window=Window(split, ctx.window.end))
+    before = dataclasses.replace(ctx, window=Window(ctx.window.start, split))
+    cols = list(NVLINK_COUNTERS)
+    now = {
+        (r["node"], int(r["gpu"])): r
+        for r in recent.rows(increase_sql(recent, "gpu_sample", GPU_KEYS, cols))
+    }
+    hot = {k: r for k, r in now.items() if any(_rate(r, c) > floor for c in cols)}
+    if not hot:
+        return []
+    base = {
+        (r["node"], int(r["gpu"])): r
+        for r in before.rows(increase_sql(before, "gpu_sample", GPU_KEYS, cols))
+    }
+    out = []
+    for (node, gpu), r in sorted(hot.items()):
+        b = base.get((node, gpu))
+        if b is None or (b["span_s"] or 0.0) < history:
+            continue  # no baseline of its own yet
+        rates = {c: _rate(r, c) for c in cols}
+        baseline = {c: _rate(b, c) for c in cols}
+        above = [c for c in cols if rates[c] > floor and rates[c] > factor * baseline[c]]
+        if not above:
+            continue
+        worst = max(above, key=lambda c: rates[c])
+        out.append(
+            ctx.finding(
+                "warning",
+                "gpu",
+                _subject(node, gpu),
+                f"GPU {gpu} on {node}: NVLink {NVLINK_COUNTERS[worst]} errors "
+                f"{rates[worst]:.1f}/s (its baseline {baseline[worst]:.2f}/s), all links",
+                {
+                    "errors": [NVLINK_COUNTERS[c] for c in above],
+                    "errors_per_second": {NVLINK_COUNTERS[c]: round(rates[c], 2) for c in above},
+                    "baseline_per_second": {
+                        NVLINK_COUNTERS[c]: round(baseline[c], 3) for c in above
+                    },
+                    # NVML's counters in gpu_sample are summed over the GPU's links
+                    "link": "all",
+                    "span_s": r["span_s"],
+                },
+            )
+        )
+    return out
+
+
+@detector("pcie_replays", needs=("gpu_sample",), lookback=("gpu.pcie_replays_window_seconds",))
+def pcie_replays(ctx: Context) -> list[Finding]:
+    """PCIe replays of a GPU per minute above gpu.pcie_replays_per_minute (DCGM's health check
+    flags more than 8 a minute), over the trailing gpu.pcie_replays_window_seconds: a marginal
+    link to the GPU, its riser or its switch."""
+    limit = float(ctx.t("gpu.pcie_replays_per_minute"))
+    # a rate over two samples seconds apart is noise: judge a span of half the window at least
+    least = float(ctx.t("gpu.pcie_replays_window_seconds")) / 2
+    out = []
+    for r in ctx.rows(
+        increase_sql(ctx, "gpu_sample", GPU_KEYS, ["pcie_replay_total"]) + " ORDER BY node, gpu"
+    ):
+        per_min = 60 * _rate(r, "pcie_replay_total")
+        if per_min <= limit or (r["span_s"] or 0.0) < least:
+            continue
+        node, gpu = r["node"], int(r["gpu"])
+        out.append(
+            ctx.finding(
+                "warning",
+                "gpu",
+                _subject(node, gpu),
+                f"GPU {gpu} on {node}: {per_min:.0f} PCIe replays/min",
+                {
+                    "replays_per_minute": round(per_min, 1),
+                    "replays": r["inc_pcie_replay_total"],
+                    "resets": r["resets_pcie_replay_total"],
+                    "span_s": r["span_s"],
+                },
+            )
+        )
+    return out
