@@ -99,6 +99,10 @@ _SCOPES: dict[str, Any] = {
     "dci_near_capacity": lambda ev: "dci",
     # a job's settings, not the job's placement: its own incident beside a placement one
     "low_flow_entropy": lambda ev: "job/" + str(ev.get("job", "")),
+    # what a job's NCCL init logged: its settings and its pods' devices, not its placement
+    "nccl_transport_fallback": lambda ev: "job/" + str(ev.get("job", "")),
+    "nccl_gdr_disabled": lambda ev: "job/" + str(ev.get("job", "")),
+    "nccl_nic_off_rail": lambda ev: "job/" + str(ev.get("job", "")),
 }
 
 

@@ -24,6 +24,7 @@ DETECTOR_MODULES = (
     "telemetry.correlate.detectors.collective",
     "telemetry.correlate.detectors.consequence",
     "telemetry.correlate.detectors.fabric",
+    "telemetry.correlate.detectors.logs",
     "telemetry.correlate.detectors.nccl",
     "telemetry.correlate.detectors.node",
     "telemetry.correlate.detectors.pfc",
