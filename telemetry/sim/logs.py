@@ -145,8 +145,17 @@ class LogLines:
         if not torch:
             text = lt.nccl(pod.name, self._pid(j, r), r.gpu, level, text)
         self._pending.append(
-            LogLine(ts, self.sim.fabric.nodes[pod.node].name, pod.namespace, pod.name, pod.uid,
-                    kind, fields, text, "stderr" if torch else "stdout")  # fmt: skip
+            LogLine(
+                ts,
+                self.sim.fabric.nodes[pod.node].name,
+                pod.namespace,
+                pod.name,
+                pod.uid,
+                kind,
+                fields,
+                text,
+                "stderr" if torch else "stdout",
+            )
         )
 
     def _pid(self, j: Job, r: _Rank) -> int:

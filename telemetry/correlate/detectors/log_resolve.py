@@ -117,7 +117,9 @@ def leases(ctx: Context, ips: set[str]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def lease_at(by_ip: dict[str, list[dict[str, Any]]], ip: str, at: datetime) -> dict[str, Any] | None:
+def lease_at(
+    by_ip: dict[str, list[dict[str, Any]]], ip: str, at: datetime
+) -> dict[str, Any] | None:
     vs = [v for v in by_ip.get(ip, []) if _valid(v, at)]
     return vs[-1] if vs else None
 
@@ -142,14 +144,19 @@ class Nics:
     def of(cls, ctx: Context) -> Nics:
         def build() -> Nics:
             gpu = {
-                (r["node"], int(r["gpu"])): (None if r["rail"] is None else int(r["rail"]), r["nic"])
+                (r["node"], int(r["gpu"])): (
+                    None if r["rail"] is None else int(r["rail"]),
+                    r["nic"],
+                )
                 for r in ctx.rows(f"""
                 SELECT node, gpu, argMax(rail, ts) AS rail, argMax(nic, ts) AS nic
                 FROM {ctx.table("gpu_nic_affinity")}
                 WHERE cluster = {{cluster:String}} AND ts < {{we:{_TS}}}
                 GROUP BY node, gpu""")
             }
-            rail = {(r["node"], int(r["rail"])): (r["nic"], r["port"]) for r in ctx.rows(nic_sql(ctx))}
+            rail = {
+                (r["node"], int(r["rail"])): (r["nic"], r["port"]) for r in ctx.rows(nic_sql(ctx))
+            }
             nodes = {n for n, _ in gpu}
             up: dict[str, list[str]] = {}
             leaves = {p.split(":", 1)[0] for _, p in rail.values() if p}
@@ -179,6 +186,10 @@ class Ranks:
     def of(cls, ctx: Context) -> Ranks:
         """From the init lines of the `logs.state_seconds` before the window's end (a job's
         ranks initialise once, long before the errors they later log)."""
+        return ctx.cached("log_resolve.ranks", lambda: cls._of(ctx))  # type: ignore[no-any-return]
+
+    @classmethod
+    def _of(cls, ctx: Context) -> Ranks:
         since = ctx.window.end - timedelta(seconds=float(ctx.t("logs.state_seconds")))
         of_pod: dict[tuple[str, str], set[int]] = {}
         pod_of: dict[tuple[str, str, int], tuple[str, str]] = {}

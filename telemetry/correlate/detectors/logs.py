@@ -82,8 +82,12 @@ def _int(v: Any) -> int | None:
 def _end(node: str, ns: str, pod: str, job: str, rank: int, gpu: int, rail: int | None,
          nics: Nics, ip: str) -> dict[str, Any]:  # fmt: skip
     nic, port = nics.rail.get((node, rail), ("", "")) if rail is not None else ("", "")
-    return {"job": job, "rank": rank, "pod": f"{ns}/{pod}", "gpu": f"{node}/gpu{gpu}",
-            "nic": f"{node}/{nic}" if nic else "", "ip": ip, "leaf_port": port}  # fmt: skip
+    # no pod, job or IP among the names: incidents group an effect by the names its evidence
+    # shares with a cause, and a job-wide finding names the same pods; the GPU, NIC and port are
+    # what a cause of a broken connection is found on
+    return {"job": job, "rank": rank, "pod_name": f"{ns} {pod}", "gpu": f"{node}/gpu{gpu}",
+            "nic": f"{node}/{nic}" if nic else "", "address": f"IP {ip}" if ip else "",
+            "leaf_port": port}  # fmt: skip
 
 
 def _local_end(r: dict[str, Any], f: dict[str, Any], pods: Pods, ranks: Ranks, nics: Nics,
@@ -123,6 +127,10 @@ def _peer_end(r: dict[str, Any], f: dict[str, Any], by_ip: dict[str, list[dict[s
     return _end(lease["node"], lease["namespace"], lease["pod"], job, rank, gpu, rail, nics, ip)
 
 
+def _pod(end: dict[str, Any]) -> str:
+    return str(end["pod_name"]).replace(" ", "/", 1)
+
+
 def _pair_finding(ctx: Context, ns: str, job: str, p: dict[str, Any], nics: Nics) -> Finding:
     first, (me, peer) = p["first"], p["ends"]
     f = first["fields"]
@@ -138,15 +146,18 @@ def _pair_finding(ctx: Context, ns: str, job: str, p: dict[str, Any], nics: Nics
         "critical",
         "rank_pair",
         subject,
-        f"{ns}/{job}: rank {me['rank']} ({me['pod']}, {me['nic'] or 'NIC unknown'}) lost its RDMA "
-        f"connection to rank {peer['rank']} ({peer['pod']}, {peer['nic'] or 'NIC unknown'}): "
+        f"{ns}/{job}: rank {me['rank']} ({_pod(me)}, {me['nic'] or 'NIC unknown'}) lost its RDMA "
+        f"connection to rank {peer['rank']} ({_pod(peer)}, {peer['nic'] or 'NIC unknown'}): "
         f"{name} from {f.get('peer_ip')} at {first['ts']:%H:%M:%S}"
         + (f", then {flush} flush error(s)" if flush else ""),
         {
             "reporter": me,
             "peer": peer,
-            **{f"{who}_{k}": e[k] for who, e in (("reporter", me), ("peer", peer))
-               for k in ("rank", "nic", "leaf_port")},  # fmt: skip
+            **{
+                f"{who}_{k}": e[k]
+                for who, e in (("reporter", me), ("peer", peer))
+                for k in ("rank", "nic", "leaf_port")
+            },
             "status": f.get("status"),
             "status_name": f.get("status_name"),
             "vendor_err": f.get("vendor_err"),
@@ -203,13 +214,14 @@ def _timeout_finding(ctx: Context, ns: str, comm: str, pg: str, rs: list[dict[st
     missing = never + behind
     v = pods.at(ns, rs[0]["pod"], rs[0]["ts"])
     job = v["job"] if v and v["job"] else rs[0]["pod"]
-    where = []
+    where: list[dict[str, Any]] = []
     for k in missing[:16]:
         node, pod = ranks.pod_of.get((ns, comm, k), ("", ""))
         local = ranks.local(ns, pod, k) if pod else None
-        where.append({"rank": k, "pod": f"{ns}/{pod}" if pod else "",
+        # the pod as a phrase, not a name incidents group by (see _end)
+        where.append({"rank": k, "pod": f"{pod} in {ns}" if pod else "",
                       "gpu": f"{node}/gpu{local}" if node and local is not None else ""})  # fmt: skip
-    gpus = sorted({w["gpu"] for w in where if w["gpu"]})
+    gpus = sorted({str(w["gpu"]) for w in where if w["gpu"]})
     subject, stype = (gpus[0], "gpu") if len(gpus) == 1 else (f"{ns}/{job}", "job")
     f0 = rs[0]["fields"]
     said = ", ".join(f"SeqNum {s}: {n} rank(s)" for s, n in sorted(Counter(seq.values()).items()))
@@ -242,6 +254,11 @@ def _timeout_finding(ctx: Context, ns: str, comm: str, pg: str, rs: list[dict[st
 
 
 def _sessions(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:
+    """`_read_sessions`, once per tick (three detectors read it over the same window)."""
+    return ctx.cached(f"logs.sessions.{ctx.window.start.isoformat()}", lambda: _read_sessions(ctx))  # type: ignore[no-any-return]
+
+
+def _read_sessions(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:
     """Per pod, what its latest NCCL init logged (the lines from `logs.session_slack_seconds`
     before its latest `Using network` line on): the network, the IB devices, GDR-disabled HCAs,
     channels. The pod must still be running at the window's end."""
@@ -383,13 +400,19 @@ def nccl_nic_off_rail(ctx: Context) -> list[Finding]:
     out = []
     for (ns, job), bad in sorted(off.items()):
         uniq = {(b["rank"], b["nic"]): b for b in bad}
-        out.append(ctx.finding(
-            "warning",
-            "job",
-            f"{ns}/{job}",
-            f"{ns}/{job}: {len(uniq)} rank channel(s) send through a NIC off their GPU's rail "
-            f"(rank {bad[0]['rank']} via {bad[0]['nic']}, its rail NIC {bad[0]['rail_nic']})",
-            {"job": f"{ns}/{job}", "off_rail": list(uniq.values())[:32], "channels": len(bad),
-             "nics": sorted({b["nic"] for b in bad})},  # fmt: skip
-        ))  # fmt: skip
+        out.append(
+            ctx.finding(
+                "warning",
+                "job",
+                f"{ns}/{job}",
+                f"{ns}/{job}: {len(uniq)} rank channel(s) send through a NIC off their GPU's rail "
+                f"(rank {bad[0]['rank']} via {bad[0]['nic']}, its rail NIC {bad[0]['rail_nic']})",
+                {
+                    "job": f"{ns}/{job}",
+                    "off_rail": list(uniq.values())[:32],
+                    "channels": len(bad),
+                    "nics": sorted({b["nic"] for b in bad}),
+                },
+            )
+        )
     return out

@@ -131,16 +131,28 @@ def test_first_status_12_names_the_pair_and_the_flush_errors_are_its_evidence(st
     t = T0 + timedelta(minutes=5)
     rows = init(T0)
     rows.append(ib(t, 0, 0, "10.128.0.2", 12, "10.128.0.1"))
-    rows += [ib(t + timedelta(milliseconds=40 * k), 0, 0, "10.128.0.2", 5, "10.128.0.1") for k in (1, 2, 3)]
-    rows += [ib(t + timedelta(milliseconds=150 + k), 1, 0, "10.128.0.1", 5, "10.128.0.2") for k in (0, 1)]
+    rows += [
+        ib(t + timedelta(milliseconds=40 * k), 0, 0, "10.128.0.2", 5, "10.128.0.1")
+        for k in (1, 2, 3)
+    ]
+    rows += [
+        ib(t + timedelta(milliseconds=150 + k), 1, 0, "10.128.0.1", 5, "10.128.0.2") for k in (0, 1)
+    ]
     rows += [ib(t + timedelta(milliseconds=k), 0, 1, "10.129.0.2", 5, "10.129.0.1") for k in (0, 1)]
     put(store, rows)
     fs = nccl_network_error(ctx(store, t + timedelta(seconds=30)))
     assert [f.subject for f in fs] == ["team/job/rank0<->rank2"]
     ev_ = fs[0].evidence
-    assert ev_["flush_errors"] == 5 and ev_["errors"] == 6 and ev_["status_name"] == "IBV_WC_RETRY_EXC_ERR"
+    assert (
+        ev_["flush_errors"] == 5
+        and ev_["errors"] == 6
+        and ev_["status_name"] == "IBV_WC_RETRY_EXC_ERR"
+    )
     assert ev_["reporter"]["nic"] == "n1/mlx5_0" and ev_["peer"]["gpu"] == "n2/gpu0"
-    assert ev_["reporter"]["leaf_port"] == "leaf0a:Ethernet0" and ev_["peer"]["leaf_port"] == "leaf0b:Ethernet1"
+    assert (
+        ev_["reporter"]["leaf_port"] == "leaf0a:Ethernet0"
+        and ev_["peer"]["leaf_port"] == "leaf0b:Ethernet1"
+    )
     # two leaves: the uplinks of both are on the path
     assert {"leaf0a:Ethernet128", "leaf0b:Ethernet128"} <= set(ev_["path"])
     # before the status-12 line, its flush errors alone name nothing
@@ -154,7 +166,7 @@ def test_the_rank_that_never_reports_is_named_and_so_is_one_behind(store: Store)
     (f,) = collective_timeout(ctx(store, t + timedelta(seconds=30)))
     assert (f.subject_type, f.subject) == ("gpu", "n2/gpu0")
     assert f.evidence["missing_ranks"] == [2] and f.evidence["timed_out_ranks"] == 3
-    assert f.evidence["missing"] == [{"rank": 2, "pod": "team/job-1", "gpu": "n2/gpu0"}]
+    assert f.evidence["missing"] == [{"rank": 2, "pod": "job-1 in team", "gpu": "n2/gpu0"}]
     # not judged until the others had time to report
     assert collective_timeout(ctx(store, t + timedelta(seconds=1))) == []
 
@@ -230,23 +242,27 @@ def test_a_link_flap_a_few_seconds_before_roots_the_incident(store: Store) -> No
     assert len(with_err) == 1
     g = with_err[0]
     assert (g.root.kind, g.root.subject) == ("link_flap", "leaf0a:Ethernet128")
-    assert [m.subject for m in g.members if m.kind == "nccl_network_error"] == ["team/job/rank0<->rank2"]
+    assert [m.subject for m in g.members if m.kind == "nccl_network_error"] == [
+        "team/job/rank0<->rank2"
+    ]
 
 
 def test_a_lost_gpu_roots_the_other_ranks_watchdog_timeouts(store: Store) -> None:
     """Xid 79 on n2's GPU 0 (rank 2): ranks 0, 1, 3 time out; one incident rooted at gpu_lost."""
     _inv(store)
     t = T0 + timedelta(minutes=5)
-    put(store, init(T0) + [ev(t, None, "xid", node="n2", pci_bus="0000:18:00", xid=79, pid=None,
-                              process=None)] + timeouts(t + timedelta(seconds=60),
-                                                        {0: 7, 1: 7, 3: 7}))  # fmt: skip
+    xid = ev(t, None, "xid", node="n2", pci_bus="0000:18:00", xid=79, pid=None, process=None)
+    put(store, [*init(T0), xid, *timeouts(t + timedelta(seconds=60), {0: 7, 1: 7, 3: 7})])
     lost = Finding("gpu_lost", "node", "critical", "gpu", "n2/gpu0",
                    "GPU 0 on n2 is lost (fell off the bus / NVML GPU_IS_LOST)",
                    {"down_samples": 3, "samples": 3, "lost_events": 1})  # fmt: skip
     groups = _groups(store, t, t + timedelta(seconds=90), [lost])
     (g,) = [g for g in groups if "collective_timeout" in {m.kind for m in g.members}]
     assert (g.root.kind, g.root.subject) == ("gpu_lost", "n2/gpu0")
-    assert g.roles[next(m.finding_id for m in g.members if m.kind == "collective_timeout")] == "consequence"
+    assert (
+        g.roles[next(m.finding_id for m in g.members if m.kind == "collective_timeout")]
+        == "consequence"
+    )
 
 
 def test_a_timeout_with_no_cause_at_hand_roots_its_own_incident(store: Store) -> None:
@@ -279,3 +295,24 @@ def _groups(store: Store, start: datetime, end: datetime, extra: list[Finding]) 
             seen[f.finding_id] = Member.of(f)
         t += STEP
     return group(seen.values(), consequences=set(effect_kinds()), gap=timedelta(seconds=60))
+
+
+def test_report_job_shows_its_log_events_on_a_timeline(store: Store) -> None:
+    """Three ranks' watchdog timeouts and the Xid on its node, one line per kind and place; the
+    init lines are counted, not listed; another job's lines stay out."""
+    from telemetry.correlate.report import job_report, render_text
+
+    _inv(store)
+    t = T0 + timedelta(minutes=5)
+    other = ev(t, 0, "torch_watchdog_timeout", rank=0, pg="0", seq_num=1, op_type="ALLREDUCE",
+               timeout_ms=1, ran_ms=2) | {"namespace": "other"}  # fmt: skip
+    put(store, init(T0) + timeouts(t, {0: 5, 1: 5, 3: 5}) + [other]
+        + [ev(t - timedelta(seconds=60), None, "xid", node="n2", pci_bus="0000:18:00", xid=79)])  # fmt: skip
+    rep = job_report(store, "team/job", T0 - timedelta(minutes=1), t + timedelta(minutes=1),
+                     cluster="c")  # fmt: skip
+    trouble = [(e["kind"], e["place"], e["n"]) for e in rep.log_events if e["trouble"]]
+    assert trouble == [("xid", "n2", 1), ("torch_watchdog_timeout", "team/job-0", 2),
+                       ("torch_watchdog_timeout", "team/job-1", 1)]  # fmt: skip
+    text = render_text(rep)
+    assert "log events" in text and "torch_watchdog_timeout   team/job-0 x2" in text
+    assert "(17 NCCL init line(s)" in text  # 1 version + 4 ranks x 4
