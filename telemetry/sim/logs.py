@@ -76,7 +76,7 @@ class _Rank:
 def versions(job: Job) -> tuple[str, str]:
     """The job image's NCCL and PyTorch versions."""
     h = stable_hash("image", job.key)
-    return lt.NCCL_VERSIONS[h % 2], lt.TORCH_VERSIONS[(h >> 3) % 2]
+    return lt.NCCL_VERSIONS[h % 2], lt.TORCH_VERSIONS[(h >> 5) % 2]
 
 
 def driver(node: str) -> str:
@@ -347,14 +347,13 @@ def resolve(
     collective_timeout's missing rank; default: chosen by seed among the jobs running then)."""
     name, _, rank_s = (spec.target or "").partition("/")
     running = [j for j in wl.running(f.start_step) if j.pods and len(j.pods) > 1]
-    if name:
-        job = next((j for j in wl.jobs if j.name == name and j.pods), None)
-        if job is None:
-            raise ConfigError(f"{where}.target: no placed job named {name!r}")
-    elif running:
+    job = next((j for j in wl.jobs if j.name == name and j.pods), None) if name else None
+    if name and job is None and name not in {j.name for j in wl.jobs}:
+        raise ConfigError(f"{where}.target: no job named {name!r}")
+    if job is None:  # none named, or the named one found no nodes (a smaller --nodes): by seed
+        if not running:
+            raise ConfigError(f"{where}: no multi-node job runs at minute {spec.start_minute:g}")
         job = running[int(rng.integers(len(running)))]
-    else:
-        raise ConfigError(f"{where}: no multi-node job runs at minute {spec.start_minute:g}")
     if f.start_step < job.start_step:  # a job's fault begins with the job
         step_ms = fab.scenario.resolution_seconds * 1000
         f.start_ms += (job.start_step - f.start_step) * step_ms
@@ -367,9 +366,9 @@ def resolve(
     gpn = fab.gpus_per_node
     n = len(job.pods) * gpn
     if rank_s:
-        if not rank_s.removeprefix("rank").isdigit() or int(rank_s.removeprefix("rank")) >= n:
-            raise ConfigError(f"{where}.target: {spec.target!r}: give JOB/rankN with N < {n}")
-        rank = int(rank_s.removeprefix("rank"))
+        if not rank_s.removeprefix("rank").isdigit():
+            raise ConfigError(f"{where}.target: {spec.target!r}: give JOB/rankN")
+        rank = int(rank_s.removeprefix("rank")) % n  # a smaller --nodes has fewer ranks
     else:
         rank = int(rng.integers(n))
     node = fab.nodes[job.pods[rank // gpn].node].name
