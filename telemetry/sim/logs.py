@@ -41,8 +41,9 @@ if TYPE_CHECKING:
     from telemetry.sim.scenario import FaultSpec
     from telemetry.sim.workload import Job, Workload
 
-# the simulated jobs call init_process_group(timeout=60 s): the watchdog fires a minute into a hang
-WATCHDOG_MS = 60_000
+# the simulated jobs call init_process_group(timeout=30 s): the watchdog fires 30 s into a hang (a
+# detector can see a hang no sooner; PyTorch's default is 10 min, training jobs often set less)
+WATCHDOG_MS = 30_000
 INIT_DELAY_MS = 4_000  # a job's ranks finish NCCL's init this long after it starts
 ERROR_DELAY_MS = 3_200  # a broken QP runs out of retries this long after its link goes down
 FLUSH_BURST = 3  # flush errors a rank logs after its first status-12 (its connection's other QPs)
