@@ -60,7 +60,7 @@ def nccl_network_error(ctx: Context) -> list[Finding]:
         peer = _peer_end(r, f, by_ip, pods, ranks, nics)
         if me is None or peer is None or me["job"] != peer["job"]:
             continue
-        key = (r["namespace"], me["job"], frozenset((me["rank"], peer["rank"])))
+        key = (r["namespace"], me["job"], frozenset((_name(me), _name(peer))))
         p = pairs.get(key)
         st = _int(f.get("status"))
         if p is None:
@@ -79,7 +79,7 @@ def _int(v: Any) -> int | None:
         return None
 
 
-def _end(node: str, ns: str, pod: str, job: str, rank: int, gpu: int, rail: int | None,
+def _end(node: str, ns: str, pod: str, job: str, rank: int | None, gpu: int, rail: int | None,
          nics: Nics, ip: str) -> dict[str, Any]:  # fmt: skip
     nic, port = nics.rail.get((node, rail), ("", "")) if rail is not None else ("", "")
     # no pod, job or IP among the names: incidents group an effect by the names its evidence
@@ -98,9 +98,7 @@ def _local_end(r: dict[str, Any], f: dict[str, Any], pods: Pods, ranks: Ranks, n
     gpu = _int(f.get("cuda_dev"))
     if v is None or gpu is None:
         return None
-    rank = ranks.rank(r["namespace"], r["pod"], gpu)
-    if rank is None:
-        return None
+    rank = ranks.rank(r["namespace"], r["pod"], gpu)  # None: its init is older than we read
     ip = ip_of_gid(f.get("local_gid")) or ""
     lease = lease_at(by_ip, ip, r["ts"]) if ip else None
     rail = rail_of(lease["network"]) if lease else nics.gpu.get((v["node"], gpu), (None, ""))[0]
@@ -120,11 +118,14 @@ def _peer_end(r: dict[str, Any], f: dict[str, Any], by_ip: dict[str, list[dict[s
     if gpu is None:
         return None
     rank = ranks.rank(lease["namespace"], lease["pod"], gpu)
-    if rank is None:
-        return None
     v = pods.at(lease["namespace"], lease["pod"], r["ts"])
     job = v["job"] if v else ""
     return _end(lease["node"], lease["namespace"], lease["pod"], job, rank, gpu, rail, nics, ip)
+
+
+def _name(end: dict[str, Any]) -> str:
+    """rankN, or the rank's GPU where its Init COMPLETE line is older than `logs.state_seconds`."""
+    return f"rank{end['rank']}" if end["rank"] is not None else str(end["gpu"])
 
 
 def _pod(end: dict[str, Any]) -> str:
@@ -134,8 +135,8 @@ def _pod(end: dict[str, Any]) -> str:
 def _pair_finding(ctx: Context, ns: str, job: str, p: dict[str, Any], nics: Nics) -> Finding:
     first, (me, peer) = p["first"], p["ends"]
     f = first["fields"]
-    lo, hi = sorted((me, peer), key=lambda e: e["rank"])
-    subject = f"{ns}/{job}/rank{lo['rank']}<->rank{hi['rank']}"
+    lo, hi = sorted((me, peer), key=lambda e: (e["rank"] is None, e["rank"] or 0, e["gpu"]))
+    subject = f"{ns}/{job}/{_name(lo)}<->{_name(hi)}"
     leaves = [e["leaf_port"].split(":", 1)[0] for e in (me, peer) if e["leaf_port"]]
     path = [me["leaf_port"], peer["leaf_port"]]
     if len(set(leaves)) == 2:  # under two leaves: the pair crosses one of their uplinks
@@ -146,8 +147,8 @@ def _pair_finding(ctx: Context, ns: str, job: str, p: dict[str, Any], nics: Nics
         "critical",
         "rank_pair",
         subject,
-        f"{ns}/{job}: rank {me['rank']} ({_pod(me)}, {me['nic'] or 'NIC unknown'}) lost its RDMA "
-        f"connection to rank {peer['rank']} ({_pod(peer)}, {peer['nic'] or 'NIC unknown'}): "
+        f"{ns}/{job}: {_name(me)} ({_pod(me)}, {me['nic'] or 'NIC unknown'}) lost its RDMA "
+        f"connection to {_name(peer)} ({_pod(peer)}, {peer['nic'] or 'NIC unknown'}): "
         f"{name} from {f.get('peer_ip')} at {first['ts']:%H:%M:%S}"
         + (f", then {flush} flush error(s)" if flush else ""),
         {

@@ -316,3 +316,16 @@ def test_report_job_shows_its_log_events_on_a_timeline(store: Store) -> None:
     text = render_text(rep)
     assert "log events" in text and "torch_watchdog_timeout   team/job-0 x2" in text
     assert "(17 NCCL init line(s)" in text  # 1 version + 4 ranks x 4
+
+
+def test_ranks_whose_init_is_older_than_read_are_named_by_their_gpus(store: Store) -> None:
+    """A job running for longer than logs.state_seconds: its Init COMPLETE lines are out of
+    reach, the pair is still named, by its GPUs."""
+    _inv(store)
+    t = T0 + timedelta(minutes=5)
+    put(store, [ib(t, 0, 0, "10.128.0.2", 12, "10.128.0.1")])
+    (f,) = nccl_network_error(ctx(store, t + timedelta(seconds=30)))
+    assert f.subject == "team/job/n1/gpu0<->n2/gpu0"
+    assert (
+        f.evidence["reporter_rank"] is None and f.evidence["peer_leaf_port"] == "leaf0b:Ethernet1"
+    )
