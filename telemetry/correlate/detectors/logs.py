@@ -53,7 +53,7 @@ def nccl_network_error(ctx: Context) -> list[Finding]:
     held = {(v["namespace"], v["pod"]) for vs in by_ip.values() for v in vs}
     pods = Pods.of(ctx, {(r["namespace"], r["pod"]) for r in rows} | held)
     nics, ranks = Nics.of(ctx), Ranks.of(ctx)
-    pairs: dict[tuple[str, str, frozenset[int]], dict[str, Any]] = {}
+    pairs: dict[tuple[str, str, frozenset[str]], dict[str, Any]] = {}
     for r in rows:
         f = r["fields"]
         me = _local_end(r, f, pods, ranks, nics, by_ip)
