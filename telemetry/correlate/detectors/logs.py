@@ -149,8 +149,7 @@ def _pair_finding(ctx: Context, ns: str, job: str, p: dict[str, Any], nics: Nics
         subject,
         f"{ns}/{job}: {_name(me)} ({_pod(me)}, {me['nic'] or 'NIC unknown'}) lost its RDMA "
         f"connection to {_name(peer)} ({_pod(peer)}, {peer['nic'] or 'NIC unknown'}): "
-        f"{name} from {f.get('peer_ip')} at {first['ts']:%H:%M:%S}"
-        + (f", then {flush} flush error(s)" if flush else ""),
+        f"{name} from {f.get('peer_ip')}" + (f", then {flush} flush error(s)" if flush else ""),
         {
             "reporter": me,
             "peer": peer,
@@ -243,7 +242,9 @@ def _timeout_finding(ctx: Context, ns: str, comm: str, pg: str, rs: list[dict[st
             "pg": pg,
             "nranks": nranks,
             "timed_out_ranks": len(seq),
-            "seq_nums": {str(s): n for s, n in sorted(Counter(seq.values()).items())},
+            "seq_nums": [
+                {"seq_num": s, "ranks": n} for s, n in sorted(Counter(seq.values()).items())
+            ],
             "last_seq_num": last,
             "op_type": f0.get("op_type"),
             "timeout_ms": f0.get("timeout_ms"),

@@ -26,6 +26,7 @@ from telemetry.correlate.registry import Context, Window, detectors
 from telemetry.correlate.thresholds import default_thresholds
 from telemetry.records import GPU_NIC_AFFINITY, LLDP_LINK, LOG_EVENT, POD, POD_IP_LEASE
 from telemetry.store import Store
+from tests.integration.correlate.test_incidents import unexplained_numbers
 
 T0 = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=20)
 HOUR = timedelta(hours=1)
@@ -177,7 +178,11 @@ def test_a_rank_at_an_older_seqnum_did_not_arrive(store: Store) -> None:
     put(store, init(T0) + timeouts(t, {0: 48211, 1: 48210, 2: 48211, 3: 48211}))
     (f,) = collective_timeout(ctx(store, t + timedelta(seconds=30)))
     assert f.subject == "n1/gpu1" and f.evidence["missing_ranks"] == [1]
-    assert f.evidence["seq_nums"] == {"48210": 1, "48211": 3}
+    assert f.evidence["seq_nums"] == [
+        {"seq_num": 48210, "ranks": 1},
+        {"seq_num": 48211, "ranks": 3},
+    ]
+    assert unexplained_numbers(f.summary, f.subject, f.evidence) == []
 
 
 def test_socket_fallback_only_on_nodes_with_rdma_nics(store: Store) -> None:
@@ -188,6 +193,7 @@ def test_socket_fallback_only_on_nodes_with_rdma_nics(store: Store) -> None:
     (f,) = nccl_transport_fallback(ctx(store, T0 + timedelta(minutes=2), 3600))
     assert f.subject == "team/job" and f.evidence["pods"] == ["team/job-0", "team/job-1"]
     assert f.evidence["rdma_nodes"] == 2
+    assert unexplained_numbers(f.summary, f.subject, f.evidence) == []
     # restarted on IB: the latest init holds
     put(store, init(T0 + timedelta(minutes=3)))
     assert nccl_transport_fallback(ctx(store, T0 + timedelta(minutes=4), 3600)) == []
@@ -205,7 +211,9 @@ def test_gdr_disabled_and_a_channel_off_its_rail(store: Store) -> None:
     c = ctx(store, T0 + timedelta(minutes=2), 3600)
     (g,) = nccl_gdr_disabled(c)
     assert g.subject == "team/job" and g.evidence["hcas"] == ["mlx5_0", "mlx5_1"]
+    assert unexplained_numbers(g.summary, g.subject, g.evidence) == []
     (o,) = nccl_nic_off_rail(c)
+    assert unexplained_numbers(o.summary, o.subject, o.evidence) == []
     assert o.evidence["off_rail"] == [
         {"rank": 3, "gpu": "n2/gpu1", "nic": "n2/mlx5_0", "rail_nic": "n2/mlx5_1"}
     ]
