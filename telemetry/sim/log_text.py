@@ -65,7 +65,7 @@ def channel(
 
 
 def gdr_disabled(dev: int, nic: str) -> tuple[str, Fields]:
-    return f"GPU Direct RDMA Disabled for HCA {dev} '{nic}'", {"nic": nic}
+    return f"NET/IB : GPU Direct RDMA Disabled for HCA {dev} '{nic}'", {"nic": nic}
 
 
 def init_complete(
@@ -162,7 +162,7 @@ def watchdog_timeout(
         return f"[E ProcessGroupNCCL.cpp:475] [Rank {rank}] {work}", fields
     t = datetime.fromtimestamp(ts_ms / 1000, UTC)
     glog = f"[rank{rank}]:[E{t:%m%d %H:%M:%S}.{t.microsecond:06d} {pid} "
-    fields["pg"] = "0"
+    fields["pg"] = 0
     return (
         glog + "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:607] "
         f"[PG ID 0 PG GUID 0(default_pg) Rank {rank}] {work}",

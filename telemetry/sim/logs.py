@@ -219,9 +219,10 @@ class LogLines:
         node, gpu = f.target["node"], f.target["gpu"]
         name = fab.nodes[node].name
         bus = GPU_BUS[gpu % len(GPU_BUS)]
+        # on a whole second: the kernel log's text (journalctl -k -o short-iso) keeps no less
         for dt, made, kind in (
-            (900, lt.xid(driver(name), bus, 79, "GPU has fallen off the bus."), "xid"),
-            (901, lt.fallen_off_bus(bus), "gpu_fallen_off_bus"),
+            (1000, lt.xid(driver(name), bus, 79, "GPU has fallen off the bus."), "xid"),
+            (1000, lt.fallen_off_bus(bus), "gpu_fallen_off_bus"),
         ):
             text, fields = made
             self._pending.append(

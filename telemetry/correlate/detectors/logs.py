@@ -189,7 +189,7 @@ def collective_timeout(ctx: Context) -> list[Finding]:
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in rows:
         comm, _ = ranks.comm_of.get((r["namespace"], r["pod"]), ("", 0))
-        pg = str(r["fields"].get("pg") or "")
+        pg = "" if r["fields"].get("pg") is None else str(r["fields"]["pg"])
         groups.setdefault((r["namespace"], comm, pg), []).append(r)
     pods = Pods.of(ctx, {(r["namespace"], r["pod"]) for r in rows})
     out = []

@@ -115,7 +115,7 @@ def ib(t: datetime, pod: int, cuda: int, peer: str, status: int, local: str) -> 
 
 
 def timeouts(t: datetime, seq: dict[int, int]) -> list[dict[str, Any]]:
-    return [ev(t + timedelta(milliseconds=20 * r), r // 2, "torch_watchdog_timeout", rank=r, pg="0",
+    return [ev(t + timedelta(milliseconds=20 * r), r // 2, "torch_watchdog_timeout", rank=r, pg=0,
                seq_num=s, op_type="ALLREDUCE", timeout_ms=600000, ran_ms=600027)
             for r, s in seq.items()]  # fmt: skip
 
@@ -312,7 +312,7 @@ def test_report_job_shows_its_log_events_on_a_timeline(store: Store) -> None:
 
     _inv(store)
     t = T0 + timedelta(minutes=5)
-    other = ev(t, 0, "torch_watchdog_timeout", rank=0, pg="0", seq_num=1, op_type="ALLREDUCE",
+    other = ev(t, 0, "torch_watchdog_timeout", rank=0, pg=0, seq_num=1, op_type="ALLREDUCE",
                timeout_ms=1, ran_ms=2) | {"namespace": "other"}  # fmt: skip
     put(store, init(T0) + timeouts(t, {0: 5, 1: 5, 3: 5}) + [other]
         + [ev(t - timedelta(seconds=60), None, "xid", node="n2", pci_bus="0000:18:00", xid=79)])  # fmt: skip
