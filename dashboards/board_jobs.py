@@ -249,6 +249,18 @@ LIMIT 100"""
                 "secrets are never stored).",
             ),
             table(
+                "Log events of the job's pods and nodes",
+                f"SELECT ts, kind, node, pod, fields, excerpt FROM {tbl('log_event')} "
+                f"WHERE {CLUSTER} AND $__timeFilter(ts) AND ((namespace, pod) IN ({job_pods()}) "
+                f"OR (pod = '' AND node IN ({job_nodes()}))) "
+                "ORDER BY ts DESC LIMIT 500",
+                w=24,
+                description="Lines of the job's pod logs and its nodes' kernel logs that railscope's "
+                "grammar recognised (`railscope logs`: NCCL init and IB errors, PyTorch watchdog "
+                "timeouts, Xids), with their fields; unmatched lines are never stored. The "
+                "log-born findings (nccl_network_error, collective_timeout, ...) judge them.",
+            ),
+            table(
                 "Findings on the job, its pods, its nodes and its path",
                 f"SELECT severity, kind, subject, summary, first_seen, last_seen "
                 f"FROM {tbl('finding', final=True)} WHERE {on_job} "

@@ -21,6 +21,14 @@ def model() -> dict[str, tuple[str, ...]]:
     return {k: tuple(v or ()) for k, v in (d.get("effects") or {}).items()}
 
 
+@functools.cache
+def prefer_usual() -> frozenset[str]:
+    """causes.yaml's prefer_usual: effects that join a group holding a kind listed for them first."""
+    text = resources.files("telemetry.correlate").joinpath("causes.yaml").read_text()
+    d: dict[str, Any] = yaml.safe_load(text) or {}
+    return frozenset(d.get("prefer_usual") or ())
+
+
 def effect_kinds() -> frozenset[str]:
     """The finding kinds that describe an effect, not a cause."""
     return frozenset(model())

@@ -257,6 +257,29 @@ def render_html(
                 else []
             ),
             *(
+                [
+                    "<h3>Log events</h3>",
+                    timeline_svg(
+                        [
+                            {
+                                "kind": e["kind"],
+                                "subject": e["place"],
+                                "first_seen": e["first"],
+                                "last_seen": e["last"],
+                                "severity": "critical" if e["trouble"] else "info",
+                                "summary": f"{e['n']}x {e['excerpt']}",
+                            }
+                            for e in rep.log_events
+                        ],
+                        start,
+                        end,
+                        "log events",
+                    ),
+                ]
+                if rep.log_events
+                else []
+            ),
+            *(
                 [f"<p>NCCL settings of its pods: {_e(setting_line(rep.nccl_settings))}</p>"]
                 if rep.nccl_settings
                 else []

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from telemetry.correlate.causes import effect_kinds
+from telemetry.correlate.causes import effect_kinds, model, prefer_usual
 from telemetry.correlate.remediation import remediation, runbook
 from telemetry.records import FINDING, INCIDENT, INCIDENT_FINDING
 from telemetry.store import Store
@@ -106,6 +106,10 @@ _SCOPES: dict[str, Any] = {
     "dci_near_capacity": lambda ev: "dci",
     # a job's settings, not the job's placement: its own incident beside a placement one
     "low_flow_entropy": lambda ev: "job/" + str(ev.get("job", "")),
+    # what a job's NCCL init logged: its settings and its pods' devices, not its placement
+    "nccl_transport_fallback": lambda ev: "job/" + str(ev.get("job", "")),
+    "nccl_gdr_disabled": lambda ev: "job/" + str(ev.get("job", "")),
+    "nccl_nic_off_rail": lambda ev: "job/" + str(ev.get("job", "")),
 }
 
 
@@ -253,6 +257,9 @@ def group(
 
     causes = [m for m in ms if m.kind not in consequences]
     groups = _components(causes, same_cause)
+    # for the effects causes.yaml says so (prefer_usual), a group holding a kind they usually
+    # follow comes before a group that only shares a name (a job-wide finding on the same uplinks)
+    usual = {k: v for k, v in model().items() if k in prefer_usual()}
     effects = [m for m in ms if m.kind in consequences]
     home: dict[str, int] = {}
     changed = True
@@ -261,17 +268,17 @@ def group(
         for c in effects:
             if c.finding_id in home:
                 continue
-            best: tuple[float, int, int] | None = None
+            best: tuple[bool, float, int, int] | None = None
             for gi, g in enumerate(groups):
                 for m in g:
                     shared = names[c.finding_id] & names[m.finding_id]
                     ov = _overlap(m, c, gap) if shared else None
                     if ov is not None:
-                        cand = (ov, len(shared), -gi)
+                        cand = (m.kind in usual.get(c.kind, ()), ov, len(shared), -gi)
                         best = cand if best is None or cand > best else best
             if best is not None:
-                home[c.finding_id] = -best[2]
-                groups[-best[2]].append(c)
+                home[c.finding_id] = -best[3]
+                groups[-best[3]].append(c)
                 changed = True
     groups += _components([c for c in effects if c.finding_id not in home], same_cause)
     out = []

@@ -25,6 +25,7 @@ DETECTOR_MODULES = (
     "telemetry.correlate.detectors.consequence",
     "telemetry.correlate.detectors.fabric",
     "telemetry.correlate.detectors.gpu",
+    "telemetry.correlate.detectors.logs",
     "telemetry.correlate.detectors.nccl",
     "telemetry.correlate.detectors.node",
     "telemetry.correlate.detectors.pfc",

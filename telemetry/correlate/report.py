@@ -14,6 +14,7 @@ from typing import Any
 from telemetry.correlate import findings as fstore
 from telemetry.correlate.registry import Context, Window
 from telemetry.correlate.remediation import remediation, runbook
+from telemetry.correlate.report_logs import log_events, timeline_lines
 from telemetry.correlate.report_nccl import (
     collective_lines,
     collectives,
@@ -58,6 +59,8 @@ class JobReport:
     nccl_settings: list[dict[str, Any]] = field(default_factory=list)
     # what to do: one line per finding on the job and its path (remediation.yaml), worst first
     remediations: list[dict[str, Any]] = field(default_factory=list)
+    # what its pods and nodes logged, per kind and place (report_logs.py), oldest first
+    log_events: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -66,6 +69,8 @@ class JobReport:
             for k in ("window_start", "window_end", "first_seen", "last_seen", "updated_at"):
                 if isinstance(f.get(k), datetime):
                     f[k] = f[k].isoformat()
+        for e in d["log_events"]:
+            e["first"], e["last"] = e["first"].isoformat(), e["last"].isoformat()
         return d
 
 
@@ -188,6 +193,7 @@ def job_report(
         communicators(ctx, ns, name),
         settings(ctx, ns, name),
         _remediations(related, job),
+        log_events(ctx, ns, name, nodes),
     )
 
 
@@ -422,6 +428,9 @@ def render_text(rep: JobReport) -> str:
             f"    {f['severity']:<8} {f['kind']:<22} {f['subject']}: {f['summary']}"
             for f in rep.findings[:20]
         ]
+    if rep.log_events:
+        lines += ["", "  log events (pods' and nodes' logs, timeline):"]
+        lines += [f"    {x}" for x in timeline_lines(rep.log_events)]
     if rep.remediations:
         lines += ["", "  what to do:"]
         lines += [

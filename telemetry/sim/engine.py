@@ -25,6 +25,9 @@ from telemetry.sim.fabric import Fabric, build_fabric
 from telemetry.sim.faults import placement_targets, resolve_faults
 from telemetry.sim.hdfs import HdfsModel, build_hdfs
 from telemetry.sim.inventory import inventory_batches
+from telemetry.sim.logs import LogLines
+from telemetry.sim.logs import batch as log_batch
+from telemetry.sim.logs import truth as log_truth
 from telemetry.sim.model import Fault, GroundTruth
 from telemetry.sim.nccl import truth as nccl_truth
 from telemetry.sim.physics import (
@@ -70,6 +73,9 @@ class Simulation:
     pinned_ecmp: list[tuple[str, int, int, bool]] = field(default_factory=list)
     # each job's network pace per epoch, noted while epochs are solved (collective ground truth)
     paces: PaceLog = field(default_factory=PaceLog)
+    # job connections a link flap broke as it first went down (physics.py), for the NCCL errors
+    # their ranks log (logs.py): (fault id, source IP, destination IP, job) -> step
+    broken_flows: dict[tuple[str, str, str, int], int] = field(default_factory=dict)
 
     steps = SpecField[int]("scenario.steps")
     dt = SpecField[int]("scenario.resolution_seconds")
@@ -108,7 +114,12 @@ class Simulation:
         return faults
 
     def _with_collectives(self, faults: list[Fault]) -> list[Fault]:
-        return [*faults, *collective_truth(self, self.paces, faults), *nccl_truth(self)]
+        return [
+            *faults,
+            *collective_truth(self, self.paces, faults),
+            *nccl_truth(self),
+            *log_truth(self, self.broken_flows),
+        ]
 
     def _natural_ecmp_faults(self) -> list[Fault]:
         """Merge consecutive epochs of one uplink's natural imbalance; keep those lasting at
@@ -175,9 +186,13 @@ class Simulation:
             inv = dist.batches(inv)
         yield inv
         gen = StepSamples(self)
+        logs = LogLines(self, self.broken_flows)
         for c0 in range(0, self.steps, self.chunk_steps):
             c1 = min(self.steps, c0 + self.chunk_steps)
             out = gen.chunk(c0, c1)
+            lines = log_batch(logs.chunk(c0, c1))  # after the chunk: its epochs are solved
+            if lines is not None:
+                out.append(lines)
             if dist is not None:
                 out = dist.batches(out) + [
                     Batch(LLDP_LINK, t) for t in dist.relearned_lldp(*self.sampled(c0, c1))

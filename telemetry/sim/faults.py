@@ -12,6 +12,8 @@ import numpy as np
 from telemetry import xid as xid_catalog
 from telemetry.errors import ConfigError
 from telemetry.sim.fabric import Fabric, rdma_device, su_name
+from telemetry.sim.logs import LOG_FAULT_KINDS
+from telemetry.sim.logs import resolve as log_resolve
 from telemetry.sim.model import Fault, GroundTruth
 from telemetry.sim.pool import POOL_FAULTS
 from telemetry.sim.pool import resolve as pool_resolve
@@ -20,7 +22,7 @@ from telemetry.sim.workload import Job, Workload, minute_to_step
 
 # ground-truth kinds the scenario does not inject: the simulator derives them from the physics of
 # the faults it did inject (origin='consequence', detail.cause names that fault's id)
-CONSEQUENCE_FAULT_KINDS = ("collective_slowdown", "collective_straggler")
+CONSEQUENCE_FAULT_KINDS = ("collective_slowdown", "collective_straggler", "nccl_network_error")
 # ground-truth kinds a scenario sets through its jobs' NCCL settings (JobSpec.nccl_env, qps), never
 # in `faults:`: recorded from those settings and the fabric (origin='workload', telemetry/sim/nccl.py)
 SETTING_FAULT_KINDS = ("collective_algorithm_underperforms", "low_flow_entropy")
@@ -226,6 +228,8 @@ def _gpu(
     elif f.kind == "gpu_lost":
         f.detail = {"xid": 79}
         f.implied_kinds = ["gpu_xid"]  # falling off the bus is logged as XID 79
+        # its job's other ranks then time out waiting for it (telemetry/sim/logs.py)
+        f.implied_kinds.append("collective_timeout")
     else:
         f.detail = {"reason": "thermal"}
 
@@ -422,6 +426,7 @@ _RESOLVERS = {
     "hypernode_drift": _r_drift,
     "collection_gap": _r_gap,
     **dict.fromkeys(POOL_FAULTS, pool_resolve),
+    **dict.fromkeys(LOG_FAULT_KINDS, log_resolve),
 }
 
 __all__ = [

@@ -48,6 +48,8 @@ class SolverSim(SimView, Protocol):
     def pinned_ecmp(self) -> list[tuple[str, int, int, bool]]: ...
     @property
     def paces(self) -> PaceLog: ...
+    @property
+    def broken_flows(self) -> dict[tuple[str, str, str, int], int]: ...
 
 
 def _pin(pinned: dict[str, tuple[int, float]], leaf: str, h: int, cand: list[int]) -> int:
@@ -363,6 +365,7 @@ class EpochSolver:
         cap[down] = 0.0
         fl = self._flows(t0, faults)
         fi, hop, etx, erx = self._route(fl, down, pinned)
+        self._note_broken(t0, [f for f in faults if f.kind == "link_flap"], fl, pinned)
         nflows = len(fl.src)
         offered = np.bincount(etx, weights=fl.demand[fi], minlength=n_eps) + self.bg + extra_tx
         ratio = np.where(offered > 0, np.minimum(1.0, cap / np.maximum(offered, 1e-9)), 1.0)
@@ -394,6 +397,8 @@ class EpochSolver:
                     gpu_up[g] = False
                     if jn >= 0:
                         hung[jn] = True  # collectives wait forever for the lost rank
+            elif f.kind == "collective_timeout":
+                hung[f.target["job"]] = True  # one rank never enters the collective
         c = np.array([j.spec.comm_fraction for j in jobs]) if jobs else np.zeros(0)
         g_job = 1.0 / ((1 - c) / k_job + c / np.maximum(s_job, 1e-6)) if jobs else np.zeros(0)
         g_job[hung] = 0.0
@@ -492,6 +497,25 @@ class EpochSolver:
             f_out,
             job_pace,
         )
+
+    def _note_broken(
+        self, t0: int, flaps: list[Fault], fl: Flows, pinned: dict[str, tuple[int, float]]
+    ) -> None:
+        """The job connections a link flap breaks as it first goes down: those routed over its
+        link while it was up (their RDMA QPs run out of retries; telemetry/sim/logs.py prints
+        what NCCL then logs). Noted as (fault id, source IP, destination IP, job) -> step."""
+        first = [f for f in flaps if f.start_step == t0]
+        if not first or not len(fl.src):
+            return
+        up = np.zeros(self.fab.n_eps, dtype=bool)
+        fi, _, etx, erx = self._route(fl, up, pinned)
+        for f in first:
+            eps = list(f.target["eps"])
+            on = np.isin(etx, eps) | np.isin(erx, eps)
+            for i in sorted({int(x) for x in fi[on]}):
+                if int(fl.job[i]) >= 0:
+                    key = (f.id, fl.src_ip[i], fl.dst_ip[i], int(fl.job[i]))
+                    self.sim.broken_flows.setdefault(key, t0)
 
     def _note_paces(
         self,

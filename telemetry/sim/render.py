@@ -74,12 +74,16 @@ def render_devices(sim: Simulation, out: Path, step: int | None = None) -> dict[
         "hdfs_block_placement": [r for r in rows.get("hdfs_block_placement", []) if r["ts"] < end],
     }
     written = render_step(sim, out, step, rows, {**rows, **hdfs})
+    from telemetry.sim.logs import render_logs
+
+    written["logs"] = render_logs(sim, sim.broken_flows, out, sim.ts(step) + sim.dt * 1000)
     (out / "README.txt").write_text(
         f"railscope sim render: scenario {sim.scenario.name}, seed {sim.scenario.seed}, step {step} "
         f"({_iso(sim.ts(step))}).\nnodes/NODE: `railscope node --from nodes/NODE --node-name NODE` "
         "(sys/, ethtool/, nvml.json, podresources.json); switches: `railscope switch --from switches`; "
         "kubernetes: `railscope inventory --from kubernetes`; sflow/sflow.pcap: `railscope sflow --from "
-        "sflow/sflow.pcap` (sFlow v5 datagrams to UDP 6343); hdfs: `railscope hdfs --from hdfs "
+        "sflow/sflow.pcap` (sFlow v5 datagrams to UDP 6343); logs: CRI pod logs and kernel log text "
+        "up to the step (logs/pods, logs/nodes/NODE/kernel.log); hdfs: `railscope hdfs --from hdfs "
         "--topology topology.table` (clienttrace logs, fsck.txt).\n"
     )
     return written

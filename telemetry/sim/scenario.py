@@ -42,6 +42,10 @@ FaultKind = Literal[
     "gang_blocked_by_fragmentation",
     "queue_over_guarantee_starving",
     "collection_gap",
+    # faults only the job's logs show (telemetry/sim/logs.py)
+    "collective_timeout",
+    "nccl_transport_fallback",
+    "nccl_gdr_disabled",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
 # kinds whose `target` names a server, NIC, GPU, switch or port (not a job, pod or queue)

@@ -180,7 +180,9 @@ def score_incidents(
     mapping, _ = load_finding_map()
     # an effect (derived truth too: a slowdown a collision caused) is paged for as part of its
     # cause's incident (the engine's causal model): only root faults are counted
-    consequences = effect_kinds()
+    # ... unless the map gives the effect an injected fault kind of its own (a collective timeout
+    # with no cause at hand: the rank that never entered the collective is the fault)
+    consequences = {k for k in effect_kinds() if mapping.get(k) in (None, *CONSEQUENCE_FAULT_KINDS)}
     roots_of = [g for g in truth.faults if g.kind not in CONSEQUENCE_FAULT_KINDS]
     faults = [g for g in roots_of if g.scored and pages(g)]
     tol = int(tolerance_s * 1000)

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from telemetry.errors import UserError
 from telemetry.pipeline import Batch
-from telemetry.records import LLDP_LINK
+from telemetry.records import LLDP_LINK, LOG_EVENT
 from telemetry.sim.engine import Simulation
 from telemetry.sim.render import Files, Rows, iter_steps, render_step
 from telemetry.sim.source import SimSource
@@ -160,6 +160,10 @@ class ThroughParsersSource(SimSource):
             out += self._read("hdfs", self.dir / "hdfs", at, *self._hdfs_flags)
         out += self._read_inventory()
         out += self._read_nccl(inventory, rows.get("collective_sample", []))
+        # the jobs' and kernels' log lines go in as the fast path writes them until the `railscope
+        # logs` source (issue 45) reads the CRI and kernel text render_devices writes of them
+        if rows.get("log_event"):
+            out.append(Batch.from_rows(LOG_EVENT, rows["log_event"]))
         if self._dist is not None:
             if step == 0:
                 self._dist.inventory({"lldp_link": _table_of(inventory.get("lldp_link", []))})

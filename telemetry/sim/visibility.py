@@ -24,6 +24,10 @@ DCI_MIN_UTILIZATION = 0.86
 # a fault and it may well never be seen (P(none) = e^-3 = 5 %)
 MIN_EXPECTED_SAMPLES = 3.0
 
+# The faults only logs show (collective_timeout, nccl_transport_fallback, nccl_gdr_disabled) and
+# nccl_network_error have no floor: a line is logged or not, and logs.py logs it whenever the
+# fault holds (a job running, a connection routed over the flapped link).
+
 FRAME = 4154  # bytes: a RoCEv2 frame of 4 KiB payload (engine.FRAME)
 
 

@@ -36,7 +36,7 @@ def test_checked_in_files_are_rendered_from_the_config() -> None:
 def test_promtool_check_and_test_pass_on_the_checked_in_rules() -> None:
     res = alerts.promtool("check", "rules", alerts.RULES.name, cwd=alerts.RULES.parent)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "SUCCESS: 20 rules found" in res.stdout
+    assert "SUCCESS: 22 rules found" in res.stdout
     res = alerts.promtool("test", "rules", alerts.TESTS.name, cwd=alerts.TESTS.parent)
     assert res.returncode == 0, res.stdout + res.stderr
 
@@ -155,7 +155,7 @@ def test_cli_build_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["alerts", "check"]) == 0
     out = capsys.readouterr().out
     assert "promtool check rules: ok" in out and "promtool test rules: ok" in out
-    assert "20 rules: all checked" in out
+    assert "22 rules: all checked" in out
     bad = tmp_path / "bad.yaml"
     bad.write_text("rules: [")
     assert main(["alerts", "build", "--out", str(tmp_path / "x"), "--from", str(bad)]) == 2

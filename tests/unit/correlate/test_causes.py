@@ -22,3 +22,10 @@ def test_incidents_take_their_effects_from_the_model() -> None:
     assert consequence_kinds() == set(effect_kinds())
     assert {"network_bound", "collective_slowdown", "collective_straggler"} <= effect_kinds()
     assert "ecmp_imbalance" not in effect_kinds()  # a cause
+
+
+def test_prefer_usual_names_effects_with_usual_causes() -> None:
+    from telemetry.correlate.causes import prefer_usual
+
+    assert prefer_usual() == {"nccl_network_error", "collective_timeout"}
+    assert all(model().get(k) for k in prefer_usual())

@@ -257,3 +257,21 @@ def test_a_collection_gap_takes_the_effects_seen_on_its_silent_device() -> None:
     assert by_root["leaf1"] == ["collection_gap", "ecn_hotspot"]
     assert by_root["leaf2:Ethernet8"] == ["ecn_hotspot"]
     assert by_root["leaf1:Ethernet16"] == ["link_flap"]
+
+
+def test_a_log_born_symptom_joins_the_cause_it_usually_follows_not_the_longest_overlap() -> None:
+    """An NCCL network error names the ECMP uplinks of its path; a job-wide low_flow_entropy that
+    names the same uplinks overlaps it longer than the link flap does, yet the error joins the
+    flap (causes.yaml prefer_usual). An ecn_hotspot in the same spot (not in prefer_usual) still
+    joins by the longest overlap."""
+    up = "leaf0a:Ethernet128"
+    entropy = m("low_flow_entropy", "job", "team/job", 0, 600, uplinks=[up, "leaf0a:Ethernet130"])
+    flap = m("link_flap", "port", up, 100, 160)
+    err = m("nccl_network_error", "rank_pair", "team/job/rank0<->rank8", 105, 225,
+            path=["leaf0a:Ethernet0", up])  # fmt: skip
+    gs = group([entropy, flap, err], consequences=CONSEQUENCES, gap=GAP)
+    home = next(g for g in gs if err.finding_id in g.roles)
+    assert home.root is flap and home.roles[err.finding_id] == "consequence"
+    ecn = m("ecn_hotspot", "port", "leaf0a:Ethernet0", 105, 225, uplinks=[up])
+    gs = group([entropy, flap, ecn], consequences=CONSEQUENCES, gap=GAP)
+    assert next(g for g in gs if ecn.finding_id in g.roles).root is entropy

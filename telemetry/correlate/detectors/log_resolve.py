@@ -1,0 +1,220 @@
+"""What the log-born detectors (logs.py) resolve a log line's names to: a pod and its job as of
+the line's time, a peer's RDMA IP or GID to the pod, node, rail and NIC that held it then
+(pod_ip_leases, time-versioned), a NIC to the leaf port LLDP shows it cabled to, and a rank to its
+pod and GPU (from the ranks' own NCCL `Init COMPLETE` lines).
+
+Reads the store only; never writes, never judges. A name it cannot resolve stays unresolved
+(None), never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from telemetry.correlate.lease_index import nic_sql
+from telemetry.correlate.registry import Context
+from telemetry.correlate.sql import lldp_peers
+
+_TS = "DateTime64(3, 'UTC')"
+
+
+def events(
+    ctx: Context, kinds: tuple[str, ...], since: datetime | None = None
+) -> list[dict[str, Any]]:
+    """log_event rows of `kinds` in the window (from `since` instead of its start), oldest first,
+    with `fields` parsed (a row whose fields are not a JSON object is left out)."""
+    rows = ctx.rows(
+        f"""
+        SELECT ts, node, namespace, pod, kind, fields FROM {ctx.table("log_event")}
+        WHERE cluster = {{cluster:String}} AND ts >= {{since:{_TS}}} AND ts < {{we:{_TS}}}
+          AND kind IN {{kinds:Array(String)}}
+        ORDER BY ts, node, namespace, pod, kind, fields""",
+        {"kinds": list(kinds), "since": since or ctx.window.start},
+    )
+    out = []
+    for r in rows:
+        try:
+            f = json.loads(r["fields"])
+        except ValueError:
+            continue
+        if isinstance(f, dict):
+            out.append({**r, "ts": utc(r["ts"]), "fields": f})
+    return out
+
+
+def utc(v: Any) -> Any:
+    """A datetime the store returned, as UTC-aware (the window's bounds are); others as given."""
+    if isinstance(v, datetime) and v.tzinfo is None:
+        return v.replace(tzinfo=UTC)
+    return v
+
+
+def _utc_row(r: dict[str, Any], *cols: str) -> dict[str, Any]:
+    for c in cols:
+        r[c] = utc(r[c])
+    return r
+
+
+def _valid(v: dict[str, Any], at: datetime) -> bool:
+    return v["valid_from"] <= at and (v["valid_to"] is None or v["valid_to"] > at)
+
+
+@dataclass
+class Pods:
+    """Pod versions of the pods asked for: their job and node as of a time."""
+
+    versions: dict[tuple[str, str], list[dict[str, Any]]]
+
+    @classmethod
+    def of(cls, ctx: Context, pods: set[tuple[str, str]]) -> Pods:
+        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        if pods:
+            for r in ctx.rows(
+                f"""
+                SELECT namespace, pod, node, job, valid_from, valid_to
+                FROM {ctx.table("pod", final=True)}
+                WHERE cluster = {{cluster:String}} AND (namespace, pod) IN {{pods:Array(Tuple(String, String))}}
+                  AND valid_from < {{we:{_TS}}}
+                ORDER BY valid_from""",
+                {"pods": sorted(pods)},
+            ):
+                out.setdefault((r["namespace"], r["pod"]), []).append(
+                    _utc_row(r, "valid_from", "valid_to")
+                )
+        return cls(out)
+
+    def at(self, ns: str, pod: str, at: datetime) -> dict[str, Any] | None:
+        vs = [v for v in self.versions.get((ns, pod), []) if _valid(v, at)]
+        return vs[-1] if vs else None
+
+
+def rail_of(network: str) -> int | None:
+    """The rail of a Multus network named like rdma-rail3 / rail_3 (lease_index._rail's rule)."""
+    import re
+
+    m = re.search(r"(?i)rail[-_]?(\d+)", network or "")
+    return int(m.group(1)) if m else None
+
+
+def leases(ctx: Context, ips: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """ip -> its lease versions (namespace, pod, node, network, valid_from, valid_to)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    if not ips:
+        return out
+    for r in ctx.rows(
+        f"""
+        SELECT ip, namespace, pod, node, network, valid_from, valid_to
+        FROM {ctx.table("pod_ip_lease", final=True)}
+        WHERE cluster = {{cluster:String}} AND ip IN {{ips:Array(String)}}
+          AND valid_from < {{we:{_TS}}}
+        ORDER BY valid_from""",
+        {"ips": sorted(ips)},
+    ):
+        out.setdefault(r["ip"], []).append(_utc_row(r, "valid_from", "valid_to"))
+    return out
+
+
+def lease_at(
+    by_ip: dict[str, list[dict[str, Any]]], ip: str, at: datetime
+) -> dict[str, Any] | None:
+    vs = [v for v in by_ip.get(ip, []) if _valid(v, at)]
+    return vs[-1] if vs else None
+
+
+def ip_of_gid(gid: Any) -> str | None:
+    """The IPv4 address of a RoCE v2 GID printed as ::ffff:a.b.c.d; None for anything else."""
+    if isinstance(gid, str) and gid.lower().startswith("::ffff:") and gid.count(".") == 3:
+        return gid[7:]
+    return None
+
+
+@dataclass
+class Nics:
+    """Per node: each GPU's rail and NIC (gpu_nic_affinity), each rail's NIC and leaf port (LLDP),
+    and each leaf's ports towards other switches (the ECMP group a pair under two leaves crosses)."""
+
+    gpu: dict[tuple[str, int], tuple[int | None, str]]  # (node, gpu) -> (rail, nic)
+    rail: dict[tuple[str, int], tuple[str, str]]  # (node, rail) -> (nic, leaf port)
+    uplinks: dict[str, list[str]]  # leaf -> its ports whose neighbour is a switch
+
+    @classmethod
+    def of(cls, ctx: Context) -> Nics:
+        def build() -> Nics:
+            gpu = {
+                (r["node"], int(r["gpu"])): (
+                    None if r["rail"] is None else int(r["rail"]),
+                    r["nic"],
+                )
+                for r in ctx.rows(f"""
+                SELECT node, gpu, argMax(rail, ts) AS rail, argMax(nic, ts) AS nic
+                FROM {ctx.table("gpu_nic_affinity")}
+                WHERE cluster = {{cluster:String}} AND ts < {{we:{_TS}}}
+                GROUP BY node, gpu""")
+            }
+            rail = {
+                (r["node"], int(r["rail"])): (r["nic"], r["port"]) for r in ctx.rows(nic_sql(ctx))
+            }
+            nodes = {n for n, _ in gpu}
+            up: dict[str, list[str]] = {}
+            leaves = {p.split(":", 1)[0] for _, p in rail.values() if p}
+            for (dev, port), (rdev, _) in lldp_peers(ctx).items():
+                if dev in leaves and rdev and rdev not in nodes:
+                    up.setdefault(dev, []).append(f"{dev}:{port}")
+            return cls(gpu, rail, {k: sorted(v) for k, v in up.items()})
+
+        return ctx.cached("log_resolve.nics", build)  # type: ignore[no-any-return]
+
+    def gpu_of_rail(self, node: str, rail: int) -> int | None:
+        gs = sorted(g for (n, g), (r, _) in self.gpu.items() if n == node and r == rail)
+        return gs[0] if gs else None
+
+
+@dataclass
+class Ranks:
+    """Per communicator member: from the `nccl_init_complete` lines of the window, each pod's
+    ranks (its local ranks in order: local rank k drives the pod's k-th GPU), the ranks' count
+    and the communicator's id."""
+
+    of_pod: dict[tuple[str, str], list[int]]  # (ns, pod) -> its ranks, sorted (latest comm)
+    pod_of: dict[tuple[str, str, int], tuple[str, str]]  # (ns, comm id, rank) -> (node, pod)
+    comm_of: dict[tuple[str, str], tuple[str, int]]  # (ns, pod) -> (comm id, nranks)
+
+    @classmethod
+    def of(cls, ctx: Context) -> Ranks:
+        """From the init lines of the `logs.state_seconds` before the window's end (a job's
+        ranks initialise once, long before the errors they later log)."""
+        return ctx.cached("log_resolve.ranks", lambda: cls._of(ctx))  # type: ignore[no-any-return]
+
+    @classmethod
+    def _of(cls, ctx: Context) -> Ranks:
+        since = ctx.window.end - timedelta(seconds=float(ctx.t("logs.state_seconds")))
+        of_pod: dict[tuple[str, str], set[int]] = {}
+        pod_of: dict[tuple[str, str, int], tuple[str, str]] = {}
+        comm_of: dict[tuple[str, str], tuple[str, int]] = {}
+        for e in events(ctx, ("nccl_init_complete",), since):
+            f = e["fields"]
+            try:
+                rank, n, comm = int(f["rank"]), int(f["nranks"]), str(f.get("comm_id") or "")
+            except (KeyError, TypeError, ValueError):
+                continue
+            key = (e["namespace"], e["pod"])
+            if comm_of.get(key, (comm, n)) != (comm, n):
+                of_pod[key] = set()  # a newer communicator of the pod: its ranks from now on
+            comm_of[key] = (comm, n)
+            of_pod.setdefault(key, set()).add(rank)
+            pod_of[(e["namespace"], comm, rank)] = (e["node"], e["pod"])
+        return cls({k: sorted(v) for k, v in of_pod.items()}, pod_of, comm_of)
+
+    def rank(self, ns: str, pod: str, local: int) -> int | None:
+        rs = self.of_pod.get((ns, pod), [])
+        return rs[local] if 0 <= local < len(rs) else None
+
+    def local(self, ns: str, pod: str, rank: int) -> int | None:
+        rs = self.of_pod.get((ns, pod), [])
+        return rs.index(rank) if rank in rs else None
+
+
+__all__ = ["Nics", "Pods", "Ranks", "events", "ip_of_gid", "lease_at", "leases", "rail_of"]
