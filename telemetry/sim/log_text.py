@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from telemetry.xid import lookup
+
 # Versions a simulated job's image may carry (chosen per job by a stable hash, logs.py) and each
 # node's driver. Wording that changed between them is written per version below.
 NCCL_VERSIONS = ("2.18.3", "2.21.5")
@@ -175,11 +177,15 @@ def xid(driver: str, bus: int, code: int, msg: str) -> tuple[str, Fields]:
     from 525 on, `pid='<unknown>', name=<unknown>, ...`."""
     pci = f"0000:{bus:02x}:00"
     who = "pid=<unknown>" if not _newer(driver, "525.0.0") else "pid='<unknown>', name=<unknown>"
+    info = lookup(code)  # what the source adds from NVIDIA's catalog (telemetry/xid.py)
     return f"NVRM: Xid (PCI:{pci}): {code}, {who}, {msg}", {
         "pci_bus": pci,
         "xid": code,
         "pid": None,
         "process": None,
+        "mnemonic": info.mnemonic,
+        "action": info.action,
+        "fatal": info.fatal,
     }
 
 
