@@ -133,10 +133,29 @@ def spans(batches: Iterable[Batch]) -> dict[str, Span]:
     return out
 
 
+# Tables the correlation engine writes from a table's rows, dated by those rows' time: a replay
+# that is stored but whose attribution or findings the TTL drops is lost all the same (a month-old
+# capture's flows attributed into a 14-day table vanish as they are written).
+ENGINE_DERIVED: dict[str, tuple[str, ...]] = {"flow_samples": ("attributed_flows",)}
+ENGINE_FINDINGS = ("findings", "incidents", "incident_findings")
+
+
 def _rollups_of(table: str) -> list[str]:
     from telemetry.store.migrations import MIGRATION_12_ROLLUPS
 
     return [r.table.name for r in MIGRATION_12_ROLLUPS if r.source == table]
+
+
+def fed_from(table: str) -> list[str]:
+    """`table` and every table whose rows are made from its rows with their time: its rollups,
+    what the engine derives from it (and their rollups), and the engine's findings."""
+    out = [table, *_rollups_of(table)]
+    for derived in ENGINE_DERIVED.get(table, ()):
+        out += [derived, *_rollups_of(derived)]
+    kind = next((k for k in KINDS.values() if k.table == table), None)
+    if kind is None or not kind.ttl_days:  # inventory: valid from then, not an event of then
+        return out
+    return out + [t for t in ENGINE_FINDINGS if t not in out]
 
 
 def table_ttls(store: Store, tables: Iterable[str]) -> dict[str, int | None]:
@@ -162,16 +181,21 @@ def table_ttls(store: Store, tables: Iterable[str]) -> dict[str, int | None]:
 def expiries(
     found: Mapping[str, Span], ttls: Mapping[str, int | None], now: datetime
 ) -> list[Expiry]:
-    """What the TTLs in `ttls` would drop of the rows in `found`, the tables' own and their
-    rollups' (a rollup's rows are bucketed from its source's), shortest TTL first."""
-    out = []
+    """What the TTLs in `ttls` would drop of the rows in `found`, in each table they go to and in
+    the tables fed from it (`fed_from`), one per table (its oldest span): the tables the rows go
+    to first, each group shortest TTL first."""
+    out: dict[str, Expiry] = {}
     for table, span in found.items():
-        for target in (table, *_rollups_of(table)):
+        for target in fed_from(table):
             days = ttls.get(target)
             hit = expiring(span.first, span.last, target, days, now)
-            if hit is not None and days:
-                out.append(Expiry(target, days, span, hit[0], hit[1]))
-    return sorted(out, key=lambda e: (e.days, e.table))
+            if hit is None or not days:
+                continue
+            was = out.get(target)
+            if was is None or span.first < was.span.first:
+                out[target] = Expiry(target, days, span, hit[0], hit[1])
+    # the tables the rows go to first, then the ones fed from them
+    return sorted(out.values(), key=lambda e: (e.table != e.span.table, e.days, e.table))
 
 
 @dataclass(frozen=True)
@@ -245,7 +269,7 @@ class ReplayAdmission:
         if not found:
             return []
         now = self.now()
-        tables = {t for table in found for t in (table, *_rollups_of(table))}
+        tables = {t for table in found for t in fed_from(table)}
         hit = expiries(found, table_ttls(self.store, tables), now)
         if not hit:
             return []
@@ -285,6 +309,7 @@ __all__ = [
     "Span",
     "expiries",
     "expiring",
+    "fed_from",
     "held",
     "outlived",
     "shortest_ttl",

@@ -232,3 +232,119 @@ def test_a_bundle_with_old_flows_is_refused_whole(
     assert _counts(store, ["pods", "flow_samples"]) == {"pods": 0, "flow_samples": 0}
     assert cli(["replay", str(bundle), "--keep"]) == 0
     assert _counts(store, ["pods", "flow_samples"]) == {"pods": 7, "flow_samples": 13}
+
+
+# --- a replayed bundle end to end -------------------------------------------------------------
+FLOWS_AT = (NOW - timedelta(days=30)).replace(microsecond=0)  # the flows: a month ago
+CREATED = FLOWS_AT - timedelta(days=1)  # the pods: created a day before their flows
+
+
+def _inventory(d: Path) -> None:
+    """`kubectl get` output (dated, a day before the flows) and Volcano manifests: a job whose
+    two pods sit under different racks while the job allows tier 1 only."""
+    d.mkdir()
+    created = CREATED.strftime("%Y-%m-%dT%H:%M:%SZ")
+    nodes = [
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": n, "creationTimestamp": created, "labels": {"rack": r}},
+         "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+        for n, r in (("n1", "r0"), ("n2", "r0"), ("n3", "r1"), ("n4", "r1"))
+    ]  # fmt: skip
+    pods = [
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": f"train1-{i}", "namespace": "a", "uid": f"u{i}",
+                      "creationTimestamp": created, "labels": {"volcano.sh/job-name": "train1"}},
+         "spec": {"nodeName": node},
+         "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "startTime": created}}
+        for i, (node, ip) in enumerate((("n1", "10.0.0.1"), ("n3", "10.0.0.3")))
+    ]  # fmt: skip
+    for name, items in (("nodes.json", nodes), ("pods.json", pods)):
+        (d / name).write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    (d / "topology.yaml").write_text(
+        """\
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: rack-0}
+spec:
+  tier: 1
+  members: [{type: Node, selector: {regexMatch: {pattern: "^n[12]$"}}}]
+---
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: rack-1}
+spec:
+  tier: 1
+  members: [{type: Node, selector: {regexMatch: {pattern: "^n[34]$"}}}]
+---
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: spine}
+spec:
+  tier: 2
+  members: [{type: HyperNode, selector: {exactMatch: {name: rack-0}}}, {type: HyperNode, selector: {exactMatch: {name: rack-1}}}]
+---
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: train1, namespace: a}
+spec:
+  minAvailable: 2
+  networkTopology: {mode: hard, highestTierAllowed: 1}
+  tasks: [{name: worker, replicas: 2}]
+"""
+    )
+
+
+def _roce_pcap(path: Path, seconds: int = 30) -> int:
+    """sFlow v5 datagrams from a leaf, one RoCEv2 flow sample (1:1000) a second from train1-0 to
+    train1-1, as a classic pcap; returns the samples."""
+    from exporters.sflow import encode
+    from exporters.sflow.pcap import write_pcap
+
+    frames = []
+    for s in range(seconds):
+        frame = encode.rocev2_frame("10.0.0.1", "10.0.0.3", 77, psn=s, payload=4000)
+        sample = encode.flow_sample(frame[:128], seq=s + 1, rate=1000, pool=(s + 1) * 1000)
+        t = FLOWS_AT.timestamp() + s
+        dgram = encode.datagram([sample], agent="10.9.0.1", seq=s + 1, uptime_ms=1000 * s + 1)
+        frames.append((t, encode.udp_frame(dgram, src="10.9.0.1", dst="10.254.255.1")))
+    write_pcap(path, frames)
+    return seconds
+
+
+def test_a_replayed_bundle_loads_correlates_over_its_default_range_and_reports(
+    cli: Any, store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Inventory + flows, a month old, pods created a day before the flows: kept with --keep,
+    then `correlate` with no range (the stored data's span) attributes the flows to the pods
+    (the placement violation carries the bytes that crossed the spine) and `report` shows it."""
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    _inventory(bundle / "inventory")
+    n = _roce_pcap(bundle / "sflow.pcap")
+    assert cli(["replay", str(bundle)]) == 2  # flow_samples keeps 14 days: refused whole
+    capsys.readouterr()
+    assert cli(["replay", str(bundle), "--keep"]) == 0
+    assert _counts(store, ["flow_samples", "pods"]) == {"flow_samples": n, "pods": 2}
+    assert cli(["correlate"]) == 0
+    out = capsys.readouterr().out
+    assert "placement_violation" in out, out
+    from telemetry.correlate import findings as fstore
+
+    found = fstore.read(store, kinds=["placement_violation"])
+    # the default range starts at the pods' creation: the placement alone is a violation there
+    # (no bytes yet); the flows' episode carries every sampled byte, attributed to the job's
+    # pods as of the flows' time, a day after the pods were created
+    at_flows = [f for f in found if f["last_seen"].replace(tzinfo=UTC) >= FLOWS_AT]
+    assert len(found) == 2 and len(at_flows) == 1, found
+    (v,) = at_flows
+    assert v["subject"] == "a/train1" and v["evidence"]["spanned_tier"] == 2, v
+    assert v["evidence"]["bytes_above_allowed_tier"] == n * 132 * 1000, v["evidence"]
+    attributed = store.query_rows(
+        f"SELECT count(), uniqExact(src_pod), uniqExact(dst_pod) FROM {store.table('attributed_flow')}"
+        " WHERE src_job = 'train1'"
+    )
+    assert attributed == [(n, 1, 1)], attributed
+    capsys.readouterr()
+    assert cli(["report", "--job", "a/train1"]) == 0
+    rep = capsys.readouterr().out
+    assert "a/train1" in rep and "placement" in rep, rep
