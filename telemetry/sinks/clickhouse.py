@@ -307,9 +307,9 @@ class ClickHouseSink:
         return sent
 
     def _insert(self, entry: SpoolEntry) -> None:
-        # The spool file is already an Arrow IPC stream of the kind's schema: send it as is.
-        with open(entry.path, "rb") as f:
-            self.store.insert_arrow_stream(KINDS[entry.kind], f, token=entry.token)
+        # The spool file is already an Arrow IPC stream of the kind's schema: send it as is (the
+        # embedded engine reads it in place), with the token it was born with.
+        self.store.insert_arrow_file(KINDS[entry.kind], entry.path, token=entry.token)
 
     def _failed(self, entry: SpoolEntry, exc: BaseException) -> None:
         reason = _retry_reason(exc)
