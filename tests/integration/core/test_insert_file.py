@@ -15,15 +15,16 @@ from tests.integration.core.test_exactly_once import gpu_batch
 
 
 @pytest.mark.parametrize("store_transport", ["chdb", "http"], indirect=True)
-def test_a_spool_file_is_stored_once_per_token(store: Store, tmp_path: Path) -> None:
+@pytest.mark.parametrize("rows", [5_000, 300_000])  # one block; several (EMBEDDED_INSERT_BLOCKS)
+def test_a_spool_file_is_stored_once_per_token(store: Store, tmp_path: Path, rows: int) -> None:
     entry = Spool(str(tmp_path / "spool"), None).append(
-        "gpu_sample", gpu_batch(0, 5_000, now_ms()).table
+        "gpu_sample", gpu_batch(0, rows, now_ms()).table
     )
     store.insert_arrow_file("gpu_sample", entry.path, token=entry.token)
     store.insert_arrow_file("gpu_sample", entry.path, token=entry.token)  # a retry
-    assert store.count("gpu_sample") == 5_000
+    assert store.count("gpu_sample") == rows
     assert store.query_rows(
         f"SELECT uniqExact(node, gpu, ts), min(gpu), max(gpu) FROM {store.table('gpu_sample')}"
-    ) == [(5_000, 0, 7)]
+    ) == [(rows, 0, 7)]
     store.insert_arrow_file("gpu_sample", entry.path, token="0" * 32)  # another batch
-    assert store.count("gpu_sample") == 10_000
+    assert store.count("gpu_sample") == 2 * rows
