@@ -296,9 +296,17 @@ class ReplayAdmission:
             want[e.table] = max(want.get(e.table, 0), e.kept_days(now))
         for table, days in sorted(want.items()):
             column = columns.get(table, "bucket")  # a rollup keeps its rows by its bucket
-            self.store.client.command(
-                table_ttl_sql(table, column, self.store.database, days, self.store.cluster)
-            )
+            try:
+                self.store.client.command(
+                    table_ttl_sql(table, column, self.store.database, days, self.store.cluster)
+                )
+            except Exception as e:  # e.g. a user that may insert but not ALTER
+                from telemetry.store.client import first_line
+
+                raise UserError(
+                    f"{self.what}: --keep: cannot set the TTL of {table} to {days} days: "
+                    f"{first_line(e)}; nothing stored"
+                ) from None
             self.lengthened[table] = days
 
 

@@ -348,3 +348,34 @@ def test_a_replayed_bundle_loads_correlates_over_its_default_range_and_reports(
     assert cli(["report", "--job", "a/train1"]) == 0
     rep = capsys.readouterr().out
     assert "a/train1" in rep and "placement" in rep, rep
+
+
+def test_keep_by_a_user_that_may_not_alter_is_one_line_and_stores_nothing(store: Store) -> None:
+    from clickhouse_connect.driver.exceptions import DatabaseError
+
+    from telemetry.errors import UserError
+
+    class NoAlter:  # the real client, as the writer user sees it: INSERT only
+        def __init__(self, real: Any) -> None:
+            self.real = real
+
+        def command(self, cmd: str, *a: Any, **kw: Any) -> Any:
+            if cmd.startswith("ALTER"):
+                raise DatabaseError(
+                    "Code: 497. DB::Exception: railscope_writer: Not enough privileges. "
+                    "(ACCESS_DENIED)"
+                )
+            return self.real.command(cmd, *a, **kw)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.real, name)
+
+    writer = Store(store.dsn, database=store.database, client=NoAlter(store.client))
+    span = Span("flow_samples", 3, BACK, BACK + timedelta(minutes=1))
+    with pytest.raises(UserError) as e:
+        ReplayAdmission(writer, what="sflow --from x.pcap", keep=True).check({"flow_samples": span})
+    (line,) = str(e.value).splitlines()
+    assert line.startswith("sflow --from x.pcap: --keep: cannot set the TTL of ") and (
+        "Not enough privileges" in line
+    ), line
+    assert table_ttls(store, ["flow_samples"]) == {"flow_samples": 14}
