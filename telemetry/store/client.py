@@ -63,17 +63,6 @@ def _open_embedded(dsn: Dsn) -> Any:
         return client
 
 
-# The blocks an insert into the embedded engine is cut into (the engine squashes its input to
-# about a million rows or 256 MiB by default): the engine runs in this process, so its block is
-# resident beside everything else, and a 1 M-row batch of 54 columns peaked at 2.6x the Arrow
-# batch against 2.3x with these (bench/ingest.py). A sink's usual batch (100,000 rows) is one
-# block either way.
-EMBEDDED_INSERT_BLOCKS = {
-    "max_insert_block_size": "131072",
-    "min_insert_block_size_rows": "131072",
-    "min_insert_block_size_bytes": str(32 << 20),
-}
-
 # `railscope serve` writes its query endpoint here (in the store directory) while it runs
 SERVE_URL_FILE = "railscope-serve.url"
 
@@ -325,15 +314,14 @@ class Store:
         where it lies: `INSERT ... FROM INFILE`, the statement clickhouse-connect's chdb backend
         runs for `raw_insert` too, but after copying its input into a temporary file of its own
         (a second write of the whole batch: a quarter of the ingest path's time, issue 51). The
-        file is read with pread, not mmap, as the embedded client is opened to, and written in
-        blocks of EMBEDDED_INSERT_BLOCKS. A retry with the same token makes the same blocks, each
-        deduplicated by the token and its number."""
+        file is read with pread, not mmap, as the embedded client is opened to. A retry with the
+        same token is deduplicated as a raw insert's is (the token, and each block's number)."""
         k = KINDS[kind] if isinstance(kind, str) else kind
         if not self.dsn.embedded:
             with open(path, "rb") as f:
                 self.insert_arrow_stream(k, f, token=token)
             return
-        settings = {"storage_file_read_method": "pread", **EMBEDDED_INSERT_BLOCKS}
+        settings = {"storage_file_read_method": "pread"}
         if token:
             settings["insert_deduplication_token"] = token
         clause = ", ".join(f"{name} = {literal(v)}" for name, v in settings.items())

@@ -15,7 +15,7 @@ from tests.integration.core.test_exactly_once import gpu_batch
 
 
 @pytest.mark.parametrize("store_transport", ["chdb", "http"], indirect=True)
-@pytest.mark.parametrize("rows", [5_000, 300_000])  # one block; several (EMBEDDED_INSERT_BLOCKS)
+@pytest.mark.parametrize("rows", [5_000, 300_000])
 def test_a_spool_file_is_stored_once_per_token(store: Store, tmp_path: Path, rows: int) -> None:
     entry = Spool(str(tmp_path / "spool"), None).append(
         "gpu_sample", gpu_batch(0, rows, now_ms()).table

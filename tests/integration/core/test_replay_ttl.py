@@ -379,3 +379,21 @@ def test_keep_by_a_user_that_may_not_alter_is_one_line_and_stores_nothing(store:
         "Not enough privileges" in line
     ), line
     assert table_ttls(store, ["flow_samples"]) == {"flow_samples": 14}
+
+
+@pytest.mark.parametrize("store_transport", ["chdb", "http"], indirect=True)
+def test_held_reads_range_and_ttl_over_either_transport(store: Store) -> None:
+    from telemetry.records import FLOW_SAMPLE
+    from telemetry.store.retention import held
+    from tests.integration.correlate.test_attribution import ROCE_SAMPLE
+
+    t0 = int((NOW - timedelta(days=3)).timestamp()) * 1000
+    rows = [{**ROCE_SAMPLE, "ts": t0 + i * 60_000, "src_ip": "10.0.0.1", "dst_ip": "10.0.0.3",
+             "sampling_rate": 1, "bytes": 1, "packets": 1} for i in range(3)]  # fmt: skip
+    store.insert(FLOW_SAMPLE, FLOW_SAMPLE.to_arrow(rows))
+    by = {h.table: h for h in held(store)}
+    f = by["flow_samples"]
+    assert (f.rows, f.days) == (3, 14)
+    assert f.first is not None and f.last is not None
+    assert (int(f.first.timestamp() * 1000), int(f.last.timestamp() * 1000)) == (t0, t0 + 120_000)
+    assert by["pods"].rows == 0 and by["pods"].days is None and by["pods"].first is None
