@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -145,9 +145,13 @@ class Pipeline:
         transforms: Sequence[Transform] = (),
         *,
         report_host: str | None = None,
+        admit: Callable[[list[Batch]], None] | None = None,
     ) -> None:
-        """`report_host`: when set, every cycle also stores a component_stat row per component."""
+        """`report_host`: when set, every cycle also stores a component_stat row per component.
+        `admit`: sees each source's whole cycle before any of it is published, and raises to
+        refuse it (a replay whose rows the store's TTL would drop: nothing of it is stored)."""
         self.report_host = report_host
+        self.admit = admit
         self.sources = list(sources)
         self.transforms = list(transforms)
         self.sinks = list(sinks)
@@ -194,6 +198,8 @@ class Pipeline:
             except Exception as e:  # counted by the source; the others keep going
                 log.error("source %s: collection failed: %s", src.name, e)
                 continue
+            if self.admit is not None:
+                self.admit(batches)
             n += self.publish(_handed_over(batches))
         if self.report_host is not None:
             self.publish([self.self_report()])

@@ -16,7 +16,10 @@ def register(sub: Any) -> list[str]:
     )
     dsub = p.add_subparsers(dest="db_command", metavar="SUBCOMMAND", required=True)
     m = dsub.add_parser("migrate", help="apply pending migrations (idempotent)")
-    s = dsub.add_parser("status", help="list applied and pending migrations")
+    s = dsub.add_parser(
+        "status",
+        help="list applied and pending migrations, and per table its rows' time range and TTL",
+    )
     d = dsub.add_parser("ddl", help="print the DDL a fresh store runs (nothing is executed)")
     for q in (m, s, d):
         add_store_args(q)
@@ -59,6 +62,12 @@ def status(args: argparse.Namespace) -> int:
     if not applied and not pending:
         print("  no migrations")
     print(f"{len(applied)} applied, {len(pending)} pending")
+    if applied:
+        from telemetry.store.retention import held
+
+        print("tables (rows, their time range, TTL):")
+        for h in held(store):
+            print(f"  {h.describe()}")
     return 0
 
 

@@ -58,6 +58,13 @@ def add_source_args(p: argparse.ArgumentParser) -> None:
         choices=["prom", "jsonl"],
         help="print what was collected (Prometheus text or one JSON object per record) instead of storing it",
     )
+    g.add_argument(
+        "--keep",
+        action="store_true",
+        help="with --from: keep rows older than their table's TTL, which a replay otherwise "
+        "refuses before storing anything; the table's TTL is lengthened by the capture's age, so "
+        "the rows are kept for the TTL counted from this load (docs/replay.md)",
+    )
     add_store_args(g)  # type: ignore[arg-type]
     g.add_argument(
         "--interval",
@@ -174,8 +181,19 @@ def run_source(name: str, args: argparse.Namespace) -> int:
             health=lambda: pipeline_ref[0].health() if pipeline_ref else [],
         )
         sinks.append(prom)
+    admit = None
+    if cfg.source(name).from_path:  # a capture: its rows are checked against the TTLs first
+        from telemetry.store.retention import ReplayAdmission
+
+        admit = ReplayAdmission(
+            store, what=f"{name} --from {cfg.source(name).from_path}", keep=args.keep
+        )
     pipeline = Pipeline(
-        [source], sinks, transforms=build_transforms(cfg), report_host=socket.gethostname()
+        [source],
+        sinks,
+        transforms=build_transforms(cfg),
+        report_host=socket.gethostname(),
+        admit=admit,
     )
     if prom is not None:
         pipeline_ref.append(pipeline)
@@ -192,6 +210,9 @@ def run_source(name: str, args: argparse.Namespace) -> int:
         n = pipeline.run_once()
         if not source.stats.last_success:  # logged by the pipeline (one line); exit non-zero
             return 1
+        for table, days in sorted((admit.lengthened if admit else {}).items()):
+            log.warning("%s: --keep: %s now keeps %d days (TTL), counted from the rows' time",
+                        name, table, days)  # fmt: skip
         log.info("%s: stored %d records in %s", name, n, store.dsn.redacted())
     finally:
         pipeline.close()

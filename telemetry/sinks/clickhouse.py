@@ -74,6 +74,20 @@ def _retry_reason(exc: BaseException) -> str:
 # and by the store's `release_memory()` once it is stored.
 RELEASE_AFTER_BYTES = 32 << 20
 
+# A sealed batch larger than this is spooled as several files, each inserted with its own token:
+# the embedded engine holds about twice what one insert reads while it writes it (plus its column
+# buffers), so a 406 MiB batch inserted whole took the process to 2.6x the batch, in pieces
+# (bench/ingest.py) ~2x. Each file is stored exactly once, as a whole batch is.
+SPOOL_FILE_BYTES = 64 << 20
+
+
+def spool_pieces(table: pa.Table, limit: int = SPOOL_FILE_BYTES) -> list[pa.Table]:
+    """`table` as consecutive slices of about `limit` bytes each (no copy), in order."""
+    if table.nbytes <= limit or table.num_rows < 2:
+        return [table]
+    step = max(1, limit * table.num_rows // table.nbytes)
+    return [table.slice(o, step) for o in range(0, table.num_rows, step)]
+
 
 def release_freed_memory() -> None:
     """Hand the memory of a batch that was just spooled back to the system before the store
@@ -121,11 +135,13 @@ class ClickHouseSink:
         retry_max_seconds: float = 30.0,
         replay_batches_per_cycle: int = 16,
         memory_max_rows: int = 1_000_000,
+        spool_file_bytes: int = SPOOL_FILE_BYTES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`replay_batches_per_cycle`: at most this many spooled batches are inserted per
         `flush()`, so a large backlog replays over several cycles and never stalls collection
-        (`close()` drains everything it can)."""
+        (`close()` drains everything it can). `spool_file_bytes`: a sealed batch larger than this
+        is spooled and inserted as several files (SPOOL_FILE_BYTES)."""
         self.store = store
         self.spool = Spool(spool_dir, spool_max_bytes)  # takes the directory's lock
         self.batch_rows = batch_rows
@@ -140,6 +156,7 @@ class ClickHouseSink:
         # `memory_max_rows`, written at the next flush; past that the oldest are dropped, counted
         self._held: list[tuple[str, pa.Table]] = []
         self.memory_max_rows = memory_max_rows
+        self.spool_file_bytes = spool_file_bytes
         self._next_attempt = 0.0
         self._backoff = retry_initial_seconds
         self._down_reason = ""  # why the last attempt failed; "" while the store answers
@@ -211,8 +228,8 @@ class ClickHouseSink:
             return
         table = pa.concat_tables(buf.tables) if len(buf.tables) > 1 else buf.tables[0]
         buf.tables.clear()  # `export` may still hold the buffer: the sealed table is the one copy
-        self._held.append((kind, table))
-        del table  # once spooled, the file is the copy that waits for the store
+        self._held.extend((kind, piece) for piece in spool_pieces(table, self.spool_file_bytes))
+        del table  # once spooled, the files are the copy that waits for the store
         self._write_held()
         self._update_gauges()
 
@@ -307,9 +324,9 @@ class ClickHouseSink:
         return sent
 
     def _insert(self, entry: SpoolEntry) -> None:
-        # The spool file is already an Arrow IPC stream of the kind's schema: send it as is.
-        with open(entry.path, "rb") as f:
-            self.store.insert_arrow_stream(KINDS[entry.kind], f, token=entry.token)
+        # The spool file is already an Arrow IPC stream of the kind's schema: send it as is (the
+        # embedded engine reads it in place), with the token it was born with.
+        self.store.insert_arrow_file(KINDS[entry.kind], entry.path, token=entry.token)
 
     def _failed(self, entry: SpoolEntry, exc: BaseException) -> None:
         reason = _retry_reason(exc)

@@ -79,12 +79,21 @@ class FlakyClient:
         self.attempts = 0
 
     def raw_insert(self, *a: Any, **kw: Any) -> Any:
+        return self._insert(lambda: self.real.raw_insert(*a, **kw))
+
+    def command(self, cmd: str, *a: Any, **kw: Any) -> Any:
+        if not cmd.startswith("INSERT"):
+            return self.real.command(cmd, *a, **kw)
+        # a spool file the embedded engine reads in place (Store.insert_arrow_file)
+        return self._insert(lambda: self.real.command(cmd, *a, **kw))
+
+    def _insert(self, write: Any) -> Any:
         self.attempts += 1
         if self.down:
             raise OperationalError(
                 "Error HTTPConnectionPool(host='ch', port=8123): Connection refused"
             )
-        r = self.real.raw_insert(*a, **kw)
+        r = write()
         if self.lost_acks:
             self.lost_acks -= 1  # written, but the reply never arrives
             raise OperationalError("Error reading response: connection reset by peer")
@@ -180,8 +189,8 @@ WRITER = textwrap.dedent("""
         store.migrate()
         class DiesAfterInsert(Store):
             calls = 0
-            def insert_arrow_stream(self, kind, data, *, token=None):
-                n = super().insert_arrow_stream(kind, data, token=token)
+            def insert_arrow_file(self, kind, path, *, token=None):
+                n = super().insert_arrow_file(kind, path, token=token)
                 DiesAfterInsert.calls += 1
                 if DiesAfterInsert.calls == 3:
                     os._exit(9)  # killed after the batch is written, before it is acknowledged

@@ -126,3 +126,31 @@ def test_embedded_store_gives_memory_back_after_a_large_insert(store: Store) -> 
     before = _rss_mib()
     store.release_memory()
     assert before - _rss_mib() >= 16, "no memory handed back by the embedded engine"
+
+
+def test_a_large_sealed_batch_is_spooled_in_pieces_each_stored_once(
+    store: Store, tmp_path: Path
+) -> None:
+    """A sealed batch past `spool_file_bytes` becomes several spool files (the embedded engine
+    reads one at a time), in order, each with its own token: a lost acknowledgement of one
+    piece replays that piece alone, and every row is stored exactly once."""
+    from tests.integration.core.test_exactly_once import FlakyClient, assert_exact
+
+    flaky = FlakyClient(store.client)
+    s = Store(store.dsn, database=store.database, client=flaky)
+    batch = gpu_batch(0, 40_000, now_ms())
+    limit = batch.table.nbytes // 4 + 1
+    sink = ClickHouseSink(
+        s, spool_dir=str(tmp_path / "spool"), batch_rows=40_000, spool_file_bytes=limit,
+        retry_initial_seconds=0,
+    )  # fmt: skip
+    flaky.down = True
+    sink.export(batch)  # seals 40,000 rows: spooled, not stored
+    pieces = sink.spool.entries()
+    assert len(pieces) == 4 and sum(e.rows for e in pieces) == 40_000
+    assert len({e.token for e in pieces}) == 4
+    flaky.down, flaky.lost_acks = False, 1  # the first piece lands, its answer is lost
+    sink.flush(force=True)
+    sink.close()
+    assert flaky.attempts == 1 + 5  # the refused attempt, then 4 pieces and 1 replay
+    assert_exact(store, 40_000)

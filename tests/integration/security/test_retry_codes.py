@@ -35,6 +35,15 @@ class FailsWith:
         self.real, self.code, self.attempts = real, 0, 0
 
     def raw_insert(self, *a: Any, **kw: Any) -> Any:
+        return self._insert(lambda: self.real.raw_insert(*a, **kw))
+
+    def command(self, cmd: str, *a: Any, **kw: Any) -> Any:
+        if not cmd.startswith("INSERT"):
+            return self.real.command(cmd, *a, **kw)
+        # a spool file the embedded engine reads in place (Store.insert_arrow_file)
+        return self._insert(lambda: self.real.command(cmd, *a, **kw))
+
+    def _insert(self, write: Any) -> Any:
         self.attempts += 1
         if self.code:
             name = RETRYABLE.get(self.code) or PERMANENT[self.code]
@@ -42,7 +51,7 @@ class FailsWith:
                 f"Received ClickHouse exception, code: {self.code}, server response: "
                 f"Code: {self.code}. DB::Exception: injected. ({name}) (for url http://ch:8123)"
             )
-        return self.real.raw_insert(*a, **kw)
+        return write()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
