@@ -11,6 +11,7 @@ figures each test measures are printed (`-s`) for docs/security.md.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import itertools
 import socket
@@ -726,3 +727,38 @@ def _ping(s: Site) -> str:
         return conn.getresponse().read().decode()
     finally:
         conn.close()
+
+
+def test_one_readonly_login_holds_few_slow_bodies(flooded: Site) -> None:
+    """The issue: a readonly 1 login was enough to hold every connection with slow bodies. Its
+    requests in progress are capped while their bodies are read: past max(64, 4 x its
+    max_concurrent_queries) each further one is refused at once (202), not held."""
+    s = flooded
+    name, pw = FLOOD_READERS[0]
+    cfg = s.server.config
+    user = next(u for u in cfg.users if u.name == name)
+    cap = max(64, 4 * cfg.user_limits(user).max_concurrent_queries)
+    token = base64.b64encode(f"{name}:{pw}".encode()).decode()
+    head = (
+        f"POST / HTTP/1.1\r\nHost: {s.host}\r\nAuthorization: Basic {token}\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n1\r\nS\r\n"
+    ).encode()
+    socks = []
+    try:
+        for i in range(cap + 16):
+            sock = socket.create_connection((s.host, s.port), source_address=(f"127.3.{i}.2", 0))
+            sock.sendall(head)
+            socks.append(sock)
+        time.sleep(1.5)
+        answered = []
+        for sock in socks:
+            sock.settimeout(0.05)
+            with contextlib.suppress(TimeoutError):
+                answered.append(sock.recv(4096))
+        print(f"{cap + 16} slow bodies from one readonly login: {len(answered)} refused at once")
+        assert len(answered) == 16
+        assert all(b"TOO_MANY_SIMULTANEOUS_QUERIES" in a for a in answered), answered[:1]
+        assert s.call(ADMIN, "SELECT 1")[2] == "1\n"  # another user is not held up
+    finally:
+        for sock in socks:
+            sock.close()
