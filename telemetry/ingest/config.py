@@ -60,6 +60,20 @@ class IngestConfig(BaseModel):
     max_request_bytes: Annotated[int, BeforeValidator(parse_size)] = Field(
         64 << 20, ge=1024, description="Largest request body (after decompression)."
     )
+    max_connections: int = Field(
+        1024,
+        ge=8,
+        description="Open agent connections in all (as serve.max_connections: lowered to fit "
+        "the descriptor limit; at the cap an idle or trickling one is closed for a new one).",
+    )
+    max_connections_per_network: int = Field(
+        1024,
+        ge=2,
+        description="Open connections from one source network (an IPv4 /24, an IPv6 /64, all "
+        "of loopback). The agents share their nodes' subnets, so this is as high as "
+        "max_connections by default (serve's own is 256); lower it to keep one rack from "
+        "holding every connection.",
+    )
     tls_cert_file: str | None = Field(
         None, description="Serve HTTPS with this certificate (PEM): agents send a password."
     )

@@ -215,7 +215,11 @@ class IngestService:
         self.server = QueryServer(
             self.gateway,  # type: ignore[arg-type]
             ServeConfig(
-                threads=cfg.threads, max_request_bytes=cfg.max_request_bytes, users=cfg.users
+                threads=cfg.threads,
+                max_request_bytes=cfg.max_request_bytes,
+                max_connections=cfg.max_connections,
+                max_connections_per_network=cfg.max_connections_per_network,
+                users=cfg.users,
             ),
             host=host.strip("[]") or "127.0.0.1",
             port=int(port),

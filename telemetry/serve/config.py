@@ -15,7 +15,15 @@ import os
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from telemetry.errors import ConfigError
 from telemetry.serve.policy import Limits, allowable, setting_rule
@@ -161,8 +169,14 @@ class ServeConfig(BaseModel):
         "descriptor limit with room kept for the sinks and spool. At the cap the longest-idle "
         "connection is closed for a new one.",
     )
-    max_connections_per_peer: int = Field(
-        default=256, ge=2, description="Open connections from one address (as above, per peer)."
+    max_connections_per_network: int = Field(
+        default=256,
+        ge=2,
+        validation_alias=AliasChoices("max_connections_per_network", "max_connections_per_peer"),
+        description="Open connections from one source network: an IPv4 /24, an IPv6 /64, all of "
+        "loopback (as above, per network; `max_connections_per_peer` is its old name). Raise it "
+        "where many clients share a subnet (the ingest gateway's agents: ingest."
+        "max_connections_per_network).",
     )
     queue_max_wait: float = Field(
         default=30.0,

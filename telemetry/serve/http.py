@@ -102,7 +102,7 @@ class QueryServer:
         quiet_http_errors(self.note)
         self.conns = Connections(
             connection_cap(self.config.max_connections),
-            self.config.max_connections_per_peer,
+            self.config.max_connections_per_network,
             self.note,
         )
         self.running = running.Registry()
@@ -238,6 +238,10 @@ class QueryServer:
         }
 
     async def _ping(self, request: web.Request) -> web.Response:
+        conn = self.conns.of(request.transport)
+        if conn is not None:
+            conn.head_started = None  # its head is in: not a trickling one
+            conn.last_active = time.monotonic()
         return web.Response(text="Ok.\n", content_type="text/html")
 
     async def _not_found(self, request: web.Request) -> web.Response:
@@ -271,6 +275,9 @@ class QueryServer:
         if conn is not None:
             conn.busy += 1
             conn.head_started = None  # the head is in
+            # at the door until it is authenticated and its body is in (limits.Connections): a
+            # login being throttled or a body trickling may be closed at a cap
+            conn.reading = time.monotonic()
         reserved = [0]
         held: list[str] = []  # the user whose request count this request holds
         try:
@@ -280,6 +287,7 @@ class QueryServer:
                 self._requests.leave(name)
             if conn is not None:
                 conn.busy -= 1
+                conn.reading = None
                 conn.last_active = time.monotonic()
             if reserved[0] and self.reader.budget is not None:
                 self.reader.budget.give(reserved[0])
@@ -330,6 +338,9 @@ class QueryServer:
                     "the client closed the connection before the end of the request",
                     "NETWORK_ERROR",
                 ) from None
+            finally:
+                if conn is not None:
+                    conn.reading = None
             text = form.pop("query", q.get("query", "")).encode()
             if not text and not body:
                 if request.method in ("GET", "HEAD"):

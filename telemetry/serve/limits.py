@@ -1,4 +1,4 @@
-"""What keeps the query endpoint from being exhausted: open connections (per peer and in all),
+"""What keeps the query endpoint from being exhausted: open connections (per source network and in all),
 request bodies held in memory, queries per user, failed logins per peer, and log lines per reason.
 
 Everything here runs on the endpoint's event loop thread (no locks) except `LogLimiter`. Never
@@ -31,6 +31,16 @@ HEAD_DEADLINE = 10.0
 BODY_IDLE = 10.0
 BODY_GRACE = 10.0
 BODY_MIN_RATE = 16 << 10
+
+
+# a connection that moved this recently (accepted, between two requests, its head just in) is
+# closed at a cap only after every request at the door: its request is about to be served
+IDLE_GRACE = 1.0
+
+# heads still arriving and bodies still being read ("at the door") hold at most this share of the
+# connection cap: the rest is kept for requests already in (authenticated, body read: being run or
+# answered), idle keep-alive connections and /ping, however many connections trickle
+DOOR_SHARE = 0.75
 
 
 # connections accepted in one go before any of them is counted (asyncio accepts up to its listen
@@ -148,17 +158,41 @@ def quiet_http_errors(note: LogLimiter) -> None:
 # -- connections ---------------------------------------------------------------------------------
 @dataclass(eq=False)
 class Conn:
-    """One accepted connection: its peer, when it last moved, whether a request is being served,
-    and `lost` (set when the peer closes or half-closes: a running query is cancelled)."""
+    """One accepted connection: its peer and the peer's network (source_net), when it last moved,
+    whether a request is being served, and `lost` (set when the peer closes or half-closes: a
+    running query is cancelled)."""
 
     peer: str
     transport: Any  # asyncio.Transport
+    net: str = ""
     last_active: float = field(default_factory=time.monotonic)
     busy: int = 0
     # when the first byte of a request head not yet served came (None: between requests): a
     # head that trickles in is closed after HEAD_DEADLINE and is the first to be evicted
     head_started: float | None = None
+    # when its request came in, until it is authenticated and its body is in (None otherwise):
+    # a login being throttled or a body trickling is at the door and may be closed at a cap (a
+    # request whose body is in, never)
+    reading: float | None = None
     lost: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def at_door(self) -> bool:
+        """A head still arriving or a body still being read: nothing of it is running yet."""
+        return self.reading is not None or (not self.busy and self.head_started is not None)
+
+    def evictable(self) -> bool:
+        return not self.busy or self.reading is not None
+
+    def rank(self, now: float) -> tuple[int, float]:
+        """Which goes first at a cap: a head arriving for over IDLE_GRACE (oldest first), a
+        connection idle for over IDLE_GRACE (longest idle), a request at the door (there longest),
+        and last one that moved within IDLE_GRACE (just accepted, its head just in: a burst of
+        new connections would otherwise close a /ping or a SELECT 1 before its handler runs)."""
+        if self.reading is not None:
+            return (2, self.reading)
+        if self.head_started is not None:
+            return (0 if now - self.head_started > IDLE_GRACE else 3, self.head_started)
+        return (1 if now - self.last_active > IDLE_GRACE else 3, self.last_active)
 
 
 class Gate(asyncio.Protocol):
@@ -207,12 +241,18 @@ class Gate(asyncio.Protocol):
 
 
 class Connections:
-    """The open connections, by peer, against `total` and `per_peer` caps."""
+    """The open connections, by source network (source_net: an IPv4 /24, an IPv6 /64, all of
+    loopback), against `total` and `per_network` caps. At a cap a new connection closes another
+    (Conn.rank): a head still arriving, the longest-idle one, a request at the door (a login or a
+    body still arriving); a request whose body is in is never closed. Heads and bodies at the door hold at most
+    DOOR_SHARE of `total`: past it the oldest of them is closed for the new one, so trickling
+    connections never take the share kept for requests already in and /ping."""
 
-    def __init__(self, total: int, per_peer: int, note: Callable[[int, str, str], None]) -> None:
-        self.total, self.per_peer = total, per_peer
+    def __init__(self, total: int, per_network: int, note: Callable[[int, str, str], None]) -> None:
+        self.total, self.per_network = total, per_network
+        self.door_cap = max(1, int(total * DOOR_SHARE))
         self.note = note  # LogLimiter-style (level, reason, message)
-        self.by_peer: dict[str, set[Conn]] = defaultdict(set)
+        self.by_net: dict[str, set[Conn]] = defaultdict(set)
         self.by_transport: dict[int, Conn] = {}
         self.count = 0
         self.refused = 0
@@ -221,42 +261,49 @@ class Connections:
     def admit(self, transport: Any) -> Conn | None:
         peername = transport.get_extra_info("peername")
         peer = str(peername[0]) if peername else "?"
-        mine = self.by_peer[peer]
-        if len(mine) >= self.per_peer and not self._evict(mine, peer):
-            self._refuse(peer, f"{peer} has {len(mine)} connections open")
+        net = source_net(peer)
+        mine = self.by_net[net]
+        if len(mine) >= self.per_network and not self._evict(mine, peer, "per network"):
+            self._refuse(peer, f"its network {net} has {len(mine)} connections open")
             return None
+        door = [c for c in self.by_transport.values() if c.at_door()]
+        if len(door) >= self.door_cap:
+            self._evict(set(door), peer, "at the door")
         if self.count >= self.total:
-            busiest = max(self.by_peer.values(), key=len)
-            if not self._evict(busiest, peer) and not self._evict(
-                {c for s in self.by_peer.values() for c in s}, peer
+            busiest = max(self.by_net.values(), key=len)
+            if not self._evict(busiest, peer, "in all") and not self._evict(
+                set(self.by_transport.values()), peer, "in all"
             ):
                 self._refuse(peer, f"{self.count} connections open")
                 return None
-        conn = Conn(peer, transport)
+        conn = Conn(peer, transport, net)
         mine.add(conn)
         self.by_transport[id(transport)] = conn
         self.count += 1
         return conn
 
-    def _evict(self, pool: set[Conn], peer: str) -> bool:
-        idle = [c for c in pool if not c.busy]
-        if not idle:
+    def _evict(self, pool: set[Conn], peer: str, cap: str) -> bool:
+        evictable = [c for c in pool if c.evictable()]
+        if not evictable:
             return False
-        # a head trickling in first (the oldest), then the longest idle
-        oldest = min(
-            idle,
-            key=lambda c: (c.head_started is None, c.head_started or 0.0, c.last_active),
-        )
+        now = time.monotonic()
+        first = min(evictable, key=lambda c: c.rank(now))
         self.evicted += 1
+        what = (
+            "a trickling request head",
+            "the longest-idle connection",
+            "a request at the door (login or body)",
+            "a connection idle under 1 s",
+        )
         self.note(
             logging.WARNING,
             "conn_evicted",
-            f"serve: connection limit reached; closed the longest-idle connection (from "
-            f"{oldest.peer}) for a new one from {peer} (serve.max_connections "
-            f"{self.total}, per peer {self.per_peer})",
+            f"serve: connection limit reached ({cap}); closed {what[first.rank(now)[0]]} (from "
+            f"{first.peer}) for a new one from {peer} (serve.max_connections {self.total}, per "
+            f"network {self.per_network}, {self.door_cap} at the door)",
         )
-        self.release(oldest)
-        oldest.transport.abort()
+        self.release(first)
+        first.transport.abort()
         return True
 
     def _refuse(self, peer: str, why: str) -> None:
@@ -270,11 +317,11 @@ class Connections:
     def release(self, conn: Conn) -> None:
         if self.by_transport.pop(id(conn.transport), None) is None:
             return
-        mine = self.by_peer.get(conn.peer)
+        mine = self.by_net.get(conn.net)
         if mine is not None:
             mine.discard(conn)
             if not mine:
-                del self.by_peer[conn.peer]
+                del self.by_net[conn.net]
         self.count -= 1
 
     def sweep(self, now: float, head_deadline: float) -> int:
@@ -433,14 +480,17 @@ class FairSlots:
 
 
 def source_net(peer: str) -> str:
-    """The network a login is throttled by: an IPv4 address's /24, an IPv6 address's /64 (one
-    host holds a whole /64; rotating addresses inside it is free)."""
+    """The network logins are throttled and connections counted by: an IPv4 address's /24, an
+    IPv6 address's /64 (one host holds a whole /64; rotating addresses inside it is free), and
+    all of loopback as one (any local process may use every address of 127.0.0.0/8)."""
     try:
         ip = ipaddress.ip_address(peer)
     except ValueError:
         return peer
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return "127.0.0.0/8" if ip.version == 4 else "::1/128"
     prefix = 24 if ip.version == 4 else 64
     return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
 

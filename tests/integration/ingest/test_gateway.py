@@ -256,3 +256,31 @@ def test_agents_insert_over_https_as_a_user(store: Store, tmp_path: Path) -> Non
             Store(base.format("wrong")).ping()
     finally:
         g.svc.stop()
+
+
+def test_agents_of_one_subnet_are_not_capped_like_one_address(gw: Gw) -> None:
+    """The agents share their nodes' subnet: 300 kept-alive connections from one network (serve's
+    own per-network cap is 256) all stay open, and an agent still inserts."""
+    import socket
+
+    conns = []
+    try:
+        for i in range(300):
+            s = socket.create_connection(
+                (gw.host, gw.port), source_address=(f"127.0.0.{1 + i % 250}", 0)
+            )
+            s.sendall(f"GET /ping HTTP/1.1\r\nHost: {gw.host}\r\n\r\n".encode())
+            conns.append(s)
+        for s in conns:
+            s.settimeout(5)
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        time.sleep(0.5)
+        assert gw.svc.server.conns.count >= 300 and gw.svc.server.conns.evicted == 0
+        sink = gw.agent("after")
+        sink.export(Batch(GPU_SAMPLE, gpu_table(4, now_ms() - 60_000)))
+        sink.flush()
+        gw.flush()
+        assert gpu_keys(gw.store) == (4, 4)
+    finally:
+        for s in conns:
+            s.close()

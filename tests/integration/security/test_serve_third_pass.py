@@ -11,7 +11,10 @@ figures each test measures are printed (`-s`) for docs/security.md.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
+import itertools
+import socket
 import threading
 import time
 import urllib.parse
@@ -381,7 +384,7 @@ def _dashboard_queries() -> dict[str, int]:
 
     def panels(ps: list[object]) -> Iterator[dict[str, object]]:
         for p in ps:
-            d = p if isinstance(p, dict) else p.to_json_data()  # type: ignore[attr-defined]
+            d = p if isinstance(p, dict) else p.to_json_data()
             yield d
             yield from panels(d.get("panels") or [])
 
@@ -548,3 +551,214 @@ def test_memory_is_returned_after_a_refused_memory_bomb(fresh: Site) -> None:
     after = _rss_mib()
     print(f"RSS around a refused 800 MB memory bomb: {before} MiB before, {after} MiB after")
     assert after - before < 300
+
+
+# -- 6: slow bodies from rotating addresses fill no cap --------------------------------------------
+FLOOD_READERS = [(f"flood{i}", f"fl-pw-{i}") for i in range(3)]
+
+
+@pytest.fixture
+def flooded(chdb_dsn: str) -> Iterator[Site]:
+    """A users serve of its own with a cap of 160 connections (the issue's 1,024, scaled to this
+    machine) and three readonly 1 logins: 3 x 64 bodies in progress outnumber the cap."""
+    store = Store(chdb_dsn)
+    db = f"atk6_{uuid.uuid4().hex[:10]}"
+    store.client.command(f"CREATE DATABASE {db}")
+    store.client.command(f"CREATE TABLE {db}.t (s String) ENGINE = MergeTree ORDER BY tuple()")
+    users = [{"name": "admin", "password": ADMIN[1]}] + [
+        {"name": n, "password": p, "readonly": 1} for n, p in FLOOD_READERS
+    ]
+    server, url = _server(str(store.dsn.path), {"users": users, "max_connections": 160})
+    yield Site(server, url, db, Path())
+    server.stop()
+    server.engine.close()
+    store.client.command(f"DROP DATABASE IF EXISTS {db}")
+
+
+class SlowBodies:
+    """`n` connections, each from its own address of 127.0.0.0/8 (rotating across /24s), each a
+    readonly login's POST with a chunked body sent one byte every `every` seconds; a connection
+    serve closes or answers is opened again (from the next address) at the next tick."""
+
+    def __init__(self, s: Site, n: int, every: float) -> None:
+        self.s, self.n, self.every = s, n, every
+        self.stop = threading.Event()
+        self.opened = self.closed = 0
+        self.next_addr = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _head(self, i: int) -> bytes:
+        name, pw = FLOOD_READERS[i % len(FLOOD_READERS)]
+        token = base64.b64encode(f"{name}:{pw}".encode()).decode()
+        return (
+            f"POST / HTTP/1.1\r\nHost: {self.s.host}\r\nAuthorization: Basic {token}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n1\r\nS\r\n"
+        ).encode()
+
+    def _open(self) -> socket.socket | None:
+        i = self.next_addr
+        self.next_addr += 1
+        src = f"127.{1 + (i // 250) % 200}.{i % 250}.{2 + i % 200}"
+        try:
+            sock = socket.create_connection(
+                (self.s.host, self.s.port), timeout=2, source_address=(src, 0)
+            )
+            sock.sendall(self._head(i))
+            sock.setblocking(False)
+        except OSError:
+            return None
+        self.opened += 1
+        return sock
+
+    def _run(self) -> None:
+        socks: list[socket.socket] = []
+        while not self.stop.is_set():
+            tick = time.monotonic()
+            alive = []
+            for sock in socks:
+                try:
+                    sock.recv(4096)  # any answer (a refusal, a cut-off body) or EOF: let go
+                    sock.close()
+                    self.closed += 1
+                    continue
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    sock.close()
+                    self.closed += 1
+                    continue
+                try:
+                    sock.send(b"1\r\nx\r\n")
+                    alive.append(sock)
+                except OSError:
+                    sock.close()
+                    self.closed += 1
+            socks = alive
+            while len(socks) < self.n and not self.stop.is_set():
+                new = self._open()
+                if new is not None:
+                    socks.append(new)
+                elif time.monotonic() - tick > self.every:
+                    break
+            self.stop.wait(max(0.0, self.every - (time.monotonic() - tick)))
+        for sock in socks:
+            sock.close()
+
+
+def test_slow_bodies_from_rotating_addresses_leave_ping_admin_and_writes(
+    flooded: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Attack 6 as the issue ran it, scaled: 400 trickling chunked bodies from rotating 127.x
+    addresses against a cap of 160 (the issue: 1,400 against 1,024). Without the door share the
+    3 x 64 bodies in progress held all 160 connections and everything else, /ping included, was
+    refused for the whole flood."""
+    s = flooded
+    t = f"{s.db}.t"
+    flood = SlowBodies(s, 400, every=3.0)
+    stop = threading.Event()
+    rows: list[tuple[float, int]] = []
+    written = [0]
+
+    def write() -> None:  # a collector's inserts, as the admin (readonly 0)
+        while not stop.is_set():
+            try:
+                if s.call(ADMIN, f"INSERT INTO {t} VALUES ('w')", timeout=10)[0] == 200:
+                    written[0] += 1
+            except OSError:
+                pass
+            stop.wait(0.2)
+
+    writer = threading.Thread(target=write, daemon=True)
+    t0 = time.monotonic()
+    flood.thread.start()
+    writer.start()
+    pings: list[float] = []
+    selects: list[float] = []
+    failures: list[str] = []
+    try:
+        time.sleep(4)  # the flood is at its size
+        while time.monotonic() - t0 < 30:
+            for what, call, out in (
+                ("ping", lambda: _ping(s), pings),
+                ("select", lambda: s.call(ADMIN, "SELECT 1", timeout=10)[2], selects),
+            ):
+                t1 = time.monotonic()
+                try:
+                    got = call()
+                except OSError as e:
+                    failures.append(f"{what}: {e}")
+                    continue
+                out.append(time.monotonic() - t1)
+                if got not in ("Ok.\n", "1\n"):
+                    failures.append(f"{what}: {got[:200]}")
+            try:
+                count = s.call(ADMIN, f"SELECT count() FROM {t}", timeout=10)[2]
+            except OSError as e:
+                failures.append(f"count: {e}")
+                count = ""
+            rows.append((time.monotonic() - t0, int(count) if count.strip().isdigit() else -1))
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        flood.stop.set()
+        writer.join(15)
+        flood.thread.join(30)
+    conns = s.server.conns
+    print(
+        f"slow-body flood: {flood.opened} connections opened from rotating 127.x addresses, "
+        f"{flood.closed} closed by serve; /ping max {max(pings, default=0):.3f} s, admin SELECT 1 "
+        f"max {max(selects, default=0):.3f} s over {len(pings)} tries; rows "
+        f"{[r for _, r in rows[:: max(1, len(rows) // 6)]]} ({written[0]} inserts answered); "
+        f"{conns.evicted} evicted, {conns.refused} refused"
+    )
+    assert not failures, failures[:5]
+    assert len(pings) > 20 and max(pings) < 1.0 and max(selects) < 1.0
+    # ingestion keeps growing throughout: each third of the flood adds rows
+    thirds = [rows[0][1], rows[len(rows) // 3][1], rows[2 * len(rows) // 3][1], rows[-1][1]]
+    assert all(b > a for a, b in itertools.pairwise(thirds)), thirds
+    assert flood.opened > 400  # serve let go of trickling bodies, and the flood came back
+    assert not [r for r in caplog.records if r.exc_info]  # no tracebacks
+
+
+def _ping(s: Site) -> str:
+    conn = http.client.HTTPConnection(s.host, s.port, timeout=10)
+    try:
+        conn.request("GET", "/ping")
+        return conn.getresponse().read().decode()
+    finally:
+        conn.close()
+
+
+def test_one_readonly_login_holds_few_slow_bodies(flooded: Site) -> None:
+    """The issue: a readonly 1 login was enough to hold every connection with slow bodies. Its
+    requests in progress are capped while their bodies are read: past max(64, 4 x its
+    max_concurrent_queries) each further one is refused at once (202), not held."""
+    s = flooded
+    name, pw = FLOOD_READERS[0]
+    cfg = s.server.config
+    user = next(u for u in cfg.users if u.name == name)
+    cap = max(64, 4 * cfg.user_limits(user).max_concurrent_queries)
+    token = base64.b64encode(f"{name}:{pw}".encode()).decode()
+    head = (
+        f"POST / HTTP/1.1\r\nHost: {s.host}\r\nAuthorization: Basic {token}\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n1\r\nS\r\n"
+    ).encode()
+    socks = []
+    try:
+        for i in range(cap + 16):
+            sock = socket.create_connection((s.host, s.port), source_address=(f"127.3.{i}.2", 0))
+            sock.sendall(head)
+            socks.append(sock)
+        time.sleep(1.5)
+        answered = []
+        for sock in socks:
+            sock.settimeout(0.05)
+            with contextlib.suppress(TimeoutError):
+                answered.append(sock.recv(4096))
+        print(f"{cap + 16} slow bodies from one readonly login: {len(answered)} refused at once")
+        assert len(answered) == 16
+        assert all(b"TOO_MANY_SIMULTANEOUS_QUERIES" in a for a in answered), answered[:1]
+        assert s.call(ADMIN, "SELECT 1")[2] == "1\n"  # another user is not held up
+    finally:
+        for sock in socks:
+            sock.close()

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
-from telemetry.serve.limits import FairSlots, LoginThrottle, Running, source_net
+from telemetry.serve.limits import (
+    IDLE_GRACE,
+    Connections,
+    FairSlots,
+    LoginThrottle,
+    Running,
+    source_net,
+)
 
 
 def test_over_the_cap_a_query_waits_then_is_refused() -> None:
@@ -56,3 +63,65 @@ def test_logins_are_throttled_per_network() -> None:
     for _ in range(3):
         t.failed("user:a", "net:x")
     assert t.failed("user:a", "net:y") == 4  # the name counts whatever the network
+
+
+def test_loopback_is_one_network() -> None:
+    # any local process may bind any address of 127.0.0.0/8: rotating them is free
+    assert source_net("127.0.0.1") == source_net("127.200.3.4") == "127.0.0.0/8"
+    assert source_net("::ffff:127.9.9.9") == "127.0.0.0/8"
+    assert source_net("::1") == "::1/128"
+
+
+class _Transport:
+    def __init__(self, peer: str) -> None:
+        self.peer, self.aborted = peer, False
+
+    def get_extra_info(self, name: str) -> tuple[str, int]:
+        return (self.peer, 1)
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def _conns(total: int, per_network: int) -> Connections:
+    return Connections(total, per_network, lambda *a: None)
+
+
+def test_connections_are_capped_per_network_not_per_address() -> None:
+    c = _conns(100, 4)
+    first = [c.admit(_Transport(f"10.1.2.{i}")) for i in range(4)]
+    for conn in first:
+        assert conn is not None
+        conn.busy, conn.head_started = 1, None  # each running a request: never closed
+    assert c.admit(_Transport("10.1.2.99")) is None  # another address, the same /24
+    assert c.admit(_Transport("10.1.3.1")) is not None  # another /24
+
+
+def test_requests_at_the_door_keep_off_the_reserved_share() -> None:
+    """Trickling bodies hold at most DOOR_SHARE of the cap; at it the oldest of them is closed
+    for a new connection, while requests already in (authenticated, body read) are never."""
+    c = _conns(8, 100)
+    running = c.admit(_Transport("10.0.0.1"))
+    assert running is not None
+    running.busy = 1  # its body is in: being run
+    bodies = []
+    for i in range(c.door_cap):
+        b = c.admit(_Transport(f"10.{i}.0.2"))
+        assert b is not None
+        b.busy, b.reading = 1, 100.0 + i  # authenticated or not, its body still trickling
+        bodies.append(b)
+    assert c.door_cap == 6
+    ping = c.admit(_Transport("10.9.9.9"))  # a /ping: the door is full, the oldest body goes
+    assert ping is not None and bodies[0].transport.aborted
+    assert not any(b.transport.aborted for b in bodies[1:]) and not running.transport.aborted
+    assert sum(x.at_door() for x in c.by_transport.values()) == c.door_cap - 1
+    # at the total cap: a connection idle for over IDLE_GRACE goes before a request at the door,
+    # one that just moved (accepted, about to send its head) after
+    ping.last_active -= 2 * IDLE_GRACE
+    new = c.admit(_Transport("10.8.8.8"))
+    assert new is not None and c.count == 8
+    assert c.admit(_Transport("10.7.7.7")) is not None
+    assert ping.transport.aborted and not new.transport.aborted
+    assert c.admit(_Transport("10.6.6.6")) is not None
+    assert bodies[1].transport.aborted  # then the body at the door longest
+    assert not new.transport.aborted  # just accepted: last
