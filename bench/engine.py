@@ -6,7 +6,8 @@ the oracle: `identical` is true when both modes wrote the same findings, inciden
 members), attributed flows and job_port_intervals sums.
 
 `statements_per_tick` counts the statements each mode sent to the engine (queries, commands,
-inserts), divided by the ticks. `follow_tick_ms` is the median wall time of one live tick
+inserts), divided by the ticks. `cpu_s` is each mode's process CPU (the embedded engine runs in this process), steadier than
+wall time on a shared machine. `follow_tick_ms` is the median wall time of one live tick
 (`rejudge` then `evaluate`, as `correlate --follow` does) over the scenario's last ticks, on a
 third copy already correlated up to them. Wall seconds: the machine may be shared, so compare
 the modes of one run. Last line: one JSON object.
@@ -159,6 +160,7 @@ def main() -> None:
         start = datetime.fromtimestamp(sim.start_ms / 1000, UTC)
         end = datetime.fromtimestamp(sim.end_ms / 1000, UTC)
         seconds: dict[str, float] = {}
+        cpu: dict[str, float] = {}  # process CPU: the engine's threads are in this process
         statements: dict[str, float] = {}
         wrote: dict[str, Any] = {}
         n_ticks = 0
@@ -166,14 +168,15 @@ def main() -> None:
             store = copy_of(src, f"bench_{mode}_{uuid.uuid4().hex[:6]}")
             corr = Correlator(store, per_tick=mode == "per_tick")
             with counting(counter) as n:
-                t = time.perf_counter()
+                t, cpu0 = time.perf_counter(), time.process_time()
                 res = corr.run(start, end)
                 seconds[mode] = time.perf_counter() - t
+                cpu[mode] = round(time.process_time() - cpu0, 2)
             n_ticks = res.windows + res.skipped
             statements[mode] = round(n[0] / max(n_ticks, 1), 1)
             wrote[mode] = outputs(store)
             print(
-                f"{mode}: {seconds[mode]:.2f} s, {n_ticks} ticks, {n[0]} statements, "
+                f"{mode}: {seconds[mode]:.2f} s ({cpu[mode]} CPU-s), {n_ticks} ticks, {n[0]} statements, "
                 f"{len(res.findings)} findings, failed {sorted(res.failed)}",
                 flush=True,
             )
@@ -193,13 +196,14 @@ def main() -> None:
         ts = list(ticks(start, end, corr.interval))
         live = ts[-a.follow_ticks :]
         corr.run(start, live[0] - timedelta(seconds=corr.interval))
-        took = []
+        took, took_cpu = [], []
         with counting(counter) as n:
             for tick in live:
-                t = time.perf_counter()
+                t, cpu0 = time.perf_counter(), time.process_time()
                 corr.rejudge(tick)
                 corr.evaluate(tick)
                 took.append((time.perf_counter() - t) * 1000)
+                took_cpu.append((time.process_time() - cpu0) * 1000)
         per, setb = seconds.get("per_tick"), seconds.get("set_based")
         report(
             {
@@ -210,9 +214,16 @@ def main() -> None:
                 "per_tick_s": round(per, 2) if per else None,
                 "set_based_s": round(setb, 2) if setb else None,
                 "speedup": round(per / setb, 2) if per and setb else None,
+                "cpu_s": cpu,
+                "cpu_speedup": (
+                    round(cpu["per_tick"] / cpu["set_based"], 2)
+                    if cpu.get("per_tick") and cpu.get("set_based")
+                    else None
+                ),
                 "statements_per_tick": statements,
                 "identical": identical,
                 "follow_tick_ms": round(statistics.median(took[1:] or took), 1),
+                "follow_tick_cpu_ms": round(statistics.median(took_cpu[1:] or took_cpu), 1),
                 "follow_statements_per_tick": round(n[0] / len(live), 1),
             },
         )
