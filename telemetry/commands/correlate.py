@@ -59,6 +59,12 @@ def register(sub: Any) -> list[str]:
     )
     add_lag_arg(c, "with --follow: ")
     c.add_argument(
+        "--per-tick",
+        action="store_true",
+        help="debug: evaluate every detector tick by tick and attribute flows once per tick "
+        "(the oracle of the set-based path; same findings, slower)",
+    )
+    c.add_argument(
         "--cycles",
         type=int,
         metavar="N",
@@ -86,6 +92,7 @@ def run_correlate(args: argparse.Namespace) -> int:
         cluster=cfg.cluster,
         thresholds=cfg.correlate.thresholds,
         only=args.only,
+        per_tick=args.per_tick,
     )
     if args.follow:
         return follow(corr, cfg, args)

@@ -21,7 +21,8 @@ from telemetry.correlate.clock import Clock, SystemClock
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.incidents import IncidentTracker
 from telemetry.correlate.late import LateArrivals
-from telemetry.correlate.registry import Context, Window, detectors
+from telemetry.correlate.lease_index import INPUTS
+from telemetry.correlate.registry import Context, DetectorSpec, Window, detectors
 from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
 from telemetry.pipeline import ComponentStats
 from telemetry.records import KINDS
@@ -38,6 +39,14 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 STATE_KINDS = frozenset(
     {k for k, v in KINDS.items() if "valid_to" in v.by_name} | {"gpu_nic_affinity", "lldp_link"}
 )
+
+# What an attribution reads as of its window's end, besides the flows: the lease index's inputs
+# (lease_index.INPUTS), the node facts and the HyperNodes. Batch runs attribute the windows of
+# many ticks in one statement where none of these changed inside them (_attribute_ahead).
+ATTRIBUTION_STATE = ("node", "hypernode", *INPUTS)
+# Batch runs evaluate this many ticks at a time (an hour of 10 s ticks): what is read ahead for
+# them (attributed flows, set-based detector answers) stays bounded over a day.
+CHUNK_TICKS = 360
 
 
 def _ms(t: datetime) -> int:
@@ -122,8 +131,13 @@ class Correlator:
         thresholds: dict[str, Any] | None = None,
         only: list[str] | None = None,
         rollups: bool = True,
+        per_tick: bool = False,
     ) -> None:
         registry = detectors()
+        # the per-tick loop alone (`correlate --per-tick`): every detector's statements at every
+        # tick, attribution once per tick; the oracle the set-based path is tested against
+        self.per_tick = per_tick
+        self.chunk_ticks = CHUNK_TICKS
         self.use_rollups = rollups  # read migration 12's per-interval rollups where they answer
         self.store = store
         self.cluster = cluster
@@ -194,12 +208,10 @@ class Correlator:
         ms = timedelta(milliseconds=1)
         windows = {d.name: self.lookbacks[d.name] // ms for d in self.detectors}
         settles = {d.name: int(d.settle_seconds(self.thresholds) * 1000) for d in self.detectors}
-        latest: dict[str, Finding] = {}
-        last: dict[str, list[Finding]] = {}  # each detector's answer at its last evaluation
+        # per tick, the detectors to evaluate (None: nothing changed, the tick is skipped)
+        plan: list[tuple[datetime, set[str] | None]] = []
         was: set[str] = set()  # detectors active at the previous tick
-        quiet_since: datetime | None = None  # the tick before a stretch of skipped ticks
-        prev: datetime | None = None
-        for i, t in enumerate(ts):
+        for t in ts:
             assert act is not None
             t_ms = _ms(t)
             now_active = {
@@ -210,21 +222,37 @@ class Correlator:
             names = now_active | was  # and the tick after: its window just emptied
             was = now_active
             flows = act.any_in("flow_sample", t_ms - act.interval_ms, t_ms)
-            if not names and not flows:
-                quiet_since = quiet_since or prev
-                result.skipped += 1
-            else:
-                carried = [f for d, fs in last.items() if d not in names for f in fs]
-                r = self.evaluate(t, only=names, carried=carried, held_since=quiet_since)
-                quiet_since = None
-                for f in r.findings:
-                    latest[f.finding_id] = f
-                last.update({d: r.by_detector.get(d, []) for d in names})
-                r.findings = []
-                result.merge(r)
-            prev = t
-            if progress:
-                progress(i + 1, len(ts), f"{len(latest)} finding(s)")
+            plan.append((t, names if names or flows else None))
+        latest: dict[str, Finding] = {}
+        last: dict[str, list[Finding]] = {}  # each detector's answer at its last evaluation
+        quiet_since: datetime | None = None  # the tick before a stretch of skipped ticks
+        prev: datetime | None = None
+        for first in range(0, len(plan), self.chunk_ticks):
+            chunk = plan[first : first + self.chunk_ticks]
+            ahead: dict[str, dict[datetime, list[Finding]]] = {}
+            if not self.per_tick:
+                assert act is not None
+                self._attribute_ahead([t for t, n in chunk if n is not None], act, result)
+                ahead = self._judge_ahead(chunk, result)
+            for i, (t, maybe) in enumerate(chunk, first):
+                if maybe is None:
+                    quiet_since = quiet_since or prev
+                    result.skipped += 1
+                else:
+                    names = maybe
+                    carried = [f for d, fs in last.items() if d not in names for f in fs]
+                    r = self.evaluate(
+                        t, only=names, carried=carried, held_since=quiet_since, ahead=ahead
+                    )
+                    quiet_since = None
+                    for f in r.findings:
+                        latest[f.finding_id] = f
+                    last.update({d: r.by_detector.get(d, []) for d in names})
+                    r.findings = []
+                    result.merge(r)
+                prev = t
+                if progress:
+                    progress(i + 1, len(ts), f"{len(latest)} finding(s)")
         held = [f for fs in last.values() for f in fs]
         if quiet_since is not None and held and ts:
             # what held when the data ended still holds at the last tick
@@ -234,6 +262,90 @@ class Correlator:
                 latest[f.finding_id] = f
         result.findings = list(latest.values())
         return result
+
+    def _attribute_ahead(self, evaluated: list[datetime], act: Activity, result: RunResult) -> None:
+        """Batch: attribute the flows the per-tick loop would attribute at the `evaluated` ticks
+        (each tick's flows since the previous one, _prepare) in as few statements as give the
+        same rows: consecutive windows are attributed together unless the inventory an
+        attribution reads as of its window's end (ATTRIBUTION_STATE) changed inside one of them.
+        Each flow is attributed as of its own time, so a range's rows are those of its ticks'
+        windows. The evaluations then find their flows attributed already."""
+        if not evaluated or "flow_sample" not in self._tables()[0]:
+            return
+        from telemetry.correlate.attribution import ancestry, attribute_window
+
+        longest = max(self.lookbacks.values(), default=timedelta(0))
+        spans: list[list[datetime]] = []
+        lo = self._attributed_until
+        for t in evaluated:
+            if lo is not None and lo >= t:
+                continue
+            if lo is None or t - lo > longest:
+                lo = t - longest
+            # what is declared as of t holds changes at t itself (valid_from <= t): [lo, t]
+            changed = any(act.any_in(k, _ms(lo), _ms(t) + 1) for k in ATTRIBUTION_STATE)
+            if spans and spans[-1][1] == lo and not changed:
+                spans[-1][1] = t
+            else:
+                spans.append([lo, t])
+            lo = t
+        st = self.attribution_stats
+        for lo, hi in spans:
+            ctx = Context(
+                self.store,
+                Window(lo, hi),
+                self.thresholds,
+                self.cluster,
+                {"tick_cache": {}, "memo": self._memo},
+            )
+            began = time.perf_counter()
+            try:
+                counts = attribute_window(ctx, ancestry(ctx))
+            except Exception as e:
+                st.error(type(e).__name__)
+                result.fail("attribution", ctx.window, e)
+                return  # the ticks attribute what is left, one at a time
+            self._attributed_until = hi
+            st.last_duration_seconds = time.perf_counter() - began
+            st.received += int(counts["flows"])
+            st.extra["unowned_src"] = st.extra.get("unowned_src", 0) + int(counts["src_unowned"])
+            st.extra["unowned_dst"] = st.extra.get("unowned_dst", 0) + int(counts["dst_unowned"])
+            if counts["index_built"]:
+                st.extra["index_builds"] = st.extra.get("index_builds", 0) + 1
+
+    def _judge_ahead(
+        self, chunk: list[tuple[datetime, set[str] | None]], result: RunResult
+    ) -> dict[str, dict[datetime, list[Finding]]]:
+        """Batch: each detector with a set-based form (DetectorSpec.over) judged once over the
+        ticks of `chunk` that evaluate it; per detector, its answer at each. A detector whose
+        set-based evaluation fails is judged tick by tick instead (and its failure logged)."""
+        nonempty, rollups = self._tables()
+        out: dict[str, dict[datetime, list[Finding]]] = {}
+        for d in self.detectors:
+            at = tuple(t for t, names in chunk if names is not None and d.name in names)
+            if d.over is None or not at or not set(d.needs) & nonempty:
+                continue
+            got = self._over(d, at, rollups)
+            if got is not None:
+                out[d.name] = got
+        return out
+
+    def _over(
+        self, d: DetectorSpec, at: tuple[datetime, ...], rollups: set[str]
+    ) -> dict[datetime, list[Finding]] | None:
+        """`d`'s set-based form over the ticks `at` (None when it failed: judged per tick)."""
+        assert d.over is not None
+        w = Window(at[0] - self.lookbacks[d.name], at[-1])
+        extra = {"rollups": rollups if self.use_rollups else set()}
+        ctx = Context(self.store, w, self.thresholds, self.cluster, extra, ticks=at)
+        t = time.perf_counter()
+        try:
+            got = d.over(ctx)
+        except Exception as e:
+            log.error("%s (set-based) failed over %d tick(s): %s", d.name, len(at), e)
+            return None
+        self.stats[d.name].last_duration_seconds = (time.perf_counter() - t) / len(at)
+        return got
 
     def activity(self, first_tick: datetime, last_tick: datetime) -> Activity:
         """Where the data the detectors read lies, and when the state they read changed, for
@@ -247,6 +359,8 @@ class Correlator:
         lo = first_tick - back
         act = Activity(step_ms, {})
         kinds = {k for d in self.detectors for k in d.needs} | {"flow_sample"}
+        if not self.per_tick:
+            kinds |= set(ATTRIBUTION_STATE)  # where batch attribution must not join windows
         params = {"c": self.cluster, "ws": lo, "we": last_tick}
         for kind in sorted(kinds):
             k = KINDS[kind]
@@ -326,12 +440,15 @@ class Correlator:
         rejudge: bool = False,
         carried: list[Finding] | None = None,
         held_since: datetime | None = None,
+        ahead: dict[str, dict[datetime, list[Finding]]] | None = None,
     ) -> RunResult:
         """One tick: attribute the flows that arrived since the last tick, run every detector
         (or those named in `only`) over its trailing window ending at `now`, and open/update/
         close findings. `rejudge`: an earlier tick judged again for late data (rejudge()).
         `carried`: findings of detectors not run that still hold (run()), held since
-        `held_since` when ticks were skipped in between."""
+        `held_since` when ticks were skipped in between. `ahead`: detectors' answers at this
+        tick judged already by their set-based form (run()); outside the per-tick mode, a
+        detector with one and no answer ahead is judged by it over this tick alone."""
         cpu = time.process_time()
         result = RunResult(windows=1)
         nonempty, rollups = self._tables()
@@ -359,7 +476,13 @@ class Correlator:
             st = self.stats[d.name]
             t = time.perf_counter()
             try:
-                got = d.fn(ctx)
+                if ahead is not None and d.name in ahead:
+                    got = ahead[d.name].get(now, [])
+                elif d.over is not None and not self.per_tick:
+                    one = self._over(d, (now,), rollups)
+                    got = one.get(now, []) if one is not None else d.fn(ctx)
+                else:
+                    got = d.fn(ctx)
             except Exception as e:
                 st.last_success = False
                 st.error(type(e).__name__)

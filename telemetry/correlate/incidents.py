@@ -664,9 +664,8 @@ class IncidentTracker:
     def _lldp_peers(self, now: datetime) -> dict[str, str]:
         from telemetry.topology.store_io import latest_lldp_sql
 
-        res = self.store.client.query(
-            latest_lldp_sql(self.store, lo=None, hi="hi"),
-            parameters={"cluster": self.cluster, "hi": now},
+        res = self.store.query(
+            latest_lldp_sql(self.store, lo=None, hi="hi"), {"cluster": self.cluster, "hi": now}
         )
         return {
             _norm(f"{r[0]}:{r[1]}"): _norm(f"{r[2]}:{r[3]}")

@@ -61,6 +61,9 @@ class Context:
     cluster: str
     extra: dict[str, Any] = field(default_factory=dict)  # per-window facts shared by detectors
     detector: DetectorSpec | None = None  # the one being evaluated (set by its registration)
+    # set-based evaluation (DetectorSpec.over): the ticks judged at once, each over its own
+    # trailing window; `window` then spans them all, from the first's start to the last tick
+    ticks: tuple[datetime, ...] = ()
 
     def t(self, dotted: str) -> Any:
         cur: Any = self.thresholds
@@ -81,7 +84,7 @@ class Context:
         return {**self.window.params(), "cluster": self.cluster, **(extra or {})}
 
     def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        res = self.store.client.query(sql, parameters=self.params(params))
+        res = self.store.query(sql, self.params(params))
         return [dict(zip(res.column_names, r, strict=True)) for r in res.result_rows]
 
     def cached(self, key: str, make: Callable[[], Any]) -> Any:
@@ -132,10 +135,12 @@ class Context:
         )
 
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
-        self.store.client.command(sql, parameters=self.params(params))
+        self.store.command(sql, self.params(params))
 
 
 Detector = Callable[[Context], "list[Finding]"]
+# a detector's set-based form: its answer at each of `ctx.ticks` (a tick absent: nothing found)
+RangeDetector = Callable[[Context], "dict[datetime, list[Finding]]"]
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,8 @@ class DetectorSpec:
     settle: tuple[str, ...] = ()
     # other finding kinds it reports besides its own name (link_flap also reports link_errors)
     also: tuple[str, ...] = ()
+    # its set-based form (`@over_ticks`): one evaluation judges many ticks; None: per tick only
+    over: RangeDetector | None = None
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -210,6 +217,26 @@ def detector(
         )
         spec.settle_seconds(default_thresholds())  # a misspelt threshold fails at import
         _DETECTORS[name] = spec
+        return run
+
+    return deco
+
+
+def over_ticks(name: str) -> Callable[[RangeDetector], RangeDetector]:
+    """Register `fn` as the set-based form of detector `name` (declared before it with
+    `@detector`): given a Context whose `ticks` are the ticks to judge and whose `window` spans
+    their trailing windows, it answers, per tick, what `name` answers at that tick alone (the
+    per-tick form stays, as the oracle and for `correlate --per-tick`). A detector without one
+    is evaluated tick by tick."""
+
+    def deco(fn: RangeDetector) -> RangeDetector:
+        spec = _DETECTORS[name]
+
+        @functools.wraps(fn)
+        def run(ctx: Context) -> dict[datetime, list[Finding]]:
+            return fn(dataclasses.replace(ctx, detector=_DETECTORS[name]))
+
+        _DETECTORS[name] = dataclasses.replace(spec, over=run)
         return run
 
     return deco

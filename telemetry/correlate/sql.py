@@ -6,10 +6,12 @@ through the Context; values are query parameters.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from telemetry.correlate.registry import Context
 from telemetry.records import KINDS, Field
+from telemetry.store import time_range
 from telemetry.store.schema import quote
 from telemetry.topology.store_io import latest_lldp_sql
 
@@ -69,10 +71,10 @@ def moved_series(
         for c in counters
     ] + ([also] if also else [])
     cols = ", ".join(f"`{k}`" for k in keys)
-    res = ctx.store.client.query(
+    res = ctx.store.query(
         f"""SELECT {cols} FROM {table} WHERE {ROLLUP_WINDOW}
             GROUP BY {cols} HAVING {" OR ".join(f"({c})" for c in conds)}""",
-        parameters=ctx.params(),
+        ctx.params(),
     )
     return [tuple(r) for r in res.result_rows]
 
@@ -83,10 +85,29 @@ def rollup_values(ctx: Context, kind: str, col: str) -> set[Any] | None:
     table = rollup_table(ctx, kind)
     if table is None:
         return None
-    res = ctx.store.client.query(
-        f"SELECT DISTINCT `{col}` FROM {table} WHERE {ROLLUP_WINDOW}", parameters=ctx.params()
+    res = ctx.store.query(
+        f"SELECT DISTINCT `{col}` FROM {table} WHERE {ROLLUP_WINDOW}", ctx.params()
     )
     return {r[0] for r in res.result_rows}
+
+
+def rollup_values_at(ctx: Context, kind: str, col: str) -> dict[datetime, set[Any]] | None:
+    """Set-based (Context.ticks): per judged tick, what rollup_values() gives over that tick's
+    trailing window, from one read of the rollup over the range (None when no rollup answers)."""
+    table = rollup_table(ctx, kind)
+    if table is None:
+        return None
+    res = ctx.store.query(
+        f"SELECT DISTINCT bucket, `{col}` FROM {table} WHERE {ROLLUP_WINDOW}", ctx.params()
+    )
+    lookback = ctx.ticks[0] - ctx.window.start
+    out: dict[datetime, set[Any]] = {t: set() for t in ctx.ticks}
+    for bucket, value in res.result_rows:
+        b = bucket if bucket.tzinfo else bucket.replace(tzinfo=UTC)
+        for t in ctx.ticks:
+            if t - lookback <= b < t:
+                out[t].add(value)
+    return out
 
 
 def among_moved(
@@ -122,6 +143,36 @@ def lldp_peers(ctx: Context) -> dict[tuple[str, str], tuple[str, str]]:
         (r["local_device"], r["local_port"]): (r["remote_device"], r["remote_port"])
         for r in lldp_links(ctx)
     }
+
+
+def lldp_peers_at(ctx: Context) -> dict[datetime, dict[tuple[str, str], tuple[str, str]]]:
+    """Set-based (Context.ticks): per judged tick, what lldp_peers() gives at it (the latest
+    neighbour of every local port seen before the tick): the neighbours as of the first tick,
+    then the rows seen up to the last one, applied in time order."""
+    first = {"hi": ctx.ticks[0], "lo": ctx.ticks[0], "last": ctx.ticks[-1]}
+    state = {
+        (r["local_device"], r["local_port"]): (r["remote_device"], r["remote_port"])
+        for r in ctx.rows(latest_lldp_sql(ctx.store, lo=None, hi="hi"), first)
+    }
+    later = ctx.rows(
+        f"""SELECT ts, local_device, local_port, remote_device, remote_port
+            FROM {ctx.table("lldp_link")}
+            WHERE cluster = {{cluster:String}} AND {time_range("lldp_link", "lo", "last")}
+            ORDER BY ts""",
+        first,
+    )
+    out, i = {}, 0
+    for t in ctx.ticks:
+        while i < len(later) and _utc(later[i]["ts"]) < t:
+            r = later[i]
+            state[(r["local_device"], r["local_port"])] = (r["remote_device"], r["remote_port"])
+            i += 1
+        out[t] = dict(state)
+    return out
+
+
+def _utc(t: datetime) -> datetime:
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def increase_cols(alias: str, keys: list[str], counters: list[str]) -> str:
@@ -167,11 +218,17 @@ def increase_sql(
     keys: list[str],
     counters: list[str],
     among: Mapping[str | tuple[str, ...], str] | None = None,
+    *,
+    over: bool = False,
 ) -> str:
     """Per key, how much each counter of `kind` rose inside the window, resets counted from
     zero, plus the observed span in seconds. Never negative. `among` restricts the rows to
-    parameter values (see in_params)."""
-    k = ", ".join(keys)
+    parameter values (see in_params). `over`: set-based (Context.ticks), per judged tick (a
+    `tick` column first, timebase.tick_join) over that tick's own trailing window; bound with
+    timebase.tick_params()."""
+    from telemetry.correlate.timebase import tick_join
+
+    k = ", ".join(["tick", *keys] if over else keys)
     ts = f"`{KINDS[kind].time_field}`"
     deltas = ",\n".join(
         f"toFloat64({c}) - toFloat64(lagInFrame({c}, 1, {c}) OVER w) AS d_{c}, toFloat64({c}) AS v_{c}"
@@ -181,14 +238,17 @@ def increase_sql(
         f"sum(if(d_{c} >= 0, d_{c}, v_{c})) AS inc_{c}, countIf(d_{c} < 0) AS resets_{c}"
         for c in counters
     )
-    where = " AND ".join([ctx.where(kind), *in_params(kind, among or {})])
+    where = " AND ".join(
+        [ctx.where(kind), *in_params(kind, among or {})]
+        + (["tick IN {ticks:Array(Int64)}"] if over else [])
+    )
     return f"""
         SELECT {k}, count() AS samples, dateDiff('millisecond', min(t), max(t)) / 1000 AS span_s,
         {sums}
         FROM (
             SELECT {k}, {ts} AS t,
             {deltas}
-            FROM {ctx.table(kind)}
+            FROM {ctx.table(kind)} {tick_join(ctx, kind) if over else ""}
             WHERE {where}
             WINDOW w AS (PARTITION BY {k} ORDER BY {ts} ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
         )

@@ -18,6 +18,7 @@ It reads nothing itself: it writes SQL that detectors run through their Context.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 
 from telemetry.correlate.registry import Context
 from telemetry.records import KINDS
@@ -173,28 +174,70 @@ def spacing_sql(ctx: Context, kind: str, keys: list[str], where: str = "") -> st
         GROUP BY {k}"""
 
 
-def activity_sql(ctx: Context, kind: str, device: str, series: list[str]) -> str:
+def activity_sql(
+    ctx: Context, kind: str, device: str, series: list[str], *, over: bool = False
+) -> str:
     """Per device of `kind` in the window (a device writes several series, `series` names their
     keys within it): its last and first sample, how many samples, and its spacing - the mean of
     its series' own time deltas, (last - first) / (samples per series - 1); null with fewer than
-    two samples per series. One aggregation, no window function: cheap over long windows."""
+    two samples per series. One aggregation, no window function: cheap over long windows.
+    `over`: per judged tick too (a `tick` column, tick_join; bound with tick_params())."""
     col = f"`{KINDS[kind].time_field}`"
     w = f"cluster = {{cluster:String}} AND {col} >= {{ws:DateTime64(3, 'UTC')}} AND {col} < {{we:DateTime64(3, 'UTC')}}"
     per = f"count() / uniqExact({_cols(series)})" if series else "count()"
+    tick, join = "", ""
+    if over:
+        tick, join = "tick, ", tick_join(ctx, kind)
+        w += " AND tick IN {ticks:Array(Int64)}"
     return f"""
-        SELECT `{device}`, max({col}) AS last, min({col}) AS first, count() AS samples,
+        SELECT {tick}`{device}`, max({col}) AS last, min({col}) AS first, count() AS samples,
                if({per} > 1, dateDiff('millisecond', min({col}), max({col})) / 1000 / ({per} - 1),
                   NULL) AS spacing_s
-        FROM {ctx.table(kind)} WHERE {w}
-        GROUP BY `{device}`"""
+        FROM {ctx.table(kind)} {join} WHERE {w}
+        GROUP BY {tick}`{device}`"""
+
+
+def tick_join(ctx: Context, kind: str) -> str:
+    """Set-based evaluation (Context.ticks): an ARRAY JOIN clause that repeats each row of
+    `kind` once for every judged tick whose trailing window [tick - lookback, tick) holds it, as
+    `tick` (the tick's epoch milliseconds; ticks are multiples of sliding.interval_seconds since
+    the epoch, engine.ticks). The lookback is the span from the context's window start to its
+    first tick. Bound with tick_params()."""
+    col = f"toUnixTimestamp64Milli(`{KINDS[kind].time_field}`)"
+    step = interval_ms(ctx)
+    lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+    return (
+        f"ARRAY JOIN arrayFilter(k -> k >= {{first_tick:Int64}} AND k <= {{last_tick:Int64}}, "
+        f"arrayMap(i -> i * {step}, range(intDiv({col}, {step}) + 1, "
+        f"intDiv({col} + {lookback}, {step}) + 1))) AS tick"
+    )
+
+
+def tick_params(ctx: Context) -> dict[str, object]:
+    """tick_join()'s parameters, and `ticks` (the judged ticks' epoch milliseconds: filter with
+    `tick IN {ticks:Array(Int64)}` where the judged ticks are not every tick between the first
+    and the last)."""
+    ms = [round(t.timestamp() * 1000) for t in ctx.ticks]
+    step = interval_ms(ctx)
+    if any(m % step for m in ms):
+        raise ValueError(f"ticks off the {step} ms grid: {ms[:3]}")
+    return {"first_tick": ms[0], "last_tick": ms[-1], "ticks": ms}
+
+
+def by_tick(ctx: Context) -> dict[int, datetime]:
+    """Epoch milliseconds (a tick_join row's `tick`) -> the judged tick."""
+    return {round(t.timestamp() * 1000): t for t in ctx.ticks}
 
 
 __all__ = [
     "activity_sql",
     "aligned_sql",
+    "by_tick",
     "covered_sql",
     "interval_ms",
     "lead_ms",
     "spacing_sql",
     "stale_ms",
+    "tick_join",
+    "tick_params",
 ]

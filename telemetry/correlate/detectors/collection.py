@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from telemetry.correlate.findings import Finding
-from telemetry.correlate.registry import Context, detector
-from telemetry.correlate.timebase import activity_sql
+from telemetry.correlate.registry import Context, detector, over_ticks
+from telemetry.correlate.timebase import activity_sql, by_tick, tick_join, tick_params
 
 # source class -> (what it is called, the kinds it writes, their device column)
 # source class -> (what it is called, {kind it writes: the keys of its series within a device},
@@ -43,15 +43,45 @@ def _utc(t: Any) -> datetime:
     lookback=("time.gap_baseline_seconds",),
 )
 def collection_gap(ctx: Context) -> list[Finding]:
+    activity = {
+        kind: ctx.rows(activity_sql(ctx, kind, col, series))
+        for _, kinds, col in SOURCES.values()
+        for kind, series in kinds.items()
+    }
+    return _gaps(ctx, ctx.window.end, activity, ctx.rows(_writers_sql(ctx, over=False)))
+
+
+@over_ticks("collection_gap")
+def collection_gap_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    at = by_tick(ctx)
+    activity: dict[datetime, dict[str, list[dict[str, Any]]]] = {t: {} for t in ctx.ticks}
+    for _, kinds, col in SOURCES.values():
+        for kind, series in kinds.items():
+            for r in ctx.rows(activity_sql(ctx, kind, col, series, over=True), tick_params(ctx)):
+                activity[at[r["tick"]]].setdefault(kind, []).append(r)
+    writers: dict[datetime, list[dict[str, Any]]] = {t: [] for t in ctx.ticks}
+    for r in ctx.rows(_writers_sql(ctx, over=True), tick_params(ctx)):
+        writers[at[r["tick"]]].append(r)
+    out = {t: _gaps(ctx, t, activity[t], writers[t]) for t in ctx.ticks}
+    return {t: fs for t, fs in out.items() if fs}
+
+
+def _gaps(
+    ctx: Context,
+    now: datetime,
+    activity: dict[str, list[dict[str, Any]]],
+    writers: list[dict[str, Any]],
+) -> list[Finding]:
+    """What collection_gap finds at `now`, from activity_sql's rows per kind and the NCCL
+    writers' rows of `now`'s trailing window."""
     gap_s = float(ctx.t("time.gap_seconds"))
     spacings = float(ctx.t("time.gap_spacings"))
     share = float(ctx.t("time.gap_class_share"))
-    now = ctx.window.end
     out: list[Finding] = []
     for cls, (what, kinds, col) in SOURCES.items():
         seen: dict[str, dict[str, Any]] = {}
-        for kind, series in kinds.items():
-            for r in ctx.rows(activity_sql(ctx, kind, col, series)):
+        for kind in kinds:
+            for r in activity.get(kind, []):
                 d = seen.setdefault(r[col], {"last": _utc(r["last"]), "spacing": None, "n": 0})
                 d["last"] = max(d["last"], _utc(r["last"]))
                 d["n"] += int(r["samples"])
@@ -100,24 +130,32 @@ def collection_gap(ctx: Context) -> list[Finding]:
                     {"source": what, "device": dev, **ev},
                 )
             )
-    out += _nccl_writers(ctx, gap_s)
+    out += _nccl_writers(ctx, now, writers, gap_s)
     return out
 
 
-def _nccl_writers(ctx: Context, gap_s: float) -> list[Finding]:
+def _writers_sql(ctx: Context, over: bool) -> str:
+    """Per NCCL Inspector writer (job and node; and judged tick, `over`) its last sample."""
+    tick = "tick, " if over else ""
+    join = tick_join(ctx, "collective_sample") if over else ""
+    only = " AND tick IN {ticks:Array(Int64)}" if over else ""
+    return f"""
+        SELECT {tick}namespace, job, node, max(ts) AS last, count() AS n
+        FROM {ctx.table("collective_sample")} {join}
+        WHERE {ctx.where("collective_sample")} AND job != '' AND node != ''{only}
+        GROUP BY {tick}namespace, job, node"""
+
+
+def _nccl_writers(
+    ctx: Context, now: datetime, rows: list[dict[str, Any]], gap_s: float
+) -> list[Finding]:
     """An NCCL Inspector writer (one node of a job) silent while the job's other nodes keep
     reporting collectives: its files stopped reaching the collector. Collectives stop whenever a
     job does (or hangs, or is between phases), so a writer is judged against its own job."""
-    rows = ctx.rows(f"""
-        SELECT namespace, job, node, max(ts) AS last, count() AS n
-        FROM {ctx.table("collective_sample")}
-        WHERE {ctx.where("collective_sample")} AND job != '' AND node != ''
-        GROUP BY namespace, job, node""")
     jobs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         jobs.setdefault((r["namespace"], r["job"]), []).append(r)
     out = []
-    now = ctx.window.end
     for (ns, job), nodes in sorted(jobs.items()):
         job_last = max(_utc(r["last"]) for r in nodes)
         if (now - job_last).total_seconds() >= gap_s or len(nodes) < 2:

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import datetime
 from typing import Any
 
 from telemetry.correlate.findings import Finding
-from telemetry.correlate.registry import Context, detector
+from telemetry.correlate.registry import Context, Window, detector, over_ticks
 from telemetry.correlate.sql import (
     among_moved,
     in_params,
     increase_cols,
     increase_sql,
     lldp_peers,
+    lldp_peers_at,
     moved_series,
     rate,
     rollup_values,
+    rollup_values_at,
 )
-from telemetry.correlate.timebase import aligned_sql, covered_sql
+from telemetry.correlate.timebase import aligned_sql, by_tick, covered_sql, tick_join, tick_params
 
 
 def port_subject(switch: str, port: str) -> str:
@@ -28,8 +32,10 @@ def _num(d: dict[str, Any], key: str) -> float:
     return float(d[key])
 
 
-@detector("link_flap", needs=("switch_port_sample",), also=("link_errors",))
-def link_flap(ctx: Context) -> list[Finding]:
+def _flap_rows(ctx: Context, over: bool) -> list[dict[str, Any]]:
+    """Per port (and judged tick, `over`) its link-down, receive error and packet increases and
+    down samples, among the ports the rollup shows may qualify in the window (the range's
+    window when `over`: every tick's among them)."""
     flaps = int(ctx.t("link.flaps"))
     err_ratio = float(ctx.t("link.error_ratio"))
     min_errors = float(ctx.t("link.min_errors"))
@@ -50,57 +56,86 @@ def link_flap(ctx: Context) -> list[Finding]:
         if moved == []:
             return []
     among, params = among_moved(keys, moved)
-    inc = increase_sql(ctx, "switch_port_sample", keys, counters, among)
+    inc = increase_sql(ctx, "switch_port_sample", keys, counters, among, over=over)
     only = "".join(f" AND {c}" for c in in_params("switch_port_sample", among))
-    out = []
-    for r in ctx.rows(
+    tick, using, join = "", "", ""
+    if over:
+        tick, using = "tick, ", "tick, "
+        join = tick_join(ctx, "switch_port_sample")
+        only += " AND tick IN {ticks:Array(Int64)}"
+        params = {**params, **tick_params(ctx)}
+    return ctx.rows(
         f"""
-        SELECT {increase_cols("i", keys, counters)}, d.down_samples AS down_samples FROM ({inc}) AS i
+        SELECT {"i.tick AS tick, " if over else ""}{increase_cols("i", keys, counters)}, d.down_samples AS down_samples FROM ({inc}) AS i
         LEFT JOIN (
-            SELECT switch, port, countIf(up = 0) AS down_samples FROM {ctx.table("switch_port_sample")}
+            SELECT {tick}switch, port, countIf(up = 0) AS down_samples FROM {ctx.table("switch_port_sample")} {join}
             WHERE {ctx.where("switch_port_sample")}{only}
-            GROUP BY switch, port
-        ) AS d USING (switch, port)
-        ORDER BY switch, port""",
+            GROUP BY {tick}switch, port
+        ) AS d USING ({using}switch, port)
+        ORDER BY {tick}switch, port""",
         params,
-    ):
-        subject = port_subject(r["switch"], r["port"])
-        downs = int(r["inc_link_down_events_total"] or 0)
-        if downs >= flaps or (r["down_samples"] or 0) > 0:
-            out.append(
-                ctx.finding(
-                    "warning",
-                    "port",
-                    subject,
-                    f"{subject} went down {max(downs, 1)} time(s) in the window",
-                    {"link_down_events": downs, "down_samples": r["down_samples"]},
-                )
+    )
+
+
+def _flap_findings(ctx: Context, r: dict[str, Any]) -> list[Finding]:
+    flaps = int(ctx.t("link.flaps"))
+    err_ratio = float(ctx.t("link.error_ratio"))
+    min_errors = float(ctx.t("link.min_errors"))
+    out = []
+    subject = port_subject(r["switch"], r["port"])
+    downs = int(r["inc_link_down_events_total"] or 0)
+    if downs >= flaps or (r["down_samples"] or 0) > 0:
+        out.append(
+            ctx.finding(
+                "warning",
+                "port",
+                subject,
+                f"{subject} went down {max(downs, 1)} time(s) in the window",
+                {"link_down_events": downs, "down_samples": r["down_samples"]},
             )
-        pkts = r["inc_rx_packets_total"] or 0.0
-        errs = r["inc_rx_errors_total"] or 0.0
-        if pkts > 0 and errs / pkts >= err_ratio and errs >= min_errors:
-            out.append(
-                ctx.finding(
-                    "warning",
-                    "port",
-                    subject,
-                    f"{subject}: {errs:,.0f} receive errors ({errs / pkts:.2e} per packet)",
-                    {"rx_errors": errs, "rx_packets": pkts, "error_ratio": errs / pkts},
-                    kind="link_errors",
-                )
+        )
+    pkts = r["inc_rx_packets_total"] or 0.0
+    errs = r["inc_rx_errors_total"] or 0.0
+    if pkts > 0 and errs / pkts >= err_ratio and errs >= min_errors:
+        out.append(
+            ctx.finding(
+                "warning",
+                "port",
+                subject,
+                f"{subject}: {errs:,.0f} receive errors ({errs / pkts:.2e} per packet)",
+                {"rx_errors": errs, "rx_packets": pkts, "error_ratio": errs / pkts},
+                kind="link_errors",
             )
+        )
     return out
 
 
-@detector("pfc_storm", needs=("nic_sample", "switch_port_sample"))
-def pfc_storm(ctx: Context) -> list[Finding]:
-    """A storm starts where pauses are *sent* at a storm rate by an end point (a NIC), or where a
-    host-facing switch port receives them; the ports pausing upstream at a fraction of that rate
-    are the propagation path."""
+@detector("link_flap", needs=("switch_port_sample",), also=("link_errors",))
+def link_flap(ctx: Context) -> list[Finding]:
+    return [f for r in _flap_rows(ctx, over=False) for f in _flap_findings(ctx, r)]
+
+
+@over_ticks("link_flap")
+def link_flap_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    at, out = by_tick(ctx), dict[datetime, list[Finding]]()
+    for r in _flap_rows(ctx, over=True):
+        got = _flap_findings(ctx, r)
+        if got:
+            out.setdefault(at[r["tick"]], []).extend(got)
+    return out
+
+
+def _pfc_rows(
+    ctx: Context, over: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool] | None:
+    """The NICs sending pauses at the storm rate and every (moved) switch port's pause
+    increases, per judged tick too when `over` (a `tick` column); whether the ports were
+    restricted to movers (then the polled switches come from the rollup). None: nothing moved.
+    Only series whose pause counters moved in the window are read (the range's window when
+    `over`: a superset of each tick's; a series that did not move in a tick's window has no
+    rate there, and both an origin and a propagation path need a positive one)."""
     storm = float(ctx.t("pfc.storm_pauses_per_second"))
     frac = float(ctx.t("pfc.propagation_fraction"))
-    # only series whose pause counters moved can be an origin or on a propagation path (both
-    # need a positive rate), so only those are read from the samples where a rollup says which
     nic_keys, port_keys = ["node", "device"], ["switch", "port"]
     port_counters = ["pfc_rx_pause_total", "pfc_tx_pause_total"]
     moved_nics = (
@@ -112,22 +147,34 @@ def pfc_storm(ctx: Context) -> list[Finding]:
         else None
     )
     if moved_nics == [] and moved_ports == []:
-        return []
+        return None
+    ticks = tick_params(ctx) if over else {}
+    first = "tick, " if over else ""
     among, params = among_moved(nic_keys, moved_nics)
+    inc = increase_sql(ctx, "nic_sample", nic_keys, ["pfc_tx_pause_total"], among, over=over)
     nics = [
         r
-        for r in ctx.rows(
-            increase_sql(ctx, "nic_sample", nic_keys, ["pfc_tx_pause_total"], among), params
-        )
+        for r in ctx.rows(f"{inc} ORDER BY {first}node, device", {**params, **ticks})
         if rate(r, "inc_pfc_tx_pause_total") >= storm
     ]
     among, params = among_moved(port_keys, moved_ports)
-    ports = ctx.rows(
-        increase_sql(ctx, "switch_port_sample", port_keys, port_counters, among), params
-    )
+    inc = increase_sql(ctx, "switch_port_sample", port_keys, port_counters, among, over=over)
+    ports = ctx.rows(f"{inc} ORDER BY {first}switch, port", {**params, **ticks})
+    return nics, ports, moved_ports is not None
+
+
+def _pfc_findings(
+    ctx: Context,
+    nics: list[dict[str, Any]],
+    ports: list[dict[str, Any]],
+    facing: dict[tuple[str, str], tuple[str, str]],
+    polled: set[Any] | None,
+) -> list[Finding]:
+    """What pfc_storm finds in one tick's window (`ctx`), from _pfc_rows' rows of that tick, the
+    LLDP neighbours as of the tick and the switches polled in its window (None: unknown)."""
+    storm = float(ctx.t("pfc.storm_pauses_per_second"))
+    frac = float(ctx.t("pfc.propagation_fraction"))
     # host-facing ports: LLDP says the neighbour is not one of the switches we poll
-    facing = lldp_peers(ctx)
-    polled = rollup_values(ctx, "switch_port_sample", "switch") if moved_ports is not None else None
     switches = polled if polled is not None else {p["switch"] for p in ports}
     origins: dict[str, dict] = {}
     for n in nics:
@@ -182,6 +229,55 @@ def pfc_storm(ctx: Context) -> list[Finding]:
     return out
 
 
+@detector("pfc_storm", needs=("nic_sample", "switch_port_sample"))
+def pfc_storm(ctx: Context) -> list[Finding]:
+    """A storm starts where pauses are *sent* at a storm rate by an end point (a NIC), or where a
+    host-facing switch port receives them; the ports pausing upstream at a fraction of that rate
+    are the propagation path."""
+    got = _pfc_rows(ctx, over=False)
+    if got is None:
+        return []
+    nics, ports, restricted = got
+    polled = rollup_values(ctx, "switch_port_sample", "switch") if restricted else None
+    return _pfc_findings(ctx, nics, ports, lldp_peers(ctx), polled)
+
+
+@over_ticks("pfc_storm")
+def pfc_storm_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    got = _pfc_rows(ctx, over=True)
+    if got is None:
+        return {}
+    nics, ports, restricted = got
+    at = by_tick(ctx)
+    per_n: dict[datetime, list[dict[str, Any]]] = {}
+    per_p: dict[datetime, list[dict[str, Any]]] = {}
+    for n in nics:
+        per_n.setdefault(at[n["tick"]], []).append(n)
+    for p in ports:
+        per_p.setdefault(at[p["tick"]], []).append(p)
+    if not any(per_n.values()) and not any(
+        rate(p, "inc_pfc_rx_pause_total") >= float(ctx.t("pfc.storm_pauses_per_second"))
+        for p in ports
+    ):
+        return {}  # no origin at any tick: nothing else to read
+    polled = rollup_values_at(ctx, "switch_port_sample", "switch") if restricted else None
+    peers = lldp_peers_at(ctx)
+    lookback = ctx.ticks[0] - ctx.window.start
+    out = {}
+    for t in ctx.ticks:
+        one = dataclasses.replace(ctx, window=Window(t - lookback, t), ticks=())
+        found = _pfc_findings(
+            one,
+            per_n.get(t, []),
+            per_p.get(t, []),
+            peers[t],
+            polled[t] if polled is not None else None,
+        )
+        if found:
+            out[t] = found
+    return out
+
+
 def _rdma_devices(ctx: Context) -> dict[tuple[str, str], str]:
     """(node, netdev) -> the RDMA device on it, as the node exporters report them (the latest
     pairing within the trailing baseline: a NIC renamed by a driver reload is named as now)."""
@@ -201,13 +297,15 @@ def _rdma_devices(ctx: Context) -> dict[tuple[str, str], str]:
     )
 
 
-@detector("ecn_hotspot", needs=("switch_queue_sample",))
-def ecn_hotspot(ctx: Context) -> list[Finding]:
-    """A queue marking a large share of its packets with ECN CE; the evidence pairs it with the
-    receivers sending CNPs (notification points) and the senders handling them (reaction points)."""
+def _ecn_rows(ctx: Context, over: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The queues marking over `ecn.marked_ratio` of their packets, and (when any does) the
+    NICs' CNP increases: per judged tick too when `over` (a `tick` column). Only series whose
+    counters moved in the window are read (the range's window when `over`: a superset of each
+    tick's, and a series that did not move in a tick's window is under both floors there)."""
     ratio = float(ctx.t("ecn.marked_ratio"))
     cnp = float(ctx.t("ecn.cnp_per_second"))
-    # a queue over the ratio marked packets: only queues whose ECN counter moved are read
+    ticks = tick_params(ctx) if over else {}
+    first = "tick, " if over else ""
     qkeys = ["switch", "port", "queue"]
     moved = (
         moved_series(ctx, "switch_queue_sample", qkeys, ["ecn_marked_packets_total"])
@@ -215,33 +313,42 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
         else None
     )
     if moved == []:
-        return []
+        return [], []
     among, params = among_moved(qkeys, moved)
+    inc = increase_sql(
+        ctx,
+        "switch_queue_sample",
+        qkeys,
+        ["ecn_marked_packets_total", "tx_packets_total"],
+        among,
+        over=over,
+    )
     queues = [
         q
-        for q in ctx.rows(
-            increase_sql(
-                ctx,
-                "switch_queue_sample",
-                qkeys,
-                ["ecn_marked_packets_total", "tx_packets_total"],
-                among,
-            ),
-            params,
-        )
+        for q in ctx.rows(f"{inc} ORDER BY {first}switch, port, queue", {**params, **ticks})
         if (q["inc_tx_packets_total"] or 0) > 0
         and (q["inc_ecn_marked_packets_total"] or 0) / q["inc_tx_packets_total"] >= ratio
     ]
     if not queues:
-        return []
+        return [], []
     nic_keys, cnps = ["node", "device"], ["cnp_sent_total", "cnp_handled_total"]
     moved_nics = moved_series(ctx, "nic_sample", nic_keys, cnps) if cnp > 0 else None
     among, params = among_moved(nic_keys, moved_nics)
+    inc = increase_sql(ctx, "nic_sample", nic_keys, cnps, among, over=over)
     nic_rows = (
-        ctx.rows(increase_sql(ctx, "nic_sample", nic_keys, cnps, among), params)
+        ctx.rows(f"{inc} ORDER BY {first}node, device", {**params, **ticks})
         if moved_nics != []
         else []
     )
+    return queues, nic_rows
+
+
+def _ecn_findings(
+    ctx: Context, queues: list[dict[str, Any]], nic_rows: list[dict[str, Any]]
+) -> list[Finding]:
+    if not queues:
+        return []
+    cnp = float(ctx.t("ecn.cnp_per_second"))
     receivers = _busiest_nics(nic_rows, "cnp_sent", cnp)
     senders = _busiest_nics(nic_rows, "cnp_handled", cnp)
     by_port: dict[str, list[dict]] = {}
@@ -274,6 +381,26 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+@detector("ecn_hotspot", needs=("switch_queue_sample",))
+def ecn_hotspot(ctx: Context) -> list[Finding]:
+    """A queue marking a large share of its packets with ECN CE; the evidence pairs it with the
+    receivers sending CNPs (notification points) and the senders handling them (reaction points)."""
+    return _ecn_findings(ctx, *_ecn_rows(ctx, over=False))
+
+
+@over_ticks("ecn_hotspot")
+def ecn_hotspot_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    queues, nic_rows = _ecn_rows(ctx, over=True)
+    at = by_tick(ctx)
+    per_q: dict[datetime, list[dict[str, Any]]] = {}
+    per_n: dict[datetime, list[dict[str, Any]]] = {}
+    for q in queues:
+        per_q.setdefault(at[q["tick"]], []).append(q)
+    for n in nic_rows:
+        per_n.setdefault(at[n["tick"]], []).append(n)
+    return {t: _ecn_findings(ctx, qs, per_n.get(t, [])) for t, qs in per_q.items()}
 
 
 def _busiest_nics(rows: list[dict[str, Any]], counter: str, floor: float) -> list[dict[str, Any]]:
