@@ -26,7 +26,8 @@ def log_events(ctx: Context, ns: str, job: str, nodes: list[str]) -> list[dict[s
                min(ts) AS first, max(ts) AS last, count() AS n, argMin(excerpt, ts) AS excerpt
         FROM {ctx.table("log_event")}
         WHERE {ctx.where("log_event")}
-          AND ((namespace, pod) IN (SELECT namespace, pod FROM {ctx.table("pod", final=True)}
+          -- GLOBAL: on a cluster, log events and pods are sharded by different keys
+          AND ((namespace, pod) GLOBAL IN (SELECT namespace, pod FROM {ctx.table("pod", final=True)}
                                     WHERE cluster = {{cluster:String}} AND namespace = {{ns:String}}
                                       AND job = {{job:String}})
                OR (pod = '' AND node IN {{nodes:Array(String)}}))

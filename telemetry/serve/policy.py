@@ -550,7 +550,9 @@ def _literal(value: str) -> str | None:
     if len(v) >= 2 and v[0] == v[-1] == "'" and "'" not in v[1:-1].replace("\\'", ""):
         return v[1:-1]
     compact = v.replace(" ", "")
-    if re.fullmatch(r"-?[0-9A-Za-z_.+]*", compact):
+    # a URL parameter's value is text as it stands (a dedup token `batch-1`, a uuid): '-' and
+    # ':' inside it are no arithmetic; a numeric or boolean rule still refuses what is no number
+    if re.fullmatch(r"-?[0-9A-Za-z_.+][0-9A-Za-z_.+:\-]*|", compact):
         return compact
     return None
 

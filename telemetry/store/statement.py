@@ -50,7 +50,10 @@ class Template:
         for (name, typ), part in zip(self.markers, self.parts[1:], strict=True):
             if name not in params:
                 raise KeyError(f"statement parameter {name!r} ({typ}) has no value")
-            out.append(f"_CAST({literal(params[name])}, {quote_str(typ)})")
+            if typ == "Identifier":  # a name (database, table), not a value: quoted as one
+                out.append("`" + str(params[name]).replace("\\", "\\\\").replace("`", "\\`") + "`")
+            else:
+                out.append(f"_CAST({literal(params[name])}, {quote_str(typ)})")
             out.append(part)
         return "".join(out)
 
