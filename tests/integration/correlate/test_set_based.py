@@ -69,7 +69,9 @@ def correlated(dsn: str, spool: Path, timing: str, per_tick: bool) -> dict[str, 
 
 
 def test_some_detectors_have_a_set_based_form() -> None:
-    assert {"gpu_lost", "gpu_xid"} <= {n for n, d in detectors().items() if d.over}
+    assert {"gpu_lost", "gpu_throttle", "pfc_storm"} <= {
+        n for n, d in detectors().items() if d.over
+    }
 
 
 @pytest.mark.slow

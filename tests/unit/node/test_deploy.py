@@ -19,7 +19,15 @@ def docs() -> dict[str, dict]:
 
 def test_daemonset_security_and_resources() -> None:
     pod = docs()["DaemonSet"]["spec"]["template"]["spec"]
-    (c,) = pod["containers"]
+    # the node exporter, and the logs source in a container of its own (docs/logs.md)
+    assert [x["name"] for x in pod["containers"]] == ["node-exporter", "logs"]
+    c, logs = pod["containers"]
+    lsc = logs["securityContext"]
+    assert lsc["capabilities"] == {"drop": ["ALL"], "add": ["SYSLOG"]}  # /dev/kmsg, nothing more
+    assert lsc["allowPrivilegeEscalation"] is False and lsc["privileged"] is False
+    assert lsc["readOnlyRootFilesystem"] is True
+    lmounts = {m["name"]: m for m in logs["volumeMounts"]}
+    assert all(lmounts[n].get("readOnly") is True for n in ("pod-logs", "kmsg", "proc"))
     sc = c["securityContext"]
     assert sc["capabilities"] == {"drop": ["ALL"]} and "add" not in sc["capabilities"]
     assert sc["allowPrivilegeEscalation"] is False and sc["privileged"] is False
@@ -27,9 +35,9 @@ def test_daemonset_security_and_resources() -> None:
     mounts = {m["name"]: m for m in c["volumeMounts"]}
     host = {v["name"] for v in pod["volumes"] if "hostPath" in v}
     # the spool survives a pod restart; /proc: the pod of each GPU process (its cgroup file)
-    assert host == {"sys", "pod-resources", "proc", "spool"}
+    assert host == {"sys", "pod-resources", "proc", "spool", "pod-logs", "kmsg"}
     assert mounts["proc"]["mountPath"] == "/host/proc"
-    assert all(mounts[n].get("readOnly") is True for n in host - {"spool"})
+    assert all(mounts[n].get("readOnly") is True for n in host - {"spool", "pod-logs", "kmsg"})
     for kind in ("requests", "limits"):
         assert {"cpu", "memory"} <= set(c["resources"][kind])
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod[
