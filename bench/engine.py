@@ -71,8 +71,9 @@ class Counter:
 
 
 def ingest(dsn: str, name: str, nodes: int | None, minutes: float | None, tmp: Path) -> Any:
-    from telemetry.sim import build, load_scenario
+    from telemetry.sim import build
     from telemetry.sim.run import ingest as publish
+    from telemetry.sim.scenario import load_scenario
     from telemetry.sinks.clickhouse import ClickHouseSink
     from telemetry.transforms import StampCluster
 

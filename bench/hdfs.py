@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.results import report, timed
 from exporters.hdfs import clienttrace, fsck
-from exporters.hdfs.source import HdfsConfig, HdfsSource
+from exporters.hdfs.config import HdfsConfig
+from exporters.hdfs.source import HdfsSource
 
 TRACE_RE = re.compile(
     r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*?src: /?(?P<src>[^,]+), dest: /?(?P<dest>[^,]+), "

@@ -28,7 +28,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from telemetry.pipeline import Batch, ComponentStats, Pipeline
+from telemetry.contracts import Batch, ComponentStats
+from telemetry.pipeline import Pipeline
 from telemetry.records import GPU_SAMPLE
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store

@@ -37,8 +37,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from telemetry.correlate.engine import Correlator, RunResult, follow
-from telemetry.sim import build, load_scenario
+from telemetry.sim import build
 from telemetry.sim.live import LiveFeed, latencies
+from telemetry.sim.scenario import load_scenario
 from telemetry.sim.score import read_findings, score
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store

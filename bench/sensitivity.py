@@ -34,9 +34,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from telemetry.correlate.engine import Correlator
-from telemetry.sim import build, load_scenario
-from telemetry.sim.faults import GroundTruth
+from telemetry.sim import build
+from telemetry.sim.model import GroundTruth
 from telemetry.sim.run import ingest
+from telemetry.sim.scenario import load_scenario
 from telemetry.sim.score import read_findings, score
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store

@@ -35,7 +35,7 @@ from exporters.sflow import encode as E
 from exporters.sflow.decode import DecodeError, decode, scan
 from exporters.sflow.ingest import SflowIngest
 from exporters.sflow.pcap import write_pcap
-from telemetry.pipeline import ComponentStats
+from telemetry.contracts import ComponentStats
 
 
 def make_datagrams(n: int, per: int, seed: int = 1) -> list[bytes]:

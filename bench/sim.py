@@ -29,7 +29,8 @@ from pathlib import Path
 def child(
     scenario: str, nodes: int | None, minutes: float | None, mode: str, data: str
 ) -> dict[str, float]:
-    from telemetry.sim import build, load_scenario
+    from telemetry.sim import build
+    from telemetry.sim.scenario import load_scenario
 
     t0 = time.perf_counter()
     sc = load_scenario(scenario).with_overrides(nodes=nodes, minutes=minutes)
@@ -37,9 +38,10 @@ def child(
     if mode == "gen":
         rows = sum(b.num_rows for batches in sim.batches() for b in batches)
     else:  # ingest (fast path) or parsers (through-parsers path)
-        from telemetry.commands.common import clickhouse_sink, open_store
+        from telemetry.commands.common import open_store
         from telemetry.config import load_config
         from telemetry.sim.run import ingest
+        from telemetry.sinks.configured import clickhouse_sink
         from telemetry.transforms import build_transforms
 
         cfg = load_config(

@@ -7,7 +7,7 @@ from grafanalib import core as g
 from dashboards.clickhouse import ALL
 from dashboards.common import (
     FINDINGS_IN_RANGE,
-    _dashboard,
+    build_dashboard,
     counter_rate,
     job_pods,
     v_job,
@@ -45,7 +45,7 @@ FROM (
 )
 GROUP BY switch HAVING members > 1
 ORDER BY max_over_mean DESC LIMIT 50"""
-    return _dashboard(
+    return build_dashboard(
         "railscope-fabric",
         "railscope / Fabric",
         "Switch ports and queues: utilization, PFC per priority, ECN marks and CNPs, ECMP "
@@ -192,7 +192,7 @@ def gpus() -> g.Dashboard:
         f"AND {any_of('tenant', 'namespace')} "
         f"AND (${{job:sqlstring}} = '{ALL}' OR (namespace, pod) IN ({job_pods()}))"
     )
-    return _dashboard(
+    return build_dashboard(
         "railscope-gpus",
         "railscope / GPUs",
         "GPU utilization, power, temperature, throttling and errors by node, job and tenant.",

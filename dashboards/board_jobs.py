@@ -6,7 +6,7 @@ from grafanalib import core as g
 
 from dashboards.common import (
     FINDINGS_IN_RANGE,
-    _dashboard,
+    build_dashboard,
     counter_rate,
     job_nodes,
     job_pods,
@@ -26,7 +26,7 @@ from dashboards.panels import (
 
 # --- cluster overview ----------------------------------------------------------------------------
 def overview() -> g.Dashboard:
-    return _dashboard(
+    return build_dashboard(
         "railscope-overview",
         "railscope / Cluster overview",
         "Incidents, findings, GPUs and fabric of one cluster at a glance.",
@@ -137,7 +137,7 @@ LIMIT 100"""
         f"WHERE {CLUSTER} AND $__timeFilter(ts) AND ({one.format(ns='src_namespace', job='src_job')} "
         f"OR {one.format(ns='dst_namespace', job='dst_job')})))"
     )
-    return _dashboard(
+    return build_dashboard(
         "railscope-job",
         "railscope / Job end to end",
         "One job: its pods and where they sit, the fabric ports its traffic took with the "

@@ -6,7 +6,7 @@ from grafanalib import core as g
 
 from dashboards.common import (
     FINDINGS_IN_RANGE,
-    _dashboard,
+    build_dashboard,
     v_cluster,
     v_tenant,
 )
@@ -64,7 +64,7 @@ def pool_dashboard() -> g.Dashboard:
         f"SELECT node, namespace, pod, podgroup, job, coalesce(gpu_requests, 0) AS gpus, phase "
         f"FROM {tbl('pod', final=True)} WHERE {CLUSTER} AND valid_to IS NULL AND node != ''"
     )
-    return _dashboard(
+    return build_dashboard(
         "railscope-pool",
         "railscope / GPU pool",
         "Allocation and use of the shared GPU pool by tenant, queue and provisioning type, "
@@ -164,7 +164,7 @@ def self_health() -> g.Dashboard:
         f"WHERE {CLUSTER} AND $__timeFilter(ts)"
         for k in kinds
     )
-    return _dashboard(
+    return build_dashboard(
         "railscope-self",
         "railscope / Self health",
         "railscope's own pipeline: records in and out per component, failures, collector "

@@ -7,7 +7,7 @@ from grafanalib import core as g
 from dashboards.clickhouse import ALL
 from dashboards.common import (
     FINDINGS_IN_RANGE,
-    _dashboard,
+    build_dashboard,
     v_tenant,
 )
 from dashboards.panels import (
@@ -23,7 +23,7 @@ from dashboards.panels import (
 
 # --- HDFS and DCI --------------------------------------------------------------------------------
 def hdfs_dci() -> g.Dashboard:
-    return _dashboard(
+    return build_dashboard(
         "railscope-hdfs-dci",
         "railscope / HDFS and DCI",
         "HDFS traffic per IDC pair, cross-IDC reads, the replica placement audit and DCI headroom.",
@@ -112,7 +112,7 @@ def hdfs_dci() -> g.Dashboard:
 
 # --- placement and topology drift ----------------------------------------------------------------
 def placement() -> g.Dashboard:
-    return _dashboard(
+    return build_dashboard(
         "railscope-placement",
         "railscope / Placement and topology",
         "Where jobs landed against their networkTopology constraints, the tiers their traffic "

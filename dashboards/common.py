@@ -87,7 +87,7 @@ def job_nodes() -> str:
     return f"SELECT node FROM {tbl('pod', final=True)} WHERE {CLUSTER} AND {job_of('namespace', 'job')}"
 
 
-def _dashboard(
+def build_dashboard(
     uid: str,
     title: str,
     description: str,

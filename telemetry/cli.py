@@ -55,9 +55,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    from telemetry.catalog import SOURCES
     from telemetry.commands import sources as source_commands
     from telemetry.commands.common import register_verbs
-    from telemetry.registry import SOURCES
 
     word = command_word(argv) if argv is not None else None
     if word in SOURCES:

@@ -555,9 +555,9 @@ def _resolve_secret_files(data: dict[str, Any], where: str = "") -> None:
 
 
 def _remember_secrets(obj: Any, key: str = "") -> None:
-    from telemetry.store.dsn import _URL_PASSWORD  # once per document, not once per value
+    from telemetry.store.dsn import URL_PASSWORD  # once per document, not once per value
 
-    _remember(obj, key, _URL_PASSWORD)
+    _remember(obj, key, URL_PASSWORD)
 
 
 def _remember(obj: Any, key: str, url_password: Any) -> None:

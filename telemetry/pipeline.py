@@ -18,8 +18,6 @@ from typing import Any, ClassVar
 from telemetry.contracts import (
     Batch,
     ComponentStats,
-    ExportResult,
-    InMemorySink,
     Sink,
     Source,
     Transform,
@@ -315,15 +313,4 @@ class Pipeline:
         return out
 
 
-__all__ = [
-    "BaseSource",
-    "Batch",
-    "ComponentStats",
-    "ExportResult",
-    "InMemorySink",
-    "Pipeline",
-    "Sink",
-    "Source",
-    "Transform",
-    "self_report",
-]
+__all__ = ["BaseSource", "ConfigFlags", "Pipeline"]

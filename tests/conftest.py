@@ -157,8 +157,9 @@ def scenario_run(
 
 def _scenario_run(dsn: str, tmp: pytest.TempPathFactory, name: str) -> ScenarioRun:
     from telemetry.correlate.engine import Correlator
-    from telemetry.sim import build, load_scenario
+    from telemetry.sim import build
     from telemetry.sim.run import ingest
+    from telemetry.sim.scenario import load_scenario
     from telemetry.sim.score import read_findings, score
     from telemetry.sinks.clickhouse import ClickHouseSink
     from telemetry.store import Store

@@ -22,8 +22,9 @@ import pyarrow as pa
 from exporters.hdfs import clienttrace, dci, fsck, jmx, placement, webhdfs
 from exporters.hdfs.config import HdfsConfig
 from exporters.hdfs.topology import Topology, host_of
+from telemetry.contracts import Batch
 from telemetry.errors import UserError
-from telemetry.pipeline import BaseSource, Batch, ConfigFlags
+from telemetry.pipeline import BaseSource, ConfigFlags
 from telemetry.records import DCI_USAGE, HDFS_TRANSFER
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,9 @@ from typing import Any, ClassVar
 from exporters.inventory.config import InventoryConfig
 from exporters.inventory.objects import KEY_FIELDS
 from exporters.inventory.watch import API_REASONS
+from telemetry.contracts import Batch
 from telemetry.errors import UserError
-from telemetry.pipeline import BaseSource, Batch, ConfigFlags
+from telemetry.pipeline import BaseSource, ConfigFlags
 from telemetry.times import ms_to_iso
 
 log = logging.getLogger(__name__)

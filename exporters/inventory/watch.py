@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporters.inventory.state import InventoryState
+from telemetry.contracts import ComponentStats
 from telemetry.errors import UserError
-from telemetry.pipeline import ComponentStats
 from telemetry.problems import Problems
 
 log = logging.getLogger(__name__)

@@ -37,8 +37,9 @@ from exporters.logs.config import LogsConfig
 from exporters.logs.formats import Clock, last_mono_usec, sniff
 from exporters.logs.limits import TokenBucket
 from exporters.logs.scan import Counts, Hit, Scanner
+from telemetry.contracts import Batch
 from telemetry.errors import UserError
-from telemetry.pipeline import BaseSource, Batch, ConfigFlags
+from telemetry.pipeline import BaseSource, ConfigFlags
 from telemetry.records import LOG_EVENT
 
 log = logging.getLogger(__name__)

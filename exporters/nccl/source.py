@@ -23,8 +23,9 @@ from exporters.hdfs.clienttrace import Tailer, TailOffsets
 from exporters.nccl import parse
 from exporters.nccl.attribution import Attributor, PodInfo, pod_directory
 from exporters.nccl.config import NcclConfig
+from telemetry.contracts import Batch
 from telemetry.errors import UserError
-from telemetry.pipeline import BaseSource, Batch
+from telemetry.pipeline import BaseSource
 from telemetry.records import COLLECTIVE_SAMPLE
 
 log = logging.getLogger(__name__)

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from exporters.node.config import COLLECTORS, NodeConfig
+from telemetry.contracts import Batch
 from telemetry.errors import ConfigError, UserError
-from telemetry.pipeline import BaseSource, Batch, ConfigFlags
+from telemetry.pipeline import BaseSource, ConfigFlags
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 from exporters.sflow.columns import Agent, flow_columns, port_columns
 from exporters.sflow.decode import REASONS as DECODE_REASONS
 from exporters.sflow.decode import Decoded
-from telemetry.pipeline import Batch
+from telemetry.contracts import Batch
 from telemetry.problems import Problems
 from telemetry.records import FLOW_SAMPLE, SWITCH_PORT_SAMPLE, RecordKind
 

@@ -20,8 +20,9 @@ from exporters.sflow.decode import scan
 from exporters.sflow.ingest import REASONS, SflowIngest
 from exporters.sflow.trust import REASONS as TRUST_REASONS
 from exporters.sflow.trust import Trust
+from telemetry.contracts import Batch
 from telemetry.errors import UserError
-from telemetry.pipeline import BaseSource, Batch
+from telemetry.pipeline import BaseSource
 
 if TYPE_CHECKING:
     from exporters.sflow.workers import WorkerPool

@@ -35,8 +35,8 @@ from typing import IO, Any
 
 import pyarrow as pa
 
+from telemetry.contracts import Batch, ComponentStats
 from telemetry.errors import UserError
-from telemetry.pipeline import Batch, ComponentStats
 from telemetry.problems import Problems
 from telemetry.records import KINDS
 

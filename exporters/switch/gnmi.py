@@ -24,9 +24,9 @@ from exporters.switch.gnmi_sonic import (
     SONIC_SAMPLE,
     SonicGnmi,
 )
-from exporters.switch.gnmi_stream import REASONS, GnmiLoop, _Stream
+from exporters.switch.gnmi_stream import REASONS, GnmiLoop, Stream
 
-DIALECTS: dict[str, type[_Stream]] = {"sonic": SonicGnmi, "openconfig": OpenConfigGnmi}
+DIALECTS: dict[str, type[Stream]] = {"sonic": SonicGnmi, "openconfig": OpenConfigGnmi}
 
 
 __all__ = [

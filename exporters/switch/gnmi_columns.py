@@ -1,5 +1,5 @@
 """The SONiC gNMI column reader: a whole `COUNTERS/Ethernet*` (or `.../Queues`) update read
-straight into counter columns with msgspec and numpy (`_whole_reader`, `_read_whole`), and the
+straight into counter columns with msgspec and numpy (`whole_reader`, `read_whole`), and the
 column helpers `SonicGnmi.poll_columns` builds its records with (port status, LLDP, update
 times, concatenation).
 """
@@ -17,17 +17,17 @@ import msgspec
 import numpy as np
 
 from exporters.switch import counters as C
-from exporters.switch.gnmi_decode import _json
+from exporters.switch.gnmi_decode import json_value
 
-_PORT_TERMS = tuple(
+PORT_TERMS = tuple(
     t for k, p in [("port", None), *(("priority", p) for p in C.PRIORITIES)] for t in C.terms(k, p)
 )
-_QUEUE_TERMS = C.terms("queue")
+QUEUE_TERMS = C.terms("queue")
 _WD = "PFC_WD_STATUS"
 _U64_MAX = np.uint64(2**64 - 1)
 
 
-def _whole_kind(elems: list[tuple[str, dict[str, str]]]) -> str | None:
+def whole_kind(elems: list[tuple[str, dict[str, str]]]) -> str | None:
     """ "port" for `COUNTERS/Ethernet*`, "queue" for `COUNTERS/Ethernet*/Queues`, else None."""
     if len(elems) not in (2, 3) or elems[0][0] != "COUNTERS" or "*" not in elems[1][0]:
         return None
@@ -37,21 +37,21 @@ def _whole_kind(elems: list[tuple[str, dict[str, str]]]) -> str | None:
 
 
 @functools.lru_cache(maxsize=32)
-def _whole_reader(
+def whole_reader(
     kind: str, layout: tuple[str, ...] = ()
 ) -> tuple[Any, tuple[str, ...], dict[str, str]]:
     """A msgspec decoder of a whole update of `kind` ({name: {counter: "n"}}) that keeps only
     the counters the mapping reads (and PFC_WD_STATUS of queues), each a str or absent (None;
     JSON null or a number is refused); its counters; their struct attributes.
 
-    `layout`: the keys of one hash in the order the switch sends them (`_layout`). The struct
+    `layout`: the keys of one hash in the order the switch sends them (`layout`). The struct
     then has a field for each of them in that order, those the mapping does not read taking
     any JSON value and dropped with the struct: msgspec looks a key up at the field it expects
     next and searches every field only when that one is not it, so a key that is no field at
     all (80 of a SONiC port's ~130 counters) costs a search of all the struct's fields. One
     64-port SONiC update (sonic-gnmi sends its keys sorted: Go's json.Marshal of a map): 0.46 ms
     without the layout, 0.32 ms with it. Any order still decodes the same, only slower."""
-    terms = tuple(dict.fromkeys(_QUEUE_TERMS if kind == "queue" else _PORT_TERMS))
+    terms = tuple(dict.fromkeys(QUEUE_TERMS if kind == "queue" else PORT_TERMS))
     keys = (*terms, _WD) if kind == "queue" else terms
     attrs = {k: f"c{i}" for i, k in enumerate(keys)}  # counter names need not be identifiers
     sent = dict.fromkeys(layout)
@@ -66,22 +66,22 @@ def _whole_reader(
     return msgspec.json.Decoder(dict[str, struct]), terms, attrs  # type: ignore[valid-type]
 
 
-def _layout(raw: bytes) -> tuple[str, ...]:
+def layout(raw: bytes) -> tuple[str, ...]:
     """The keys of a whole update's first hash, in the order sent (once per switch and kind)."""
     with contextlib.suppress(ValueError, TypeError, AttributeError):
-        first = next(iter(_json(raw, "json_ietf_val").values()), None)
+        first = next(iter(json_value(raw, "json_ietf_val").values()), None)
         if isinstance(first, dict):
             return tuple(first)
     return ()
 
 
-def _read_whole(
+def read_whole(
     kind: str, raw: bytes, names: Sequence[str], reader: Any = None
 ) -> tuple[dict[str, Any], dict[str, tuple[Sequence[Any], C.Column]], list[Any] | None] | None:
     """(the update's {name: counters}, `read_batch`'s columns for `names`, the queues'
     PFC_WD_STATUS) of a whole update's JSON text, or None where `SonicGnmi._take` does not
-    apply (see there). `reader`: `_whole_reader`'s answer for the switch's key order."""
-    dec, terms, attrs = reader or _whole_reader(kind)
+    apply (see there). `reader`: `whole_reader`'s answer for the switch's key order."""
+    dec, terms, attrs = reader or whole_reader(kind)
     try:
         top = dec.decode(raw)
     except msgspec.MsgspecError:  # not JSON, not objects of objects, a counter not a string
@@ -134,11 +134,11 @@ def _uint64s(values: Iterable[Any], count: int) -> np.ndarray[Any, Any] | None:
     return arr
 
 
-_STR = frozenset((str,))
-_FIELD_TERMS = tuple(dict.fromkeys(_PORT_TERMS))  # once each (the priority rows repeat some)
+STR_TYPES = frozenset((str,))
+FIELD_TERMS = tuple(dict.fromkeys(PORT_TERMS))  # once each (the priority rows repeat some)
 
 
-def _port_status(
+def port_status(
     names: Sequence[str], appl: dict[str, dict[str, str]]
 ) -> tuple[list[Any], list[Any], list[tuple[Any, ...]]]:
     """(up, speed_bps) of each port from APPL_DB PORT_TABLE (`counters.port_status`), and the
@@ -166,14 +166,14 @@ class _Record:
 _LLDP_FIELDS = ("local_port", "remote_device", "remote_port", "remote_chassis_id", "source")
 
 
-def _lldp_columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+def lldp_columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """`counters.lldp_rows` as lldp_link columns ({} where there are none)."""
     if not rows:
         return {}
     return {f: [r[f] for r in rows] for f in _LLDP_FIELDS}
 
 
-def _ts_column(ts: list[int | None]) -> C.Column:
+def ts_column(ts: list[int | None]) -> C.Column:
     """Rows' update times: one array where they are one time (a notification's ports or
     queues, the common case), else the list."""
     if ts and ts[0] is not None and ts.count(ts[0]) == len(ts):
@@ -181,7 +181,7 @@ def _ts_column(ts: list[int | None]) -> C.Column:
     return ts
 
 
-def _concat(chunks: list[C.Column]) -> C.Column:
+def concat_columns(chunks: list[C.Column]) -> C.Column:
     """Columns end to end: one array when every chunk is one, else one list."""
     if all(isinstance(c, np.ndarray) for c in chunks):
         return np.concatenate(chunks)

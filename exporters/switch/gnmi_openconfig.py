@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from exporters.switch import counters as C
-from exporters.switch.gnmi_decode import _str
-from exporters.switch.gnmi_stream import _Stream
+from exporters.switch.gnmi_decode import text_of
+from exporters.switch.gnmi_stream import Stream
 
 OC_CSV = Path(__file__).with_name("openconfig_counters.csv")
 OC_SAMPLE = (
@@ -32,7 +32,7 @@ OC_ON_CHANGE = (
 
 
 # -- OpenConfig ------------------------------------------------------------------------------
-class OpenConfigGnmi(_Stream):
+class OpenConfigGnmi(Stream):
     """OpenConfig: interface counters and queues SAMPLEd, oper status, speed and LLDP
     neighbours ON_CHANGE; leaves mapped to record fields by `openconfig_counters.csv`."""
 
@@ -228,7 +228,7 @@ def _flatten(v: Any, prefix: str = "") -> dict[str, str] | None:
         return out
     if isinstance(v, list):
         return None
-    return {prefix: _str(v) if not isinstance(v, str) else v}
+    return {prefix: text_of(v) if not isinstance(v, str) else v}
 
 
 _SPEEDS = {"10MB": 1e7, "100MB": 1e8, "1GB": 1e9, "2500MB": 2.5e9, "5GB": 5e9, "10GB": 1e10,

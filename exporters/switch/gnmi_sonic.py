@@ -15,22 +15,22 @@ import numpy as np
 
 from exporters.switch import counters as C
 from exporters.switch.gnmi_columns import (
-    _FIELD_TERMS,
-    _PORT_TERMS,
-    _QUEUE_TERMS,
-    _STR,
-    _concat,
-    _layout,
-    _lldp_columns,
-    _port_status,
-    _read_whole,
-    _ts_column,
-    _whole_kind,
-    _whole_reader,
+    FIELD_TERMS,
+    PORT_TERMS,
+    QUEUE_TERMS,
+    STR_TYPES,
+    concat_columns,
+    layout,
+    lldp_columns,
+    port_status,
+    read_whole,
+    ts_column,
+    whole_kind,
+    whole_reader,
 )
-from exporters.switch.gnmi_decode import _json, _str
+from exporters.switch.gnmi_decode import json_value, text_of
 from exporters.switch.gnmi_paths import Unit, units
-from exporters.switch.gnmi_stream import _Stream
+from exporters.switch.gnmi_stream import Stream
 
 log = logging.getLogger("exporters.switch.gnmi")
 
@@ -43,11 +43,11 @@ SONIC_ON_CHANGE = ("PORT_TABLE", "LLDP_ENTRY_TABLE")
 # sonic_paths=fields: one path per port counter the mapping reads (the port and priority rows',
 # every alternative: which one a switch model has is known only from its answers); queues stay
 # `COUNTERS/Ethernet*/Queues`, which has no per-counter form in SONiC's virtual paths
-SONIC_FIELD_SAMPLE = (*(SONIC_FIELD.format(t) for t in _FIELD_TERMS), SONIC_SAMPLE[1])
+SONIC_FIELD_SAMPLE = (*(SONIC_FIELD.format(t) for t in FIELD_TERMS), SONIC_SAMPLE[1])
 
 
 # -- SONiC telemetry ---------------------------------------------------------------------------
-class SonicGnmi(_Stream):
+class SonicGnmi(Stream):
     """SONiC's telemetry service: COUNTERS_DB name maps and CONFIG_DB `PORT` read once (Get),
     `COUNTERS/Ethernet*` and `COUNTERS/Ethernet*/Queues` SAMPLEd, APPL_DB `PORT_TABLE` /
     `LLDP_ENTRY_TABLE` ON_CHANGE.
@@ -111,7 +111,7 @@ class SonicGnmi(_Stream):
         # and decoded into port_h / queue_h only when something needs the hashes
         # (`_materialize`): a poll that has the block never does
         self._pending: dict[str, bytes | None] = {"port": None, "queue": None}
-        # per kind, `_whole_reader` for the key order this switch sends (learned from its
+        # per kind, `whole_reader` for the key order this switch sends (learned from its
         # first whole update of the kind that `_take` read)
         self._readers: dict[str, Any] = {}
         # sonic_paths=fields: each port counter's last update as it came ({port: {counter: v}}),
@@ -216,7 +216,7 @@ class SonicGnmi(_Stream):
         for n in await self._maps(md):
             for elems, v in self._decoded(n):
                 if len(elems) == 1 and isinstance(v, dict):
-                    maps[elems[0][0]] = {str(k): _str(x) for k, x in v.items()}
+                    maps[elems[0][0]] = {str(k): text_of(x) for k, x in v.items()}
         alias = await self._aliases(md)
         pmap = maps.get(C.PORT_NAME_MAP, {})
         qtype, qindex = maps.get(C.QUEUE_TYPE_MAP, {}), maps.get(C.QUEUE_INDEX_MAP, {})
@@ -279,7 +279,7 @@ class SonicGnmi(_Stream):
                 if not h:  # a key deleted (Redis keeps no empty hash): sonic-gnmi sends {key: {}}
                     self.appl.pop(f"{table}:{key}", None)
                     continue
-                self.appl[f"{table}:{key}"] = {str(k): _str(x) for k, x in h.items()}
+                self.appl[f"{table}:{key}"] = {str(k): text_of(x) for k, x in h.items()}
             self._lldp = None
             self._appl_version += 1
             self.appl_ts = max(self.appl_ts, ts_ms)
@@ -306,7 +306,7 @@ class SonicGnmi(_Stream):
         names = self._queues[0] if queues else self._ports[0]
         hashes: list[Any] = list(map(groups.get, names))
         cols = (
-            C.read_batch(_QUEUE_TERMS if queues else _PORT_TERMS, hashes)
+            C.read_batch(QUEUE_TERMS if queues else PORT_TERMS, hashes)
             if names and None not in hashes
             else None
         )
@@ -337,7 +337,7 @@ class SonicGnmi(_Stream):
         each counter on all of them or on none, every value 1-19 decimal digits (int()'s value,
         < 2**64), PFC_WD_STATUS a string. Anything else (a bad value, a port left out, a
         number, a 20-digit counter) returns False: `decode` + `_apply`, which name it."""
-        kind = _whole_kind(elems)
+        kind = whole_kind(elems)
         if kind is None:
             return False
         which = val.WhichOneof("value")
@@ -350,11 +350,11 @@ class SonicGnmi(_Stream):
         if not names or not raw.isascii():  # ASCII: no UTF-8 for msgspec to judge otherwise
             return False
         reader = self._readers.get(kind)
-        got = _read_whole(kind, raw, names, reader)
+        got = read_whole(kind, raw, names, reader)
         if got is None:
             return False
         if reader is None:
-            self._readers[kind] = _whole_reader(kind, _layout(raw))
+            self._readers[kind] = whole_reader(kind, layout(raw))
         top, cols, wd = got
         with self.lock:
             self._pending[kind] = raw
@@ -375,7 +375,7 @@ class SonicGnmi(_Stream):
         self._pending[kind] = None
         # _take read it: JSON objects of objects (json.loads takes what orjson may refuse)
         (self.queue_h if kind == "queue" else self.port_h).update(
-            self._named(_json(raw, "json_ietf_val"))
+            self._named(json_value(raw, "json_ietf_val"))
         )
 
     def _apply_field(self, field: str, value: dict[str, Any], ts_ms: int) -> bool:
@@ -388,7 +388,7 @@ class SonicGnmi(_Stream):
         self._field_seen = True
         self.field_h[field] = value
         self.field_ts[field] = ts_ms
-        self.values += len(value) / len(_FIELD_TERMS)  # a port's counter set in all
+        self.values += len(value) / len(FIELD_TERMS)  # a port's counter set in all
         names = self._ports[0]
         col: tuple[Sequence[Any], C.Column] | None = None
         if not names:
@@ -398,7 +398,7 @@ class SonicGnmi(_Stream):
         else:  # read_batch's rules (int()'s, 0 <= n < 2**64) for one counter, its checks inlined
             try:
                 raw = [h[field] for h in map(value.__getitem__, names)]
-                if set(map(type, raw)) == _STR:
+                if set(map(type, raw)) == STR_TYPES:
                     col = (C._Present(len(raw)), np.array(raw, dtype=np.uint64))
             except (KeyError, ValueError, OverflowError):
                 col = None  # a port left out, or a value not a counter: the poll names it
@@ -413,7 +413,7 @@ class SonicGnmi(_Stream):
         with self.lock:
             if self.fields:
                 return (
-                    len(self.field_ts) == len(_FIELD_TERMS)
+                    len(self.field_ts) == len(FIELD_TERMS)
                     and min(self.field_ts.values()) >= ts_ms
                     and min(self.queue_ts.values(), default=ts_ms) >= ts_ms
                     and appl_ok
@@ -447,12 +447,12 @@ class SonicGnmi(_Stream):
             appl = self.appl
             ports, queues = self._ports, self._queues
             if lldp and self._lldp is None:
-                self._lldp = _lldp_columns(C.lldp_rows(appl))  # APPL_DB changes on change only
+                self._lldp = lldp_columns(C.lldp_rows(appl))  # APPL_DB changes on change only
             ll = self._lldp if lldp else {}  # shared: read only by the source
             appl_version, status = self._appl_version, self._status
         names, keys = ports
         hashes: list[Any]
-        if fields and len(fcols) == len(_FIELD_TERMS) and None not in fcols.values():
+        if fields and len(fcols) == len(FIELD_TERMS) and None not in fcols.values():
             # every port counter read into a column as it arrived: no hash is read
             pre = {t: c for t, c in fcols.items() if c is not None}
             hashes = [True] * len(names)
@@ -479,14 +479,14 @@ class SonicGnmi(_Stream):
             dict(pre) if len(names) == len(ports[0]) else {}
         )
         # the port and priority records read the same hashes: their counters in one batch
-        C.read_counters(_PORT_TERMS, keys, hashes, problems, cache)
+        C.read_counters(PORT_TERMS, keys, hashes, problems, cache)
         pc: dict[str, C.Column] = {
             "port": names,
-            "ts": _ts_column(list(map(port_ts.get, names))),
+            "ts": ts_column(list(map(port_ts.get, names))),
             **C.field_columns("port", keys, hashes, problems, cache=cache),
         }
         if status is None or status[0] != appl_version or status[1] != names:
-            status = (appl_version, names, *_port_status(names, appl))
+            status = (appl_version, names, *port_status(names, appl))
             with self.lock:
                 if self._appl_version == appl_version:
                     self._status = status
@@ -507,13 +507,13 @@ class SonicGnmi(_Stream):
                 part["priority"] = [p] * len(have)
             for k, c in part.items():
                 chunks.setdefault(k, []).append(c)
-        prio = {k: _concat(c) for k, c in chunks.items() if k != "port"}
+        prio = {k: concat_columns(c) for k, c in chunks.items() if k != "port"}
         if chunks and all(c is names for c in chunks["port"]):  # every priority on every port
             if self._prio_ports[0] is not names:  # the same list while the ports are
                 self._prio_ports = (names, names * len(C.PRIORITIES))
             prio["port"] = self._prio_ports[1]
         elif chunks:
-            prio["port"] = _concat(chunks["port"])
+            prio["port"] = concat_columns(chunks["port"])
         qnames, qport, qidx, qtype, qkeys = queues
         qhashes: list[Any] = [True] * len(qnames) if qtaken else list(map(queue_h.get, qnames))
         if not all(qhashes):  # only the queues that streamed
@@ -529,7 +529,7 @@ class SonicGnmi(_Stream):
             "port": qport,
             "queue": np.asarray(qidx, dtype=np.int64),
             "queue_type": qtype,
-            "ts": _ts_column(list(map(queue_ts.get, qnames))),
+            "ts": ts_column(list(map(queue_ts.get, qnames))),
             **C.field_columns(
                 "queue",
                 qkeys,

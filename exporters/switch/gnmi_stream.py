@@ -1,4 +1,4 @@
-"""One switch's gNMI session (`_Stream`): connect, subscribe (stream -> poll -> get), reconnect
+"""One switch's gNMI session (`Stream`): connect, subscribe (stream -> poll -> get), reconnect
 with backoff, read each notification into the dialect's cache; and `GnmiLoop`, the one asyncio
 loop in one thread that runs every switch's session. What a dialect subscribes to and how an
 update lands in its cache is the dialect's (gnmi_sonic, gnmi_openconfig).
@@ -18,7 +18,7 @@ from typing import Any
 
 from exporters.switch import counters as C
 from exporters.switch.config import GnmiConfig
-from exporters.switch.gnmi_decode import _fmt, decode, gnmi_pb, parse_path, path_str
+from exporters.switch.gnmi_decode import decode, format_path, gnmi_pb, parse_path, path_str
 from exporters.switch.gnmi_paths import Served, Unit, units
 from exporters.switch.sonic import SwitchDown
 from telemetry.errors import UserError
@@ -34,7 +34,7 @@ class Stalled(Exception):
 
 
 # -- the per-switch stream state -------------------------------------------------------------
-class _Stream:
+class Stream:
     """One switch's gNMI session: connect, subscribe (stream -> poll -> get), reconnect with
     backoff. Subclasses say what to subscribe to and how an update lands in their cache."""
 
@@ -345,7 +345,7 @@ class _Stream:
             try:
                 value = decode(val)
             except ValueError as e:
-                self.problems.add("bad_update", f"{self.name} {_fmt(elems)}", str(e))
+                self.problems.add("bad_update", f"{self.name} {format_path(elems)}", str(e))
                 continue
             with self.lock:
                 ok = self._apply(elems, value, ts_ms)
@@ -353,7 +353,9 @@ class _Stream:
                 self.updates += 1
             else:
                 self.problems.add(
-                    "bad_update", f"{self.name} {_fmt(elems)}", f"unexpected value {value!r:.80}"
+                    "bad_update",
+                    f"{self.name} {format_path(elems)}",
+                    f"unexpected value {value!r:.80}",
                 )
         self.last_update = time.monotonic()
 
@@ -377,7 +379,7 @@ class _Stream:
             try:
                 yield elems, decode(val)
             except ValueError as e:
-                self.problems.add("bad_update", f"{self.name} {_fmt(elems)}", str(e))
+                self.problems.add("bad_update", f"{self.name} {format_path(elems)}", str(e))
 
     def _delete(self, elems: list[tuple[str, dict[str, str]]]) -> bool:
         """Forget what a deleted path held (under the lock); False: nothing cached there."""
@@ -428,7 +430,7 @@ class GnmiLoop:
         self.thread.start()
         self.tasks: list[Any] = []
 
-    def start(self, stream: _Stream) -> None:
+    def start(self, stream: Stream) -> None:
         self.tasks.append(asyncio.run_coroutine_threadsafe(stream.run(), self.loop))
 
     def close(self) -> None:

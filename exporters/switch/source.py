@@ -24,8 +24,9 @@ from exporters.switch import counters as C
 from exporters.switch import ecmp
 from exporters.switch.config import SwitchConfig, SwitchSourceConfig
 from exporters.switch.sonic import SwitchDown, Target, poll, targets_from_config, targets_from_dump
+from telemetry.contracts import Batch
 from telemetry.errors import UserError
-from telemetry.pipeline import BaseSource, Batch
+from telemetry.pipeline import BaseSource
 from telemetry.records import KINDS, RecordKind
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,8 @@ class SwitchSource(BaseSource):
     def _start_gnmi(self, switches: list[SwitchConfig], interval: float) -> None:
         """Every gNMI switch streams on one asyncio loop (one thread) into its cache; a poll
         reads the caches like databases."""
-        from exporters.switch.gnmi import DIALECTS, GnmiLoop
+        from exporters.switch.gnmi import DIALECTS
+        from exporters.switch.gnmi_stream import GnmiLoop
 
         self._gnmi_loop = GnmiLoop()
         for s in switches:
@@ -93,7 +95,7 @@ class SwitchSource(BaseSource):
 
     def _start_snmp(self, switches: list[SwitchConfig]) -> None:
         """SNMP agents are walked on the same kind of loop (one thread), one walk per poll."""
-        from exporters.switch.gnmi import GnmiLoop
+        from exporters.switch.gnmi_stream import GnmiLoop
         from exporters.switch.snmp import SnmpSwitch
 
         if self._gnmi_loop is None:

@@ -6,14 +6,13 @@ import argparse
 import json
 import os
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from telemetry.config import Config, load_config, set_in
-from telemetry.pipeline import Batch, ComponentStats
+from telemetry.contracts import Batch, ComponentStats
 
 if TYPE_CHECKING:
     from telemetry.store import Store
@@ -239,31 +238,6 @@ def store_from_args(
     return cfg, open_store(cfg, reading=reading)
 
 
-def clickhouse_sink(cfg: Config, store: Store) -> Any:
-    from telemetry.sinks.clickhouse import ClickHouseSink
-
-    s = cfg.sink
-    return ClickHouseSink(
-        store,
-        spool_dir=s.spool_dir,
-        batch_rows=s.batch_rows,
-        batch_seconds=s.batch_seconds,
-        spool_max_bytes=s.spool_max_bytes,
-        retry_initial_seconds=s.retry_initial_seconds,
-        retry_max_seconds=s.retry_max_seconds,
-        replay_batches_per_cycle=s.replay_batches_per_cycle,
-    )
-
-
-def extra_sinks(cfg: Config) -> list[Any]:
-    """Sinks besides ClickHouse and /metrics that the config turns on (`otlp.enabled`)."""
-    if not cfg.otlp.enabled:
-        return []
-    from telemetry.sinks.otlp import OtlpSink
-
-    return [OtlpSink(endpoint=cfg.otlp.endpoint, interval_seconds=cfg.otlp.interval_seconds)]
-
-
 def _jsonable(v: Any) -> Any:
     if isinstance(v, datetime):
         return v.isoformat().replace("+00:00", "Z")
@@ -311,40 +285,3 @@ def write_output(
 
         out.write(render_prometheus(batches, components))
     out.flush()
-
-
-def prometheus_text(*families: Any) -> str:
-    """Prometheus text exposition of metric families built by hand (GaugeMetricFamily ...)."""
-    from prometheus_client import CollectorRegistry, generate_latest
-
-    class _Families:
-        def collect(self) -> Any:
-            yield from families
-
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(_Families())  # type: ignore[arg-type]
-    return generate_latest(reg).decode()
-
-
-Family = tuple[str, str, list[str]]  # metric name, help, label names
-
-
-def state_gauges(
-    rows: list[dict[str, Any]],
-    each: Family,
-    series: Callable[[dict[str, Any]], list[list[str]]],
-    count: Family,
-    key: Callable[[dict[str, Any]], tuple[str, ...]],
-) -> str:
-    """Two gauge families as Prometheus text: `each` = 1 for every label set `series(row)` gives
-    (a row may give none or several), and `count` = how many rows share each `key(row)`."""
-    from prometheus_client.core import GaugeMetricFamily
-
-    ones = GaugeMetricFamily(each[0], each[1], labels=each[2])
-    per = GaugeMetricFamily(count[0], count[1], labels=count[2])
-    for r in rows:
-        for labels in series(r):
-            ones.add_metric(labels, 1)
-    for k, n in sorted(Counter(key(r) for r in rows).items()):
-        per.add_metric(list(k), n)
-    return prometheus_text(ones, per)

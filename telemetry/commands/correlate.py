@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from telemetry.commands.common import (
@@ -23,7 +23,6 @@ from telemetry.commands.common import (
     add_range_args,
     add_store_args,
     print_listing,
-    state_gauges,
     store_from_args,
 )
 from telemetry.errors import UserError
@@ -139,48 +138,13 @@ def run_findings(args: argparse.Namespace) -> int:
         args.format,
         "findings",
         lambda r: r,
-        findings_prometheus,
+        fstore.findings_prometheus,
         lambda r: (
             f"{r['severity']:<8} {r['kind']:<24} {r['subject']:<36} "
             f"{r['last_seen']:%Y-%m-%d %H:%M}Z  {r['summary']}"
         ),
     )
     return 0
-
-
-def findings_prometheus(rows: list[dict[str, Any]]) -> str:
-    """railscope_finding_active{kind,severity,subject_type,subject}=1 per current finding, and a
-    count per kind/severity: what the alert rules select on."""
-    fields = ["cluster", "kind", "category", "severity", "subject_type", "subject"]
-    return state_gauges(
-        rows,
-        ("railscope_finding_active", "A finding, 1 while it is current.", fields),
-        lambda r: [[r[f] for f in fields]],
-        (
-            "railscope_findings",
-            "Current findings per kind and severity.",
-            ["cluster", "kind", "severity"],
-        ),
-        lambda r: (r["cluster"], r["kind"], r["severity"]),
-    )
-
-
-class FindingsCollector:
-    """Open findings (held within the hysteresis period) as Prometheus metrics, read at scrape
-    time."""
-
-    def __init__(self, store: Any, cluster: str, recent: timedelta) -> None:
-        self.store, self.cluster, self.recent = store, cluster, recent
-
-    def collect(self):  # type: ignore[no-untyped-def]
-        from prometheus_client.parser import text_string_to_metric_families
-
-        from telemetry.correlate import findings as fstore
-
-        rows = fstore.read(
-            self.store, cluster=self.cluster, since=datetime.now(UTC) - self.recent, limit=100_000
-        )
-        yield from text_string_to_metric_families(findings_prometheus(rows))
 
 
 def follow(corr: Any, cfg: Any, args: argparse.Namespace, on_cycle: Any = None) -> int:
@@ -190,6 +154,7 @@ def follow(corr: Any, cfg: Any, args: argparse.Namespace, on_cycle: Any = None) 
     import logging
     import threading
 
+    from telemetry.correlate import findings as fstore
     from telemetry.correlate.engine import follow as follow_engine
     from telemetry.sinks import alertmanager
     from telemetry.sinks.prometheus import PrometheusSink
@@ -204,7 +169,7 @@ def follow(corr: Any, cfg: Any, args: argparse.Namespace, on_cycle: Any = None) 
             *([alerts.stats] if alerts else []),
         ]
     )
-    sink.registry.register(FindingsCollector(corr.store, corr.cluster, corr.hysteresis))  # type: ignore[arg-type]
+    sink.registry.register(fstore.FindingsCollector(corr.store, corr.cluster, corr.hysteresis))  # type: ignore[arg-type]
     host, _, port = (args.listen or cfg.prometheus.listen).rpartition(":")
     bound = sink.serve(host, int(port), **cfg.prometheus.server_options())
     log.info(

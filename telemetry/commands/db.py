@@ -72,7 +72,8 @@ def status(args: argparse.Namespace) -> int:
 
 
 def ddl(args: argparse.Namespace) -> int:
-    from telemetry.store.migrations import Context, render_all
+    from telemetry.store.migrations import render_all
+    from telemetry.store.migrations.loader import Context
 
     store = _store(args)
     for stmt in render_all(Context(store.database, store.cluster, store.ttl_overrides)):

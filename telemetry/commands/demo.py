@@ -16,10 +16,10 @@ from typing import Any
 from telemetry.commands.common import (
     add_command,
     add_timing_arg,
-    clickhouse_sink,
     config_from_args,
     open_store,
 )
+from telemetry.sinks.configured import clickhouse_sink
 
 
 def register(sub: Any) -> list[str]:
@@ -61,8 +61,9 @@ def register(sub: Any) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from telemetry.sim import build, load_scenario
+    from telemetry.sim import build
     from telemetry.sim.run import fingerprint
+    from telemetry.sim.scenario import load_scenario
 
     con = Console(highlight=False, soft_wrap=True)
     sc = load_scenario(args.scenario).with_overrides(

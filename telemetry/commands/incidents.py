@@ -19,8 +19,8 @@ from telemetry.commands.common import (
     config_from_args,
     open_store,
     print_listing,
-    state_gauges,
 )
+from telemetry.sinks.gauges import state_gauges
 from telemetry.times import parse_time
 
 # JSON key -> the stored incident's column: the keys every line carries (issue 19's contract)

@@ -12,8 +12,14 @@ import argparse
 import json
 from typing import Any
 
-from telemetry.commands.common import add_command, add_store_args, config_from_args, open_store
-from telemetry.commands.correlate import add_range_args, time_range
+from telemetry.commands.common import (
+    add_command,
+    add_range_args,
+    add_store_args,
+    config_from_args,
+    open_store,
+)
+from telemetry.commands.correlate import time_range
 from telemetry.errors import UserError
 
 

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from telemetry.catalog import SOURCES
 from telemetry.commands.common import add_command, add_store_args
 from telemetry.errors import UserError
-from telemetry.registry import SOURCES
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from telemetry.commands.common import (
     open_store,
 )
 from telemetry.config import Config
+from telemetry.contracts import Source
 from telemetry.errors import ConfigError, UserError
-from telemetry.pipeline import Source
 from telemetry.serve.config import open_listen_problem, parse_listen
 
 log = logging.getLogger("railscope.serve")

@@ -25,10 +25,10 @@ from telemetry.commands.common import (
     add_store_args,
     add_timing_arg,
     arg,
-    clickhouse_sink,
     store_from_args,
 )
 from telemetry.errors import UserError
+from telemetry.sinks.configured import clickhouse_sink
 
 
 def _scenario_args(p: argparse.ArgumentParser) -> None:
@@ -68,7 +68,8 @@ def _paths(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from telemetry.sim import build, load_scenario
+    from telemetry.sim import build
+    from telemetry.sim.scenario import load_scenario
 
     sc = load_scenario(args.scenario).with_overrides(
         seed=args.seed, minutes=args.minutes, nodes=args.nodes, start=args.start, timing=args.timing
@@ -113,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from telemetry.sim.faults import GroundTruth
+    from telemetry.sim.model import GroundTruth
     from telemetry.sim.score import read_findings, read_incidents, render, score, score_incidents
 
     over, truth_path = _paths(args)
@@ -132,7 +133,7 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _scenarios(args: argparse.Namespace) -> int:
-    from telemetry.sim import builtin_names, load_scenario
+    from telemetry.sim.scenario import builtin_names, load_scenario
 
     for name in builtin_names():
         sc = load_scenario(name)
@@ -145,7 +146,7 @@ def _scenarios(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     import yaml
 
-    from telemetry.sim import load_scenario
+    from telemetry.sim.scenario import load_scenario
 
     print(yaml.safe_dump(load_scenario(args.scenario).model_dump(), sort_keys=False), end="")
     return 0

@@ -24,20 +24,21 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from telemetry.catalog import SOURCES, entry
 from telemetry.commands.common import (
     add_from_arg,
     add_listen_arg,
     add_store_args,
-    clickhouse_sink,
     config_from_args,
-    extra_sinks,
     open_store,
     write_output,
 )
 from telemetry.config import Config, format_validation_error
+from telemetry.contracts import Source
 from telemetry.errors import ConfigError, UserError
-from telemetry.pipeline import Pipeline, Source
-from telemetry.registry import SOURCES, build_source, entry
+from telemetry.pipeline import Pipeline
+from telemetry.registry import build_source
+from telemetry.sinks.configured import clickhouse_sink, extra_sinks
 from telemetry.transforms import build_transforms
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from telemetry.commands.common import add_store_args, clickhouse_sink, config_from_args, open_store
+from telemetry.commands.common import add_store_args, config_from_args, open_store
+from telemetry.sinks.configured import clickhouse_sink
 
 
 def register(sub: Any) -> list[str]:

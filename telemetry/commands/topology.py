@@ -245,7 +245,7 @@ def cmd_lldp(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from telemetry.commands.common import write_jsonl
-    from telemetry.pipeline import Batch
+    from telemetry.contracts import Batch
     from telemetry.topology.physical import LldpFormatError, parse_lldpcli_json, read_lldpcli
     from telemetry.transforms import StampCluster
 
@@ -291,7 +291,7 @@ def _store_lldp_self_report(
     pipeline's self-report): the neighbours stored, or a failed run (lldpcli's output refused).
     Each run is a new process, so its counters start from zero, as after a restart. A store that
     cannot take the row is logged, and the run's own outcome stands."""
-    from telemetry.pipeline import ComponentStats, self_report
+    from telemetry.contracts import ComponentStats, self_report
 
     stats = ComponentStats("source:lldp", received=stored, sent=stored)
     stats.last_duration_seconds = seconds

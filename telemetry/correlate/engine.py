@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from telemetry.contracts import ComponentStats
 from telemetry.correlate import findings as fstore
 from telemetry.correlate.clock import Clock, SystemClock
 from telemetry.correlate.findings import Finding
@@ -24,7 +25,6 @@ from telemetry.correlate.late import LateArrivals
 from telemetry.correlate.lease_index import INPUTS
 from telemetry.correlate.registry import Context, DetectorSpec, Window, detectors
 from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
-from telemetry.pipeline import ComponentStats
 from telemetry.records import KINDS
 from telemetry.store import Store
 from telemetry.store.schema import LOCAL_SUFFIX

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from telemetry.records import FINDING
+from telemetry.sinks.gauges import state_gauges
 from telemetry.store import Store
 
 SEVERITIES = ("critical", "warning", "info")
@@ -196,3 +197,36 @@ def read(
         d["evidence"] = json.loads(d["evidence"]) if d["evidence"] else {}
         out.append(d)
     return out
+
+
+def findings_prometheus(rows: list[dict[str, Any]]) -> str:
+    """railscope_finding_active{kind,severity,subject_type,subject}=1 per current finding, and a
+    count per kind/severity: what the alert rules select on."""
+    fields = ["cluster", "kind", "category", "severity", "subject_type", "subject"]
+    return state_gauges(
+        rows,
+        ("railscope_finding_active", "A finding, 1 while it is current.", fields),
+        lambda r: [[r[f] for f in fields]],
+        (
+            "railscope_findings",
+            "Current findings per kind and severity.",
+            ["cluster", "kind", "severity"],
+        ),
+        lambda r: (r["cluster"], r["kind"], r["severity"]),
+    )
+
+
+class FindingsCollector:
+    """Open findings (held within the hysteresis period) as Prometheus metrics, read at scrape
+    time."""
+
+    def __init__(self, store: Any, cluster: str, recent: timedelta) -> None:
+        self.store, self.cluster, self.recent = store, cluster, recent
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        from prometheus_client.parser import text_string_to_metric_families
+
+        rows = read(
+            self.store, cluster=self.cluster, since=datetime.now(UTC) - self.recent, limit=100_000
+        )
+        yield from text_string_to_metric_families(findings_prometheus(rows))

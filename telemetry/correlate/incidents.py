@@ -493,7 +493,7 @@ class IncidentTracker:
     incidents and their findings back from the store."""
 
     def __init__(self, store: Store, cluster: str, hysteresis: timedelta) -> None:
-        from telemetry.pipeline import ComponentStats
+        from telemetry.contracts import ComponentStats
 
         self.store, self.cluster, self.hysteresis = store, cluster, hysteresis
         self.stats = ComponentStats("correlate:incidents", unit="findings")

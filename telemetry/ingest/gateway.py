@@ -23,11 +23,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from telemetry.contracts import ComponentStats
 from telemetry.ingest.config import IngestConfig
 from telemetry.ingest.inbox import Backlog, Inbox
 from telemetry.ingest.merge import Merger
 from telemetry.ingest.tokens import SeenTokens
-from telemetry.pipeline import ComponentStats
 from telemetry.records import KINDS, RecordKind, SchemaError
 from telemetry.serve.config import ServeConfig
 from telemetry.serve.engine import NAME_TABLES, EngineError, GuardAnswers, Outcome

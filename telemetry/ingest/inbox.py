@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from telemetry.contracts import ComponentStats
 from telemetry.ingest.tokens import SeenTokens
-from telemetry.pipeline import ComponentStats
 from telemetry.store.spool import Spool, SpoolEntry
 
 log = logging.getLogger(__name__)

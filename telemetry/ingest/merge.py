@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from telemetry.contracts import ComponentStats
 from telemetry.ingest.inbox import Inbox, entry_tokens, tokens_of
 from telemetry.ingest.tokens import SeenTokens
-from telemetry.pipeline import ComponentStats
 from telemetry.records import KINDS
 from telemetry.sinks.clickhouse import is_transient
 from telemetry.sinks.clickhouse_codes import code_name, error_code

@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from telemetry.pipeline import ComponentStats
+from telemetry.contracts import ComponentStats
 from telemetry.serve import guard, running
 from telemetry.serve.browser import Browsers, cors_headers
 from telemetry.serve.compression import compressors

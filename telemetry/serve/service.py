@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.config import Config
-from telemetry.pipeline import ComponentStats, Pipeline, Source
+from telemetry.contracts import ComponentStats, Source
+from telemetry.pipeline import Pipeline
 from telemetry.serve.config import ServeConfig, parse_listen
 from telemetry.store import Store
 from telemetry.store.client import SERVE_URL_FILE
@@ -106,7 +107,7 @@ class Service:
 
     # -- start -------------------------------------------------------------------------------
     def start(self) -> None:
-        from telemetry.commands.common import clickhouse_sink, extra_sinks
+        from telemetry.sinks.configured import clickhouse_sink, extra_sinks
         from telemetry.transforms import build_transforms
 
         if self.metrics and self.cfg.prometheus.enabled:
@@ -173,8 +174,8 @@ class Service:
         log.info("ClickHouse HTTP endpoint on %s:%s (query with --dsn %s)", *bound, self.query_url)
 
     def _start_correlate(self) -> None:
-        from telemetry.commands.correlate import FindingsCollector
         from telemetry.correlate import Correlator
+        from telemetry.correlate.findings import FindingsCollector
 
         self._corr = Correlator(
             own_store(self.store),

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from telemetry.pipeline import Batch
+from telemetry.contracts import Batch
 from telemetry.records import LLDP_LINK
 from telemetry.sim.collectives import PaceLog
 from telemetry.sim.collectives import truth as collective_truth

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from telemetry.pipeline import Batch
+from telemetry.contracts import Batch
 from telemetry.records import (
     GPU_EVENT,
     GPU_NIC_AFFINITY,

@@ -17,8 +17,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from telemetry.contracts import Batch, Sink, Transform
 from telemetry.correlate.clock import ManualClock
-from telemetry.pipeline import BaseSource, Batch, Pipeline, Sink, Transform
+from telemetry.pipeline import BaseSource, Pipeline
 from telemetry.sim.engine import Simulation
 
 

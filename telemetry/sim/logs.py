@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from telemetry.contracts import Batch
 from telemetry.errors import ConfigError
-from telemetry.pipeline import Batch
 from telemetry.records import LOG_EVENT
 from telemetry.sim import log_text as lt
 from telemetry.sim.fabric import GPU_BUS, rdma_device

@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from exporters.inventory.objects import GPU_PRODUCT
+from telemetry.contracts import Batch
 from telemetry.errors import ConfigError
-from telemetry.pipeline import Batch
 from telemetry.records import POD_EVENT, PODGROUP, PRIORITY_CLASS, QUEUE
 
 if TYPE_CHECKING:

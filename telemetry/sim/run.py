@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from telemetry.pipeline import Pipeline, Sink, Transform
+from telemetry.contracts import Sink, Transform
+from telemetry.pipeline import Pipeline
 from telemetry.records import KINDS, RecordKind
 from telemetry.sim.engine import Simulation
 from telemetry.sim.source import SimSource

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from telemetry.pipeline import Batch
+from telemetry.contracts import Batch
 from telemetry.records import (
     COLLECTIVE_SAMPLE,
     FLOW_SAMPLE,

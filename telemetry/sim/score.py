@@ -17,7 +17,8 @@ from typing import Any
 import yaml
 
 from telemetry.correlate.causes import effect_kinds
-from telemetry.sim.faults import CONSEQUENCE_FAULT_KINDS, SETTING_FAULT_KINDS, Fault, GroundTruth
+from telemetry.sim.faults import CONSEQUENCE_FAULT_KINDS, SETTING_FAULT_KINDS
+from telemetry.sim.model import Fault, GroundTruth
 from telemetry.sim.scenario import FAULT_KINDS
 
 FINDING_MAP_FILE = Path(__file__).parent / "finding_map.yaml"

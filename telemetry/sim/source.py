@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from telemetry.pipeline import BaseSource, Batch
+from telemetry.contracts import Batch
+from telemetry.pipeline import BaseSource
 from telemetry.sim.engine import Simulation
 
 

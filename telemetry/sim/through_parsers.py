@@ -21,8 +21,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from telemetry.contracts import Batch
 from telemetry.errors import UserError
-from telemetry.pipeline import Batch
 from telemetry.records import LLDP_LINK, LOG_EVENT
 from telemetry.sim.engine import Simulation
 from telemetry.sim.render import Files, Rows, iter_steps, render_step

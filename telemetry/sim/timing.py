@@ -312,7 +312,7 @@ class Disturber:
     ) -> list[Any]:
         """apply() to each batch, but those of the source classes in `keep` (stamped by a device
         already); batches left empty are dropped."""
-        from telemetry.pipeline import Batch
+        from telemetry.contracts import Batch
 
         out = []
         for b in batches:

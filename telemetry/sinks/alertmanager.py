@@ -22,8 +22,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from telemetry.config import AlertmanagerConfig
+from telemetry.contracts import ComponentStats
 from telemetry.correlate.remediation import runbook
-from telemetry.pipeline import ComponentStats
 
 log = logging.getLogger(__name__)
 

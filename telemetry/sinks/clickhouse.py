@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from telemetry.contracts import Batch, ComponentStats, ExportResult
 from telemetry.errors import StoreUnavailable
-from telemetry.pipeline import Batch, ComponentStats, ExportResult
 from telemetry.records import KINDS, SchemaError
 from telemetry.sinks.clickhouse_codes import RETRYABLE, code_name, error_code
 from telemetry.store.client import Store

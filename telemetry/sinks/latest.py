@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from telemetry.pipeline import Batch
+from telemetry.contracts import Batch
 from telemetry.records import Field, RecordKind
 
 

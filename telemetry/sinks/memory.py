@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from telemetry.pipeline import Batch, ComponentStats, InMemorySink
+from telemetry.contracts import Batch, ComponentStats, InMemorySink
 
 
 class MemorySink(InMemorySink):

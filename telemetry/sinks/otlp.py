@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from telemetry.contracts import Batch, ComponentStats, InMemorySink
 from telemetry.errors import ConfigError
-from telemetry.pipeline import Batch, ComponentStats, InMemorySink
 from telemetry.sinks.latest import LatestValues
 
 

@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from telemetry.pipeline import Batch, ComponentStats, InMemorySink
+from telemetry.contracts import Batch, ComponentStats, InMemorySink
 from telemetry.sinks.latest import LatestValues
 
 log = logging.getLogger(__name__)

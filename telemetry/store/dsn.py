@@ -47,12 +47,12 @@ class Dsn:
 
 
 # `scheme://user:PASSWORD@` anywhere in a line (DSNs, Redis URLs): the password is masked
-_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s'\"]*:)([^@\s'\"]*)(@)")
+URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s'\"]*:)([^@\s'\"]*)(@)")
 
 
 def redact_dsn(text: str) -> str:
     """`text` with the password of every `scheme://user:pass@` in it replaced by `***`."""
-    return _URL_PASSWORD.sub(r"\1***\3", text)
+    return URL_PASSWORD.sub(r"\1***\3", text)
 
 
 def with_password(text: str, password: str) -> str:

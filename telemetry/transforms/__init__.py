@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from telemetry.pipeline import Batch, Transform
+from telemetry.contracts import Batch, Transform
 
 if TYPE_CHECKING:
     from telemetry.config import Config

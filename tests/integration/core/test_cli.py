@@ -10,7 +10,7 @@ from tests.cli import ROOT, rs  # noqa: F401  (ROOT: for modules that imported i
 
 
 def test_help_lists_every_command() -> None:
-    from telemetry.registry import SOURCES
+    from telemetry.catalog import SOURCES
 
     r = rs("--help")
     assert r.returncode == 0

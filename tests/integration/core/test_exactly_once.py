@@ -13,7 +13,8 @@ import numpy as np
 import pyarrow as pa
 from clickhouse_connect.driver.exceptions import OperationalError
 
-from telemetry.pipeline import Batch, ComponentStats, Pipeline
+from telemetry.contracts import Batch, ComponentStats
+from telemetry.pipeline import Pipeline
 from telemetry.records import GPU_SAMPLE
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from telemetry.pipeline import Batch, ComponentStats, ExportResult, Pipeline
+from telemetry.contracts import Batch, ComponentStats, ExportResult
+from telemetry.pipeline import Pipeline
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store
 from telemetry.store.spool import RECORD_BATCH_BYTES, Spool

@@ -23,9 +23,9 @@ from telemetry.store.migrations import (
     MIGRATION_7_SHARD_KEYS,
     MIGRATION_12_ROLLUPS,
     MIGRATION_14_TABLES,
-    Context,
     render_all,
 )
+from telemetry.store.migrations.loader import Context
 from telemetry.store.schema import entity_columns
 
 ROOT = Path(__file__).parents[3]

@@ -11,9 +11,9 @@ from telemetry.store.migrations import (
     MIGRATION_12_ROLLUPS,
     MIGRATION_14_TABLES,
     MIGRATIONS,
-    Context,
     render_all,
 )
+from telemetry.store.migrations.loader import Context
 from tests.conftest import now_ms
 
 # the rollups written by the correlation engine, not by a view (migration 13 dropped theirs)
@@ -306,7 +306,7 @@ def test_a_run_of_column_changes_is_one_alter_per_table() -> None:
     """alter_columns groups consecutive changes of one verb on one table into one ALTER (one
     metadata change, one DDL-queue entry in cluster mode); a change of table or verb starts a
     new statement, so the order of the changes is kept."""
-    from telemetry.store.migrations import alter_columns
+    from telemetry.store.migrations.loader import alter_columns
 
     step = alter_columns(
         lambda: (

@@ -29,8 +29,9 @@ from telemetry.correlate.registry import Context, Window, detectors
 from telemetry.correlate.report import job_report
 from telemetry.correlate.thresholds import default_thresholds
 from telemetry.pool import DIMENSIONS, accounting, preemptions
-from telemetry.sim import build, load_scenario
+from telemetry.sim import build
 from telemetry.sim.run import ingest
+from telemetry.sim.scenario import load_scenario
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store
 from telemetry.transforms import StampCluster

@@ -16,8 +16,9 @@ import pytest
 
 from telemetry.correlate.engine import Correlator
 from telemetry.correlate.registry import detectors
-from telemetry.sim import build, load_scenario
+from telemetry.sim import build
 from telemetry.sim.run import ingest
+from telemetry.sim.scenario import load_scenario
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store
 from telemetry.transforms import StampCluster

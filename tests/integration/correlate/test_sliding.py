@@ -14,9 +14,10 @@ import pytest
 
 from telemetry.correlate import findings as fstore
 from telemetry.correlate.engine import Correlator, follow
-from telemetry.sim import build, load_scenario
+from telemetry.sim import build
 from telemetry.sim.engine import Simulation
 from telemetry.sim.live import LiveFeed, latencies
+from telemetry.sim.scenario import load_scenario
 from telemetry.sim.score import read_findings, score
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store

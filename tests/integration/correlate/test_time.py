@@ -382,7 +382,7 @@ def test_small_scores_under_each_timing_knob(store: Store, tmp_path: Any, knob: 
     """`small` (every fault kind once) with one timing disturbance at a time, and all at once:
     every kind found and localized with no false finding, an incident per fault at most 1.2,
     no false incident."""
-    from telemetry.sim import load_scenario
+    from telemetry.sim.scenario import load_scenario
 
     base = load_scenario("small")
     data = base.model_dump()

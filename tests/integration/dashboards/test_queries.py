@@ -197,8 +197,8 @@ def test_alert_rules_fire_on_the_engines_findings(sim: dict[str, Any], tmp_path:
     from prometheus_client.parser import text_string_to_metric_families
 
     import alerts
-    from telemetry.commands.correlate import findings_prometheus
     from telemetry.correlate import findings as fstore
+    from telemetry.correlate.findings import findings_prometheus
 
     rows = fstore.read(sim["store"], cluster=CLUSTER, limit=100_000)
     series = []

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from exporters.hdfs import HdfsConfig, HdfsSource
+from exporters.hdfs.config import HdfsConfig
+from exporters.hdfs.source import HdfsSource
 from telemetry.sinks.prometheus import render_prometheus
 from tests.tls import self_signed
 

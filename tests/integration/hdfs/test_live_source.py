@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from exporters.hdfs import HdfsConfig, HdfsSource
+from exporters.hdfs.config import HdfsConfig
+from exporters.hdfs.source import HdfsSource
 from telemetry.errors import UserError
 
 FIX = Path(__file__).parents[2] / "fixtures" / "hdfs"

@@ -7,7 +7,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from exporters.hdfs import HdfsConfig, HdfsSource
+from exporters.hdfs.config import HdfsConfig
+from exporters.hdfs.source import HdfsSource
 from telemetry.pipeline import Pipeline
 from telemetry.sinks.clickhouse import ClickHouseSink
 

@@ -17,9 +17,9 @@ import pyarrow as pa
 import pytest
 
 from bench.ingest import gpu_table
+from telemetry.contracts import Batch
 from telemetry.ingest.config import IngestConfig
 from telemetry.ingest.gateway import IngestService
-from telemetry.pipeline import Batch
 from telemetry.records import GPU_SAMPLE
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store

@@ -8,8 +8,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from exporters.inventory import InventorySource
 from exporters.inventory.objects import load_dump
+from exporters.inventory.source import InventorySource
 from telemetry.transforms import StampCluster
 from tests.integration.inventory.fake_kube import FakeKube
 from tests.integration.inventory.test_watch import api, kubeconfig, until

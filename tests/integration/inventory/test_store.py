@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from exporters.inventory import InventorySource
+from exporters.inventory.source import InventorySource
 from exporters.inventory.state import InventoryState
 from exporters.inventory.who import who_owned, who_owned_many
-from telemetry.pipeline import Batch
+from telemetry.contracts import Batch
 from telemetry.transforms import StampCluster
 from tests.conftest import now_ms
 from tests.k8s import pod, podgroup_of, volcano_job
@@ -28,7 +28,7 @@ def test_ip_reuse_resolves_inside_each_lease_and_to_nothing_in_the_gap(store: An
     s.event("DELETED", pod("trainer-0", "10.1.0.7"), t0 + 600_000)
     s.event("ADDED", pod("trainer-9", "10.1.0.7"), t0 + 900_000)
     s.event("ADDED", pod("other", "10.1.0.8"), t0)
-    from telemetry.pipeline import Batch
+    from telemetry.contracts import Batch
 
     store_batches(store, [Batch.from_rows(k, r) for k, r in s.drain_rows().items()])
 

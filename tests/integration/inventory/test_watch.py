@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from exporters.inventory import InventorySource
+from exporters.inventory.source import InventorySource
 from exporters.inventory.who import who_owned
 from telemetry.transforms import StampCluster
 from tests.conftest import now_ms

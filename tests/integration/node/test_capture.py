@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from exporters.node import NodeSource, nvml
+from exporters.node import nvml
 from exporters.node.capture import capture
 from exporters.node.ethtool import TextEthtool
+from exporters.node.source import NodeSource
+from telemetry.contracts import Batch
 from telemetry.errors import UserError
-from telemetry.pipeline import Batch
 
 
 def by_kind(batches: list[Batch]) -> dict[str, list[dict[str, Any]]]:

@@ -13,7 +13,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from exporters.node import NodeSource, nvml
+from exporters.node import nvml
+from exporters.node.source import NodeSource
 from telemetry.pipeline import Pipeline
 from telemetry.sinks.prometheus import PrometheusSink
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from exporters.node import NodeSource, nvml
+from exporters.node import nvml
 from exporters.node.podresources import GrpcPodResources, Matcher, PodResourcesError
+from exporters.node.source import NodeSource
 
 from .conftest import GPU_UUIDS
 

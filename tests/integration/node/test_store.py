@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exporters.node import NodeSource
+from exporters.node.source import NodeSource
 from tests.sysfs_fixture import node8
 
 NODE8 = node8()

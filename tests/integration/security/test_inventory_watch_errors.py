@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from exporters.inventory import InventorySource
+from exporters.inventory.source import InventorySource
 from tests.integration.inventory.fake_kube import FakeKube
 from tests.integration.inventory.test_watch import api, kubeconfig, pod, until  # noqa: F401
 

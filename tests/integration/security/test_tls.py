@@ -22,7 +22,8 @@ import pytest
 
 from telemetry.config import load_config
 from telemetry.errors import ConfigError, StoreUnavailable
-from telemetry.serve import Engine, QueryServer, ServeConfig
+from telemetry.serve import Engine, QueryServer
+from telemetry.serve.config import ServeConfig
 from telemetry.sinks.prometheus import PrometheusSink
 from telemetry.store import Store
 from tests.integration.core.test_cli import rs

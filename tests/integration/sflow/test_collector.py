@@ -123,7 +123,7 @@ def test_flows_land_in_the_store(store: Any) -> None:
     finally:
         src.stop()
     assert rows
-    from telemetry.pipeline import Batch
+    from telemetry.contracts import Batch
 
     store.insert("flow_sample", Batch.from_rows("flow_sample", rows["flow_sample"]).table)
     assert store.query_rows(f"SELECT dest_qp, bytes, packets FROM {store.table('flow_sample')}") == [

@@ -24,7 +24,7 @@ from exporters.sflow import encode as E
 from exporters.sflow.ingest import REASONS
 from exporters.sflow.source import SflowSource
 from exporters.sflow.workers import WorkerPool, socket_drops
-from telemetry.pipeline import ComponentStats
+from telemetry.contracts import ComponentStats
 from telemetry.problems import Problems
 from tests.integration.sflow.sfprobe import replay, roce_pcap
 

@@ -13,10 +13,11 @@ from pathlib import Path
 from telemetry.correlate import findings as fstore
 from telemetry.correlate.engine import Correlator
 from telemetry.correlate.report import job_report, render_text
-from telemetry.sim import build, load_scenario
-from telemetry.sim.collectives import comm_id
+from telemetry.sim import build
 from telemetry.sim.engine import Simulation
+from telemetry.sim.nccl import comm_id
 from telemetry.sim.run import ingest
+from telemetry.sim.scenario import load_scenario
 from telemetry.sim.score import read_findings, score
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from telemetry.config import load_config
-from telemetry.pipeline import Batch
-from telemetry.sim import build, load_scenario
+from telemetry.contracts import Batch
+from telemetry.sim import build
 from telemetry.sim.render import _rows_at, render_devices
+from telemetry.sim.scenario import load_scenario
 from telemetry.sim.through_parsers import source_from_capture, sources_config
 from telemetry.store import Store
 from telemetry.transforms import StampCluster

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from telemetry.records import FINDING, KINDS
-from telemetry.sim import build, load_scenario
+from telemetry.sim import build
 from telemetry.sim.run import fingerprint, ingest
+from telemetry.sim.scenario import load_scenario
 from telemetry.sim.score import read_findings, render, score
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.transforms import StampCluster

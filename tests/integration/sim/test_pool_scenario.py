@@ -12,8 +12,9 @@ from typing import Any
 from telemetry import pool
 from telemetry.correlate import Correlator
 from telemetry.correlate import findings as fstore
-from telemetry.sim import build, load_scenario
+from telemetry.sim import build
 from telemetry.sim.run import ingest
+from telemetry.sim.scenario import load_scenario
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.transforms import StampCluster
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from telemetry.config import load_config
-from telemetry.sim import build, load_scenario
+from telemetry.sim import build
 from telemetry.sim.run import ingest
+from telemetry.sim.scenario import load_scenario
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store
 from telemetry.transforms import StampCluster

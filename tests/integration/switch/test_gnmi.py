@@ -97,7 +97,7 @@ def test_fixture_waits_for_the_next_state_without_polling(
     from pygnmi.spec.v080 import gnmi_pb2 as pb
     from pygnmi.spec.v080 import gnmi_pb2_grpc
 
-    from exporters.switch.gnmi import parse_path
+    from exporters.switch.gnmi_decode import parse_path
 
     t, port = target
     sleeps: list[float] = []
@@ -293,7 +293,7 @@ def test_redis_and_gnmi_give_the_same_records(
     back to the whole hashes from a switch that refuses the per-counter paths; and whether
     the telemetry service keys its answers by SONiC name or, as sonic-gnmi does where CONFIG_DB
     gives ports an alias, by vendor alias (named back by CONFIG_DB `PORT`)."""
-    from exporters.switch.gnmi import SONIC_FIELD_SAMPLE
+    from exporters.switch.gnmi_sonic import SONIC_FIELD_SAMPLE
     from exporters.switch.sonic import targets_from_config
 
     t, port = target

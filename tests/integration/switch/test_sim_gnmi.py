@@ -13,7 +13,8 @@ import pytest
 
 from telemetry.config import load_config
 from telemetry.pipeline import Pipeline
-from telemetry.sim import build, load_scenario
+from telemetry.sim import build
+from telemetry.sim.scenario import load_scenario
 from telemetry.sim.through_parsers import ThroughParsersSource
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from exporters.switch.config import SnmpConfig, SwitchConfig, SwitchSourceConfig
-from exporters.switch.gnmi import GnmiLoop
+from exporters.switch.gnmi_stream import GnmiLoop
 from exporters.switch.snmp import SnmpSwitch
 from exporters.switch.source import SwitchSource
 

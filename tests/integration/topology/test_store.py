@@ -9,7 +9,7 @@ import pytest
 
 from exporters.inventory.state import InventoryState
 from telemetry.cli import main
-from telemetry.pipeline import Batch
+from telemetry.contracts import Batch
 from telemetry.topology.hypernodes import HyperNodeTree
 from telemetry.topology.physical import Fabric, diff
 from telemetry.topology.store_io import (

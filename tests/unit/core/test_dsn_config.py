@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.config import load_config, parse_size
+from telemetry.config import load_config
 from telemetry.errors import ConfigError
 from telemetry.store.dsn import parse_dsn
+from telemetry.text import parse_size
 
 
 def test_chdb_dsn_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,8 @@ import time
 import urllib.error
 import urllib.request
 
-from telemetry.pipeline import Batch, ComponentStats, ExportResult, Pipeline
+from telemetry.contracts import Batch, ComponentStats, ExportResult
+from telemetry.pipeline import Pipeline
 from telemetry.records import COMPONENT_STAT
 from telemetry.sinks.memory import MemorySink
 from telemetry.sinks.prometheus import PrometheusSink

@@ -7,8 +7,8 @@ import hashlib
 import pytest
 
 from telemetry.records import KINDS
-from telemetry.store.migrations import MIGRATIONS, Context
-from telemetry.store.migrations.loader import parse, table_script
+from telemetry.store.migrations import MIGRATIONS
+from telemetry.store.migrations.loader import Context, parse, table_script
 from telemetry.store.schema import TableDef, create_table_sql
 
 # sha256 (first 16 hex digits) of each released migration's description and statements, on a

@@ -120,7 +120,7 @@ def _no_time(k: object) -> list[str]:
 def test_plain_batch_reads_as_its_arrow_table_on_the_node8_capture() -> None:
     """Every batch of a node8 replay: the /metrics path's `pylists` (no Arrow) hands out the
     values, types included, that the Arrow table of the same rows gives back."""
-    from exporters.node import NodeSource
+    from exporters.node.source import NodeSource
     from tests.sysfs_fixture import node8
 
     batches = NodeSource.replay(node8(), node_name="n").collect()
@@ -135,7 +135,7 @@ def test_plain_batch_reads_as_its_arrow_table_on_the_node8_capture() -> None:
 
 
 def test_plain_columns_convert_as_arrow_does() -> None:
-    from telemetry.pipeline import Batch
+    from telemetry.contracts import Batch
 
     rows = [
         # float into counters/ints: truncated; int into f64: a float; a missing value: null
@@ -162,7 +162,7 @@ def test_plain_columns_convert_as_arrow_does() -> None:
 def test_a_value_arrow_refuses_is_refused_at_from_rows(field: str, value: object) -> None:
     """Not plain: the rows go through Arrow at once, which refuses them where the source built
     them (as before batches could stay plain), not later in a sink."""
-    from telemetry.pipeline import Batch
+    from telemetry.contracts import Batch
 
     row = {"ts": 1_700_000_000_000, "node": "n", "gpu": 0, "up": 1, field: value}
     with pytest.raises((pa.ArrowInvalid, OverflowError, pa.ArrowTypeError)):
@@ -170,7 +170,7 @@ def test_a_value_arrow_refuses_is_refused_at_from_rows(field: str, value: object
 
 
 def test_fill_empty_is_the_same_on_columns_and_on_a_table() -> None:
-    from telemetry.pipeline import Batch
+    from telemetry.contracts import Batch
     from telemetry.transforms import StampCluster
 
     rows = [

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from telemetry.catalog import SOURCES
 from telemetry.config import SourceConfig, load_config
+from telemetry.contracts import ComponentStats
 from telemetry.errors import ConfigError
-from telemetry.pipeline import ComponentStats
 from telemetry.problems import Problems
 from telemetry.records import KINDS
-from telemetry.registry import SOURCES, build_source
+from telemetry.registry import build_source
 from tests.sysfs_fixture import node8
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -8,7 +8,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from telemetry.pipeline import Batch, ComponentStats, Pipeline
+from telemetry.contracts import Batch, ComponentStats
+from telemetry.pipeline import Pipeline
 from telemetry.records import GPU_SAMPLE, NIC_SAMPLE
 from telemetry.sinks.memory import MemorySink
 from telemetry.sinks.prometheus import PrometheusSink, render_prometheus

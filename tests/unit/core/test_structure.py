@@ -9,8 +9,6 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("telemetry", "exporters", "dashboards", "alerts")
 # the simulator and the commands that drive it; nothing else may import telemetry.sim
@@ -174,11 +172,78 @@ def test_contributing_names_files_that_exist() -> None:
     assert not missing, f"CONTRIBUTING.md 'Where each change goes' names missing paths: {missing}"
 
 
-@pytest.mark.parametrize("module", ["telemetry.pipeline", "telemetry.registry"])
-def test_contracts_stay_importable_where_they_were(module: str) -> None:
-    """Names moved to contracts.py / catalog.py are still importable from their old homes."""
-    import importlib
+# the CLI and the simulator may drive the commands; nothing a library user imports may
+COMMAND_USERS = ("telemetry/commands/", "telemetry/cli.py", "telemetry/sim/")
 
-    m = importlib.import_module(module)
-    for name in getattr(m, "__all__", ()):
-        assert hasattr(m, name), f"{module}.{name}"
+
+def _top_level(path: Path) -> tuple[set[str], dict[str, tuple[str, str]]]:
+    """What a module defines at its top level (def, class, assignment, also under `if`), and what
+    it imports by name there: {local name: (module, name)}."""
+    defined: set[str] = set()
+    imported: dict[str, tuple[str, str]] = {}
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                imported[a.asname or a.name] = (node.module, a.name)
+            continue
+        todo: list[ast.AST] = [node]
+        while todo:  # the statement and what `if`/`try` hold; not what a def or class holds
+            n = todo.pop()
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                defined.add(n.name)
+                continue
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                defined.add(n.id)
+            todo.extend(ast.iter_child_nodes(n))
+    return defined, imported
+
+
+def _import_problems(modules: dict[str, Path]) -> list[str]:
+    """`from m import _name` across modules, and `from m import X` where m only imports X from
+    elsewhere (a re-export: two answers to "where does X live?")."""
+    tops = {m: _top_level(p) for m, p in modules.items()}
+    out = []
+    for m, p in modules.items():
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if not (isinstance(node, ast.ImportFrom) and not node.level):
+                continue
+            src = node.module or ""
+            if src not in modules or src == m:
+                continue
+            defined, imported = tops[src]
+            for a in node.names:
+                if f"{src}.{a.name}" in modules:
+                    continue  # a submodule
+                where = f"{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name}:{node.lineno}"
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    out.append(f"{where} imports the private {src}.{a.name}")
+                elif a.name not in defined and a.name in imported:
+                    out.append(f"{where} imports {a.name} through {src} ({imported[a.name][0]})")
+    return out
+
+
+def test_no_private_or_reexported_imports() -> None:
+    bad = _import_problems(MODULES)
+    assert not bad, "import names from where they are defined, and only public ones:\n" + (
+        "\n".join(bad)
+    )
+
+
+def test_the_import_check_sees_private_names_and_reexports(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("def _p(): ...\nclass X: ...\n")
+    (tmp_path / "b.py").write_text("from a import X\nY = 1\n")
+    (tmp_path / "c.py").write_text("from a import _p\nfrom b import X, Y\n")
+    bad = _import_problems({n: tmp_path / f"{n}.py" for n in "abc"})
+    assert bad == ["c.py:1 imports the private a._p", "c.py:2 imports X through b (a)"]
+
+
+def test_no_library_module_imports_the_commands() -> None:
+    bad = []
+    for m, p in MODULES.items():
+        rel = p.relative_to(ROOT).as_posix()
+        if rel.startswith(COMMAND_USERS):
+            continue
+        for name, line in _imported(p, m):
+            if name == "telemetry.commands" or name.startswith("telemetry.commands."):
+                bad.append(f"{rel}:{line} imports {name}")
+    assert not bad, "the CLI sits on top; libraries must not import it:\n" + "\n".join(bad)

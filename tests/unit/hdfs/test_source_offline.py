@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from exporters.hdfs import HdfsConfig, HdfsSource
+from exporters.hdfs.config import HdfsConfig
+from exporters.hdfs.source import HdfsSource
 from telemetry.errors import UserError
 from tests.cli import rs
 

@@ -245,7 +245,7 @@ def test_budget_rows_exact() -> None:
 def test_example_config_validates() -> None:
     import yaml
 
-    from exporters.hdfs import HdfsConfig
+    from exporters.hdfs.config import HdfsConfig
 
     raw = yaml.safe_load((Path(placement.__file__).with_name("hdfs.example.yaml")).read_text())
     c = HdfsConfig.model_validate(raw["sources"]["hdfs"])

@@ -18,7 +18,7 @@ import pytest
 
 from exporters.inventory.objects import NETWORK_STATUS, iter_objects, load_dump
 from exporters.inventory.state import InventoryState
-from telemetry.pipeline import Batch
+from telemetry.contracts import Batch
 from tests.fuzz import PER_EXAMPLE, fuzz, mutate, mutate_doc
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from exporters.node import NodeSource
+from exporters.node.source import NodeSource
 from telemetry.config import load_config
 
 MANIFEST = Path(__file__).resolve().parents[3] / "deploy" / "node-exporter" / "daemonset.yaml"

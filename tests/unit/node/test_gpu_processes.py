@@ -14,7 +14,7 @@ import pytest
 from exporters.nccl.attribution import Attributor
 from exporters.node import nvml
 from exporters.node.gpu import GpuCollector
-from telemetry.pipeline import Batch
+from telemetry.contracts import Batch
 from telemetry.records import GPU_PROCESS
 from telemetry.sinks.prometheus import render_prometheus
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from exporters.node import NodeSource, nvml
+from exporters.node import nvml
+from exporters.node.source import NodeSource
 
 
 def test_problems_named_in_self_metrics_and_log(node8_copy: Path, caplog) -> None:

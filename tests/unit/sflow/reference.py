@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from exporters.sflow.decode import DecodeError, decode
 from exporters.sflow.ingest import REASONS
-from telemetry.pipeline import Batch
+from telemetry.contracts import Batch
 from telemetry.problems import Problems
 from telemetry.records import FLOW_SAMPLE
 

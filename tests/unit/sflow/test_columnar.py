@@ -17,7 +17,7 @@ from exporters.sflow import encode as E
 from exporters.sflow.decode import scan
 from exporters.sflow.ingest import SflowIngest
 from exporters.sflow.pcap import read_udp
-from telemetry.pipeline import ComponentStats
+from telemetry.contracts import ComponentStats
 from tests.unit.sflow.reference import ReferenceIngest
 
 PCAP = Path(__file__).parents[2] / "fixtures" / "sflow" / "tcpdump_sflow-print-v6.pcap"

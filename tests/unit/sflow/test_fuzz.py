@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from exporters.sflow import encode as E
 from exporters.sflow.decode import DecodeError, decode, scan
 from exporters.sflow.ingest import SflowIngest
-from telemetry.pipeline import ComponentStats
+from telemetry.contracts import ComponentStats
 
 SEEDS = [
     E.datagram([E.flow_sample(E.rocev2_frame("10.0.0.1", "10.0.0.2", 9)[:128], rate=512, vlan=3),

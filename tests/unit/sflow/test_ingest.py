@@ -7,7 +7,7 @@ import logging
 from exporters.sflow import encode as E
 from exporters.sflow.decode import scan
 from exporters.sflow.ingest import REASONS, SflowIngest
-from telemetry.pipeline import ComponentStats
+from telemetry.contracts import ComponentStats
 from telemetry.problems import Problems
 
 

@@ -11,7 +11,8 @@ START = "2026-11-01T00:00:00Z"
 
 
 def run_tables(scenario: str = "small", **over: Any) -> tuple[Any, dict[str, Any]]:
-    from telemetry.sim import build, load_scenario
+    from telemetry.sim import build
+    from telemetry.sim.scenario import load_scenario
 
     sc = load_scenario(scenario).with_overrides(start=START, **over)
     sim = build(sc)

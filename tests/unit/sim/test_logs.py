@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.sim import build, load_scenario
+from telemetry.sim import build
 from telemetry.sim.logs import render_logs
+from telemetry.sim.scenario import load_scenario
 from tests.unit.sim.conftest import START, sim_tables
 
 

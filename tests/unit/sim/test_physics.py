@@ -337,8 +337,8 @@ def test_natural_ecmp_imbalance_is_ground_truth_with_the_physics_behind_it(
 
 def _variant(name: str, change: Any) -> tuple[Any, dict[str, Any]]:
     """A built-in scenario changed by `change` (on its dumped dict), run like run_tables."""
-    from telemetry.sim import build, load_scenario
-    from telemetry.sim.scenario import parse_scenario
+    from telemetry.sim import build
+    from telemetry.sim.scenario import load_scenario, parse_scenario
     from tests.unit.sim.conftest import START, sim_tables
 
     raw = load_scenario(name).model_dump()

@@ -11,8 +11,9 @@ import polars as pl
 import pytest
 
 from telemetry.cli import main
-from telemetry.sim import build, load_scenario
+from telemetry.sim import build
 from telemetry.sim.render import render_devices
+from telemetry.sim.scenario import load_scenario
 from tests.unit.sim.conftest import START, run_tables
 
 

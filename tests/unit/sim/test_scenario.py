@@ -9,7 +9,7 @@ import pytest
 
 from telemetry.cli import main
 from telemetry.errors import ConfigError
-from telemetry.sim import FAULT_KINDS, builtin_names, load_scenario
+from telemetry.sim.scenario import FAULT_KINDS, builtin_names, load_scenario
 
 
 def test_builtins_load_and_cover_every_fault_kind():

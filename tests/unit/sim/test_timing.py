@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from telemetry.errors import ConfigError
-from telemetry.sim import build, load_scenario
-from telemetry.sim.scenario import parse_scenario
+from telemetry.sim import build
+from telemetry.sim.scenario import load_scenario, parse_scenario
 
 START = "2026-11-01T00:00:00Z"
 

@@ -9,7 +9,9 @@ import pytest
 
 from telemetry.correlate.causes import effect_kinds
 from telemetry.errors import ConfigError
-from telemetry.sim import GroundTruth, build, load_scenario
+from telemetry.sim import build
+from telemetry.sim.model import GroundTruth
+from telemetry.sim.scenario import load_scenario
 from telemetry.sim.score import Finding, load_finding_map, render, score
 
 
@@ -134,7 +136,7 @@ def test_a_fault_too_close_to_its_threshold_is_not_scored_either_way(tmp_path: P
     """A natural ECMP collision that ran about at the detector's thresholds (scored=False): a
     finding on it is neither true nor false, missing it is no miss, an incident on it is no
     incident; a clear one next to it is scored as before; a round trip keeps the flag."""
-    from telemetry.sim import Fault
+    from telemetry.sim.model import Fault
     from telemetry.sim.score import score_incidents
 
     t0 = 1_800_000_000_000
@@ -167,7 +169,7 @@ def test_xid_events_are_scored_by_the_action_and_ignore_class_ones_must_not_page
     """A gpu_xid fault's ground truth names NVIDIA's catalog action for its Xid: a finding must
     recommend that action, and an IGNORE-class Xid (63) is no fault to page for: an incident
     about it alone is a false one, none is no miss."""
-    from telemetry.sim import Fault
+    from telemetry.sim.model import Fault
     from telemetry.sim.score import score_incidents
 
     t0 = 1_800_000_000_000

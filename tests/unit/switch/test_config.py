@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.config import ConfigError, load_config
+from telemetry.config import load_config
+from telemetry.errors import ConfigError
 
 
 def test_gnmi_and_snmp_sections(tmp_path: Path) -> None:

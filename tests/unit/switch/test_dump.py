@@ -149,7 +149,7 @@ def test_database_config_ids() -> None:
 
 
 def test_mapping_file_covers_record_fields() -> None:
-    from exporters.switch.gnmi import OC_CSV
+    from exporters.switch.gnmi_openconfig import OC_CSV
     from exporters.switch.snmp import COLUMNS, PFC_COLUMNS, SNMP_CSV
     from telemetry.records import KINDS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from exporters.switch.gnmi import GnmiLoop
+from exporters.switch.gnmi_stream import GnmiLoop
 
 
 def test_a_second_close_returns_at_once_and_leaves_no_coroutine_behind() -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from exporters.switch import gnmi as G
 from exporters.switch.config import GnmiConfig
-from exporters.switch.gnmi_columns import _whole_reader
+from exporters.switch.gnmi_columns import whole_reader
 from telemetry.sim.gnmi_target import Target
 from tests.unit.switch.seen import Seen
 
@@ -71,7 +71,7 @@ def _pair(counters: dict[str, Any]) -> tuple[G.SonicGnmi, G.SonicGnmi, Seen, See
             for kind, table in (("port", "COUNTERS_PORT_NAME_MAP"), ("queue", "COUNTERS_QUEUE_NAME_MAP")):  # fmt: skip
                 keys = tuple(counters[f"COUNTERS:{next(iter(counters[table].values()))}"])
                 layout = keys[::-1] if _READER == "reversed" else keys
-                st._readers[kind] = _whole_reader(kind, layout)
+                st._readers[kind] = whole_reader(kind, layout)
         out += [st, seen]
     return out[0], out[2], out[1], out[3]
 
@@ -276,7 +276,7 @@ def test_the_first_whole_update_teaches_the_switchs_key_order(reader: str) -> No
     ports = {p: dict(sorted(h.items())) for p, h in ports.items()}  # as Go's json.Marshal
     _same(fast, slow, fs, ss, _update(PORTS, ports), _update(QUEUES, queues))
     dec, _, _ = fast._readers["port"]
-    assert dec is _whole_reader("port", tuple(sorted(ports["Ethernet0"])))[0]
-    assert fast._readers["queue"][0] is _whole_reader("queue", tuple(queues["Ethernet0:0"]))[0]
+    assert dec is whole_reader("port", tuple(sorted(ports["Ethernet0"])))[0]
+    assert fast._readers["queue"][0] is whole_reader("queue", tuple(queues["Ethernet0:0"]))[0]
     asyncio.run(fast._prepare([]))
     assert fast._readers == {}
