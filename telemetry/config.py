@@ -248,7 +248,7 @@ class CorrelateConfig(_Model):
 
 class AlertmanagerConfig(_Model):
     """`alertmanager:` where `correlate --follow` and `serve` post incidents (Alertmanager v2
-    API; telemetry/sinks/alertmanager.py, docs/incidents.md)."""
+    API; telemetry/correlate/alertmanager.py, docs/incidents.md)."""
 
     enabled: bool = False
     url: str | None = Field(None, description="http(s)://host:port of Alertmanager.")

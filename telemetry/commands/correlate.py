@@ -154,9 +154,9 @@ def follow(corr: Any, cfg: Any, args: argparse.Namespace, on_cycle: Any = None) 
     import logging
     import threading
 
+    from telemetry.correlate import alertmanager
     from telemetry.correlate import findings as fstore
     from telemetry.correlate.engine import follow as follow_engine
-    from telemetry.sinks import alertmanager
     from telemetry.sinks.prometheus import PrometheusSink
 
     log = logging.getLogger("railscope.correlate")

@@ -24,13 +24,14 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from telemetry.contracts import ComponentStats
+from telemetry.errors import EngineError
 from telemetry.ingest.config import IngestConfig
 from telemetry.ingest.inbox import Backlog, Inbox
 from telemetry.ingest.merge import Merger
 from telemetry.ingest.tokens import SeenTokens
 from telemetry.records import KINDS, RecordKind, SchemaError
 from telemetry.serve.config import ServeConfig
-from telemetry.serve.engine import NAME_TABLES, EngineError, GuardAnswers, Outcome
+from telemetry.serve.engine import NAME_TABLES, GuardAnswers, Outcome
 from telemetry.store.client import Store
 
 log = logging.getLogger("railscope.ingest")

@@ -16,7 +16,7 @@ import ipaddress
 import socket
 from collections.abc import Mapping
 
-from telemetry.serve.engine import EngineError
+from telemetry.errors import EngineError
 
 # bodies a page can make a browser send without asking the server first (CORS "simple" requests)
 SIMPLE_BODIES = frozenset(

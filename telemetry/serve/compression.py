@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from telemetry.serve.engine import EngineError
+from telemetry.errors import EngineError
 
 
 def _zstd() -> Any:

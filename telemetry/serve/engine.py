@@ -16,36 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# ClickHouse's trailer on every exception text; chdb leaves it off (and sometimes nests it)
-_CODE = re.compile(r"Code: (\d+)\. ")
-_NAME = re.compile(r"\(([A-Z][A-Z0-9_]+)\)\s*$")
+from telemetry.errors import EngineError
+
 _SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class EngineError(Exception):
-    """A ClickHouse exception: `code`, `name` and the message without the `Code: N.` prefix."""
-
-    def __init__(self, code: int, message: str, name: str = "") -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.name = name
-
-    @classmethod
-    def from_engine(cls, e: BaseException) -> EngineError:
-        text = str(e).strip()
-        m = _CODE.search(text)
-        code = int(m[1]) if m else 1001
-        # chdb nests re-thrown exceptions: "Code: 73. DB::Exception: Code: 73. DB::Exception: X
-        # (version ...). (NAME)"; keep the innermost message once
-        inner = text.rsplit("DB::Exception: ", 1)[-1]
-        inner = inner.split(" (version ", 1)[0].strip()
-        n = _NAME.search(inner)
-        if n:
-            inner = inner[: n.start()].rstrip()
-        else:
-            n = _NAME.search(text)
-        return cls(code, inner, n[1] if n else "")
 
 
 @dataclass

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from telemetry.errors import EngineError
 from telemetry.serve import sqltext as S
-from telemetry.serve.engine import EngineError
 from telemetry.serve.policy import (
     ENGINES,
     FEATURE_ROOTS,

@@ -26,11 +26,12 @@ from typing import Any
 from aiohttp import web
 
 from telemetry.contracts import ComponentStats
+from telemetry.errors import EngineError
 from telemetry.serve import guard, running
 from telemetry.serve.browser import Browsers, cors_headers
 from telemetry.serve.compression import compressors
 from telemetry.serve.config import ServeConfig
-from telemetry.serve.engine import GUARD_MAX_QUERY_BYTES, Engine, EngineError, Outcome
+from telemetry.serve.engine import GUARD_MAX_QUERY_BYTES, Engine, Outcome
 from telemetry.serve.limits import (
     ACCEPT_BURST,
     HEAD_DEADLINE,

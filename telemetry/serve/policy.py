@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from telemetry.serve.engine import EngineError
+from telemetry.errors import EngineError
 from telemetry.text import parse_size
 
 # -- table functions and table engines ----------------------------------------------------------

@@ -5,7 +5,7 @@ output format. Data only: never reads a request.
 
 from __future__ import annotations
 
-from telemetry.serve.engine import EngineError
+from telemetry.errors import EngineError
 
 # URL parameters that shape the HTTP exchange, not the query: consumed here or ignored, never SET.
 # Sessions are not kept (every request is its own session), so session_* are accepted and ignored.

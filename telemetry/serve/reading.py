@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import BodyPartReader, web
 
+from telemetry.errors import EngineError
 from telemetry.serve.compression import decompressor
 from telemetry.serve.config import ServeConfig, ServeUser
-from telemetry.serve.engine import EngineError
 from telemetry.serve.limits import (
     BODY_GRACE,
     BODY_IDLE,

@@ -14,8 +14,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from telemetry.errors import EngineError
 from telemetry.serve import guard
-from telemetry.serve.engine import Engine, EngineError, Outcome, escape_param
+from telemetry.serve.engine import Engine, Outcome, escape_param
 
 # The columns a KILL QUERY condition may name, as in system.processes
 KILL_COLUMNS = (

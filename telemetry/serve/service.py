@@ -182,7 +182,7 @@ class Service:
             cluster=self.cfg.cluster,
             thresholds=self.cfg.correlate.thresholds,
         )
-        from telemetry.sinks import alertmanager
+        from telemetry.correlate import alertmanager
 
         self._alerts = alertmanager.build(self.cfg)
         if self._prom is not None:

@@ -21,9 +21,9 @@ import pytest
 
 from telemetry.config import AlertmanagerConfig
 from telemetry.correlate import findings as fstore
+from telemetry.correlate.alertmanager import AlertmanagerSink
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.incidents import IncidentTracker
-from telemetry.sinks.alertmanager import AlertmanagerSink
 from telemetry.store import Store
 
 BIN = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")

@@ -147,8 +147,8 @@ def test_a_gpu_with_several_xids_follows_the_strongest(store: Store) -> None:
 def test_alertmanager_and_the_job_report_carry_the_catalog_action(store: Store) -> None:
     from telemetry.config import AlertmanagerConfig
     from telemetry.correlate import Correlator
+    from telemetry.correlate.alertmanager import AlertmanagerSink
     from telemetry.correlate.report import _remediations
-    from telemetry.sinks.alertmanager import AlertmanagerSink
 
     s = t0()
     rows = [_xid(s, 61.3, "n1", 0, 94), _xid(s, 62.0, "n1", 1, 79), _xid(s, 62.5, "n1", 2, 63)]

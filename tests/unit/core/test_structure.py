@@ -48,9 +48,9 @@ def _imported(path: Path, module: str) -> Iterator[tuple[str, int]]:
                 yield f"{base}.{a.name}", node.lineno
 
 
-def _ours(name: str) -> str | None:
+def _ours(name: str, modules: dict[str, Path] = MODULES) -> str | None:
     """The module of ours `name` is (a name imported from a module: that module)."""
-    while name and name not in MODULES:
+    while name and name not in modules:
         name = name.rpartition(".")[0]
     return name or None
 
@@ -247,3 +247,65 @@ def test_no_library_module_imports_the_commands() -> None:
             if name == "telemetry.commands" or name.startswith("telemetry.commands."):
                 bad.append(f"{rel}:{line} imports {name}")
     assert not bad, "the CLI sits on top; libraries must not import it:\n" + "\n".join(bad)
+
+
+def _layers(text: str) -> list[tuple[str, list[str]]]:
+    """CONTRIBUTING.md's ```layers block: [(layer, [module prefix ...])], lowest first."""
+    m = re.search(r"```layers\n(.*?)```", text, re.S)
+    assert m, "CONTRIBUTING.md has no ```layers block"
+    out = []
+    for line in m[1].strip().splitlines():
+        name, _, paths = line.partition(":")
+        mods = [p.rstrip("/").removesuffix(".py").replace("/", ".") for p in paths.split()]
+        out.append((name.strip(), mods))
+    return out
+
+
+def _layer_of(module: str, layers: list[tuple[str, list[str]]]) -> int | None:
+    """The layer of the longest prefix that holds `module`."""
+    best: tuple[int, int] | None = None
+    for i, (_, prefixes) in enumerate(layers):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and (best is None or len(p) > best[1]):
+                best = (i, len(p))
+    return None if best is None else best[0]
+
+
+def _upward(modules: dict[str, Path], layers: list[tuple[str, list[str]]]) -> list[str]:
+    out = []
+    for m, p in modules.items():
+        if m == "telemetry" or m.startswith("telemetry.sim"):
+            continue  # the package root; the simulator sits beside the layers
+        lm = _layer_of(m, layers)
+        if lm is None:
+            out.append(f"{m} is on no layer")
+            continue
+        for name, line in _imported(p, m):
+            t = _ours(name, modules)
+            if not t or t == "telemetry" or t.startswith("telemetry.sim"):
+                continue
+            lt = _layer_of(t, layers)
+            if lt is not None and lt > lm:
+                out.append(f"{m}:{line} ({layers[lm][0]}) imports {t} ({layers[lt][0]})")
+    return out
+
+
+def test_the_layer_map_is_an_import_contract() -> None:
+    layers = _layers((ROOT / "CONTRIBUTING.md").read_text())
+    names = [n for n, _ in layers]
+    assert "ingest" in names and names[0] == "base" and names[-1] == "cli", names
+    for _, prefixes in layers:
+        for p in prefixes:
+            assert p in MODULES or any(m.startswith(p + ".") for m in MODULES), f"{p}: no module"
+    bad = _upward(MODULES, layers)
+    assert not bad, "imports against CONTRIBUTING.md's layer map:\n" + "\n".join(bad)
+
+
+def test_the_layer_check_sees_upward_and_unplaced_modules(tmp_path: Path) -> None:
+    (tmp_path / "low.py").write_text("from high import x\n")
+    (tmp_path / "high.py").write_text("from low import y\n")
+    (tmp_path / "stray.py").write_text("")
+    layers = _layers("```layers\nfloor: low.py\ntop: high.py\n```")
+    mods = {n: tmp_path / f"{n}.py" for n in ("low", "high", "stray")}
+    bad = _upward(mods, layers)
+    assert bad == ["low:1 (floor) imports high (top)", "stray is on no layer"]
