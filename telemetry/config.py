@@ -136,9 +136,9 @@ class StoreConfig(_Model):
     @classmethod
     def _ttl(cls, v: dict[str, int | None]) -> dict[str, int | None]:
         # a kind's table, or a per-interval rollup (which otherwise keeps what its source keeps)
-        from telemetry.store.migrations import MIGRATION_12_ROLLUPS
+        from telemetry.store.rollups import TABLES
 
-        tables = {k.table for k in KINDS.values()} | {r.table.name for r in MIGRATION_12_ROLLUPS}
+        tables = {k.table for k in KINDS.values()} | TABLES
         for t, days in v.items():
             if t not in tables:
                 raise ValueError(f"unknown table {t!r} (tables: {', '.join(sorted(tables))})")

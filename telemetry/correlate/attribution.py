@@ -300,11 +300,10 @@ def _rollup_insert(ctx: Context, rerun: bool) -> str | None:
     INSERT re-adds them whole from the attributed flows, those just written and those of the
     intervals' parts outside the window. None when the store has no such rollup (before
     migration 12)."""
-    from telemetry.store.migrations import MIGRATION_12_ROLLUPS
+    from telemetry.store.rollups import BY_KIND, JOB_PORT_SELECT, ROLLUP_INTERVAL
     from telemetry.store.schema import quote
 
-    (r,) = [r for r in MIGRATION_12_ROLLUPS if r.source == ATTRIBUTED_FLOW.table]
-    name = r.table.name
+    name = BY_KIND[ATTRIBUTED_FLOW.name].table
     # whether the engine reads rollups or not (Correlator(rollups=False)), it keeps this one
     if not ctx.store.query_rows(
         "SELECT count() FROM system.tables WHERE database = {db:String} AND name = {t:String}",
@@ -316,20 +315,20 @@ def _rollup_insert(ctx: Context, rerun: bool) -> str | None:
     if not rerun:
         source = f"(SELECT * FROM {flows} WHERE {ctx.where('attributed_flow')})"
     else:
-        first = "toStartOfInterval({ws:DateTime64(3, 'UTC')}, INTERVAL 10 SECOND)"
+        first = f"toStartOfInterval({{ws:DateTime64(3, 'UTC')}}, {ROLLUP_INTERVAL})"
         ctx.command(
             f"DELETE FROM {db}.{quote(name)} WHERE cluster = {{cluster:String}} "
             f"AND bucket >= {first} AND bucket < {{we:DateTime64(3, 'UTC')}}"
         )
         source = (
             f"(SELECT * FROM {flows} WHERE cluster = {{cluster:String}} "
-            f"AND ts >= {first} AND ts < {{we:DateTime64(3, 'UTC')}} + INTERVAL 10 SECOND "
-            "AND toStartOfInterval(ts, INTERVAL 10 SECOND) < {we:DateTime64(3, 'UTC')})"
+            f"AND ts >= {first} AND ts < {{we:DateTime64(3, 'UTC')}} + {ROLLUP_INTERVAL} "
+            f"AND toStartOfInterval(ts, {ROLLUP_INTERVAL}) < {{we:DateTime64(3, 'UTC')}})"
         )
     # the rows are grouped already: no insert-time merge of the SummingMergeTree (readers sum)
     return (
         f"INSERT INTO {db}.{quote(name)}\n"
-        + r.select.strip().format(source=source)
+        + JOB_PORT_SELECT.strip().format(source=source)
         + "\nSETTINGS optimize_on_insert = 0"
     )
 

@@ -555,15 +555,15 @@ class Correlator:
 
     def _tables(self) -> tuple[set[str], set[str]]:
         """The record kinds with rows stored (read from the tables' row counts), and the
-        rollup tables the store has (telemetry/correlate/sql.py ROLLUPS)."""
-        from telemetry.correlate.sql import ROLLUPS
+        rollup tables the store has (telemetry/store/rollups.py)."""
+        from telemetry.store.rollups import TABLES as ROLLUP_TABLES
 
         rows = self.store.query_rows(
             "SELECT name, total_rows > 0 FROM system.tables WHERE database = {db:String}",
             {"db": self.store.database},
         )
         by_table = {k.table: k.name for k in KINDS.values()}
-        rollups = {t for t, _ in ROLLUPS.values()}
+        rollups = set(ROLLUP_TABLES)
         names = {r[0].removesuffix(LOCAL_SUFFIX) for r in rows if r[1]}  # replicas in cluster mode
         have = {r[0].removesuffix(LOCAL_SUFFIX) for r in rows} & rollups
         return {by_table[n] for n in names if n in by_table}, have

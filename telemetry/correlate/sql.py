@@ -12,20 +12,9 @@ from typing import Any
 from telemetry.correlate.registry import Context
 from telemetry.records import KINDS, Field
 from telemetry.store import time_range
+from telemetry.store.rollups import BY_KIND, ROLLUP_SECONDS
 from telemetry.store.schema import quote
 from telemetry.topology.store_io import latest_lldp_sql
-
-# The per-interval rollups of migration 12 (kept on insert by materialized views): the interval
-# they were made with, and which record kind each summarizes (its table, the number of samples
-# its null counts are out of).
-ROLLUP_SECONDS = 10
-ROLLUPS: dict[str, tuple[str, str]] = {
-    "switch_port_sample": ("switch_port_intervals", "samples"),
-    "switch_queue_sample": ("switch_queue_intervals", "samples"),
-    "nic_sample": ("nic_intervals", "samples"),
-    "gpu_sample": ("gpu_intervals", "up_samples"),  # its counters are over up samples only
-    "attributed_flow": ("job_port_intervals", "flows"),
-}
 
 
 def rollup_table(ctx: Context, kind: str) -> str | None:
@@ -33,13 +22,13 @@ def rollup_table(ctx: Context, kind: str) -> str | None:
     engine lists the rollups in `ctx.extra["rollups"]`; a Context without that list reads the
     raw tables) and the window is whole rollup intervals. None otherwise."""
     have = ctx.extra.get("rollups")
-    if not have or kind not in ROLLUPS or ROLLUPS[kind][0] not in have:
+    if not have or kind not in BY_KIND or BY_KIND[kind].table not in have:
         return None
     step = ROLLUP_SECONDS * 1000
     for t in (ctx.window.start, ctx.window.end):
         if round(t.timestamp() * 1000) % step:
             return None
-    return f"{quote(ctx.store.database)}.{quote(ROLLUPS[kind][0])}"
+    return f"{quote(ctx.store.database)}.{quote(BY_KIND[kind].table)}"
 
 
 ROLLUP_WINDOW = (
@@ -64,7 +53,7 @@ def moved_series(
     table = rollup_table(ctx, kind)
     if table is None:
         return None
-    total = ROLLUPS[kind][1]
+    total = BY_KIND[kind].samples
     conds = [
         f"max(`{c}_max`) != min(`{c}_min`) "
         f"OR (sum(`{c}_nulls`) > 0 AND sum(`{c}_nulls`) < sum(`{total}`))"

@@ -21,6 +21,7 @@ from telemetry.errors import StoreUnavailable
 from telemetry.records import KINDS, RecordKind
 from telemetry.store import migrations as mig
 from telemetry.store.dsn import DEFAULT_DATABASE, Dsn, parse_dsn
+from telemetry.store.rollups import ROLLUPS
 from telemetry.store.schema import LOCAL_SUFFIX, literal, quote, table_ttl_sql
 from telemetry.store.statement import render
 
@@ -260,15 +261,15 @@ class Store:
         """Configured TTLs: on a kind's table, and on the rollups kept from it (migration 12),
         which keep what their source keeps unless the configuration names the rollup itself
         (flows kept two days, their per-interval aggregates ninety: docs/sizing.md)."""
-        rollups = {r.table.name: r for r in mig.MIGRATION_12_ROLLUPS}
+        rollups = {r.table: r for r in ROLLUPS}
         targets: dict[str, tuple[str, int | None]] = {}  # table -> (time column, days)
         for table, days in self.ttl_overrides.items():
             k = next((k for k in KINDS.values() if k.table == table), None)
             if k is not None:
                 targets.setdefault(table, (k.time_field, days))
                 for r in rollups.values():
-                    if r.source == table and r.table.name not in self.ttl_overrides:
-                        targets[r.table.name] = ("bucket", days)
+                    if r.source == table and r.table not in self.ttl_overrides:
+                        targets[r.table] = ("bucket", days)
             elif table in rollups:
                 targets[table] = ("bucket", days)
         for name, (column, days) in targets.items():

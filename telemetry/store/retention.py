@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from telemetry.errors import UserError
 from telemetry.records import KINDS
+from telemetry.store.rollups import rollups_of
 
 if TYPE_CHECKING:
     from telemetry.contracts import Batch
@@ -141,9 +142,7 @@ ENGINE_FINDINGS = ("findings", "incidents", "incident_findings")
 
 
 def _rollups_of(table: str) -> list[str]:
-    from telemetry.store.migrations import MIGRATION_12_ROLLUPS
-
-    return [r.table.name for r in MIGRATION_12_ROLLUPS if r.source == table]
+    return [r.table for r in rollups_of(table)]
 
 
 def fed_from(table: str) -> list[str]:

@@ -15,6 +15,7 @@ import re
 from importlib import resources
 
 from telemetry.store.migrations.loader import Context, Migration, Rollup, alter_columns, parse
+from telemetry.store.rollups import rollups_of
 from telemetry.store.schema import (
     DEDUP_WINDOW,
     LOCAL_SUFFIX,
@@ -88,8 +89,7 @@ def render_all(ctx: Context) -> list[str]:
         if table in tables:
             out.append(ttl_sql(tables[table], ctx.database, days, ctx.cluster))
             out += [  # a rollup keeps what its source keeps
-                table_ttl_sql(r.table.name, "bucket", ctx.database, days, ctx.cluster)
-                for r in MIGRATION_12_ROLLUPS
-                if r.source == table
+                table_ttl_sql(r.table, "bucket", ctx.database, days, ctx.cluster)
+                for r in rollups_of(table)
             ]
     return out

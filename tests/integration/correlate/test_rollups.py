@@ -18,16 +18,17 @@ import pytest
 from telemetry.correlate.attribution import attribute_window
 from telemetry.correlate.engine import ticks
 from telemetry.correlate.registry import Context, Window, detectors
-from telemetry.correlate.sql import ROLLUPS, moved_series, rollup_table
+from telemetry.correlate.sql import moved_series, rollup_table
 from telemetry.correlate.thresholds import default_thresholds
 from telemetry.records import KINDS, NIC_SAMPLE, SWITCH_PORT_SAMPLE
 from telemetry.store import Store
 from telemetry.store.migrations import MIGRATION_12_ROLLUPS
+from telemetry.store.rollups import ROLLUPS
 from tests.conftest import ScenarioRun
 
 pytestmark = pytest.mark.scenario("small")  # the tests that take scenario_run read small's
 
-EVERY = {t for t, _ in ROLLUPS.values()}
+EVERY = {r.table for r in ROLLUPS}
 # the detectors that read a rollup (sql.moved_series / rollup_table)
 READERS = (
     "link_flap",

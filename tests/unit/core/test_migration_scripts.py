@@ -128,3 +128,21 @@ DROP VIEW `old_mv`;
 def test_a_script_the_loader_cannot_read_is_refused(script: str) -> None:
     with pytest.raises(ValueError):
         parse(1, script)
+
+
+def test_the_live_rollup_declaration_agrees_with_the_migrations() -> None:
+    """telemetry/store/rollups.py (what live code reads) and migration 12's frozen copies name the
+    same tables from the same sources, the samples column exists, the interval is the one the
+    migration bucketed by, and the engine's SELECT for job_port_intervals is the frozen one."""
+    from telemetry.records import KINDS
+    from telemetry.store.migrations import MIGRATION_12_ROLLUPS
+    from telemetry.store.rollups import JOB_PORT_SELECT, ROLLUP_INTERVAL, ROLLUPS
+
+    frozen = {r.table.name: r for r in MIGRATION_12_ROLLUPS}
+    assert {r.table: r.source for r in ROLLUPS} == {n: r.source for n, r in frozen.items()}
+    for r in ROLLUPS:
+        assert KINDS[r.kind].table == r.source
+        assert f"`{r.samples}`" in frozen[r.table].table.columns, r
+        assert f"toStartOfInterval(`ts`, {ROLLUP_INTERVAL})" in frozen[r.table].select, r
+    (engine,) = [r for r in ROLLUPS if r.by_engine]
+    assert " ".join(JOB_PORT_SELECT.split()) == " ".join(frozen[engine.table].select.split())
