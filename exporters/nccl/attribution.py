@@ -1,55 +1,21 @@
 """(hostname, pid) -> container -> pod, and rank -> GPU, for NCCL Inspector rows.
 
-A process's pod is read from `/proc/PID/cgroup` under the host's proc root (injectable, like the
-node exporter's sysfs root: the DaemonSet mounts the host's /proc at /host/proc). The kubelet
-names each pod's cgroup after its UID (`kubepods-burstable-pod<uid>.slice` with the systemd
-driver, `kubepods/burstable/pod<uid>` with cgroupfs) and each container's after its id
-(`cri-containerd-<id>.scope`, `docker-<id>.scope`, `crio-<id>.scope`, or the bare id). The pod's
-name, namespace, job and GPU assignment come from the inventory (`pods` in the store) by UID.
+A process's pod comes from its cgroup (exporters/common/cgroup.py, shared with the node
+exporter); the pod's name, namespace, job and GPU assignment come from the inventory (`pods` in
+the store) by UID.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-_POD_UID = re.compile(
-    r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})"
-)
-_CONTAINER = re.compile(
-    r"^(?:cri-containerd-|docker-|crio-|containerd-)?([0-9a-f]{64})(?:\.scope)?$"
-)
-
-
-@dataclass(frozen=True)
-class Owner:
-    pod_uid: str
-    container_id: str
-
-
-def owner_from_cgroup(text: str) -> Owner | None:
-    """The pod UID and container id in a `/proc/PID/cgroup` file's text (v1 or v2 lines
-    `ID:controllers:path`), or None when the process is not in a pod's cgroup."""
-    for line in text.splitlines():
-        path = line.split(":", 2)[-1]
-        m = _POD_UID.search(path)
-        if m is None:
-            continue
-        uid = m[1].replace("_", "-")
-        container = ""
-        for part in reversed(path.split("/")):
-            c = _CONTAINER.match(part)
-            if c:
-                container = c[1]
-                break
-        return Owner(uid, container)
-    return None
+from exporters.common.cgroup import PodOwners
 
 
 @dataclass(frozen=True)
@@ -61,10 +27,9 @@ class PodInfo:
     uid: str = ""
 
 
-class Attributor:
+class Attributor(PodOwners):
     """Who ran each rank. `pods(uid)` looks up a pod's inventory facts by UID, `named(name)` by
-    pod name (None: not known yet); owners are cached per pid (a pid is not reused while its
-    file is being written)."""
+    pod name (None: not known yet); a pid's pod comes from its cgroup (PodOwners)."""
 
     def __init__(
         self,
@@ -72,26 +37,9 @@ class Attributor:
         pods: Callable[[str], PodInfo | None] = lambda uid: None,
         named: Callable[[str], PodInfo | None] = lambda name: None,
     ) -> None:
-        self.proc_root = Path(proc_root)
+        super().__init__(proc_root)
         self.pods = pods
         self.named = named
-        self._owners: dict[int, Owner | None] = {}
-
-    def owner(self, pid: int) -> Owner | None:
-        if pid in self._owners:
-            return self._owners[pid]
-        try:
-            text = (self.proc_root / str(pid) / "cgroup").read_text(errors="replace")
-        except OSError:  # gone (the job ended) or not visible: unattributed, asked again later
-            return None
-        o = self._owners[pid] = owner_from_cgroup(text)
-        return o
-
-    def retain(self, pids: set[int]) -> None:
-        """Forget the owners of pids not in `pids` (processes that ended: their pid may be
-        reused by another pod's process)."""
-        for pid in [p for p in self._owners if p not in pids]:
-            del self._owners[pid]
 
     def attribute(
         self, pid: int, rank: int, n_ranks: int, n_nodes: int, gpu: str, *, host: str = ""
@@ -179,9 +127,7 @@ def parse_gpus(text: str) -> tuple[str, ...]:
 
 __all__ = [
     "Attributor",
-    "Owner",
     "PodInfo",
-    "owner_from_cgroup",
     "parse_gpus",
     "pod_directory",
     "rank_gpu",

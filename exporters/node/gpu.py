@@ -187,7 +187,7 @@ class GpuCollector:
     ) -> list[dict[str, Any]]:
         """gpu_process rows: every process NVML lists (compute and graphics contexts) on each GPU
         that answered this cycle, with the pod and container its cgroup names (`owner(pid)`: an
-        `exporters.nccl.attribution.Owner`, or None when the process is in no pod or gone).
+        `exporters.common.cgroup.Owner`, or None when the process is in no pod or gone).
         A list the GPU cannot give (NOT_SUPPORTED) is not asked again, like a field."""
         if not self._ready or self.backend is None:
             return []

@@ -100,7 +100,7 @@ class NodeSource(BaseSource):
     ) -> None:
         """Prefer `live()` / `replay()`. A collector given as None is switched off (except pcie,
         which runs when `nics` or `gpus` give it something to place; see `pcie`). `procs`: the
-        `exporters.nccl.attribution.Attributor` that maps a GPU process's pid to its pod."""
+        `exporters.common.cgroup.PodOwners` that maps a GPU process's pid to its pod."""
         super().__init__()
         self.node, self.root, self.from_capture = node, root, from_capture
         self.gpus, self.nics, self.pods, self.procs = gpus, nics, pods, procs
@@ -425,12 +425,12 @@ class NodeSource(BaseSource):
 
 
 def _procs(proc_root: str | Path, on: Any) -> Any:
-    """The pid -> pod mapping of the processes collector (the NCCL source's), or None when off."""
+    """The pid -> pod mapping of the processes collector, or None when off."""
     if "processes" not in on:
         return None
-    from exporters.nccl.attribution import Attributor
+    from exporters.common.cgroup import PodOwners
 
-    return Attributor(proc_root)
+    return PodOwners(proc_root)
 
 
 def _node_name(name: str | None) -> str:

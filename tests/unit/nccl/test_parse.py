@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 
+from exporters.common.cgroup import Owner, owner_from_cgroup
 from exporters.nccl import parse
-from exporters.nccl.attribution import Owner, owner_from_cgroup, parse_gpus, rank_gpu
+from exporters.nccl.attribution import parse_gpus, rank_gpu
 from tests.fuzz import FUZZ, SEED, inputs, json_value
 
 FIX = Path(__file__).parents[2] / "fixtures" / "nccl"
