@@ -21,7 +21,6 @@ _KEYS = "namespace, job, comm_id, collective"
 
 @detector(
     "collective_slowdown",
-    category="job",
     needs=("collective_sample",),
     lookback=("collective.window_seconds",),
 )
@@ -169,7 +168,6 @@ def _ranked_causes(ctx: Context, job: str) -> list[dict[str, Any]]:
 
 @detector(
     "collective_straggler",
-    category="node",
     needs=("collective_sample",),
     lookback=("collective.window_seconds",),
 )

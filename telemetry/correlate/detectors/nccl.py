@@ -25,7 +25,6 @@ _TS = "DateTime64(3, 'UTC')"
 
 @detector(
     "collective_algorithm_underperforms",
-    category="job",
     needs=("collective_sample",),
     lookback=("collective.window_seconds",),
 )
@@ -154,7 +153,6 @@ def _settings(ctx: Context, ns: str, job: str, names: tuple[str, ...]) -> dict[s
 
 @detector(
     "low_flow_entropy",
-    category="job",
     needs=("flow_sample",),
     lookback=("low_flow_entropy.window_seconds",),
 )
