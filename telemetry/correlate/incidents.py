@@ -97,11 +97,8 @@ def _link(a: str, b: str) -> str:
     return "<->".join(sorted((_norm(a), _norm(b))))
 
 
-# How each declared scope (kinds.yaml `scope`) names the level at which one cause shows up as many
-# findings, from a finding's evidence and its subject's HyperNode: every client of one IDC pair
-# reads across the DCI; every file written while a placement policy misfires violates it the
-# same way; every DCI link fills when the interconnect does; a job's settings are the job's, not
-# its placement's; a static fact of servers (their PCIe layout) is the HyperNode's.
+# How each scope kinds.yaml declares (and explains) names the level at which one cause shows up as
+# many findings, from a finding's evidence and its subject's HyperNode.
 SCOPE_RULES: dict[str, Callable[[Member, Mapping[str, str]], str]] = {
     "idc_pair": lambda m, hn: (
         "idc/" + _link(m.evidence.get("from_idc", ""), m.evidence.get("to_idc", ""))
@@ -123,8 +120,7 @@ def _hypernode_of(m: Member, hypernodes: Mapping[str, str]) -> str:
 
 
 def _scope_rule(kind: str) -> str | None:
-    k = kinds().get(kind)
-    return k.scope if k is not None else None
+    return k.scope if (k := kinds().get(kind)) is not None else None
 
 
 def _places(members: Sequence[Member]) -> list[str]:
@@ -498,6 +494,11 @@ def impact(store: Store, cluster: str, g: Group) -> Impact:
 # --- tracking across evaluations -------------------------------------------------------------------
 
 
+def kinds_without_incidents() -> set[str]:
+    """The kinds declared `incident: false`: their findings never open or join an incident."""
+    return {k.name for k in kinds().values() if not k.incident}
+
+
 def consequence_kinds() -> set[str]:
     """The finding kinds that describe an effect, not a cause (kinds.yaml): they join their
     cause's incident."""
@@ -532,11 +533,8 @@ class IncidentTracker:
         self._peers: dict[str, str] = {}
         self._hypernodes: dict[str, str] = {}  # node -> its leaf HyperNode, declared now
         self._hn_asked: set[str] = set()
-        self._no_incident = set(
-            no_incident
-            if no_incident is not None
-            else (k.name for k in kinds().values() if not k.incident)
-        )
+        no_incident = no_incident if no_incident is not None else kinds_without_incidents()
+        self._no_incident = set(no_incident)
         self._written: dict[str, tuple[Any, ...]] = {}
         self._impact: dict[str, tuple[frozenset[Any], Impact]] = {}
         self._written_members: dict[str, dict[str, str]] = {}  # incident -> finding -> role
@@ -581,7 +579,9 @@ class IncidentTracker:
         asked = {_node(m) for m in self.members.values() if _scope_rule(m.kind) == "hypernode"}
         if not asked <= self._hn_asked:
             self._hn_asked |= asked
-            self._hypernodes = self._leaf_hypernodes()
+            from telemetry.pool import leaf_hypernodes
+
+            self._hypernodes = leaf_hypernodes(self.store, self.cluster)
         groups = group(
             self.members.values(),
             consequences=self._consequences,
@@ -713,19 +713,6 @@ class IncidentTracker:
             _norm(f"{r[0]}:{r[1]}"): _norm(f"{r[2]}:{r[3]}")
             for r in res.result_rows
             if r[2] and r[3]
-        }
-
-    def _leaf_hypernodes(self) -> dict[str, str]:
-        from telemetry.pool import hypernode_of_sql
-        from telemetry.records import HYPERNODE, NODE
-
-        sql = hypernode_of_sql(
-            self.store.table(NODE, final=True),
-            self.store.table(HYPERNODE, final=True),
-            "cluster = {cluster:String}",
-        )
-        return {
-            str(n): str(h) for n, h in self.store.query_rows(sql, {"cluster": self.cluster}) if h
         }
 
     def _load(self, now: datetime) -> dict[str, Incident]:

@@ -76,7 +76,7 @@ def collective_slowdown(ctx: Context) -> list[Finding]:
         out.append(
             Finding(
                 "collective_slowdown",
-                "job",
+                "collective",
                 "critical" if worst["drop_ratio"] >= 2 * ratio else "warning",
                 "communicator",
                 f"{ns}/{job}/{comm}",
@@ -232,7 +232,7 @@ def collective_straggler(ctx: Context) -> list[Finding]:
         out.append(
             Finding(
                 "collective_straggler",
-                "node",
+                "collective",
                 "warning",
                 "gpu" if gpu.isdigit() else "node",
                 subject,

@@ -102,7 +102,7 @@ def _underperforms(
     drop = 1 - float(mine["reached_gbs"]) / float(best["reached_gbs"])
     return Finding(
         "collective_algorithm_underperforms",
-        "job",
+        "nccl",
         "warning",
         "communicator",
         f"{ns}/{job}/{comm}",
@@ -240,7 +240,7 @@ def _entropy_finding(
     )
     return Finding(
         "low_flow_entropy",
-        "job",
+        "nccl",
         "warning",
         "job",
         key,

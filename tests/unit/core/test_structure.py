@@ -306,3 +306,20 @@ def test_the_kind_name_check_sees_sql_literals_not_docstrings(tmp_path: Path) ->
     )
     kinds = {"pfc_storm", "link_flap", "gpu_xid", "ecn_hotspot"}
     assert sorted(_named(p, kinds)) == [("ecn_hotspot", 4), ("gpu_xid", 3)]
+
+
+def test_findings_built_by_hand_carry_their_modules_category() -> None:
+    """A detector that builds `Finding(kind, category, ...)` itself (not `ctx.finding`) writes
+    its module's category, which kinds.yaml declares for the kind."""
+    declared = _declared_kinds()
+    bad = []
+    for p in sorted(DETECTORS_DIR.glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Finding"):
+                continue
+            kind, category = (
+                a.value if isinstance(a, ast.Constant) else None for a in node.args[:2]
+            )
+            if category != p.stem or declared.get(str(kind)) != p.stem:
+                bad.append(f"{p.name}:{node.lineno} Finding({kind!r}, {category!r}, ...)")
+    assert not bad, "\n".join(bad)

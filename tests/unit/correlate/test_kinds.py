@@ -71,3 +71,19 @@ def test_every_declared_scope_has_a_rule() -> None:
 
     assert set(SCOPE_RULES) == set(SCOPES)
     assert {k.scope for k in kinds().values()} - {None} <= set(SCOPES)
+
+
+def test_the_docs_tables_give_each_kind_its_declared_category() -> None:
+    """docs/correlation.md and docs/nccl.md list findings as `| kind | category | ...`."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).parents[3]
+    seen = {}
+    for page in ("docs/correlation.md", "docs/nccl.md"):
+        for m in re.finditer(r"(?m)^\| `(\w+)`(?: / `(\w+)`)? \| (\w+)", (root / page).read_text()):
+            for k in m.group(1, 2):
+                if k in kinds():
+                    seen[k] = m.group(3)
+    assert len(seen) >= 30
+    assert seen == {k: kinds()[k].category for k in seen}
