@@ -1,8 +1,9 @@
 """Prometheus alert rules rendered from alerts/alerts.yaml (thresholds + rule templates).
 
-Reads alerts.yaml and telemetry/correlate/thresholds.yaml; writes a Prometheus rule file (text).
-Never invents a threshold: a `{name}` in an expression that the config does not define is an
-error, and so is a threshold no rule uses.
+Reads alerts.yaml, telemetry/correlate/thresholds.yaml and the finding kinds' declarations
+(telemetry/correlate/kinds.yaml); writes a Prometheus rule file (text). Never invents a threshold:
+a `{name}` in an expression that the config does not define is an error, and so is a threshold no
+rule uses; nor a finding kind: a `kind` matcher naming one that is not declared is an error.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 
 from telemetry.config import read_yaml
+from telemetry.correlate.kinds import KindError, check_declared
 from telemetry.errors import ConfigError, UserError
 
 HERE = Path(__file__).parent
@@ -26,6 +28,8 @@ TESTS = HERE / "railscope.test.yaml"  # rendered promtool unit tests of RULES
 CORRELATE_THRESHOLDS = HERE.parent / "telemetry" / "correlate" / "thresholds.yaml"
 
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+# a label matcher on a finding's kind: kind="x", kind!="x", kind=~"x|y", kind!~"x|y"
+_KIND_MATCHER = re.compile(r'\bkind\s*(?:=|!=|=~|!~)\s*"([^"]*)"')
 _REQUIRED = ("alert", "group", "expr", "for", "severity", "summary", "description", "runbook")
 _SEVERITIES = ("critical", "warning", "info")
 _HEADER = (
@@ -114,6 +118,11 @@ def render(cfg: dict[str, Any], source: str = "alerts config") -> dict[str, Any]
             return _fmt(th[name])
 
         expr = " ".join(_PLACEHOLDER.sub(sub, str(r["expr"])).split())
+        named = [k for m in _KIND_MATCHER.finditer(expr) for k in m.group(1).split("|")]
+        try:
+            check_declared(named, f"{where} ({r['alert']}): expr")
+        except KindError as e:
+            raise ConfigError(str(e)) from None
         groups.setdefault(r["group"], []).append(
             {
                 "alert": r["alert"],

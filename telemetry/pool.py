@@ -95,6 +95,13 @@ def hypernode_of_sql(nodes: str, hypernodes: str, cluster: str) -> str:
     )
 
 
+def leaf_hypernodes(store: Any, cluster: str) -> dict[str, str]:
+    """node -> its lowest-tier HyperNode as declared now (hypernode_of_sql); a node in none is
+    left out."""
+    sql = hypernode_of_sql(_t(store, NODE), _t(store, HYPERNODE), "cluster = {cluster:String}")
+    return {str(n): str(h) for n, h in store.query_rows(sql, {"cluster": cluster}) if h}
+
+
 def _node_key(store: Any, by: str | None) -> tuple[str, str]:
     """(JOIN clause on alias `nd`, key expression) for a node dimension. GLOBAL: on a cluster
     the left side may be the nodes' Distributed table, and a right side read on every shard
@@ -425,6 +432,7 @@ __all__ = [
     "accounting_polars",
     "accounting_sql",
     "gpu_hours",
+    "leaf_hypernodes",
     "place_gang",
     "preemptions",
 ]

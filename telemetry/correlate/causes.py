@@ -1,32 +1,23 @@
-"""The engine's causal model (causes.yaml): which finding kinds are effects of a cause found
-elsewhere. Incidents group an effect under its cause (incidents.py), a job's report ranks it
-below the causes (report.py), and the simulator's scorer leaves it unscored (telemetry/sim/score.py
-reads it from here: the engine never reads the simulator).
+"""The engine's causal model, as the kinds declare it (kinds.yaml `effect_of`): which finding
+kinds are effects of a cause found elsewhere. Incidents group an effect under its cause
+(incidents.py), a job's report ranks it below the causes (report.py), and the simulator's scorer
+leaves it unscored (telemetry/sim/score.py reads it from here: the engine never reads the
+simulator).
 """
 
 from __future__ import annotations
 
-import functools
-from importlib import resources
-from typing import Any
-
-import yaml
+from telemetry.correlate.kinds import kinds
 
 
-@functools.cache
 def model() -> dict[str, tuple[str, ...]]:
-    """causes.yaml's effects: effect kind -> the kinds it is usually the effect of."""
-    text = resources.files("telemetry.correlate").joinpath("causes.yaml").read_text()
-    d: dict[str, Any] = yaml.safe_load(text) or {}
-    return {k: tuple(v or ()) for k, v in (d.get("effects") or {}).items()}
+    """Effect kind -> the kinds it is usually the effect of (possibly none)."""
+    return {k.name: k.effect_of for k in kinds().values() if k.effect_of is not None}
 
 
-@functools.cache
 def prefer_usual() -> frozenset[str]:
-    """causes.yaml's prefer_usual: effects that join a group holding a kind listed for them first."""
-    text = resources.files("telemetry.correlate").joinpath("causes.yaml").read_text()
-    d: dict[str, Any] = yaml.safe_load(text) or {}
-    return frozenset(d.get("prefer_usual") or ())
+    """Effects that join a group holding a kind listed for them first."""
+    return frozenset(k.name for k in kinds().values() if k.prefer_usual)
 
 
 def effect_kinds() -> frozenset[str]:

@@ -3,7 +3,7 @@
 Reads the findings each evaluation wrote (`IncidentTracker.observe`, called by the engine after
 the findings are stored) and groups them: one cause seen many times (the same subject, the same
 link seen from both ends, the same IDC pair, the same placement-policy failure) overlapping in
-time is one incident; a consequence finding (causes.yaml: the kinds that describe an
+time is one incident; a consequence finding (kinds.yaml `effect_of`: the kinds that describe an
 effect) joins the incident of the cause its evidence names. It never changes a
 finding and never runs a detector; an incident is updated by writing a newer version of the same
 id (ReplacingMergeTree), so nothing is duplicated.
@@ -16,12 +16,13 @@ import json
 import logging
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from telemetry.correlate.causes import effect_kinds, model, prefer_usual
+from telemetry.correlate.kinds import kinds
 from telemetry.correlate.remediation import remediation, runbook
 from telemetry.records import FINDING, INCIDENT, INCIDENT_FINDING
 from telemetry.store import Store
@@ -96,21 +97,30 @@ def _link(a: str, b: str) -> str:
     return "<->".join(sorted((_norm(a), _norm(b))))
 
 
-# The level of the subject hierarchy at which one cause shows up as many findings, for the kinds
-# whose subject is finer than their cause: every client of one IDC pair reads across the DCI;
-# every file written while a placement policy misfires violates it the same way; every DCI link
-# fills when the interconnect does. Other kinds: the subject itself (a port: its link).
-_SCOPES: dict[str, Any] = {
-    "hdfs_cross_idc_read": lambda ev: "idc/" + _link(ev.get("from_idc", ""), ev.get("to_idc", "")),
-    "hdfs_replica_violation": lambda ev: "policy/" + _placement_shape(ev.get("layouts")),
-    "dci_near_capacity": lambda ev: "dci",
-    # a job's settings, not the job's placement: its own incident beside a placement one
-    "low_flow_entropy": lambda ev: "job/" + str(ev.get("job", "")),
-    # what a job's NCCL init logged: its settings and its pods' devices, not its placement
-    "nccl_transport_fallback": lambda ev: "job/" + str(ev.get("job", "")),
-    "nccl_gdr_disabled": lambda ev: "job/" + str(ev.get("job", "")),
-    "nccl_nic_off_rail": lambda ev: "job/" + str(ev.get("job", "")),
+# How each scope kinds.yaml declares (and explains) names the level at which one cause shows up as
+# many findings, from a finding's evidence and its subject's HyperNode.
+SCOPE_RULES: dict[str, Callable[[Member, Mapping[str, str]], str]] = {
+    "idc_pair": lambda m, hn: (
+        "idc/" + _link(m.evidence.get("from_idc", ""), m.evidence.get("to_idc", ""))
+    ),
+    "placement_policy": lambda m, hn: "policy/" + _placement_shape(m.evidence.get("layouts")),
+    "dci": lambda m, hn: "dci",
+    "job": lambda m, hn: "job/" + str(m.evidence.get("job", "")),
+    "hypernode": lambda m, hn: _hypernode_of(m, hn),
 }
+
+
+def _node(m: Member) -> str:
+    return re.split(r"[/:]", _norm(m.subject), maxsplit=1)[0]
+
+
+def _hypernode_of(m: Member, hypernodes: Mapping[str, str]) -> str:
+    hn = hypernodes.get(_node(m))
+    return f"hypernode/{hn}" if hn else f"{m.subject_type}/{_norm(m.subject)}"
+
+
+def _scope_rule(kind: str) -> str | None:
+    return k.scope if (k := kinds().get(kind)) is not None else None
 
 
 def _places(members: Sequence[Member]) -> list[str]:
@@ -118,7 +128,7 @@ def _places(members: Sequence[Member]) -> list[str]:
     IDCs of replica placement failures (the IDC holding most of each layout's replicas)."""
     out = set()
     for m in members:
-        if m.kind != "hdfs_replica_violation":
+        if _scope_rule(m.kind) != "placement_policy":
             continue
         for lay in m.evidence.get("layouts") or []:
             try:
@@ -147,11 +157,12 @@ _ENTITY = re.compile(r"^[^\s]*[-/:.][^\s]*$")  # names of things: no spaces, a s
 _TIME = re.compile(r"^\d{4}-\d\d-\d\d")
 
 
-def scope(m: Member, peers: Mapping[str, str]) -> str:
-    """What `m` is about at the level its cause lives at (see _SCOPES); ports become links."""
-    by_kind = _SCOPES.get(m.kind)
-    if by_kind is not None:
-        return f"{m.kind}/{by_kind(m.evidence)}"
+def scope(m: Member, peers: Mapping[str, str], hypernodes: Mapping[str, str] | None = None) -> str:
+    """What `m` is about at the level its cause lives at (its kind's declared scope, see
+    SCOPE_RULES; `hypernodes`: node -> its leaf HyperNode); ports become links."""
+    rule = _scope_rule(m.kind)
+    if rule is not None:
+        return f"{m.kind}/{SCOPE_RULES[rule](m, hypernodes or {})}"
     if m.subject_type == "port":
         peer = peers.get(_norm(m.subject))
         return "link/" + _link(m.subject, peer) if peer else "port/" + _norm(m.subject)
@@ -160,10 +171,12 @@ def scope(m: Member, peers: Mapping[str, str]) -> str:
     return f"{m.subject_type}/{_norm(m.subject)}"
 
 
-def refs(m: Member, peers: Mapping[str, str]) -> set[str]:
+def refs(
+    m: Member, peers: Mapping[str, str], hypernodes: Mapping[str, str] | None = None
+) -> set[str]:
     """Every name `m` mentions: its subject, its scope and the entity names in its evidence
     (ports, NICs, jobs, IPs; not numbers, words or times)."""
-    out = {_norm(m.subject), scope(m, peers)}
+    out = {_norm(m.subject), scope(m, peers, hypernodes)}
     stack: list[Any] = [m.evidence]
     while stack:
         v = stack.pop()
@@ -235,6 +248,7 @@ def group(
     consequences: set[str],
     gap: timedelta,
     peers: Mapping[str, str] | None = None,
+    hypernodes: Mapping[str, str] | None = None,
 ) -> list[Group]:
     """Group findings by root cause. Causes (kinds not in `consequences`) that share a scope and
     overlap in time (within `gap`) are one incident. A consequence joins the incident whose member
@@ -243,21 +257,23 @@ def group(
     names no cause is an incident of its own (grouped by scope like causes)."""
     peers = peers or {}
     ms = sorted(members, key=lambda m: (m.first_seen, m.kind, m.subject, m.finding_id))
-    scopes = {m.finding_id: scope(m, peers) for m in ms}
-    names = {m.finding_id: refs(m, peers) for m in ms}
-    # a collection gap explains the effects seen on its silent device: they join its incident
+    scopes = {m.finding_id: scope(m, peers, hypernodes) for m in ms}
+    names = {m.finding_id: refs(m, peers, hypernodes) for m in ms}
+    # a kind that says a device's data is missing (kinds.yaml `missing_data`) explains the
+    # effects seen on its silent device: they join its incident
+    missing = {k.name for k in kinds().values() if k.missing_data}
     for m in ms:
-        if m.kind == "collection_gap":
+        if m.kind in missing:
             names[m.finding_id].add(f"silent/{_norm(m.subject)}")
         elif m.kind in consequences:
-            names[m.finding_id].add(f"silent/{re.split(r'[/:]', _norm(m.subject), maxsplit=1)[0]}")
+            names[m.finding_id].add(f"silent/{_node(m)}")
 
     def same_cause(a: Member, b: Member) -> bool:
         return scopes[a.finding_id] == scopes[b.finding_id] and _overlap(a, b, gap) is not None
 
     causes = [m for m in ms if m.kind not in consequences]
     groups = _components(causes, same_cause)
-    # for the effects causes.yaml says so (prefer_usual), a group holding a kind they usually
+    # for the effects declared so (prefer_usual), a group holding a kind they usually
     # follow comes before a group that only shares a name (a job-wide finding on the same uplinks)
     usual = {k: v for k, v in model().items() if k in prefer_usual()}
     effects = [m for m in ms if m.kind in consequences]
@@ -478,8 +494,13 @@ def impact(store: Store, cluster: str, g: Group) -> Impact:
 # --- tracking across evaluations -------------------------------------------------------------------
 
 
+def kinds_without_incidents() -> set[str]:
+    """The kinds declared `incident: false`: their findings never open or join an incident."""
+    return {k.name for k in kinds().values() if not k.incident}
+
+
 def consequence_kinds() -> set[str]:
-    """The finding kinds that describe an effect, not a cause (causes.yaml): they join their
+    """The finding kinds that describe an effect, not a cause (kinds.yaml): they join their
     cause's incident."""
     return set(effect_kinds())
 
@@ -492,7 +513,15 @@ class IncidentTracker:
     writes the incidents and memberships that changed. A restarted follower reads the open
     incidents and their findings back from the store."""
 
-    def __init__(self, store: Store, cluster: str, hysteresis: timedelta) -> None:
+    def __init__(
+        self,
+        store: Store,
+        cluster: str,
+        hysteresis: timedelta,
+        no_incident: Iterable[str] | None = None,
+    ) -> None:
+        """`no_incident`: the kinds whose findings never open or join an incident (default: those
+        kinds.yaml declares `incident: false`)."""
         from telemetry.contracts import ComponentStats
 
         self.store, self.cluster, self.hysteresis = store, cluster, hysteresis
@@ -502,6 +531,10 @@ class IncidentTracker:
         self.changed: list[Incident] = []  # written by the last observe()
         self._consequences: set[str] | None = None
         self._peers: dict[str, str] = {}
+        self._hypernodes: dict[str, str] = {}  # node -> its leaf HyperNode, declared now
+        self._hn_asked: set[str] = set()
+        no_incident = no_incident if no_incident is not None else kinds_without_incidents()
+        self._no_incident = set(no_incident)
         self._written: dict[str, tuple[Any, ...]] = {}
         self._impact: dict[str, tuple[frozenset[Any], Impact]] = {}
         self._written_members: dict[str, dict[str, str]] = {}  # incident -> finding -> role
@@ -529,6 +562,8 @@ class IncidentTracker:
         self.stats.received += len(findings)
         for f in findings:
             m = Member.of(f)
+            if m.kind in self._no_incident:  # declared so (kinds.yaml `incident: false`)
+                continue
             if m.quiet:  # pages no one: never opens an incident, never quiets one it is in
                 old = self.members.get(m.finding_id)
                 if old is not None and not old.quiet:
@@ -541,11 +576,18 @@ class IncidentTracker:
             for m in self.members.values()
         ):
             self._peers = self._lldp_peers(now)
+        asked = {_node(m) for m in self.members.values() if _scope_rule(m.kind) == "hypernode"}
+        if not asked <= self._hn_asked:
+            self._hn_asked |= asked
+            from telemetry.pool import leaf_hypernodes
+
+            self._hypernodes = leaf_hypernodes(self.store, self.cluster)
         groups = group(
             self.members.values(),
             consequences=self._consequences,
             gap=self.hysteresis,
             peers=self._peers,
+            hypernodes=self._hypernodes,
         )
         incidents = self._assign(groups)
         changed: list[Incident] = []

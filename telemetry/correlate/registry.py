@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -191,14 +191,14 @@ def detector(
     *,
     needs: tuple[str, ...],
     lookback: tuple[str, ...] = ("sliding.rate_seconds",),
-    category: str = "",
     settle: tuple[str, ...] = (),
     also: tuple[str, ...] = (),
 ) -> Callable[[Detector], Detector]:
     """Register `fn` as detector `name`. It is evaluated every `sliding.interval_seconds` over
-    the trailing window `lookback` names (threshold paths, summed). `category` defaults to the
-    area of its module (`detectors/storage.py` -> storage). The registered function sees a
-    Context whose `finding()` fills in this name and category."""
+    the trailing window `lookback` names (threshold paths, summed). Its category is the area of
+    its module (`detectors/storage.py` -> storage), which is what kinds.yaml declares for each of
+    its kinds (`detectors()` checks). The registered function sees a Context whose `finding()`
+    fills in this name and category."""
 
     def deco(fn: Detector) -> Detector:
         from telemetry.correlate.thresholds import default_thresholds
@@ -213,7 +213,7 @@ def detector(
             return fn(dataclasses.replace(ctx, detector=spec))
 
         spec = DetectorSpec(
-            name, category or fn.__module__.rpartition(".")[2], run, needs, lookback, settle, also
+            name, fn.__module__.rpartition(".")[2], run, needs, lookback, settle, also
         )
         spec.settle_seconds(default_thresholds())  # a misspelt threshold fails at import
         _DETECTORS[name] = spec
@@ -248,7 +248,40 @@ def finding_kinds() -> list[str]:
 
 
 def detectors() -> dict[str, DetectorSpec]:
-    """Every detector, by name (imports the detector modules on first use)."""
+    """Every detector, by name (imports the detector modules on first use, and checks them
+    against kinds.yaml once: each kind a detector module reports is declared there with the
+    module as its category, and each declared kind has a detector)."""
+    global _checked
     for module in DETECTOR_MODULES:
         importlib.import_module(module)
+    if not _checked:
+        check_declarations(_DETECTORS.values())
+        _checked = True
     return _DETECTORS
+
+
+_checked = False
+
+
+def check_declarations(specs: Iterable[DetectorSpec]) -> None:
+    """Raise KindError where the detectors of DETECTOR_MODULES and kinds.yaml disagree."""
+    from telemetry.correlate.kinds import KindError, kinds
+
+    declared = kinds()
+    found: dict[str, DetectorSpec] = {}
+    for s in specs:
+        if s.fn.__module__ not in DETECTOR_MODULES:
+            continue  # registered by a test, not shipped
+        for k in s.kinds:
+            found[k] = s
+            d = declared.get(k)
+            if d is None:
+                raise KindError(f"{s.fn.__module__}: {k} is not declared in kinds.yaml")
+            if d.category != s.category:
+                raise KindError(
+                    f"kinds.yaml: {k}: category {d.category} but its detector is in "
+                    f"detectors/{s.category}.py"
+                )
+    orphans = sorted(set(declared) - set(found))
+    if orphans:
+        raise KindError(f"kinds.yaml: {', '.join(orphans)} declared but no detector reports it")

@@ -1,28 +1,19 @@
-"""What to do about a finding: the templates of its kind in remediation.yaml, filled with the
+"""What to do about a finding: the templates its kind declares (kinds.yaml `do`), filled with the
 finding's own values (its subject and evidence), and the kind's runbook (docs/runbooks.md,
-rendered from the same file: `python -m telemetry.correlate.remediation > docs/runbooks.md`).
+rendered from the same declarations: `python -m telemetry.correlate.remediation > docs/runbooks.md`).
 
-Reads remediation.yaml only; never queries the store, never changes a finding.
+Reads the kinds' declarations only; never queries the store, never changes a finding.
 """
 
 from __future__ import annotations
 
-import functools
 import string
 from collections.abc import Mapping
-from importlib import resources
 from typing import Any
 
-import yaml
+from telemetry.correlate.kinds import kinds
 
 RUNBOOKS = "docs/runbooks.md"
-
-
-@functools.cache
-def table() -> dict[str, dict[str, Any]]:
-    """remediation.yaml: kind -> {means, doc, do: [templates]}."""
-    text = resources.files("telemetry.correlate").joinpath("remediation.yaml").read_text()
-    return dict(yaml.safe_load(text))
 
 
 def runbook(kind: str) -> str:
@@ -57,12 +48,12 @@ def values(subject_type: str, subject: str, evidence: Mapping[str, Any]) -> dict
 
 def remediation(kind: str, subject_type: str, subject: str, evidence: Mapping[str, Any]) -> str:
     """The first template of `kind` whose every field the finding has, filled; '' for a kind
-    remediation.yaml does not know."""
-    entry = table().get(kind)
-    if not entry:
+    kinds.yaml does not declare."""
+    entry = kinds().get(kind)
+    if entry is None:
         return ""
     have = values(subject_type, subject, evidence)
-    for item in entry["do"]:
+    for item in entry.do:
         template = item
         if isinstance(item, Mapping):  # {when: {key: [values]}, then: template}
             if not _holds(item["when"], evidence):
@@ -107,7 +98,7 @@ def markdown() -> str:
     lines = [
         "# Runbooks: what to do about each finding",
         "",
-        "Rendered from `telemetry/correlate/remediation.yaml` (`python -m "
+        "Rendered from `telemetry/correlate/kinds.yaml` (`python -m "
         "telemetry.correlate.remediation > docs/runbooks.md`; a test checks it is current). Every "
         "incident carries its root finding's remediation, filled with that finding's values "
         "(`railscope incidents`, `railscope report --job`, the HTML report, and Alertmanager's "
@@ -117,14 +108,14 @@ def markdown() -> str:
         "whose evidence meets it.",
         "",
     ]
-    for kind, entry in table().items():
-        lines += [f"## {kind}", "", f"{entry['means'][:1].upper()}{entry['means'][1:]}.", ""]
-        lines += [f"- {_text(t)}" for t in entry["do"]]
-        lines += ["", f"More: [{entry['doc']}]({entry['doc'].removeprefix('docs/')})", ""]
+    for kind, entry in kinds().items():
+        lines += [f"## {kind}", "", f"{entry.means[:1].upper()}{entry.means[1:]}.", ""]
+        lines += [f"- {_text(t)}" for t in entry.do]
+        lines += ["", f"More: [{entry.doc}]({entry.doc.removeprefix('docs/')})", ""]
     return "\n".join(lines)
 
 
-__all__ = ["RUNBOOKS", "markdown", "remediation", "runbook", "table", "values"]
+__all__ = ["RUNBOOKS", "markdown", "remediation", "runbook", "values"]
 
 if __name__ == "__main__":
     print(markdown(), end="")

@@ -57,7 +57,7 @@ class JobReport:
     communicators: list[dict[str, Any]] = field(default_factory=list)
     # the NCCL settings of its pods in the window (name, value, pods); nccl_settings
     nccl_settings: list[dict[str, Any]] = field(default_factory=list)
-    # what to do: one line per finding on the job and its path (remediation.yaml), worst first
+    # what to do: one line per finding on the job and its path (kinds.yaml `do`), worst first
     remediations: list[dict[str, Any]] = field(default_factory=list)
     # what its pods and nodes logged, per kind and place (report_logs.py), oldest first
     log_events: list[dict[str, Any]] = field(default_factory=list)

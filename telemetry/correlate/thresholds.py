@@ -1,5 +1,6 @@
 """The engine's thresholds: `thresholds.yaml` (every number a detector judges with, and why) and
-per-deployment overrides. Imports nothing of the engine, so config validation can use it.
+per-deployment overrides. Imports nothing of the engine, so config validation can use it. Each
+top-level section belongs to the kinds that list it in kinds.yaml (or to the engine).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from telemetry.correlate.kinds import check_threshold_sections
 from telemetry.errors import ConfigError
 
 
@@ -24,7 +26,9 @@ def _parsed() -> dict[str, Any]:
     # read once: every config validation checks the overrides against it (the pure-Python YAML
     # parse of it was ~5 ms of each `load_config`; a deep copy is ~0.04 ms)
     text = resources.files("telemetry.correlate").joinpath("thresholds.yaml").read_text()
-    return dict(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    d = dict(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    check_threshold_sections(d)  # a section no declared kind judges with is a stray
+    return d
 
 
 def merge_thresholds(

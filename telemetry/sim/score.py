@@ -2,8 +2,8 @@
 
 Reads findings (kind, subject, window) from the store and maps their kinds onto fault kinds with
 `finding_map.yaml` only — never the engine's internals; which kinds are effects (unscored, and
-never an incident's root) it takes from the engine's causal model (telemetry/correlate/causes.yaml). Precision is per finding, recall and
-localization per injected fault. With no findings it says so and computes nothing. Incidents are
+never an incident's root) it takes from the kinds' declarations (telemetry/correlate/kinds.yaml).
+Precision is per finding, recall and localization per injected fault. With no findings it says so and computes nothing. Incidents are
 scored the same way by their root finding (`score_incidents`): what a person is paged for.
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from telemetry.correlate.causes import effect_kinds
+from telemetry.correlate.kinds import check_declared
 from telemetry.sim.faults import CONSEQUENCE_FAULT_KINDS, SETTING_FAULT_KINDS
 from telemetry.sim.model import Fault, GroundTruth
 from telemetry.sim.scenario import FAULT_KINDS
@@ -119,9 +120,11 @@ class Score:
 
 def load_finding_map(path: str | Path = FINDING_MAP_FILE) -> tuple[dict[str, str], set[str]]:
     """(finding kind -> fault kind, the effect kinds left unscored): finding_map.yaml's map, and
-    the engine's effects (causes.yaml) that the map gives no fault kind of their own."""
+    the engine's effects (kinds.yaml `effect_of`) that the map gives no fault kind of their own.
+    A key that is not a declared finding kind is refused (a dead alias scores nothing)."""
     d = yaml.safe_load(Path(path).read_text())
     mapping = dict(d.get("finding_kinds") or {})
+    check_declared(mapping, str(path))
     known = (*FAULT_KINDS, *SETTING_FAULT_KINDS, *CONSEQUENCE_FAULT_KINDS)
     bad = sorted(v for v in mapping.values() if v not in known)
     if bad:
@@ -135,7 +138,7 @@ def load_finding_map(path: str | Path = FINDING_MAP_FILE) -> tuple[dict[str, str
     if causes:
         raise ValueError(
             f"{path}: {causes} map onto derived fault kinds but the engine's causal model "
-            "(telemetry/correlate/causes.yaml) does not list them as effects"
+            "(effect_of in telemetry/correlate/kinds.yaml) does not declare them effects"
         )
     return mapping, {k for k in effects if k not in mapping}
 

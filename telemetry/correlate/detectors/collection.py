@@ -38,7 +38,6 @@ def _utc(t: Any) -> datetime:
 
 @detector(
     "collection_gap",
-    category="collection",
     needs=("nic_sample", "gpu_sample", "switch_port_sample", "collective_sample"),
     lookback=("time.gap_baseline_seconds",),
 )

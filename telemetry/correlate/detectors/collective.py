@@ -21,7 +21,6 @@ _KEYS = "namespace, job, comm_id, collective"
 
 @detector(
     "collective_slowdown",
-    category="job",
     needs=("collective_sample",),
     lookback=("collective.window_seconds",),
 )
@@ -77,7 +76,7 @@ def collective_slowdown(ctx: Context) -> list[Finding]:
         out.append(
             Finding(
                 "collective_slowdown",
-                "job",
+                "collective",
                 "critical" if worst["drop_ratio"] >= 2 * ratio else "warning",
                 "communicator",
                 f"{ns}/{job}/{comm}",
@@ -169,7 +168,6 @@ def _ranked_causes(ctx: Context, job: str) -> list[dict[str, Any]]:
 
 @detector(
     "collective_straggler",
-    category="node",
     needs=("collective_sample",),
     lookback=("collective.window_seconds",),
 )
@@ -234,7 +232,7 @@ def collective_straggler(ctx: Context) -> list[Finding]:
         out.append(
             Finding(
                 "collective_straggler",
-                "node",
+                "collective",
                 "warning",
                 "gpu" if gpu.isdigit() else "node",
                 subject,

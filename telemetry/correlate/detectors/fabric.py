@@ -20,7 +20,7 @@ from telemetry.correlate.sql import (
     rollup_values,
     rollup_values_at,
 )
-from telemetry.correlate.timebase import aligned_sql, by_tick, covered_sql, tick_join, tick_params
+from telemetry.correlate.timebase import aligned_sql, by_tick, tick_join, tick_params
 
 
 def port_subject(switch: str, port: str) -> str:
@@ -510,64 +510,6 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
                     "seconds": round(seconds),
                     "group": sorted(port_subject(d, p) for d, p in members if d == dev),
                     "flows_on_hot_member": flows,
-                },
-            )
-        )
-    return out
-
-
-@detector(
-    "dci_near_capacity",
-    category="storage",
-    needs=("switch_port_sample",),
-    lookback=("dci.min_seconds", "sliding.interval_seconds"),
-)
-def dci_near_capacity(ctx: Context) -> list[Finding]:
-    """A data-center interconnect link (a port whose role is 'dci' and whose LLDP peer is a switch)
-    transmitting near capacity for long enough; the evidence splits the HDFS cross-IDC share by
-    operation."""
-    limit = float(ctx.t("dci.near_capacity_ratio"))
-    min_s = float(ctx.t("dci.min_seconds"))
-    roles, peers = roles_and_neighbours(ctx)
-    out = []
-    # how long each DCI port was near capacity: the time its own samples cover (timebase.py)
-    for r in ctx.rows(
-        covered_sql(
-            ctx,
-            "switch_port_sample",
-            ["switch", "port"],
-            {"hot": "tx_utilization_ratio >= {limit:Float64}"},
-            {
-                "role": "any(role)",
-                "util": "avgIf(tx_utilization_ratio, tx_utilization_ratio >= {limit:Float64})",
-                "peak": "max(tx_utilization_ratio)",
-            },
-            where="role = 'dci'",
-        )
-        + " HAVING hot_s > 0 ORDER BY switch, port",
-        {"limit": limit},
-    ):
-        peer = peers.get((r["switch"], r["port"]))
-        seconds = float(r["hot_s"])
-        if peer is None or peer[0] not in roles or seconds < min_s:
-            continue
-        subject = f"{port_subject(r['switch'], r['port'])}<->{port_subject(*peer)}"
-        hdfs = ctx.rows(f"""
-            SELECT op, write_mode, sum(bytes) AS bytes FROM {ctx.table("hdfs_transfer")}
-            WHERE {ctx.where("hdfs_transfer")} AND cross_idc
-            GROUP BY op, write_mode ORDER BY bytes DESC""")
-        out.append(
-            ctx.finding(
-                "critical" if (r["peak"] or 0) >= 0.98 else "warning",
-                "link",
-                subject,
-                f"DCI link {subject} above {limit:.0%} of capacity for {seconds:.0f}s (mean {r['util']:.0%} then, peak {r['peak']:.0%})",
-                {
-                    "capacity_ratio": limit,  # the summary's "above N% of capacity"
-                    "seconds_near_capacity": round(seconds),
-                    "utilization_when_hot": round(float(r["util"]), 3),
-                    "peak": round(float(r["peak"] or 0), 3),
-                    "hdfs_cross_idc_bytes_by_op": hdfs,
                 },
             )
         )

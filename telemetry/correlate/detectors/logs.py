@@ -5,7 +5,7 @@ RDMA nodes, GPU Direct RDMA off, and channels on a NIC off the GPU's rail.
 
 A peer is resolved through the inventory as of the line's time (log_resolve.py) to its pod, node,
 NIC and leaf port, so the finding names both ends' paths and incidents can group it under the
-fabric or GPU fault it follows (causes.yaml). It never judges a line it cannot resolve by guessing.
+fabric or GPU fault it follows (kinds.yaml). It never judges a line it cannot resolve by guessing.
 Thresholds: `logs.*`.
 """
 
@@ -33,7 +33,6 @@ _ERR = "ib_completion_error"
 
 @detector(
     "nccl_network_error",
-    category="job",
     needs=("log_event",),
     lookback=("logs.window_seconds",),
 )
@@ -172,7 +171,6 @@ def _pair_finding(ctx: Context, ns: str, job: str, p: dict[str, Any], nics: Nics
 
 @detector(
     "collective_timeout",
-    category="job",
     needs=("log_event",),
     lookback=("logs.window_seconds",),
 )
@@ -304,7 +302,6 @@ def _by_job(sessions: dict[tuple[str, str], dict[str, Any]], want: Any) -> dict[
 
 @detector(
     "nccl_transport_fallback",
-    category="job",
     needs=("log_event",),
     lookback=("logs.state_seconds",),
 )
@@ -346,7 +343,6 @@ def _ib_hca(ctx: Context, ns: str, job: str) -> str:
 
 @detector(
     "nccl_gdr_disabled",
-    category="job",
     needs=("log_event",),
     lookback=("logs.state_seconds",),
 )
@@ -371,7 +367,6 @@ def nccl_gdr_disabled(ctx: Context) -> list[Finding]:
 
 @detector(
     "nccl_nic_off_rail",
-    category="job",
     needs=("log_event",),
     lookback=("logs.state_seconds",),
 )

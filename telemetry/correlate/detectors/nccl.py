@@ -25,7 +25,6 @@ _TS = "DateTime64(3, 'UTC')"
 
 @detector(
     "collective_algorithm_underperforms",
-    category="job",
     needs=("collective_sample",),
     lookback=("collective.window_seconds",),
 )
@@ -103,7 +102,7 @@ def _underperforms(
     drop = 1 - float(mine["reached_gbs"]) / float(best["reached_gbs"])
     return Finding(
         "collective_algorithm_underperforms",
-        "job",
+        "nccl",
         "warning",
         "communicator",
         f"{ns}/{job}/{comm}",
@@ -154,7 +153,6 @@ def _settings(ctx: Context, ns: str, job: str, names: tuple[str, ...]) -> dict[s
 
 @detector(
     "low_flow_entropy",
-    category="job",
     needs=("flow_sample",),
     lookback=("low_flow_entropy.window_seconds",),
 )
@@ -242,7 +240,7 @@ def _entropy_finding(
     )
     return Finding(
         "low_flow_entropy",
-        "job",
+        "nccl",
         "warning",
         "job",
         key,

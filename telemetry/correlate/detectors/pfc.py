@@ -27,7 +27,6 @@ _SOURCES: tuple[tuple[str, list[str], str, Any], ...] = (
 
 @detector(
     "pfc_unexpected_priority",
-    category="fabric",
     needs=("switch_priority_sample", "nic_priority_sample"),
 )
 def pfc_unexpected_priority(ctx: Context) -> list[Finding]:

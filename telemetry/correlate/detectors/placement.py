@@ -1,6 +1,7 @@
 """Placement detectors: jobs spread above the HyperNode tier they were allowed, jobs spanning
-scalable units, RDMA between two tenants' pods. They read the inventory as of the window and the
-attributed flows (so every byte is charged to the pod that held the IP at that moment)."""
+scalable units, RDMA between two tenants' pods, GPUs without a NIC on their PCIe switch on servers
+that carry RDMA. They read the inventory as of the window and the attributed flows (so every byte
+is charged to the pod that held the IP at that moment)."""
 
 from __future__ import annotations
 
@@ -197,3 +198,80 @@ def cross_tenant_rdma(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+@detector(
+    "gpu_without_direct_nic",
+    needs=("gpu_nic_affinity", "flow_sample"),
+    lookback=("sliding.flow_seconds",),
+)
+def gpu_without_direct_nic(ctx: Context) -> list[Finding]:
+    """GPUs whose PCIe switch has no NIC, on a node whose pods send RDMA: that traffic detours
+    through host memory. The evidence adds what the node receives: NCCL's PXN lets such a GPU
+    send through a peer GPU's NIC over NVLink, but received data still lands through the CPU
+    (a receive-side detour PXN does not remove), and whether the node's pods disable PXN."""
+    out = []
+    for r in ctx.rows(f"""
+        SELECT a.node AS node, groupUniqArray(a.gpu) AS gpus, any(f.bytes) AS bytes, any(f.pods) AS pods,
+               any(rx.bytes) AS rx_bytes, any(rx.pods) AS rx_pods
+        FROM (SELECT node, gpu, argMax(direct_nic, ts) AS direct FROM {ctx.table("gpu_nic_affinity")}
+              WHERE cluster = {{cluster:String}} AND ts < {{we:DateTime64(3, 'UTC')}} GROUP BY node, gpu) AS a
+        INNER JOIN (SELECT src_node AS node, sum(bytes) AS bytes, groupUniqArray(5)(concat(src_namespace, '/', src_pod)) AS pods
+                    FROM {ctx.table("attributed_flow")}
+                    WHERE {ctx.where("attributed_flow")}
+                      AND rdma AND src_node != ''
+                    GROUP BY src_node) AS f ON a.node = f.node
+        LEFT JOIN (SELECT dst_node AS node, sum(bytes) AS bytes, groupUniqArray(5)(concat(dst_namespace, '/', dst_pod)) AS pods
+                   FROM {ctx.table("attributed_flow")}
+                   WHERE {ctx.where("attributed_flow")}
+                     AND rdma AND dst_node != ''
+                   GROUP BY dst_node) AS rx ON a.node = rx.node
+        WHERE a.direct = 0
+        GROUP BY node ORDER BY node"""):
+        rx = int(r["rx_bytes"] or 0)
+        pxn = _pxn_disabled(ctx, r["node"])
+        detour = (
+            f"; it receives {rx / 1e9:.2f} GB, which lands through host memory whatever PXN does"
+            if rx
+            else ""
+        )
+        out.append(
+            ctx.finding(
+                "info",
+                "node",
+                r["node"],
+                f"{r['node']}: GPU(s) {', '.join(map(str, sorted(r['gpus'])))} have no NIC on their PCIe switch while the node sends "
+                f"{human_bytes(r['bytes'])} of RDMA: their traffic crosses host memory{detour}",
+                {
+                    "gpus": sorted(r["gpus"]),
+                    "rdma_bytes": r["bytes"],
+                    "pods": sorted(r["pods"]),
+                    "rdma_received_bytes": rx,
+                    "receiving_pods": sorted(r["rx_pods"] or []),
+                    "receive_side_detour": rx > 0,
+                    "pxn_disabled_pods": pxn,
+                },
+            )
+        )
+    return out
+
+
+def _pxn_disabled(ctx: Context, node: str) -> list[str]:
+    """Pods on the node whose NCCL_PXN_DISABLE=1 (their sends detour too), from nccl_settings."""
+    rows = ctx.rows(
+        f"""
+        SELECT DISTINCT concat(s.namespace, '/', s.pod) AS pod
+        FROM (SELECT * FROM {ctx.table("nccl_setting", final=True)}
+              WHERE cluster = {{cluster:String}} AND name = 'NCCL_PXN_DISABLE') AS s
+        INNER JOIN (SELECT namespace, pod FROM {ctx.table("pod", final=True)}
+                    WHERE cluster = {{cluster:String}} AND node = {{node:String}}
+                      AND valid_from < {{we:DateTime64(3, 'UTC')}}
+                      AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})) AS p
+          ON s.namespace = p.namespace AND s.pod = p.pod
+        WHERE s.value = '1'
+          AND s.valid_from < {{we:DateTime64(3, 'UTC')}}
+          AND (s.valid_to IS NULL OR s.valid_to > {{ws:DateTime64(3, 'UTC')}})
+        ORDER BY pod""",
+        {"node": node},
+    )
+    return [str(x["pod"]) for x in rows]

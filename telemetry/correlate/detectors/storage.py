@@ -1,9 +1,12 @@
-"""Storage detectors: HDFS reads that cross IDCs, replica placement that breaks the policy."""
+"""Storage detectors: HDFS reads that cross IDCs, replica placement that breaks the policy, a
+data-center interconnect link near its capacity (with the HDFS share of it)."""
 
 from __future__ import annotations
 
+from telemetry.correlate.detectors.fabric import port_subject, roles_and_neighbours
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
+from telemetry.correlate.timebase import covered_sql
 from telemetry.text import human_bytes
 
 
@@ -120,6 +123,63 @@ def replication_backlog(ctx: Context) -> list[Finding]:
                     "growth_blocks_per_minute": round(growth, 1),
                     "missing_blocks": r["missing"],
                     "dci": dci,
+                },
+            )
+        )
+    return out
+
+
+@detector(
+    "dci_near_capacity",
+    needs=("switch_port_sample",),
+    lookback=("dci.min_seconds", "sliding.interval_seconds"),
+)
+def dci_near_capacity(ctx: Context) -> list[Finding]:
+    """A data-center interconnect link (a port whose role is 'dci' and whose LLDP peer is a switch)
+    transmitting near capacity for long enough; the evidence splits the HDFS cross-IDC share by
+    operation."""
+    limit = float(ctx.t("dci.near_capacity_ratio"))
+    min_s = float(ctx.t("dci.min_seconds"))
+    roles, peers = roles_and_neighbours(ctx)
+    out = []
+    # how long each DCI port was near capacity: the time its own samples cover (timebase.py)
+    for r in ctx.rows(
+        covered_sql(
+            ctx,
+            "switch_port_sample",
+            ["switch", "port"],
+            {"hot": "tx_utilization_ratio >= {limit:Float64}"},
+            {
+                "role": "any(role)",
+                "util": "avgIf(tx_utilization_ratio, tx_utilization_ratio >= {limit:Float64})",
+                "peak": "max(tx_utilization_ratio)",
+            },
+            where="role = 'dci'",
+        )
+        + " HAVING hot_s > 0 ORDER BY switch, port",
+        {"limit": limit},
+    ):
+        peer = peers.get((r["switch"], r["port"]))
+        seconds = float(r["hot_s"])
+        if peer is None or peer[0] not in roles or seconds < min_s:
+            continue
+        subject = f"{port_subject(r['switch'], r['port'])}<->{port_subject(*peer)}"
+        hdfs = ctx.rows(f"""
+            SELECT op, write_mode, sum(bytes) AS bytes FROM {ctx.table("hdfs_transfer")}
+            WHERE {ctx.where("hdfs_transfer")} AND cross_idc
+            GROUP BY op, write_mode ORDER BY bytes DESC""")
+        out.append(
+            ctx.finding(
+                "critical" if (r["peak"] or 0) >= 0.98 else "warning",
+                "link",
+                subject,
+                f"DCI link {subject} above {limit:.0%} of capacity for {seconds:.0f}s (mean {r['util']:.0%} then, peak {r['peak']:.0%})",
+                {
+                    "capacity_ratio": limit,  # the summary's "above N% of capacity"
+                    "seconds_near_capacity": round(seconds),
+                    "utilization_when_hot": round(float(r["util"]), 3),
+                    "peak": round(float(r["peak"] or 0), 3),
+                    "hdfs_cross_idc_bytes_by_op": hdfs,
                 },
             )
         )

@@ -378,3 +378,73 @@ def test_every_kind_has_a_remediation_in_incidents_json(store: Store, query_endp
     )
     table = _cli("incidents", "--dsn", f"{query_endpoint}/{store.database}")
     assert "do: Drain NIC mlx5_3 on gpu-7" in table.stdout
+
+
+def _servers_without_direct_nic(nodes: list[str]) -> list[Finding]:
+    return [
+        Finding("gpu_without_direct_nic", "placement", "info", "node", n,
+                f"{n}: GPU(s) 1, 3 have no NIC on their PCIe switch", {"gpus": [1, 3]})
+        for n in nodes
+    ]  # fmt: skip
+
+
+def test_a_static_fact_of_servers_is_one_incident_per_hypernode(store: Store) -> None:
+    """gpu_without_direct_nic (kinds.yaml scope: hypernode) on five servers: the two under leaf
+    HyperNode hn-a are one incident, the two hn-b holds (one by name, one by regex) another, and a
+    server in no HyperNode stays its own; a HyperNode of HyperNodes does not merge them."""
+    from telemetry.records import HYPERNODE, NODE
+
+    cluster, t = "static", _ago(minutes=5)
+    ms = int((t - timedelta(hours=1)).timestamp() * 1000)
+    base = {"cluster": cluster, "valid_from": ms, "valid_to": None, "updated_at": ms}
+    nodes = [f"gpu-{i}" for i in range(5)]
+    store.insert(NODE, NODE.to_arrow([
+        {**base, "node": n, "labels": "{}", "idc": "", "su": "", "gpus": 8, "gpu_capacity": 8,
+         "gpu_model": ""} for n in nodes
+    ]))  # fmt: skip
+    members = [("hn-a", 1, "gpu-0", "Node", "exactMatch"), ("hn-a", 1, "gpu-1", "Node", "exactMatch"),
+               ("hn-b", 1, "gpu-2", "Node", "exactMatch"), ("hn-b", 1, "gpu-[3]", "Node", "regexMatch"),
+               ("su-1", 2, "hn-a", "HyperNode", "exactMatch"), ("su-1", 2, "hn-b", "HyperNode", "exactMatch")]  # fmt: skip
+    store.insert(HYPERNODE, HYPERNODE.to_arrow([
+        {**base, "hypernode": h, "tier": tier, "tier_name": "", "member": m, "member_type": mt,
+         "selector": sel} for h, tier, m, mt, sel in members
+    ]))  # fmt: skip
+    ft, it = _trackers(store, cluster)
+    changed = _tick(ft, it, t, _servers_without_direct_nic(nodes))
+    got = sorted(sorted(m.subject for m in i.group.members) for i in changed)
+    assert got == [["gpu-0", "gpu-1"], ["gpu-2", "gpu-3"], ["gpu-4"]]
+    assert {i.severity for i in changed} == {"info"}
+
+
+def test_a_kind_declared_without_incidents_opens_none(store: Store) -> None:
+    """A kind the tracker is told opens no incident (kinds.yaml `incident: false`) is never an
+    incident's member; the others group as before."""
+    ft = fstore.Tracker(store, "quiet-kind", HYST)
+    it = IncidentTracker(store, "quiet-kind", HYST, no_incident={"gpu_without_direct_nic"})
+    changed = _tick(ft, it, _ago(minutes=5), [*_servers_without_direct_nic(["gpu-0"]), _storm()])
+    assert [[m.kind for m in i.group.members] for i in changed] == [["pfc_storm"]]
+
+
+@pytest.mark.parametrize("scenario", ["rail-2nic"])
+def test_no_incident_per_server_for_a_static_fact(
+    scenario_run: Callable[[str], ScenarioRun], scenario: str
+) -> None:
+    """In a fabric of 2-NIC servers every server has GPUs without a NIC of their own: that is one
+    incident per HyperNode (or part of a cause's incident), never one per server."""
+    from telemetry.pool import hypernode_of_sql
+    from telemetry.records import HYPERNODE, NODE
+
+    run = scenario_run(scenario)
+    store, cluster, truth = run.store, run.cluster, run.sim.ground_truth()
+    found = fstore.read(store, cluster=cluster, limit=100_000)
+    servers = {f["subject"] for f in found if f["kind"] == "gpu_without_direct_nic"}
+    assert len(servers) >= 4
+    sql = hypernode_of_sql(store.table(NODE, final=True), store.table(HYPERNODE, final=True),
+                           "cluster = {cluster:String}")  # fmt: skip
+    leaf = dict(store.query_rows(sql, {"cluster": cluster}))
+    assert servers <= set(leaf), "every server of the scenario sits in a HyperNode"
+    rooted = [
+        i for i in read_incidents(store, cluster, truth.start_ms, truth.end_ms)
+        if i.kind == "gpu_without_direct_nic"
+    ]  # fmt: skip
+    assert 1 <= len(rooted) <= len({leaf[s] for s in servers}) < len(servers)

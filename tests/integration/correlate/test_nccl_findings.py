@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from telemetry.correlate.detectors.consequence import gpu_without_direct_nic
 from telemetry.correlate.detectors.nccl import collective_algorithm_underperforms, low_flow_entropy
+from telemetry.correlate.detectors.placement import gpu_without_direct_nic
 from telemetry.correlate.registry import Context, Window
 from telemetry.correlate.thresholds import default_thresholds
 from telemetry.records import (

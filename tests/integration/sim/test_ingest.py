@@ -79,7 +79,7 @@ def test_small_run_lands_in_the_store_row_for_row(store, tmp_path: Path):
                 {
                     "finding_id": "f1",
                     "cluster": "simtest",
-                    "kind": "gpu_throttling",
+                    "kind": "gpu_throttle",
                     "category": "node",
                     "severity": "warning",
                     "subject_type": "gpu",
@@ -96,7 +96,7 @@ def test_small_run_lands_in_the_store_row_for_row(store, tmp_path: Path):
         ),
     )
     found = read_findings(store, "simtest", truth.start_ms, truth.end_ms)
-    assert [(x.kind, x.subject) for x in found] == [("gpu_throttling", hot.subject)]
+    assert [(x.kind, x.subject) for x in found] == [("gpu_throttle", hot.subject)]
     k = {s.kind: s for s in score(truth, found).kinds}
     assert k["gpu_throttle"].recall == 1.0 and k["gpu_throttle"].localization == 1.0
     assert k["gpu_throttle"].precision == 1.0 and k["ecmp_collision"].recall == 0.0

@@ -148,6 +148,22 @@ def test_config_errors_name_the_problem() -> None:
         alerts.render(bad)
 
 
+def test_rules_name_only_declared_finding_kinds() -> None:
+    """A `kind` matcher names kinds telemetry/correlate/kinds.yaml declares (a renamed or dead
+    kind would leave a rule that never fires)."""
+    cfg = alerts.load()
+    rule = next(r for r in cfg["rules"] if 'kind!~"' in r["expr"])
+    for expr in (
+        'railscope_finding_active{kind="pause_storm"} > 0',
+        rule["expr"].replace("collective_timeout", "collective_timeouts"),
+    ):
+        bad = copy.deepcopy(cfg)
+        i = next(i for i, r in enumerate(bad["rules"]) if r["alert"] == rule["alert"])
+        bad["rules"][i]["expr"] = expr
+        with pytest.raises(ConfigError, match=rf"rules\.{i} \({rule['alert']}\): expr: undeclared"):
+            alerts.render(bad)
+
+
 @needs_promtool
 def test_cli_build_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["alerts", "build", "--out", str(tmp_path / "out")]) == 0

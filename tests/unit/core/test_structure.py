@@ -309,3 +309,144 @@ def test_the_layer_check_sees_upward_and_unplaced_modules(tmp_path: Path) -> Non
     mods = {n: tmp_path / f"{n}.py" for n in ("low", "high", "stray")}
     bad = _upward(mods, layers)
     assert bad == ["low:1 (floor) imports high (top)", "stray is on no layer"]
+
+
+# --- finding kinds: declared once (telemetry/correlate/kinds.yaml), reported by one detector -----
+
+KINDS_FILE = ROOT / "telemetry/correlate/kinds.yaml"
+DETECTORS_DIR = ROOT / "telemetry/correlate/detectors"
+# besides its declaration and its detector's module, where telemetry/ may name a finding kind (the
+# simulator aside: it injects what the kinds detect), each with why
+NAMED_ELSEWHERE = {
+    ("telemetry/correlate/detectors/nccl.py", "ecmp_imbalance"): (
+        "low_flow_entropy names the ECMP collisions its too few QPs explain"
+    ),
+    ("telemetry/correlate/report_logs.py", "nccl_gdr_disabled"): (
+        "a log event (log_event.kind) that shares the finding kind's name"
+    ),
+}
+# thresholds.yaml's sections are checked against the kinds that list them by its loader
+NOT_SCANNED = (
+    "telemetry/sim/",
+    "telemetry/correlate/kinds.yaml",
+    "telemetry/correlate/thresholds.yaml",
+)
+
+
+def _declared_kinds() -> dict[str, str]:
+    """kinds.yaml: kind -> its category (read as data, nothing imported)."""
+    import yaml
+
+    return {k: str(v["category"]) for k, v in yaml.safe_load(KINDS_FILE.read_text()).items()}
+
+
+def _detected_kinds() -> dict[str, str]:
+    """Every kind a `@detector(...)` in detectors/ reports (its name and `also`) -> its module."""
+    out: dict[str, str] = {}
+    for p in sorted(DETECTORS_DIR.glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            for d in node.decorator_list:
+                if isinstance(d, ast.Call) and getattr(d.func, "id", "") == "detector":
+                    names = [d.args[0]] + [
+                        e for kw in d.keywords if kw.arg == "also" for e in ast.walk(kw.value)
+                    ]
+                    for n in names:
+                        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                            out[n.value] = p.stem
+    return out
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+def _named(path: Path, kinds: set[str]) -> Iterator[tuple[str, int]]:
+    """(kind, line) for every string in `path`'s code that names a kind: the whole string, or a
+    quoted SQL literal inside one (comments and docstrings explain, they do not name). A YAML
+    file: every key or value that is a kind."""
+    pattern = re.compile(r"(?:^|')(\w+)(?:'|$)")
+    if path.suffix == ".yaml":
+        import yaml
+
+        stack = [yaml.safe_load(path.read_text())]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, dict):
+                stack += [*v.keys(), *v.values()]
+            elif isinstance(v, list):
+                stack += v
+            elif isinstance(v, str) and v in kinds:
+                yield v, 0
+        return
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            for m in pattern.finditer(node.value):
+                if m.group(1) in kinds:
+                    yield m.group(1), node.lineno
+
+
+def test_every_declared_kind_has_a_detector_in_its_category_and_back() -> None:
+    declared, detected = _declared_kinds(), _detected_kinds()
+    assert len(declared) >= 30  # the file is read, not skipped
+    assert sorted(set(declared) - set(detected)) == [], "declared in kinds.yaml, no detector"
+    assert sorted(set(detected) - set(declared)) == [], "a detector's kind kinds.yaml lacks"
+    moved = {k: (declared[k], detected[k]) for k in declared if declared[k] != detected[k]}
+    assert not moved, f"kind: (declared category, detector module) differ: {moved}"
+
+
+def test_each_finding_kind_is_named_only_by_its_declaration_and_its_detector() -> None:
+    kinds = _declared_kinds()
+    bad = []
+    for p in sorted((ROOT / "telemetry").rglob("*")):
+        rel = p.relative_to(ROOT).as_posix()
+        if p.suffix not in (".py", ".yaml") or rel.startswith(NOT_SCANNED):
+            continue
+        for kind, line in _named(p, set(kinds)):
+            if rel == f"telemetry/correlate/detectors/{kinds[kind]}.py":
+                continue
+            if (rel, kind) not in NAMED_ELSEWHERE:
+                bad.append(f"{rel}:{line} names {kind}")
+    assert not bad, (
+        "a finding kind is declared in telemetry/correlate/kinds.yaml and named by its detector; "
+        "read what you need from the declaration (telemetry.correlate.kinds):\n" + "\n".join(bad)
+    )
+
+
+def test_the_kind_name_check_sees_sql_literals_not_docstrings(tmp_path: Path) -> None:
+    p = tmp_path / "m.py"
+    p.write_text(
+        '"""pfc_storm in a docstring explains."""\n'
+        "# link_flap in a comment explains\n"
+        'A = "gpu_xid"\n'
+        "SQL = f\"SELECT 1 WHERE kind = 'ecn_hotspot' AND x = {A}\"\n"
+        'B = "gpu_xid_total, not a kind"\n'
+    )
+    kinds = {"pfc_storm", "link_flap", "gpu_xid", "ecn_hotspot"}
+    assert sorted(_named(p, kinds)) == [("ecn_hotspot", 4), ("gpu_xid", 3)]
+
+
+def test_findings_built_by_hand_carry_their_modules_category() -> None:
+    """A detector that builds `Finding(kind, category, ...)` itself (not `ctx.finding`) writes
+    its module's category, which kinds.yaml declares for the kind."""
+    declared = _declared_kinds()
+    bad = []
+    for p in sorted(DETECTORS_DIR.glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Finding"):
+                continue
+            kind, category = (
+                a.value if isinstance(a, ast.Constant) else None for a in node.args[:2]
+            )
+            if category != p.stem or declared.get(str(kind)) != p.stem:
+                bad.append(f"{p.name}:{node.lineno} Finding({kind!r}, {category!r}, ...)")
+    assert not bad, "\n".join(bad)

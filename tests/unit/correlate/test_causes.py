@@ -1,5 +1,5 @@
-"""The engine's causal model (telemetry/correlate/causes.yaml) names real finding kinds, and
-incidents group by it."""
+"""The engine's causal model (`effect_of` in telemetry/correlate/kinds.yaml) names real finding
+kinds, and incidents group by it."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from telemetry.correlate.registry import finding_kinds
 
 def test_every_effect_and_cause_is_a_kind_the_engine_emits() -> None:
     kinds = set(finding_kinds())
-    assert model(), "causes.yaml lists no effects"
+    assert model(), "kinds.yaml declares no effects"
     for effect, causes in model().items():
-        assert effect in kinds, f"causes.yaml: {effect} is no detector's finding kind"
+        assert effect in kinds, f"kinds.yaml: {effect} is no detector's finding kind"
         unknown = set(causes) - kinds
-        assert not unknown, f"causes.yaml: {effect} names unknown cause kinds {sorted(unknown)}"
+        assert not unknown, f"kinds.yaml: {effect} names unknown cause kinds {sorted(unknown)}"
         assert effect not in causes
 
 

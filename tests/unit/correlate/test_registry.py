@@ -61,33 +61,39 @@ def test_every_detector_module_registers_and_needs_known_kinds() -> None:
     assert specs["gpu_xid"].needs == ("gpu_event",)
 
 
-# the category of every detector as it was declared one by one before it defaulted to the area
-CATEGORIES = {
-    "cross_tenant_rdma": "placement",
-    "dci_near_capacity": "storage",  # lives in fabric.py: given explicitly
-    "ecmp_imbalance": "fabric",
-    "ecn_hotspot": "fabric",
-    "gpu_lost": "node",
-    "gpu_throttle": "node",
-    "gpu_without_direct_nic": "placement",
-    "gpu_xid": "node",
-    "hdfs_cross_idc_read": "storage",
-    "hdfs_replica_violation": "storage",
-    "hdfs_replication_backlog": "storage",
-    "hypernode_drift": "topology",
-    "job_spans_su": "placement",
-    "link_flap": "fabric",
-    "network_bound": "node",
-    "nic_pcie_stall": "node",
-    "pfc_storm": "fabric",
-    "pfc_unexpected_priority": "fabric",
-    "placement_violation": "placement",
-}
+def test_category_is_the_module_and_the_declaration() -> None:
+    """A finding's category is its detector's module, which kinds.yaml declares."""
+    from telemetry.correlate.kinds import kinds
+
+    got = {k: s.category for s in detectors().values() for k in s.kinds}
+    assert got == {k.name: k.category for k in kinds().values()}
+    assert {k: got[k] for k in ("dci_near_capacity", "gpu_without_direct_nic", "pfc_storm")} == {
+        "dci_near_capacity": "storage",
+        "gpu_without_direct_nic": "placement",
+        "pfc_storm": "fabric",
+    }
 
 
-def test_category_defaults_to_the_module_area() -> None:
-    got = {n: s.category for n, s in detectors().items() if n in CATEGORIES}
-    assert got == CATEGORIES
+def test_a_detector_and_its_declaration_must_agree() -> None:
+    """An undeclared kind, a category other than the module, a declared kind no detector
+    reports: each refused with the kind named."""
+    from dataclasses import replace
+
+    from telemetry.correlate.kinds import KindError
+    from telemetry.correlate.registry import check_declarations
+
+    specs = list(detectors().values())
+    flap = next(s for s in specs if s.name == "link_flap")
+    rest = [s for s in specs if s is not flap]
+    with pytest.raises(KindError, match="link_errors, link_flap declared but no detector"):
+        check_declarations(rest)
+    with pytest.raises(
+        KindError, match=r"link_flap: category fabric but its detector is in detectors/pfc\.py"
+    ):
+        check_declarations([*rest, replace(flap, category="pfc")])
+    with pytest.raises(KindError, match=r"link_wobble is not declared in kinds\.yaml"):
+        check_declarations([*rest, replace(flap, also=("link_errors", "link_wobble"))])
+    check_declarations(specs)  # as shipped: agrees
 
 
 def test_findings_carry_the_detector_name_and_category() -> None:

@@ -1,4 +1,4 @@
-"""What to do about each finding kind (telemetry/correlate/remediation.yaml): every kind a
+"""What to do about each finding kind (`do` in telemetry/correlate/kinds.yaml): every kind a
 detector reports has one, filled with the finding's own values, falling back to a template that
 needs nothing but the subject; docs/runbooks.md is the file rendered, with a section per kind."""
 
@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from telemetry.correlate import remediation as rem
+from telemetry.correlate.kinds import kinds as declared
 from telemetry.correlate.registry import finding_kinds
 
 ROOT = Path(__file__).parents[3]
@@ -15,15 +16,15 @@ ROOT = Path(__file__).parents[3]
 
 def test_every_reported_kind_has_a_remediation_and_nothing_else_does() -> None:
     kinds = finding_kinds()
-    assert set(rem.table()) == set(kinds)
+    assert set(declared()) == set(kinds)
     for k in kinds:
-        entry = rem.table()[k]
-        assert entry["means"] and entry["do"], k
+        entry = declared()[k]
+        assert entry.means and entry.do, k
         # the last template needs only the subject: every finding gets one
-        assert set(re.findall(r"\{(\w+)", entry["do"][-1])) == {"subject"}, k
+        assert set(re.findall(r"\{(\w+)", entry.do[-1])) == {"subject"}, k
         assert rem.remediation(k, "node", "n1", {}).strip(), k
-        page, _, _ = entry["doc"].partition("#")
-        assert (ROOT / page).is_file(), entry["doc"]
+        page, _, _ = entry.doc.partition("#")
+        assert (ROOT / page).is_file(), entry.doc
 
 
 def test_templates_are_filled_with_the_findings_own_values() -> None:
@@ -64,7 +65,7 @@ def test_templates_are_filled_with_the_findings_own_values() -> None:
     assert rem.remediation("no_such_kind", "node", "n", {}) == ""
 
 
-def test_runbooks_page_is_rendered_from_the_yaml() -> None:
+def test_runbooks_page_is_rendered_from_the_declarations() -> None:
     text = (ROOT / "docs" / "runbooks.md").read_text()
     assert text == rem.markdown(), (
         "run: python -m telemetry.correlate.remediation > docs/runbooks.md"

@@ -72,7 +72,7 @@ def test_finding_map_names_only_fault_kinds():
     mapping, consequences = load_finding_map()
     assert mapping["ecmp_imbalance"] == "ecmp_collision"
     assert not set(mapping) & consequences
-    # the unscored kinds are the engine's effects (causes.yaml) without a fault kind of their own
+    # the unscored kinds are the engine's effects (kinds.yaml) without a fault kind of their own
     assert consequences == {k for k in effect_kinds() if k not in mapping}
     assert "network_bound" in consequences
 
@@ -82,7 +82,15 @@ def test_the_scorer_refuses_derived_truth_the_engine_calls_a_cause(tmp_path):
     engine's effects, or the scorer and the engine's incidents would disagree."""
     bad = tmp_path / "map.yaml"
     bad.write_text("finding_kinds:\n  ecmp_imbalance: collective_slowdown\n")
-    with pytest.raises(ValueError, match=r"causes\.yaml"):
+    with pytest.raises(ValueError, match=r"kinds\.yaml\) does not declare them effects"):
+        load_finding_map(bad)
+
+
+def test_the_scorer_refuses_a_key_that_is_no_declared_kind(tmp_path):
+    """A dead alias (a kind no detector reports) scores nothing and hides a renamed kind."""
+    bad = tmp_path / "map.yaml"
+    bad.write_text("finding_kinds:\n  ecmp_imbalance: ecmp_collision\n  pause_storm: pfc_storm\n")
+    with pytest.raises(ValueError, match=r"undeclared finding kind\(s\) pause_storm"):
         load_finding_map(bad)
 
 
