@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from telemetry.serve.plan import Plan
+
 # ClickHouse's trailer on every exception text; chdb leaves it off (and sometimes nests it)
 _CODE = re.compile(r"Code: (\d+)\. ")
 _NAME = re.compile(r"\(([A-Z][A-Z0-9_]+)\)\s*$")
@@ -254,6 +256,29 @@ class Engine(GuardAnswers):
             raise EngineError.from_engine(e) from None
         finally:
             conn.close()
+
+    def run(
+        self,
+        plan: Plan,
+        fmt: str,
+        data: bytes | memoryview = b"",
+        *,
+        database: str | None = None,
+        settings: Sequence[tuple[str, str]] = (),
+        params: Mapping[str, str] | None = None,
+        readonly: int = 0,
+        tag: str = "",
+    ) -> Outcome:
+        """The plan's statement (backend.Backend): an INSERT head with `data`, or a query."""
+        if plan.kind == "insert":
+            return self.insert(
+                plan.sql, plan.fmt, data, database=database, settings=settings,
+                readonly=readonly, tag=tag,
+            )  # fmt: skip
+        return self.query(
+            plan.sql, fmt, database=database, settings=settings, params=params,
+            readonly=readonly, tag=tag,
+        )  # fmt: skip
 
     def insert(
         self,

@@ -21,16 +21,17 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from aiohttp import web
 
 from telemetry.pipeline import ComponentStats
 from telemetry.serve import guard, running
+from telemetry.serve.backend import Backend
 from telemetry.serve.browser import Browsers, cors_headers
 from telemetry.serve.compression import compressors
 from telemetry.serve.config import ServeConfig
-from telemetry.serve.engine import GUARD_MAX_QUERY_BYTES, Engine, EngineError, Outcome
+from telemetry.serve.engine import GUARD_MAX_QUERY_BYTES, EngineError, Outcome
 from telemetry.serve.limits import (
     ACCEPT_BURST,
     HEAD_DEADLINE,
@@ -43,6 +44,7 @@ from telemetry.serve.limits import (
     connection_cap,
     quiet_http_errors,
 )
+from telemetry.serve.plan import Plan
 from telemetry.serve.protocol import TRANSPORT_PARAMS, content_type, http_status
 from telemetry.serve.reading import RequestReader
 from telemetry.serve.sqltext import split_insert
@@ -61,13 +63,16 @@ REQUESTS_PER_USER = 64
 # guard parses (a longer head is judged as a statement, and refused for its size)
 _HEAD_BYTES = GUARD_MAX_QUERY_BYTES + 4096
 
+B = TypeVar("B", bound=Backend)
 
-class QueryServer:
-    """The endpoint. `start()` serves from a background thread; `stop()` ends it."""
+
+class QueryServer(Generic[B]):
+    """The endpoint over one backend (backend.Backend: the embedded engine, or the ingest
+    gateway). `start()` serves from a background thread; `stop()` ends it."""
 
     def __init__(
         self,
-        engine: Engine,
+        engine: B,
         config: ServeConfig | None = None,
         *,
         host: str = "127.0.0.1",
@@ -75,7 +80,7 @@ class QueryServer:
         ssl_context: Any = None,
     ) -> None:
         """`ssl_context`: serve HTTPS with it (the ingest gateway's); None: plain HTTP."""
-        self.engine = engine
+        self.engine: B = engine
         self.ssl_context = ssl_context
         self.config = config or ServeConfig()
         self.host, self.port = host, port
@@ -397,7 +402,7 @@ class QueryServer:
         body: bytes,
         params: dict[str, str],
         database: str | None,
-    ) -> tuple[guard.Plan, bytes | memoryview]:
+    ) -> tuple[Plan, bytes | memoryview]:
         """`_plan` on the guard's pool, one parse at a time per user (queued like queries)."""
         if not await self._parses.enter(who.name, PARSES_PER_USER, self.config.queue_max_wait):
             raise self._too_many(who.name, PARSES_PER_USER, "statements parsed")
@@ -425,7 +430,7 @@ class QueryServer:
         body: bytes,
         params: dict[str, str],
         database: str | None,
-    ) -> tuple[guard.Plan, bytes | memoryview]:
+    ) -> tuple[Plan, bytes | memoryview]:
         """The guard's plan and the INSERT data it leaves apart (runs on an aux thread: the
         guard asks the engine)."""
         head_only = False
@@ -469,7 +474,7 @@ class QueryServer:
         request: web.Request,
         conn: Any,
         who: guard.Who,
-        plan: guard.Plan,
+        plan: Plan,
         data: bytes | memoryview,
         fmt: str,
         database: str | None,
@@ -492,16 +497,10 @@ class QueryServer:
                     *plan.settings.items(),
                 ]
                 readonly = who.readonly
-                if plan.kind == "insert":
-                    call: Callable[[], Outcome] = lambda: self.engine.insert(  # noqa: E731
-                        plan.sql, plan.fmt, data, database=database, settings=session,
-                        readonly=readonly, tag=entry.tag,
-                    )  # fmt: skip
-                else:
-                    call = lambda: self.engine.query(  # noqa: E731
-                        plan.sql, fmt, database=database, settings=session, params=params,
-                        readonly=readonly, tag=entry.tag,
-                    )  # fmt: skip
+                call: Callable[[], Outcome] = lambda: self.engine.run(  # noqa: E731
+                    plan, fmt, data, database=database, settings=session, params=params,
+                    readonly=readonly, tag=entry.tag,
+                )  # fmt: skip
                 try:
                     return await self._run_watched(call, conn, who, entry)
                 except EngineError as e:
@@ -553,16 +552,15 @@ class QueryServer:
 
     def _purge_memory(self) -> None:
         """Return the allocator's free memory to the system, at most once every 5 s, off the
-        event loop (engines without `purge_memory`, the ingest gateway's, skip it)."""
-        purge = getattr(self.engine, "purge_memory", None)
+        event loop."""
         now = time.monotonic()
-        if purge is None or now - self._purged < 5.0:
+        if now - self._purged < 5.0:
             return
         self._purged = now
 
         def run() -> None:
             try:
-                purge()
+                self.engine.purge_memory()
             except EngineError as e:
                 log.debug("serve: purging memory: %s", e.message)
 
@@ -578,7 +576,7 @@ class QueryServer:
         self,
         conn: Any,
         who: guard.Who,
-        plan: guard.Plan,
+        plan: Plan,
         params: dict[str, str],
         fmt: str,
         query_id: str,
@@ -595,13 +593,13 @@ class QueryServer:
         try:
             self.running.add(entry)
             try:
-                sql, table = await loop.run_in_executor(
+                select, table = await loop.run_in_executor(
                     self._guard, running.kill_select, self.engine, who, plan, own, params
                 )
                 session = list(who.limits.settings().items())
                 got = await self._run_watched(
-                    lambda: self.engine.query(
-                        sql,
+                    lambda: self.engine.run(
+                        select,
                         "TabSeparatedRaw",
                         settings=session,
                         params=table,
