@@ -16,7 +16,6 @@ import contextlib
 import json
 import logging
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -48,6 +47,7 @@ from telemetry.serve.plan import Plan
 from telemetry.serve.protocol import TRANSPORT_PARAMS, content_type, http_status
 from telemetry.serve.reading import RequestReader
 from telemetry.serve.sqltext import split_insert
+from telemetry.serverthread import ServerThread
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +94,9 @@ class QueryServer(Generic[B]):
         self._guard = ThreadPoolExecutor(threads, thread_name_prefix="railscope-query-guard")
         self._parses = Running()
         self._compress = compressors()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = ServerThread("railscope-query-http", "ClickHouse HTTP")
         self._runner: web.AppRunner | None = None
         self._server: asyncio.AbstractServer | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
         self._stopping = False
         self._sweeper: asyncio.Task[None] | None = None
         self._purged = 0.0  # when memory was last handed back (_purge_memory)
@@ -135,68 +132,51 @@ class QueryServer(Generic[B]):
 
     def start(self) -> tuple[str, int]:
         """Bind and serve from a thread. Returns the bound (host, port)."""
-        self._thread = threading.Thread(target=self._run, name="railscope-query-http", daemon=True)
-        self._thread.start()
-        self._ready.wait(30)
-        if self._error:
-            raise self._error
+        self.host, self.port = self._thread.start(self._bind, self.host, self.port)
         return self.host, self.port
 
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
-
-        async def main() -> None:
-            self._readers = FairSlots(max(1, self.config.threads - 2))
-            self.reader.budget = BodyBudget(self.config.max_buffered_bytes)
-            # request bodies are decompressed here (lz4 included, with the size limit), not by aiohttp
-            self._runner = web.AppRunner(
-                self.app(),
-                access_log=None,
-                handle_signals=False,
-                auto_decompress=False,
-                # ClickHouse's http_max_uri_size / http_max_field_value_size: clients put query
-                # parameters in the URL (clickhouse-connect's param_* go far past aiohttp's 8 KiB)
-                max_line_size=1 << 20,
-                max_field_size=128 << 10,
-                keepalive_timeout=30.0,
-                shutdown_timeout=3.0,
-            )
-            await self._runner.setup()
-            handler = self._runner.server
-            assert handler is not None
-            # every connection through the gate: counted, capped, its loss seen (Gate)
-            self._server = await loop.create_server(
-                lambda: Gate(handler(), self.conns),
-                self.host,
-                self.port,
-                reuse_address=True,
-                backlog=ACCEPT_BURST,
-                ssl=self.ssl_context,
-            )
-            sock = self._server.sockets[0]
-            self.host, self.port = sock.getsockname()[:2]
-            self._sweeper = loop.create_task(self._sweep())
-
-        try:
-            loop.run_until_complete(main())
-        except BaseException as e:
-            self._error = OSError(f"cannot serve ClickHouse HTTP on {self.host}:{self.port}: {e}")
-            self._ready.set()
-            return
-        self._ready.set()
-        loop.run_forever()
-        loop.close()
+    async def _bind(self) -> tuple[str, int]:
+        """The loop's parts, and the listening socket (with the TLS context, if any)."""
+        loop = asyncio.get_running_loop()
+        self._readers = FairSlots(max(1, self.config.threads - 2))
+        self.reader.budget = BodyBudget(self.config.max_buffered_bytes)
+        # request bodies are decompressed here (lz4 included, with the size limit), not by aiohttp
+        self._runner = web.AppRunner(
+            self.app(),
+            access_log=None,
+            handle_signals=False,
+            auto_decompress=False,
+            # ClickHouse's http_max_uri_size / http_max_field_value_size: clients put query
+            # parameters in the URL (clickhouse-connect's param_* go far past aiohttp's 8 KiB)
+            max_line_size=1 << 20,
+            max_field_size=128 << 10,
+            keepalive_timeout=30.0,
+            shutdown_timeout=3.0,
+        )
+        await self._runner.setup()
+        handler = self._runner.server
+        assert handler is not None
+        # every connection through the gate: counted, capped, its loss seen (Gate)
+        self._server = await loop.create_server(
+            lambda: Gate(handler(), self.conns),
+            self.host,
+            self.port,
+            reuse_address=True,
+            backlog=ACCEPT_BURST,
+            ssl=self.ssl_context,
+        )
+        sock = self._server.sockets[0]
+        self._sweeper = loop.create_task(self._sweep())
+        host, port = sock.getsockname()[:2]
+        return host, port
 
     def begin_stop(self) -> None:
         """Stop taking connections and cancel every running query (SIGTERM): their clients get
         QUERY_WAS_CANCELLED, later requests on open connections ABORTED (both retried by
         railscope's sinks). Safe from any thread."""
         self._stopping = True
-        loop = self._loop
-        if loop is not None and loop.is_running() and self._server is not None:
-            loop.call_soon_threadsafe(self._server.close)
+        if self._server is not None:
+            self._thread.call_soon(self._server.close)
         tags = list(self.running.tags())
         if tags:
             try:
@@ -206,23 +186,15 @@ class QueryServer(Generic[B]):
 
     def stop(self) -> None:
         self.begin_stop()
-        loop = self._loop
-        if loop is not None and loop.is_running():
 
-            async def shutdown() -> None:
-                if self._sweeper is not None:
-                    self._sweeper.cancel()
-                if self._runner:
-                    await self._runner.cleanup()
+        async def shutdown() -> None:
+            if self._sweeper is not None:
+                self._sweeper.cancel()
+            if self._runner:
+                await self._runner.cleanup()
 
-            try:
-                asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
-            except Exception as e:  # handlers that did not finish in time: closed with the loop
-                log.warning("serve: the query endpoint did not close in time: %s", e or type(e))
-            finally:
-                loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
+        # handlers that do not finish in time are closed with the loop
+        self._thread.stop(shutdown, 10.0)
         # a statement still in the engine was cancelled above: its thread ends with it
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._aux.shutdown(wait=False, cancel_futures=True)
