@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import socket
+import ssl
 import time
 import uuid
 from collections.abc import Callable
@@ -77,9 +78,10 @@ class QueryServer(Generic[B]):
         *,
         host: str = "127.0.0.1",
         port: int = 8123,
-        ssl_context: Any = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        """`ssl_context`: serve HTTPS with it (the ingest gateway's); None: plain HTTP."""
+        """`ssl_context`: serve HTTPS with it (the ingest gateway's: telemetry/tls.py); None:
+        plain HTTP."""
         self.engine: B = engine
         self.ssl_context = ssl_context
         self.config = config or ServeConfig()
