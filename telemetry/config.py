@@ -35,6 +35,7 @@ from telemetry.ingest.config import IngestConfig
 from telemetry.records import KINDS
 from telemetry.serve.config import ServeConfig
 from telemetry.text import parse_size
+from telemetry.tls import server_context
 
 
 def _spool_size(v: Any) -> int:
@@ -195,19 +196,7 @@ class PrometheusConfig(_Model):
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The server TLS context for /metrics (None: plain HTTP)."""
-        if not (self.tls_cert_file or self.tls_key_file):
-            return None
-        if not (self.tls_cert_file and self.tls_key_file):
-            raise ValueError("tls_cert_file and tls_key_file go together")
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        try:
-            ctx.load_cert_chain(self.tls_cert_file, self.tls_key_file)
-        except (OSError, ssl.SSLError) as e:
-            raise ValueError(
-                f"cannot load {self.tls_cert_file} / {self.tls_key_file}: "
-                f"{getattr(e, 'strerror', None) or e}"
-            ) from None
-        return ctx
+        return server_context(self.tls_cert_file, self.tls_key_file)
 
     def server_options(self) -> dict[str, Any]:
         """What PrometheusSink.serve takes besides the address: TLS and the bearer token."""

@@ -13,8 +13,20 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from telemetry.serve.config import ServeUser
 from telemetry.text import parse_size
+from telemetry.tls import server_context
 
 DEFAULT_LISTEN = "127.0.0.1:8124"
+
+# The per-user limits (users[].limits) the gateway cannot apply to an insert: it is answered once
+# it is in the write-ahead log and never runs in an engine (ingest.max_request_bytes bounds it
+# instead). They apply to the user's reads passed through to the store, and
+# max_concurrent_queries to everything; `config check` names a writer that sets one.
+INSERT_UNBOUNDED_LIMITS = (
+    "max_execution_time",
+    "max_memory_usage",
+    "max_result_rows",
+    "max_result_bytes",
+)
 
 
 class IngestConfig(BaseModel):
@@ -97,18 +109,22 @@ class IngestConfig(BaseModel):
         self.ssl_context()  # unreadable or mismatched files: one line now, not at start
         return self
 
+    def notes(self) -> list[str]:
+        """One line per limit a user sets that the gateway applies to its reads only
+        (INSERT_UNBOUNDED_LIMITS): what `config check` prints beside "ok"."""
+        out = []
+        for u in self.users:
+            if u.readonly:
+                continue  # reads only: every limit applies
+            for name in INSERT_UNBOUNDED_LIMITS:
+                if getattr(u.limits, name) is not None:
+                    out.append(
+                        f"ingest.users[{u.name}].limits.{name}: applies to the reads it passes "
+                        "to the store, not to its inserts (answered from the gateway's log, "
+                        "bounded by ingest.max_request_bytes)"
+                    )
+        return out
+
     def ssl_context(self) -> ssl.SSLContext | None:
         """The gateway's server TLS context (None: plain HTTP)."""
-        if not (self.tls_cert_file or self.tls_key_file):
-            return None
-        if not (self.tls_cert_file and self.tls_key_file):
-            raise ValueError("tls_cert_file and tls_key_file go together")
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        try:
-            ctx.load_cert_chain(self.tls_cert_file, self.tls_key_file)
-        except (OSError, ssl.SSLError) as e:
-            raise ValueError(
-                f"cannot load {self.tls_cert_file} / {self.tls_key_file}: "
-                f"{getattr(e, 'strerror', None) or e}"
-            ) from None
-        return ctx
+        return server_context(self.tls_cert_file, self.tls_key_file)

@@ -3,9 +3,9 @@ store DSN at it and insert exactly as they would into ClickHouse (the HTTP inter
 FORMAT ArrowStream` with the batch's `insert_deduplication_token`); the gateway answers once the
 batch is in its write-ahead log (inbox.py) and sends the store one merged insert per record kind
 every `flush_seconds` (merge.py). Every statement is first judged by `railscope serve`'s statement
-guard (serve/guard.py, on the store's own parser): read-only statements (an agent's start-up
-checks) then pass through to the store, without the request's settings (on an embedded store they would outlive the
-request on the shared connection).
+guard (serve/guard.py, on the store's own parser), and the gateway acts on the guard's plan
+(serve/backend.py): an insert's target table and format, or a read-only root kind (an agent's
+start-up checks), which passes through to the store under the user's limits and settings.
 
 It never changes rows, never inserts into a table that is not a record kind's, and never answers
 an insert before the batch is on its disk.
@@ -14,7 +14,6 @@ an insert before the batch is on its disk.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -32,25 +31,31 @@ from telemetry.ingest.tokens import SeenTokens
 from telemetry.records import KINDS, RecordKind, SchemaError
 from telemetry.serve.config import ServeConfig
 from telemetry.serve.engine import NAME_TABLES, GuardAnswers, Outcome
+from telemetry.serve.plan import Plan
 from telemetry.store.client import Store
 
 log = logging.getLogger("railscope.ingest")
 
-# INSERT INTO [`db`.]`table` [(columns)]: what QueryServer hands over (FORMAT already split off)
-_HEAD = re.compile(
-    r"^\s*INSERT\s+INTO\s+(?:(`[^`]+`|\w+)\s*\.\s*)?(`[^`]+`|\w+)\s*(?:\(.*\))?\s*$", re.I | re.S
+# What the gateway passes through to the store, by the guard plan's root kind: an agent's
+# start-up checks (SELECT, SHOW, DESCRIBE, EXISTS). SET and USE would outlive the request on a
+# shared store connection; everything else that writes or administers is the store's own.
+PASS_THROUGH_ROOTS = frozenset(
+    {"SelectWithUnionQuery", "SelectIntersectExceptQuery", "SelectQuery", "DescribeQuery"}
 )
-_LEAD = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*", re.S)
-_READ = re.compile(r"(?:SELECT|WITH|SHOW|DESC|DESCRIBE|EXISTS)\b", re.I)
-_OWN_FORMAT = re.compile(r"\bFORMAT\s+[A-Za-z0-9_]+\s*(?:SETTINGS\s[^;]*)?;?\s*$", re.I)
+PASS_THROUGH_ROOT_PREFIXES = ("Show", "Exists")
 
 
-def _name(text: str) -> str:
-    return text[1:-1] if text.startswith("`") else text
+def passes_through(root: str) -> bool:
+    return root in PASS_THROUGH_ROOTS or root.startswith(PASS_THROUGH_ROOT_PREFIXES)
 
 
 class Gateway(GuardAnswers):
-    """What QueryServer calls (the `Engine` interface): inserts into the log, reads to the store."""
+    """The gateway as serve's HTTP front sees it (serve/backend.Backend): inserts into the log,
+    reads to the store. Per-user limits: the front applies max_concurrent_queries to every
+    statement; the others are the engine's settings and apply to the reads passed to the store,
+    with the user's own settings; an insert is answered from the log and never runs in an engine,
+    so they do not apply to it (ingest/config.py INSERT_UNBOUNDED_LIMITS; `config check` says so
+    where a user sets one)."""
 
     def __init__(self, store: Store, inbox: Inbox) -> None:
         self.store, self.inbox = store, inbox
@@ -83,14 +88,21 @@ class Gateway(GuardAnswers):
         """Nothing to cancel: an insert is answered once it is in the log, and a read passed to
         the store is its own (the store's limits bound it)."""
 
-    def _kind(self, head: str, database: str | None) -> RecordKind:
-        m = _HEAD.match(head)
-        if not m:
+    def purge_memory(self) -> None:
+        """Nothing to purge: the gateway's own memory is its requests' bodies."""
+
+    def close(self) -> None:
+        """The store belongs to IngestService's caller."""
+
+    def _kind(self, plan: Plan, database: str | None) -> RecordKind:
+        if plan.target is None:
             raise EngineError(
-                62, f"railscope ingest cannot read this INSERT: {head[:200]}", "SYNTAX_ERROR"
+                48,
+                "railscope ingest inserts into the record kinds' tables, not into a table function",
+                "NOT_IMPLEMENTED",
             )
-        db = _name(m[1]) if m[1] else (database or self.store.database)
-        table = _name(m[2])
+        db = plan.target[0] or database or self.store.database
+        table = plan.target[1]
         kind = self.tables.get(table)
         if kind is None or db != self.store.database:
             raise EngineError(
@@ -101,25 +113,40 @@ class Gateway(GuardAnswers):
             )
         return kind
 
-    def insert(
+    def run(
         self,
-        head: str,
+        plan: Plan,
         fmt: str,
-        data: bytes | memoryview,
+        data: bytes | memoryview = b"",
         *,
         database: str | None = None,
-        settings: Sequence[tuple[str, str]] | Mapping[str, str] = (),
+        settings: Sequence[tuple[str, str]] = (),
+        params: Mapping[str, str] | None = None,
         readonly: int = 0,
         tag: str = "",
     ) -> Outcome:
+        if plan.kind == "insert":
+            return self._insert(plan, data, database, settings, readonly)
+        return self._read(plan, fmt, settings, params)
+
+    def _insert(
+        self,
+        plan: Plan,
+        data: bytes | memoryview,
+        database: str | None,
+        settings: Sequence[tuple[str, str]],
+        readonly: int,
+    ) -> Outcome:
         t = time.perf_counter_ns()
         try:
-            kind = self._kind(head, database)
+            kind = self._kind(plan, database)
             if readonly:
                 raise EngineError(164, "Cannot insert: this user is readonly", "READONLY")
-            if fmt != "ArrowStream":
+            if plan.fmt != "ArrowStream":
                 raise EngineError(
-                    73, f"railscope ingest takes FORMAT ArrowStream, not {fmt}", "UNKNOWN_FORMAT"
+                    73,
+                    f"railscope ingest takes FORMAT ArrowStream, not {plan.fmt}",
+                    "UNKNOWN_FORMAT",
                 )
             try:
                 table = ipc.open_stream(pa.py_buffer(data)).read_all()
@@ -131,7 +158,7 @@ class Gateway(GuardAnswers):
                 table = kind.conform(table.replace_schema_metadata(None))
             except SchemaError as e:
                 raise EngineError(53, str(e), "TYPE_MISMATCH") from None
-            token = dict(settings or ()).get("insert_deduplication_token") or None
+            token = dict(settings).get("insert_deduplication_token") or None
             try:
                 rows = self.inbox.accept(kind.name, table, token)
             except Backlog as e:
@@ -154,20 +181,16 @@ class Gateway(GuardAnswers):
             elapsed_ns=time.perf_counter_ns() - t,
         )
 
-    def query(
+    def _read(
         self,
-        sql: bytes | str,
+        plan: Plan,
         fmt: str,
-        *,
-        database: str | None = None,
-        settings: Sequence[tuple[str, str]] | Mapping[str, str] = (),
-        params: Mapping[str, str] | None = None,
-        readonly: int = 0,
-        tag: str = "",
+        settings: Sequence[tuple[str, str]],
+        params: Mapping[str, str] | None,
     ) -> Outcome:
-        text = sql.decode(errors="replace") if isinstance(sql, bytes) else sql
-        lead = text[_LEAD.match(text).end() :]  # type: ignore[union-attr]
-        if not _READ.match(lead):
+        """A read the plan's root allows, on the store, under the user's limits and settings (the
+        store's client sets them for this request only)."""
+        if not passes_through(plan.root):
             raise EngineError(
                 48,
                 "railscope ingest takes INSERT ... FORMAT ArrowStream into the record kinds' tables "
@@ -177,9 +200,10 @@ class Gateway(GuardAnswers):
         with self._reads:
             try:
                 body = self.store.client.raw_query(
-                    text,
+                    plan.sql,
                     parameters=dict(params or {}) or None,
-                    fmt=None if _OWN_FORMAT.search(text[-4096:]) else fmt,
+                    settings=dict(settings) or None,
+                    fmt=None if plan.out_fmt else fmt,
                 )
             except Exception as e:
                 raise EngineError.from_engine(e) from None
@@ -214,7 +238,7 @@ class IngestService:
 
         host, _, port = cfg.listen.rpartition(":")
         self.server = QueryServer(
-            self.gateway,  # type: ignore[arg-type]
+            self.gateway,
             ServeConfig(
                 threads=cfg.threads,
                 max_request_bytes=cfg.max_request_bytes,

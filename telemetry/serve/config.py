@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from telemetry.errors import ConfigError
-from telemetry.serve.policy import Limits, allowable, setting_rule
+from telemetry.serve.policy import FEATURES, Limits, allowable, nearest_allowable, setting_rule
 from telemetry.text import parse_size
 
 DEFAULT_LISTEN = "127.0.0.1:8123"
@@ -104,8 +104,7 @@ class ServeUser(BaseModel):
         default_factory=list,
         description="What serve refuses by default and this user may do anyway: table functions, "
         "engines or functions that reach the host or network (file, url, s3, ...), features "
-        "(into_outfile, from_infile, system, attach, backup, dictionary_source, "
-        "named_collection, kill_mutation, system_tables) or settings (docs/security.md).",
+        f"({', '.join(sorted(FEATURES))}) or settings (docs/security.md).",
     )
     limits: UserLimits = Field(default_factory=UserLimits)
 
@@ -127,11 +126,13 @@ class ServeUser(BaseModel):
                     "docs/security.md)"
                 )
             if not allowable(x):
+                near = nearest_allowable(x)
+                hint = f" (did you mean {near!r}?)" if near else ""
                 raise ValueError(
-                    f"{x!r} is nothing serve refuses by default: expected a feature (into_outfile, "
-                    "from_infile, system, attach, backup, dictionary_source, named_collection, "
-                    "kill_mutation, system_tables), a host or network function, table function or "
-                    "engine (file, url, s3, ...) or a denied setting (docs/security.md)"
+                    f"{x!r} is nothing serve refuses by default{hint}: expected a feature "
+                    f"({', '.join(sorted(FEATURES))}), a host or network function, table "
+                    "function or engine (file, url, s3, ...) or a denied setting "
+                    "(docs/security.md)"
                 )
         return [x.lower() for x in v]
 

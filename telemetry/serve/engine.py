@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from telemetry.errors import EngineError
+from telemetry.serve.plan import Plan
 
 _SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -227,6 +228,29 @@ class Engine(GuardAnswers):
             raise EngineError.from_engine(e) from None
         finally:
             conn.close()
+
+    def run(
+        self,
+        plan: Plan,
+        fmt: str,
+        data: bytes | memoryview = b"",
+        *,
+        database: str | None = None,
+        settings: Sequence[tuple[str, str]] = (),
+        params: Mapping[str, str] | None = None,
+        readonly: int = 0,
+        tag: str = "",
+    ) -> Outcome:
+        """The plan's statement (backend.Backend): an INSERT head with `data`, or a query."""
+        if plan.kind == "insert":
+            return self.insert(
+                plan.sql, plan.fmt, data, database=database, settings=settings,
+                readonly=readonly, tag=tag,
+            )  # fmt: skip
+        return self.query(
+            plan.sql, fmt, database=database, settings=settings, params=params,
+            readonly=readonly, tag=tag,
+        )  # fmt: skip
 
     def insert(
         self,

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from telemetry.errors import EngineError
 from telemetry.serve import sqltext as S
+from telemetry.serve.plan import Plan
 from telemetry.serve.policy import (
     ENGINES,
     FEATURE_ROOTS,
@@ -78,20 +79,6 @@ class Who:
         return self.level == 0
 
 
-@dataclass
-class Plan:
-    """What serve runs: one canonical statement, or an INSERT head and its data's format."""
-
-    kind: str  # "query", "insert" or "kill"
-    sql: str  # the canonical statement; an INSERT's head without FORMAT
-    fmt: str = ""  # the INSERT data's format
-    out_fmt: str = ""  # the format the statement names itself (FORMAT X), if any
-    result_set: bool = False  # the statement answers rows (X-ClickHouse-Format is sent)
-    settings: dict[str, str] = field(default_factory=dict)  # more SETs for this statement
-    kill_condition: str = ""
-    kill_mode: str = ""
-
-
 class Parser(Protocol):
     """What the guard asks the engine (engine.Engine): canonical text, and the AST dump of it."""
 
@@ -117,7 +104,8 @@ def judge(
     """The plan for one statement `text`, or Refused / the engine's own parse error. With
     `insert_fmt`, `text` is an INSERT's head (`INSERT ... FORMAT X`) whose data the caller holds
     apart (never parsed as SQL as part of the statement); `values_data`: that data, in format
-    Values, when it is small enough to be judged as expressions."""
+    Values, when it is small enough to be judged as expressions. The plan carries the
+    statement's root kind, the tables it names and an INSERT's target, read from its AST."""
     canonical = parser.canonical(text)
     try:
         toks = S.tokens(canonical)
@@ -135,6 +123,21 @@ def judge(
     _check_names(parser, who, toks, nodes)
     _check_files(who, toks, nodes)
     _check_tables(who, nodes, database)
+    plan = _plan(who, parser, canonical, toks, nodes, params, insert_fmt, values_data)
+    return replace(plan, root=root, tables=_tables(nodes), target=_insert_target(nodes))
+
+
+def _plan(
+    who: Who,
+    parser: Parser,
+    canonical: str,
+    toks: list[S.Token],
+    nodes: list[Node],
+    params: Mapping[str, str],
+    insert_fmt: str | None,
+    values_data: str | None,
+) -> Plan:
+    root = nodes[0].kind
     if root == "KillQueryQuery":
         if who.get:
             raise Refused(
@@ -359,6 +362,34 @@ def _in_tables(nodes: list[Node]) -> set[int]:
         if len(args) == 2 and nodes[args[1]].kind == "Identifier":
             out.add(args[1])
     return out
+
+
+def _insert_target(nodes: list[Node]) -> tuple[str, str] | None:
+    """An INSERT's (database or "", table): the root's leading Identifier children (EXPLAIN AST
+    writes `INSERT INTO db.t` as two, `INSERT INTO t` as one); None for any other statement and
+    for INSERT INTO TABLE FUNCTION."""
+    if nodes[0].kind != "InsertQuery":
+        return None
+    names: list[str] = []
+    for n in nodes[1:]:
+        if n.depth != 1:
+            continue
+        if n.kind != "Identifier" or len(names) == 2:
+            break
+        names.append(n.name)
+    if not names:
+        return None
+    return ("", names[0]) if len(names) == 1 else (names[0], names[1])
+
+
+def _tables(nodes: list[Node]) -> tuple[str, ...]:
+    """Every table the statement reads or writes by name, as EXPLAIN AST writes it (`db.t` or
+    `t`), in order, each once."""
+    names = [n.name.split(" ", 1)[0] for n in nodes if n.kind == "TableIdentifier"]
+    target = _insert_target(nodes)
+    if target is not None:
+        names.insert(0, ".".join(x for x in target if x))
+    return tuple(dict.fromkeys(names))
 
 
 def _check_tables(who: Who, nodes: list[Node], database: str | None) -> None:

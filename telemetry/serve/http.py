@@ -16,22 +16,23 @@ import contextlib
 import json
 import logging
 import socket
-import threading
+import ssl
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from aiohttp import web
 
 from telemetry.contracts import ComponentStats
 from telemetry.errors import EngineError
 from telemetry.serve import guard, running
+from telemetry.serve.backend import Backend
 from telemetry.serve.browser import Browsers, cors_headers
 from telemetry.serve.compression import compressors
 from telemetry.serve.config import ServeConfig
-from telemetry.serve.engine import GUARD_MAX_QUERY_BYTES, Engine, Outcome
+from telemetry.serve.engine import GUARD_MAX_QUERY_BYTES, Outcome
 from telemetry.serve.limits import (
     ACCEPT_BURST,
     HEAD_DEADLINE,
@@ -44,9 +45,11 @@ from telemetry.serve.limits import (
     connection_cap,
     quiet_http_errors,
 )
+from telemetry.serve.plan import Plan
 from telemetry.serve.protocol import TRANSPORT_PARAMS, content_type, http_status
 from telemetry.serve.reading import RequestReader
 from telemetry.serve.sqltext import split_insert
+from telemetry.serverthread import ServerThread
 
 log = logging.getLogger(__name__)
 
@@ -62,21 +65,25 @@ REQUESTS_PER_USER = 64
 # guard parses (a longer head is judged as a statement, and refused for its size)
 _HEAD_BYTES = GUARD_MAX_QUERY_BYTES + 4096
 
+B = TypeVar("B", bound=Backend)
 
-class QueryServer:
-    """The endpoint. `start()` serves from a background thread; `stop()` ends it."""
+
+class QueryServer(Generic[B]):
+    """The endpoint over one backend (backend.Backend: the embedded engine, or the ingest
+    gateway). `start()` serves from a background thread; `stop()` ends it."""
 
     def __init__(
         self,
-        engine: Engine,
+        engine: B,
         config: ServeConfig | None = None,
         *,
         host: str = "127.0.0.1",
         port: int = 8123,
-        ssl_context: Any = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        """`ssl_context`: serve HTTPS with it (the ingest gateway's); None: plain HTTP."""
-        self.engine = engine
+        """`ssl_context`: serve HTTPS with it (the ingest gateway's: telemetry/tls.py); None:
+        plain HTTP."""
+        self.engine: B = engine
         self.ssl_context = ssl_context
         self.config = config or ServeConfig()
         self.host, self.port = host, port
@@ -90,12 +97,9 @@ class QueryServer:
         self._guard = ThreadPoolExecutor(threads, thread_name_prefix="railscope-query-guard")
         self._parses = Running()
         self._compress = compressors()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = ServerThread("railscope-query-http", "ClickHouse HTTP")
         self._runner: web.AppRunner | None = None
         self._server: asyncio.AbstractServer | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
         self._stopping = False
         self._sweeper: asyncio.Task[None] | None = None
         self._purged = 0.0  # when memory was last handed back (_purge_memory)
@@ -131,68 +135,51 @@ class QueryServer:
 
     def start(self) -> tuple[str, int]:
         """Bind and serve from a thread. Returns the bound (host, port)."""
-        self._thread = threading.Thread(target=self._run, name="railscope-query-http", daemon=True)
-        self._thread.start()
-        self._ready.wait(30)
-        if self._error:
-            raise self._error
+        self.host, self.port = self._thread.start(self._bind, self.host, self.port)
         return self.host, self.port
 
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
-
-        async def main() -> None:
-            self._readers = FairSlots(max(1, self.config.threads - 2))
-            self.reader.budget = BodyBudget(self.config.max_buffered_bytes)
-            # request bodies are decompressed here (lz4 included, with the size limit), not by aiohttp
-            self._runner = web.AppRunner(
-                self.app(),
-                access_log=None,
-                handle_signals=False,
-                auto_decompress=False,
-                # ClickHouse's http_max_uri_size / http_max_field_value_size: clients put query
-                # parameters in the URL (clickhouse-connect's param_* go far past aiohttp's 8 KiB)
-                max_line_size=1 << 20,
-                max_field_size=128 << 10,
-                keepalive_timeout=30.0,
-                shutdown_timeout=3.0,
-            )
-            await self._runner.setup()
-            handler = self._runner.server
-            assert handler is not None
-            # every connection through the gate: counted, capped, its loss seen (Gate)
-            self._server = await loop.create_server(
-                lambda: Gate(handler(), self.conns),
-                self.host,
-                self.port,
-                reuse_address=True,
-                backlog=ACCEPT_BURST,
-                ssl=self.ssl_context,
-            )
-            sock = self._server.sockets[0]
-            self.host, self.port = sock.getsockname()[:2]
-            self._sweeper = loop.create_task(self._sweep())
-
-        try:
-            loop.run_until_complete(main())
-        except BaseException as e:
-            self._error = OSError(f"cannot serve ClickHouse HTTP on {self.host}:{self.port}: {e}")
-            self._ready.set()
-            return
-        self._ready.set()
-        loop.run_forever()
-        loop.close()
+    async def _bind(self) -> tuple[str, int]:
+        """The loop's parts, and the listening socket (with the TLS context, if any)."""
+        loop = asyncio.get_running_loop()
+        self._readers = FairSlots(max(1, self.config.threads - 2))
+        self.reader.budget = BodyBudget(self.config.max_buffered_bytes)
+        # request bodies are decompressed here (lz4 included, with the size limit), not by aiohttp
+        self._runner = web.AppRunner(
+            self.app(),
+            access_log=None,
+            handle_signals=False,
+            auto_decompress=False,
+            # ClickHouse's http_max_uri_size / http_max_field_value_size: clients put query
+            # parameters in the URL (clickhouse-connect's param_* go far past aiohttp's 8 KiB)
+            max_line_size=1 << 20,
+            max_field_size=128 << 10,
+            keepalive_timeout=30.0,
+            shutdown_timeout=3.0,
+        )
+        await self._runner.setup()
+        handler = self._runner.server
+        assert handler is not None
+        # every connection through the gate: counted, capped, its loss seen (Gate)
+        self._server = await loop.create_server(
+            lambda: Gate(handler(), self.conns),
+            self.host,
+            self.port,
+            reuse_address=True,
+            backlog=ACCEPT_BURST,
+            ssl=self.ssl_context,
+        )
+        sock = self._server.sockets[0]
+        self._sweeper = loop.create_task(self._sweep())
+        host, port = sock.getsockname()[:2]
+        return host, port
 
     def begin_stop(self) -> None:
         """Stop taking connections and cancel every running query (SIGTERM): their clients get
         QUERY_WAS_CANCELLED, later requests on open connections ABORTED (both retried by
         railscope's sinks). Safe from any thread."""
         self._stopping = True
-        loop = self._loop
-        if loop is not None and loop.is_running() and self._server is not None:
-            loop.call_soon_threadsafe(self._server.close)
+        if self._server is not None:
+            self._thread.call_soon(self._server.close)
         tags = list(self.running.tags())
         if tags:
             try:
@@ -202,23 +189,15 @@ class QueryServer:
 
     def stop(self) -> None:
         self.begin_stop()
-        loop = self._loop
-        if loop is not None and loop.is_running():
 
-            async def shutdown() -> None:
-                if self._sweeper is not None:
-                    self._sweeper.cancel()
-                if self._runner:
-                    await self._runner.cleanup()
+        async def shutdown() -> None:
+            if self._sweeper is not None:
+                self._sweeper.cancel()
+            if self._runner:
+                await self._runner.cleanup()
 
-            try:
-                asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
-            except Exception as e:  # handlers that did not finish in time: closed with the loop
-                log.warning("serve: the query endpoint did not close in time: %s", e or type(e))
-            finally:
-                loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
+        # handlers that do not finish in time are closed with the loop
+        self._thread.stop(shutdown, 10.0)
         # a statement still in the engine was cancelled above: its thread ends with it
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._aux.shutdown(wait=False, cancel_futures=True)
@@ -398,7 +377,7 @@ class QueryServer:
         body: bytes,
         params: dict[str, str],
         database: str | None,
-    ) -> tuple[guard.Plan, bytes | memoryview]:
+    ) -> tuple[Plan, bytes | memoryview]:
         """`_plan` on the guard's pool, one parse at a time per user (queued like queries)."""
         if not await self._parses.enter(who.name, PARSES_PER_USER, self.config.queue_max_wait):
             raise self._too_many(who.name, PARSES_PER_USER, "statements parsed")
@@ -426,7 +405,7 @@ class QueryServer:
         body: bytes,
         params: dict[str, str],
         database: str | None,
-    ) -> tuple[guard.Plan, bytes | memoryview]:
+    ) -> tuple[Plan, bytes | memoryview]:
         """The guard's plan and the INSERT data it leaves apart (runs on an aux thread: the
         guard asks the engine)."""
         head_only = False
@@ -470,7 +449,7 @@ class QueryServer:
         request: web.Request,
         conn: Any,
         who: guard.Who,
-        plan: guard.Plan,
+        plan: Plan,
         data: bytes | memoryview,
         fmt: str,
         database: str | None,
@@ -493,16 +472,10 @@ class QueryServer:
                     *plan.settings.items(),
                 ]
                 readonly = who.readonly
-                if plan.kind == "insert":
-                    call: Callable[[], Outcome] = lambda: self.engine.insert(  # noqa: E731
-                        plan.sql, plan.fmt, data, database=database, settings=session,
-                        readonly=readonly, tag=entry.tag,
-                    )  # fmt: skip
-                else:
-                    call = lambda: self.engine.query(  # noqa: E731
-                        plan.sql, fmt, database=database, settings=session, params=params,
-                        readonly=readonly, tag=entry.tag,
-                    )  # fmt: skip
+                call: Callable[[], Outcome] = lambda: self.engine.run(  # noqa: E731
+                    plan, fmt, data, database=database, settings=session, params=params,
+                    readonly=readonly, tag=entry.tag,
+                )  # fmt: skip
                 try:
                     return await self._run_watched(call, conn, who, entry)
                 except EngineError as e:
@@ -554,16 +527,15 @@ class QueryServer:
 
     def _purge_memory(self) -> None:
         """Return the allocator's free memory to the system, at most once every 5 s, off the
-        event loop (engines without `purge_memory`, the ingest gateway's, skip it)."""
-        purge = getattr(self.engine, "purge_memory", None)
+        event loop."""
         now = time.monotonic()
-        if purge is None or now - self._purged < 5.0:
+        if now - self._purged < 5.0:
             return
         self._purged = now
 
         def run() -> None:
             try:
-                purge()
+                self.engine.purge_memory()
             except EngineError as e:
                 log.debug("serve: purging memory: %s", e.message)
 
@@ -579,7 +551,7 @@ class QueryServer:
         self,
         conn: Any,
         who: guard.Who,
-        plan: guard.Plan,
+        plan: Plan,
         params: dict[str, str],
         fmt: str,
         query_id: str,
@@ -596,13 +568,13 @@ class QueryServer:
         try:
             self.running.add(entry)
             try:
-                sql, table = await loop.run_in_executor(
+                select, table = await loop.run_in_executor(
                     self._guard, running.kill_select, self.engine, who, plan, own, params
                 )
                 session = list(who.limits.settings().items())
                 got = await self._run_watched(
-                    lambda: self.engine.query(
-                        sql,
+                    lambda: self.engine.run(
+                        select,
                         "TabSeparatedRaw",
                         settings=session,
                         params=table,

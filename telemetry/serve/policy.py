@@ -9,9 +9,9 @@ never parses it (guard.py asks the engine to).
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from telemetry.errors import EngineError
@@ -455,19 +455,29 @@ SERVE_SETTINGS = {
 }
 
 
+# Every name a user's `allow` may hold, but the settings SETTING_PATTERNS deny
+ALLOWABLE_NAMES = (
+    FEATURES
+    | HOST_FUNCTIONS
+    | HOST_TABLE_FUNCTIONS
+    | TABLE_FUNCTIONS_ADMIN
+    | HOST_ENGINES
+    | frozenset(name for name, r in SETTING_RULES.items() if r.denied)
+)
+
+
 def allowable(name: str) -> bool:
     """True where a user's `allow` may name `name`: a feature, a table function, function or
     engine serve refuses by default, or a denied (not a const) setting. Anything else is a typo
     or a no-op, which config check refuses."""
     low = name.lower()
-    return (
-        low in FEATURES
-        or low in HOST_FUNCTIONS
-        or low in HOST_TABLE_FUNCTIONS
-        or low in TABLE_FUNCTIONS_ADMIN
-        or low in HOST_ENGINES
-        or allowable_setting(low)
-    )
+    return low in ALLOWABLE_NAMES or allowable_setting(low)
+
+
+def nearest_allowable(name: str) -> str | None:
+    """The allowable name `name` is most likely a typo of (None: none is close)."""
+    got = difflib.get_close_matches(name.lower(), ALLOWABLE_NAMES, n=1, cutoff=0.75)
+    return got[0] if got else None
 
 
 def setting_rule(name: str) -> SettingRule:
@@ -621,17 +631,6 @@ def check_setting(
     cap = _caps(limits).get(r.cap) if r.cap else None
     if cap and (got == 0 or got > cap):  # cap 0: no limit to keep
         raise _out_of_range(name, f"shouldn't be greater than {cap:g} (serve.users[].limits)")
-
-
-def check_settings(
-    user: str,
-    readonly: int,
-    allow: frozenset[str],
-    limits: Limits,
-    settings: Mapping[str, str],
-) -> None:
-    for k, v in settings.items():
-        check_setting(user, readonly, allow, limits, k, v)
 
 
 def setting_rules_markdown() -> str:

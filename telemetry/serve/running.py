@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 from telemetry.errors import EngineError
 from telemetry.serve import guard
-from telemetry.serve.engine import Engine, Outcome, escape_param
+from telemetry.serve.backend import Backend
+from telemetry.serve.engine import Outcome, escape_param
+from telemetry.serve.plan import Plan
 
 # The columns a KILL QUERY condition may name, as in system.processes
 KILL_COLUMNS = (
@@ -96,12 +98,12 @@ def result_rows(queries: list[Query], status: str) -> str:
 
 
 def kill_select(
-    engine: Engine,
+    engine: Backend,
     who: guard.Who,
-    plan: guard.Plan,
+    plan: Plan,
     own: list[Query],
     params: dict[str, str],
-) -> tuple[str, dict[str, str]]:
+) -> tuple[Plan, dict[str, str]]:
     """The SELECT that evaluates `KILL QUERY WHERE cond` of `who` over `own` (that user's running
     queries, as KILL_TABLE), judged like any SELECT of a readonly 2 user, and its parameters. The
     guard has already refused a condition that is more than a comparison of query_id, user or
@@ -111,7 +113,7 @@ def kill_select(
     table = {**params, ROWS_PARAM: escape_param(rows(own))}
     select = f"SELECT query_id FROM {KILL_TABLE} WHERE {plan.kill_condition}"
     check = guard.judge(engine, reader, select, params=table, database=None)
-    return check.sql, table
+    return check, table
 
 
 def matched(own: list[Query], got: Outcome) -> list[Query]:
@@ -119,10 +121,12 @@ def matched(own: list[Query], got: Outcome) -> list[Query]:
     return [q for q in own if q.query_id in ids]
 
 
-def answer(engine: Engine, plan: guard.Plan, hit: list[Query], fmt: str) -> Outcome:
+def answer(engine: Backend, plan: Plan, hit: list[Query], fmt: str) -> Outcome:
     """Cancel `hit` (unless TEST) and answer as ClickHouse's KILL QUERY does."""
     if hit and plan.kill_mode != "TEST":
         engine.kill([q.tag for q in hit], wait=plan.kill_mode == "SYNC")
     status = {"SYNC": "finished", "TEST": "cant_cancel"}.get(plan.kill_mode, "waiting")
     result = {ROWS_PARAM: escape_param(result_rows(hit, status))}
-    return engine.query(f"SELECT * FROM {KILL_RESULT}", fmt, params=result, readonly=2)
+    # serve's own statement, made of constants: the result rows ride as a parameter
+    rows = Plan("query", f"SELECT * FROM {KILL_RESULT}", root="SelectWithUnionQuery")
+    return engine.run(rows, fmt, params=result, readonly=2)

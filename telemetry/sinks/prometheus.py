@@ -10,7 +10,6 @@ import asyncio
 import hmac
 import logging
 import ssl
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -20,6 +19,7 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from telemetry.contracts import Batch, ComponentStats, InMemorySink
+from telemetry.serverthread import ServerThread
 from telemetry.sinks.latest import LatestValues
 
 log = logging.getLogger(__name__)
@@ -191,20 +191,13 @@ class _Server:
     ) -> None:
         self.sink, self.host, self.port, self.tls = sink, host, port, tls
         self.authorization = f"Bearer {bearer_token}".encode() if bearer_token else None
-        self.loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._bound: tuple[str, int] = (host, port)
+        self._thread = ServerThread("railscope-metrics", "/metrics")
         self._runner: Any = None
-        self._error: BaseException | None = None
 
     def start(self) -> tuple[str, int]:
-        threading.Thread(target=self._run, name="railscope-metrics", daemon=True).start()
-        self._ready.wait(10)
-        if self._error:
-            raise self._error
-        return self._bound
+        return self._thread.start(self._bind, self.host, self.port, wait=10.0)
 
-    def _run(self) -> None:
+    async def _bind(self) -> tuple[str, int]:
         from aiohttp import web
 
         async def metrics(request: web.Request) -> web.Response:
@@ -233,35 +226,22 @@ class _Server:
                 return web.Response(status=503, text="".join(p + "\n" for p in problems))
             return web.Response(text="ok\n")
 
-        async def main() -> None:
-            app = web.Application()
-            app.router.add_get("/metrics", metrics)
-            app.router.add_get("/healthz", health)
-            self._runner = web.AppRunner(app, access_log=None)
-            await self._runner.setup()
-            site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls)
-            await site.start()
-            sock = site._server.sockets[0]  # type: ignore[union-attr]
-            self._bound = sock.getsockname()[:2]
-
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_until_complete(main())
-        except BaseException as e:  # bind errors reach the caller as one line
-            self._error = OSError(f"cannot serve /metrics on {self.host}:{self.port}: {e}")
-            self._ready.set()
-            return
-        self._ready.set()
-        self.loop.run_forever()
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        app.router.add_get("/healthz", health)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        return host, port
 
     def stop(self) -> None:
         async def shutdown() -> None:
             if self._runner:
                 await self._runner.cleanup()
 
-        if self.loop.is_running():
-            asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(5)
-            self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.stop(shutdown, 5.0)
 
 
 def render_prometheus(batches: Iterable[Batch], components: Iterable[ComponentStats] = ()) -> str:
