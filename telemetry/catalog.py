@@ -59,6 +59,7 @@ SOURCES: dict[str, SourceEntry] = {
                 "nic_sample",
                 "nic_priority_sample",
                 "gpu_process",
+                "nvlink_sample",
             ),
         ),
         SourceEntry(

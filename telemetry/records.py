@@ -510,6 +510,34 @@ GPU_PROCESS = _register(
     )
 )
 
+NVLINK_SAMPLE = _register(
+    RecordKind(
+        name="nvlink_sample",
+        doc="One NVLink of one GPU, sampled through NVML (nvmlDeviceGetNvLinkErrorCounter per "
+        "link): its state and its data-link error counters. Null = the link cannot report it "
+        "(NVML_ERROR_NOT_SUPPORTED).",
+        fields=(
+            TS,
+            CLUSTER,
+            label("node", "Kubernetes node name."),
+            label("gpu", "GPU index on the node.", "u16"),
+            label("uuid", "GPU UUID."),
+            label("link", "NVLink index on the GPU (0 .. the GPU's link count - 1).", "u16"),
+            gauge(
+                "up",
+                "1 when the link is active (nvmlDeviceGetNvLinkState), 0 when it is down.",
+                type_="u8",
+                nullable=False,
+            ),
+            counter("crc_flit_errors_total", "Data-link flow-control CRC errors (DL_CRC_FLIT)."),
+            counter("crc_data_errors_total", "Data-link data CRC errors (DL_CRC_DATA)."),
+            counter("replay_errors_total", "Data-link replays, retransmissions (DL_REPLAY)."),
+            counter("recovery_errors_total", "Data-link recoveries, link retrains (DL_RECOVERY)."),
+        ),
+        order_by=("cluster", "node", "gpu", "link", "ts"),
+    )
+)
+
 GPU_NIC_AFFINITY = _register(
     RecordKind(
         name="gpu_nic_affinity",

@@ -1,5 +1,6 @@
-"""GPU collector: gpu_sample rows (one per GPU and per MIG instance) and gpu_event rows (XID,
-GPU lost) from a GpuBackend (nvml.py), with fields from gpu_fields.csv.
+"""GPU collector: gpu_sample rows (one per GPU and per MIG instance), gpu_event rows (XID, GPU
+lost) and nvlink_sample rows (one per NVLink) from a GpuBackend (nvml.py), with fields from
+gpu_fields.csv.
 
 It must never export a sentinel for an unsupported field (null instead), never let one lost GPU
 stop the others, and never treat "no NVML on this host" as an error.
@@ -73,6 +74,7 @@ class GpuCollector:
         self._xids: dict[int, int] = {}
         self._registered: set[int] = set()
         self._identity: dict[int, nvml.GpuIdentity] = {}
+        self._links: dict[int, list[int]] = {}  # the NVLink indices each GPU has (probed once)
         self.counters = CounterTracker()
         # XID waiter thread (long-running exporter only): events stamped on arrival.
         self.event_thread = event_thread
@@ -225,6 +227,63 @@ class GpuCollector:
                         }
                     )
         return rows
+
+    def nvlinks(self, ts: int, problem: Problem) -> list[dict[str, Any]]:
+        """nvlink_sample rows: each NVLink of each GPU that answered this cycle, its state and its
+        error counters (nvmlDeviceGetNvLinkErrorCounter per link). The links a GPU has are probed
+        once: INVALID_ARGUMENT ends them (an index the GPU does not have), NOT_SUPPORTED on the
+        first is a GPU without NVLink; a counter a link cannot report is null and not asked
+        again, like a field."""
+        if not self._ready or self.backend is None:
+            return []
+        rows: list[dict[str, Any]] = []
+        for i, ident in sorted(self._identity.items()):
+            if i in self._lost:
+                continue  # its gpu_sample row says up=0
+            try:
+                links = self._links.get(i)
+                if links is None:
+                    links = self._links[i] = self._probe_links(i)
+                rows += [self._link(i, ident.uuid, link, ts, problem) for link in links]
+            except nvml.NvmlError as e:
+                if e.code != nvml.GPU_IS_LOST:  # lost: reported by the GPU's own rows
+                    problem(f"gpu_{e.reason}", f"GPU {i} NVLink: {e}")
+        return rows
+
+    def _probe_links(self, i: int) -> list[int]:
+        assert self.backend is not None
+        links = []
+        for link in range(nvml.NVLINK_MAX_LINKS):
+            try:
+                self.backend.nvlink_state(i, link)
+            except nvml.NvmlError as e:
+                if e.code in (nvml.INVALID_ARGUMENT, nvml.NOT_SUPPORTED):
+                    break  # past the GPU's last link, or no NVLink at all
+                raise
+            links.append(link)
+        return links
+
+    def _link(self, i: int, uuid: str, link: int, ts: int, problem: Problem) -> dict[str, Any]:
+        assert self.backend is not None
+        row: dict[str, Any] = {"ts": ts, "node": self.node, "gpu": i, "uuid": uuid, "link": link}
+        row["up"] = int(self.backend.nvlink_state(i, link))
+        skip = self._unsupported.setdefault((i, f"nvlink{link}"), set())
+        key = f"{i}/nvlink{link}"
+        for name in nvml.NVLINK_ERROR_COUNTERS:
+            if name in skip:
+                continue
+            try:
+                raw = self.backend.nvlink_error_counter(i, link, name)
+            except nvml.NvmlError as e:
+                if e.code == nvml.NOT_SUPPORTED:
+                    skip.add(name)
+                elif e.code == nvml.GPU_IS_LOST:
+                    raise
+                else:
+                    problem(f"gpu_{e.reason}", f"GPU {i} NVLink {link} {name}: {e}")
+                continue
+            row[name] = self.counters.update(key, name, int(raw))
+        return row
 
     def _migs(self, i: int) -> list[nvml.MigInstance]:
         assert self.backend is not None

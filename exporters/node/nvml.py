@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 # NVML return codes (nvml.h); the fake raises the same ones the real library does.
 UNINITIALIZED = 1
+INVALID_ARGUMENT = 2
 NOT_SUPPORTED = 3
 NO_PERMISSION = 4
 NOT_FOUND = 6
@@ -25,6 +26,7 @@ UNKNOWN = 999
 
 ERROR_NAMES = {
     UNINITIALIZED: "uninitialized",
+    INVALID_ARGUMENT: "invalid_argument",
     NOT_SUPPORTED: "not_supported",
     NO_PERMISSION: "no_permission",
     NOT_FOUND: "not_found",
@@ -33,6 +35,18 @@ ERROR_NAMES = {
     LIBRARY_NOT_FOUND: "library_not_found",
     GPU_IS_LOST: "gpu_lost",
     UNKNOWN: "unknown",
+}
+
+
+# NVLink (nvml.h): the most links any GPU has (NVML_NVLINK_MAX_LINKS: 18 on Hopper, 36 since
+# NVML 13 for Blackwell), and the data-link error counters of nvmlDeviceGetNvLinkErrorCounter by
+# the name railscope stores each under (record kind nvlink_sample).
+NVLINK_MAX_LINKS = 36
+NVLINK_ERROR_COUNTERS = {
+    "replay_errors_total": 0,  # NVML_NVLINK_ERROR_DL_REPLAY
+    "recovery_errors_total": 1,  # NVML_NVLINK_ERROR_DL_RECOVERY
+    "crc_flit_errors_total": 2,  # NVML_NVLINK_ERROR_DL_CRC_FLIT
+    "crc_data_errors_total": 3,  # NVML_NVLINK_ERROR_DL_CRC_DATA
 }
 
 
@@ -91,6 +105,17 @@ class GpuBackend(Protocol):
     def processes(self, gpu: int, type_: str) -> list[GpuProcess]:
         """The processes with a `type_` (compute | graphics) context on the GPU; NOT_SUPPORTED
         where the GPU (or the driver in this environment) cannot list them."""
+        ...
+
+    def nvlink_state(self, gpu: int, link: int) -> bool:
+        """nvmlDeviceGetNvLinkState: True when the link is active. INVALID_ARGUMENT for a link
+        index the GPU does not have; NOT_SUPPORTED on a GPU without NVLink."""
+        ...
+
+    def nvlink_error_counter(self, gpu: int, link: int, counter: str) -> int:
+        """nvmlDeviceGetNvLinkErrorCounter for one counter of NVLINK_ERROR_COUNTERS on one link;
+        INVALID_ARGUMENT / NOT_SUPPORTED as nvlink_state, NOT_SUPPORTED for a counter the link
+        cannot report."""
         ...
 
     def register_xid_events(self, gpu: int) -> None: ...
@@ -174,6 +199,10 @@ class FakeGpu:
     # running processes: [{"pid": N, "type": "compute"|"graphics", "used_memory_bytes": N|null,
     # "mig": "gi/ci"}]; null memory = NVML_VALUE_NOT_AVAILABLE
     processes: list[dict[str, Any]] = field(default_factory=list)
+    # NVLinks in index order: [{"active": bool, "<counter of NVLINK_ERROR_COUNTERS>": raw}];
+    # a link index past the list is INVALID_ARGUMENT, a counter absent from a link NOT_SUPPORTED,
+    # and no list at all (or `nvlink` in `unsupported`) a GPU without NVLink: NOT_SUPPORTED
+    nvlinks: list[dict[str, Any]] = field(default_factory=list)
     lost_after_reads: int | None = None  # GPU_IS_LOST once this many field reads happened
     lost: bool = False
     events_supported: bool = True
@@ -188,6 +217,7 @@ class FakeNvml:
                "unsupported": [field, ...], "mig": [...], "lost_after_reads": N,
                "processes": [{"pid": N, "type": "compute" | "graphics",
                               "used_memory_bytes": N | null, "mig": "gi/ci"}],
+               "nvlinks": [{"active": true, "replay_errors_total": N, ...}, ...],
                "xid": [79, ...]}]}
 
     Like NVML: every call before init() raises UNINITIALIZED; a field the GPU does not have
@@ -195,7 +225,10 @@ class FakeNvml:
     raises NOT_SUPPORTED; a lost GPU raises GPU_IS_LOST on every call; wait_xid raises TIMEOUT
     when no event is queued. The process lists are the pseudo-fields `compute_processes` and
     `graphics_processes` for `unsupported` and MODEL_UNSUPPORTED; a process's memory given as
-    null is NVML_VALUE_NOT_AVAILABLE.
+    null is NVML_VALUE_NOT_AVAILABLE. NVLink calls follow nvmlDeviceGetNvLinkState and
+    nvmlDeviceGetNvLinkErrorCounter: INVALID_ARGUMENT for a link index the GPU does not have,
+    NOT_SUPPORTED on a GPU without NVLink (none listed, `nvlink` unsupported, or a model without
+    it: MODEL_UNSUPPORTED's nvlink fields) and for a counter a link does not report.
     """
 
     def __init__(self, gpus: list[FakeGpu] | None = None, init_error: str | None = None) -> None:
@@ -222,6 +255,7 @@ class FakeNvml:
                     unsupported=set(g.get("unsupported", [])),
                     mig=list(g.get("mig", [])),
                     processes=list(g.get("processes", [])),
+                    nvlinks=[dict(link) for link in g.get("nvlinks", [])],
                     lost_after_reads=g.get("lost_after_reads"),
                     lost=bool(g.get("lost", False)),
                     events_supported=bool(g.get("events_supported", True)),
@@ -244,6 +278,9 @@ class FakeNvml:
 
     def set(self, gpu: int, name: str, value: float) -> None:
         self.gpus[gpu].fields[name] = value
+
+    def set_nvlink(self, gpu: int, link: int, name: str, value: float | bool) -> None:
+        self.gpus[gpu].nvlinks[link][name] = value
 
     # backend
     def _check(self) -> None:
@@ -316,6 +353,29 @@ class FakeNvml:
                 GpuProcess(int(p["pid"]), None if used is None else int(used), p.get("mig", ""))
             )
         return out
+
+    def _nvlink(self, gpu: int, link: int) -> dict[str, Any]:
+        g = self._gpu(gpu)
+        if (
+            not g.nvlinks
+            or "nvlink" in g.unsupported
+            or "nvlink_errors_total" in model_unsupported(g.model)
+        ):
+            raise NvmlError(NOT_SUPPORTED)
+        if not 0 <= link < min(len(g.nvlinks), NVLINK_MAX_LINKS):
+            raise NvmlError(INVALID_ARGUMENT)
+        return g.nvlinks[link]
+
+    def nvlink_state(self, gpu: int, link: int) -> bool:
+        return bool(self._nvlink(gpu, link).get("active", True))
+
+    def nvlink_error_counter(self, gpu: int, link: int, counter: str) -> int:
+        values = self._nvlink(gpu, link)
+        if counter not in NVLINK_ERROR_COUNTERS:
+            raise NvmlError(INVALID_ARGUMENT)  # not an nvmlNvLinkErrorCounter_t
+        if counter not in values:
+            raise NvmlError(NOT_SUPPORTED)
+        return int(values[counter])
 
     def register_xid_events(self, gpu: int) -> None:
         g = self._gpu(gpu)
@@ -490,6 +550,22 @@ class RealNvml:
             used = p.usedGpuMemory
             out.append(GpuProcess(int(p.pid), None if used is None else int(used), mig))
         return out
+
+    def nvlink_state(self, gpu: int, link: int) -> bool:
+        nv, h = self._nv, self._h(gpu)
+        return bool(self._call(nv.nvmlDeviceGetNvLinkState, h, link) == nv.NVML_FEATURE_ENABLED)
+
+    def nvlink_error_counter(self, gpu: int, link: int, counter: str) -> int:
+        nv, h = self._nv, self._h(gpu)
+        code = {
+            "replay_errors_total": nv.NVML_NVLINK_ERROR_DL_REPLAY,
+            "recovery_errors_total": nv.NVML_NVLINK_ERROR_DL_RECOVERY,
+            "crc_flit_errors_total": nv.NVML_NVLINK_ERROR_DL_CRC_FLIT,
+            "crc_data_errors_total": nv.NVML_NVLINK_ERROR_DL_CRC_DATA,
+        }.get(counter)
+        if code is None:
+            raise NvmlError(INVALID_ARGUMENT)
+        return int(self._call(nv.nvmlDeviceGetNvLinkErrorCounter, h, link, code))
 
     def register_xid_events(self, gpu: int) -> None:
         nv, h = self._nv, self._h(gpu)

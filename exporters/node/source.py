@@ -1,8 +1,8 @@
 """`railscope node`: the per-GPU-server exporter (runs as a DaemonSet), a set of collectors:
 gpu (NVML: samples, XID events), rdma (sysfs RDMA ports and netdev statistics), ethtool
 (per-priority PFC, NIC health), pcie (GPU<->NIC affinity) and podresources (the pod holding each
-GPU / VF). Writes gpu_sample, gpu_event, gpu_nic_affinity, nic_sample and nic_priority_sample
-records. It never changes device state and never talks to the K8s API.
+GPU / VF). Writes gpu_sample, gpu_event, nvlink_sample, gpu_nic_affinity, nic_sample,
+nic_priority_sample and gpu_process records. It never changes device state and never talks to the K8s API.
 
 The pod of a GPU or VF is collected, not enriched: the kubelet's pod-resources socket is a
 node-local fact that exists only on this host (like sysfs), so the podresources collector reads
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 AFFINITY_EVERY_SECONDS = 3600  # the PCIe tree does not change while running: re-emit hourly
 _NVML_REASONS = (
     "uninitialized",
+    "invalid_argument",
     "not_supported",
     "no_permission",
     "not_found",
@@ -327,11 +328,12 @@ class NodeSource(BaseSource):
         ts = int(time.time() * 1000)
         gpu_rows: list[dict[str, Any]] = []
         gpu_events: list[dict[str, Any]] = []
+        nvlink_rows: list[dict[str, Any]] = []
         nic_rows: list[dict[str, Any]] = []
         prio_rows: list[dict[str, Any]] = []
         proc_rows: list[dict[str, Any]] = []
         if self.gpus is not None:
-            gpu_rows, gpu_events = self._run("gpu", self.gpus.collect, ts) or ([], [])
+            gpu_rows, gpu_events, nvlink_rows = self._run("gpu", self._gpus, ts) or ([], [], [])
             if self.procs is not None:
                 proc_rows = self._run("processes", self._processes, ts) or []
         if self.nics is not None:
@@ -356,11 +358,18 @@ class NodeSource(BaseSource):
             Batch.from_rows("nic_priority_sample", prio_rows),
             Batch.from_rows("gpu_nic_affinity", affinity),
             Batch.from_rows("gpu_process", proc_rows),
+            Batch.from_rows("nvlink_sample", nvlink_rows),
         ]
         self.stats.received += sum(b.num_rows for b in out)
         if self.from_capture and self.nics is not None:  # a capture is read once: close its files
             self.nics.close()
         return [b for b in out if b.num_rows]
+
+    def _gpus(self, ts: int, problem: Any) -> Any:
+        """gpu: the GPUs' samples and events, then their NVLinks (same NVML session, same
+        problems)."""
+        rows, events = self.gpus.collect(ts, problem)
+        return rows, events, self.gpus.nvlinks(ts, problem)
 
     def _nics(self, ts: int, problem: Any) -> Any:
         """rdma, with the ethtool statistics it reads per port reported as their own collector."""

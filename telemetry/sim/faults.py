@@ -226,7 +226,7 @@ def _gpu(
         code = spec.xid or 48
         f.detail = {"xid": code, "action": xid_catalog.lookup(code).action}
     elif f.kind == "gpu_lost":
-        f.detail = {"xid": 79}
+        f.detail = {"xid": 79, "action": xid_catalog.lookup(79).action}
         f.implied_kinds = ["gpu_xid"]  # falling off the bus is logged as XID 79
         # its job's other ranks then time out waiting for it (telemetry/sim/logs.py)
         f.implied_kinds.append("collective_timeout")

@@ -287,7 +287,7 @@ def score(truth: GroundTruth, findings: list[Finding], tolerance_s: float = 60.0
 
 
 # the finding kind whose evidence carries the action for a fault kind with an expected action
-_ACTION_KINDS = {"gpu_xid": "gpu_xid"}
+_ACTION_KINDS = {"gpu_xid": "gpu_xid", "gpu_lost": "gpu_lost"}
 
 
 def _norm(subject: str) -> str:

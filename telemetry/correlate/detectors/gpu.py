@@ -1,9 +1,10 @@
-"""GPU health detectors from NVML's counters in gpu_sample: degraded HBM (row remaps pending or
-failed, retired pages pending, repeated uncorrectable ECC), NVLink errors above the GPU's own
-baseline, PCIe replays. Xid events are node.py's gpu_xid; a GPU lost is node.py's gpu_lost.
+"""GPU health detectors from NVML's counters: degraded HBM (row remaps pending or failed, retired
+pages pending, repeated uncorrectable ECC) and PCIe replays from gpu_sample, NVLink errors above
+a link's own baseline from nvlink_sample (per link). Xid events are node.py's gpu_xid; a GPU lost
+is node.py's gpu_lost.
 
-Reads gpu_sample only; counter increases come from sql.increase_sql (a reset counts from zero,
-never a negative rate), so samples need not sit on any grid.
+Reads gpu_sample and nvlink_sample only; counter increases come from sql.increase_sql (a reset
+counts from zero, never a negative rate), so samples need not sit on any grid.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from telemetry.correlate.registry import Context, Window, detector
 from telemetry.correlate.sql import increase_sql
 
 GPU_KEYS = ["node", "gpu"]
-NVLINK_COUNTERS = {
-    "nvlink_crc_flit_errors_total": "CRC (flit)",
-    "nvlink_crc_data_errors_total": "CRC (data)",
-    "nvlink_replay_errors_total": "replay",
-    "nvlink_recovery_errors_total": "recovery",
+LINK_KEYS = ["node", "gpu", "link"]
+NVLINK_COUNTERS = {  # nvlink_sample's counters, by the words a finding uses
+    "crc_flit_errors_total": "CRC (flit)",
+    "crc_data_errors_total": "CRC (data)",
+    "replay_errors_total": "replay",
+    "recovery_errors_total": "recovery",
 }
 
 
@@ -96,15 +98,16 @@ def gpu_memory_degraded(ctx: Context) -> list[Finding]:
 
 @detector(
     "nvlink_errors",
-    needs=("gpu_sample",),
+    needs=("nvlink_sample",),
     lookback=("sliding.rate_seconds", "gpu.nvlink_baseline_seconds"),
 )
 def nvlink_errors(ctx: Context) -> list[Finding]:
-    """NVLink CRC, replay or recovery errors per second over the last sliding.rate_seconds,
-    above both gpu.nvlink_errors_per_second and gpu.nvlink_baseline_factor times the same GPU's
-    rate over the gpu.nvlink_baseline_seconds before (at least gpu.nvlink_baseline_min_seconds
-    of it): a link that always logs a few replays is its own normal; one that starts to is
-    not."""
+    """NVLink CRC, replay or recovery errors per second of one link over the last
+    sliding.rate_seconds, above both gpu.nvlink_errors_per_second and gpu.nvlink_baseline_factor
+    times the same link's rate over the gpu.nvlink_baseline_seconds before (at least
+    gpu.nvlink_baseline_min_seconds of it): a link that always logs a few replays is its own
+    normal; one that starts to is not. One finding per GPU, naming the link whose errors rose
+    most and every other link that rose too (nvlink_sample: NVML's counters per link)."""
     floor = float(ctx.t("gpu.nvlink_errors_per_second"))
     history = float(ctx.t("gpu.nvlink_baseline_min_seconds"))
     factor = float(ctx.t("gpu.nvlink_baseline_factor"))
@@ -113,19 +116,20 @@ def nvlink_errors(ctx: Context) -> list[Finding]:
     before = dataclasses.replace(ctx, window=Window(ctx.window.start, split))
     cols = list(NVLINK_COUNTERS)
     now = {
-        (r["node"], int(r["gpu"])): r
-        for r in recent.rows(increase_sql(recent, "gpu_sample", GPU_KEYS, cols))
+        (r["node"], int(r["gpu"]), int(r["link"])): r
+        for r in recent.rows(increase_sql(recent, "nvlink_sample", LINK_KEYS, cols))
     }
     hot = {k: r for k, r in now.items() if any(_rate(r, c) > floor for c in cols)}
     if not hot:
         return []
     base = {
-        (r["node"], int(r["gpu"])): r
-        for r in before.rows(increase_sql(before, "gpu_sample", GPU_KEYS, cols))
+        (r["node"], int(r["gpu"]), int(r["link"])): r
+        for r in before.rows(increase_sql(before, "nvlink_sample", LINK_KEYS, cols))
     }
-    out = []
-    for (node, gpu), r in sorted(hot.items()):
-        b = base.get((node, gpu))
+    # per GPU: (worst rate, link, its counter, that counter's baseline, the link's evidence)
+    rose: dict[tuple[str, int], list[tuple[float, int, str, float, dict[str, Any]]]] = {}
+    for (node, gpu, link), r in sorted(hot.items()):
+        b = base.get((node, gpu, link))
         if b is None or (b["span_s"] or 0.0) < history:
             continue  # no baseline of its own yet
         rates = {c: _rate(r, c) for c in cols}
@@ -134,22 +138,33 @@ def nvlink_errors(ctx: Context) -> list[Finding]:
         if not above:
             continue
         worst = max(above, key=lambda c: rates[c])
+        evidence = {
+            "link": link,
+            "errors": [NVLINK_COUNTERS[c] for c in above],
+            "errors_per_second": {NVLINK_COUNTERS[c]: round(rates[c], 2) for c in above},
+            "baseline_per_second": {NVLINK_COUNTERS[c]: round(baseline[c], 3) for c in above},
+            "span_s": r["span_s"],
+        }
+        rose.setdefault((node, gpu), []).append(
+            (-rates[worst], link, worst, baseline[worst], evidence)
+        )
+    out = []
+    for (node, gpu), links in sorted(rose.items()):
+        links.sort(key=lambda x: (x[0], x[1]))
+        neg_rate, link, worst, before_rate, top = links[0]
+        others = [x[1] for x in links[1:]]
+        also = f"; also link{'s' if len(others) > 1 else ''} {', '.join(map(str, others))}"
         out.append(
             ctx.finding(
                 "warning",
                 "gpu",
                 _subject(node, gpu),
-                f"GPU {gpu} on {node}: NVLink {NVLINK_COUNTERS[worst]} errors "
-                f"{rates[worst]:.1f}/s (its baseline {baseline[worst]:.2f}/s), all links",
+                f"GPU {gpu} on {node}: NVLink link {link} {NVLINK_COUNTERS[worst]} errors "
+                f"{-neg_rate:.1f}/s (its baseline {before_rate:.2f}/s){also if others else ''}",
                 {
-                    "errors": [NVLINK_COUNTERS[c] for c in above],
-                    "errors_per_second": {NVLINK_COUNTERS[c]: round(rates[c], 2) for c in above},
-                    "baseline_per_second": {
-                        NVLINK_COUNTERS[c]: round(baseline[c], 3) for c in above
-                    },
-                    # NVML's counters in gpu_sample are summed over the GPU's links
-                    "link": "all",
-                    "span_s": r["span_s"],
+                    **top,
+                    "links": sorted(x[1] for x in links),
+                    "per_link": [x[4] for x in links],
                 },
             )
         )

@@ -137,6 +137,9 @@ def _lost_finding(ctx: Context, r: dict[str, Any]) -> Finding:
             "down_samples": r["lost_samples"],
             "samples": r["samples"],
             "lost_events": r["events"],
+            # NVIDIA's Xid catalog's action for a GPU fallen off the bus (Xid 79), with or
+            # without the Xid line
+            "action": xid.lookup(79).action,
         },
     )
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from telemetry.correlate import findings as fstore
 from telemetry.correlate import incidents
-from telemetry.records import GPU_EVENT, GPU_SAMPLE
+from telemetry.records import GPU_EVENT, GPU_SAMPLE, NVLINK_SAMPLE, RecordKind
 from telemetry.store import Store
 from tests.integration.correlate.test_detectors import ms, run, t0
 
@@ -177,15 +177,16 @@ def test_alertmanager_and_the_job_report_carry_the_catalog_action(store: Store) 
 JITTER = (3.1, -2.4, 0.7, 4.2, -3.8, 1.9, -0.6, 2.8, -4.1, 0.2)  # seconds off the 10 s grid
 
 
-def _samples(store: Store, s: datetime, n: int, *gpus: Any) -> None:
+def _samples(store: Store, s: datetime, n: int, *gpus: Any, kind: RecordKind = GPU_SAMPLE) -> None:
     """n NVML samples of each GPU (gpus: callables step -> row), about 10 s apart but off the
-    grid, each GPU with its own offset, as real collection gives."""
+    grid, each GPU with its own offset, as real collection gives (`kind`: nvlink_sample for a
+    GPU's links, each link a callable of its own)."""
     rows = []
     for g, make in enumerate(gpus):
         for i in range(n):
             at = i * 10 + JITTER[(i + 3 * g) % len(JITTER)] + 0.37 * g + 5
             rows.append({"ts": ms(s) + int(at * 1000), "cluster": "c", "up": 1, **make(i)})
-    store.insert(GPU_SAMPLE, GPU_SAMPLE.to_arrow(rows))
+    store.insert(kind, kind.to_arrow(rows))
 
 
 def _findings(store: Store, kind: str) -> dict[str, dict[str, Any]]:
@@ -229,41 +230,85 @@ def test_gpu_memory_degraded_from_row_remapping_and_ecc(store: Store) -> None:
     assert "RMA" in incs["n1/gpu1"]
 
 
-def test_nvlink_errors_above_the_gpus_own_baseline_never_a_negative_rate(store: Store) -> None:
+def test_a_pending_row_remap_with_no_xid_line_is_reset_gpu(store: Store) -> None:
+    """HBM's most common fault in a fleet: a row remap recorded, waiting for a reset, and no Xid
+    in the log (Xid 63 is IGNORE, and a driver may log none). Only NVML's row-remapper says so;
+    railscope must still ask for the reset, never for a reboot or an RMA."""
+    s = t0()
+    _samples(
+        store,
+        s,
+        30,
+        lambda i: {"node": "n4", "gpu": 6, "remapped_rows_pending": int(i >= 8),
+                   "remapped_rows_correctable_total": 1 if i >= 8 else 0},
+        lambda i: {"node": "n4", "gpu": 5, "remapped_rows_correctable_total": 2},  # remapped, done
+    )  # fmt: skip
+    run(store, s, 5)
+    assert store.count(GPU_EVENT) == 0  # no Xid line, no NVML event
+    assert _findings(store, "gpu_xid") == {}
+    got = _findings(store, "gpu_memory_degraded")
+    assert set(got) == {"n4/gpu6"}
+    f = got["n4/gpu6"]
+    assert f["evidence"]["action"] == "RESET_GPU" and f["evidence"]["remap_pending"] is True
+    assert f["evidence"]["conditions"] == ["row remap pending"]
+    (inc,) = [i for i in incidents.read(store, cluster="c") if i["root_subject"] == "n4/gpu6"]
+    assert inc["root_kind"] == "gpu_memory_degraded"
+    assert "RESET_GPU" in inc["remediation"] and "nvidia-smi -r -i 6" in inc["remediation"]
+    assert not re.search(r"\b(reboot|RMA)\b", inc["remediation"]), inc["remediation"]
+
+
+def test_nvlink_errors_name_the_link_against_its_own_baseline(store: Store) -> None:
     s = t0()
 
-    def gpu(n: int, replay: Any, crc: Any = lambda i: 0) -> Any:
+    def link(gpu: int, n: int, replay: Any, crc: Any = lambda i: 0) -> Any:
         return lambda i: {
             "node": "n2",
-            "gpu": n,
-            "nvlink_replay_errors_total": replay(i),
-            "nvlink_crc_data_errors_total": crc(i),
-            "nvlink_crc_flit_errors_total": 0,
-            "nvlink_recovery_errors_total": 0,
+            "gpu": gpu,
+            "uuid": f"GPU-n2-{gpu}",
+            "link": n,
+            "replay_errors_total": replay(i),
+            "crc_data_errors_total": crc(i),
+            "crc_flit_errors_total": 0,
+            "recovery_errors_total": 0,
         }
 
+    quiet = lambda i: 0  # noqa: E731
     _samples(
         store,
         s,
         60,
-        gpu(0, lambda i: 20 * i),  # always ~2 replays/s: its own normal
-        gpu(1, lambda i: 0, lambda i: 0 if i < 45 else 250 * (i - 45)),  # CRC errors start
-        gpu(2, lambda i: 20 * i if i < 45 else 20 * 45 + 300 * (i - 45)),  # 2/s -> 30/s
-        gpu(3, lambda i: 10_000 + i if i < 40 else i - 40),  # counter reset, ~0.1/s
+        link(0, 0, lambda i: 20 * i),  # always ~2 replays/s: its own normal
+        link(0, 1, quiet),
+        link(1, 0, quiet),
+        link(1, 3, quiet, lambda i: 0 if i < 45 else 250 * (i - 45)),  # CRC errors start
+        link(1, 4, quiet, lambda i: 0 if i < 45 else 40 * (i - 45)),  # ... and fewer here
+        # link 2 of GPU 2: 2/s -> 30/s; link 0 of GPU 2 logs 8/s all along, its own normal,
+        # which on the GPU's sum over links would hide the rise (10/s -> 38/s: below 5x)
+        link(2, 2, lambda i: 20 * i if i < 45 else 20 * 45 + 300 * (i - 45)),
+        link(2, 0, lambda i: 80 * i),
+        link(3, 1, lambda i: 10_000 + i if i < 40 else i - 40),  # counter reset, ~0.1/s
+        kind=NVLINK_SAMPLE,
     )
     run(store, s, 10)
     got = _findings(store, "nvlink_errors")
     assert set(got) == {"n2/gpu1", "n2/gpu2"}
     ev1, ev2 = got["n2/gpu1"]["evidence"], got["n2/gpu2"]["evidence"]
     # (the stored version is the finding's last: its baseline has caught some of the rise)
-    assert ev1["errors"] == ["CRC (data)"] and 15 < ev1["errors_per_second"]["CRC (data)"] < 40
+    assert (ev1["link"], ev1["links"], ev1["errors"]) == (3, [3, 4], ["CRC (data)"])
+    assert 15 < ev1["errors_per_second"]["CRC (data)"] < 40
     assert ev1["baseline_per_second"]["CRC (data)"] * 5 < ev1["errors_per_second"]["CRC (data)"]
-    assert ev2["errors"] == ["replay"] and ev2["baseline_per_second"]["replay"] > 1.5
+    assert [x["link"] for x in ev1["per_link"]] == [3, 4]
+    assert ev1["per_link"][1]["errors_per_second"]["CRC (data)"] < 8
+    assert (ev2["link"], ev2["links"], ev2["errors"]) == (2, [2], ["replay"])
+    assert ev2["baseline_per_second"]["replay"] > 1.5
     assert ev2["baseline_per_second"]["replay"] * 5 < ev2["errors_per_second"]["replay"]
-    assert ev1["link"] == "all" and "GPU 1 on n2" in got["n2/gpu1"]["summary"]
+    summary = got["n2/gpu1"]["summary"]
+    assert summary.startswith("GPU 1 on n2: NVLink link 3 CRC (data)") and "also link 4" in summary
     # onset at ~450 s: found within the next rate window, not before
     onset = s.replace(tzinfo=None) + timedelta(seconds=450)
     assert onset < got["n2/gpu1"]["first_seen"] < onset + timedelta(seconds=45)
+    rem = {i["root_subject"]: i["remediation"] for i in incidents.read(store, cluster="c")}
+    assert "link 3" in rem["n2/gpu1"] and "nvidia-smi nvlink -e -i 1" in rem["n2/gpu1"]
 
 
 def test_pcie_replays_per_minute(store: Store) -> None:

@@ -36,6 +36,17 @@ def test_error_codes_match_pynvml() -> None:
     assert nvml.TIMEOUT == pynvml.NVML_ERROR_TIMEOUT
     assert nvml.LIBRARY_NOT_FOUND == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
     assert nvml.NOT_FOUND == pynvml.NVML_ERROR_NOT_FOUND
+    assert nvml.INVALID_ARGUMENT == pynvml.NVML_ERROR_INVALID_ARGUMENT
+
+
+def test_nvlink_counters_match_pynvml() -> None:
+    assert nvml.NVLINK_MAX_LINKS == pynvml.NVML_NVLINK_MAX_LINKS
+    assert nvml.NVLINK_ERROR_COUNTERS == {
+        "replay_errors_total": pynvml.NVML_NVLINK_ERROR_DL_REPLAY,
+        "recovery_errors_total": pynvml.NVML_NVLINK_ERROR_DL_RECOVERY,
+        "crc_flit_errors_total": pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT,
+        "crc_data_errors_total": pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA,
+    }
 
 
 def test_real_backend_without_driver() -> None:

@@ -59,3 +59,25 @@ def test_no_gpu_backend_uses_pci_tree_for_affinity(node8_copy: Path) -> None:
     assert len(aff) == 8 and aff[3]["nic"] == "mlx5_3" and aff[7]["direct_nic"] == 0
     # unchanged topology: not re-emitted every cycle
     assert "gpu_nic_affinity" not in {b.kind.name for b in src.collect()}
+
+
+def test_each_nvlink_is_a_row_of_its_own_kind(node8_copy: Path) -> None:
+    """The gpu collector's NVLinks leave the node as nvlink_sample rows, counted in its
+    received records; a GPU without NVLink adds none and no problem."""
+    links = [{"active": k != 2, "replay_errors_total": 5 * k, "crc_data_errors_total": 0,
+              "crc_flit_errors_total": 0, "recovery_errors_total": 0} for k in range(18)]  # fmt: skip
+    fake = nvml.FakeNvml.from_dict(
+        {
+            "gpus": [
+                {"uuid": "GPU-a", "pci_bus_id": "0000:18:00.0", "fields": {}, "nvlinks": links},
+                {"uuid": "GPU-b", "model": "NVIDIA L40S", "pci_bus_id": "0000:2a:00.0",
+                 "fields": {}, "nvlinks": links},
+            ]
+        }
+    )  # fmt: skip
+    src = NodeSource.replay(str(node8_copy), node_name="n", gpu_backend_impl=fake)
+    batches = {b.kind.name: b.table.to_pylist() for b in src.collect()}
+    rows = batches["nvlink_sample"]
+    assert [(r["gpu"], r["link"], r["up"]) for r in rows][:3] == [(0, 0, 1), (0, 1, 1), (0, 2, 0)]
+    assert len(rows) == 18 and rows[17]["replay_errors_total"] == 85 and rows[0]["node"] == "n"
+    assert [e for e in src.stats.errors if e.startswith("gpu:")] == []  # (GPU-b: no PCI fixture)

@@ -215,3 +215,20 @@ def test_xid_events_are_scored_by_the_action_and_ignore_class_ones_must_not_page
     inc = score_incidents(truth, right)
     assert (inc.incidents, inc.true_incidents, inc.quiet_paged) == (3, 2, 1)
     assert inc.false == ["gpu_xid n2/gpu1 (an IGNORE-class event: must not page)"]
+
+
+def test_a_gpu_lost_is_scored_by_the_action_of_xid_79():
+    """A GPU fallen off the bus is judged like its Xid 79: the gpu_lost finding must recommend
+    the catalog's RESTART_BM, whether or not the Xid line came."""
+    from telemetry.sim.model import Fault
+
+    t0 = 1_800_000_000_000
+    lost = Fault(
+        "gpu_lost-1", "gpu_lost", t0, t0 + 300_000, "gpu", "n1/gpu0", ["n1/gpu0"],
+        detail={"xid": 79, "action": "RESTART_BM"},
+    )  # fmt: skip
+    truth = GroundTruth("t", 1, t0, t0 + 600_000, 10, [lost])
+    s = score(truth, [Finding("gpu_lost", "n1/gpu0", t0, t0 + 300_000, "RESTART_BM")])
+    assert (s.actions_judged, s.actions_right, s.actions_wrong) == (1, 1, [])
+    s = score(truth, [Finding("gpu_lost", "n1/gpu0", t0, t0 + 300_000, "")])
+    assert s.actions_wrong == ["gpu_lost n1/gpu0: RESTART_BM, railscope said ['']"]
