@@ -47,7 +47,9 @@ def collection_gap(ctx: Context) -> list[Finding]:
         for _, kinds, col in SOURCES.values()
         for kind, series in kinds.items()
     }
-    return _gaps(ctx, ctx.window.end, activity, ctx.rows(_writers_sql(ctx, over=False)))
+    writers = ctx.rows(_writers_sql(ctx, over=False))
+    pauses = ctx.rows(_pauses_sql(ctx, over=False), _pause_params(ctx))
+    return _gaps(ctx, ctx.window.end, activity, writers, pauses)
 
 
 @over_ticks("collection_gap")
@@ -61,7 +63,10 @@ def collection_gap_over(ctx: Context) -> dict[datetime, list[Finding]]:
     writers: dict[datetime, list[dict[str, Any]]] = {t: [] for t in ctx.ticks}
     for r in ctx.rows(_writers_sql(ctx, over=True), tick_params(ctx)):
         writers[at[r["tick"]]].append(r)
-    out = {t: _gaps(ctx, t, activity[t], writers[t]) for t in ctx.ticks}
+    pauses: dict[datetime, list[dict[str, Any]]] = {t: [] for t in ctx.ticks}
+    for r in ctx.rows(_pauses_sql(ctx, over=True), tick_params(ctx) | _pause_params(ctx)):
+        pauses[at[r["tick"]]].append(r)
+    out = {t: _gaps(ctx, t, activity[t], writers[t], pauses[t]) for t in ctx.ticks}
     return {t: fs for t, fs in out.items() if fs}
 
 
@@ -70,9 +75,10 @@ def _gaps(
     now: datetime,
     activity: dict[str, list[dict[str, Any]]],
     writers: list[dict[str, Any]],
+    pauses: list[dict[str, Any]],
 ) -> list[Finding]:
     """What collection_gap finds at `now`, from activity_sql's rows per kind and the NCCL
-    writers' rows of `now`'s trailing window."""
+    writers' and their jobs' pauses' rows of `now`'s trailing window."""
     gap_s = float(ctx.t("time.gap_seconds"))
     spacings = float(ctx.t("time.gap_spacings"))
     share = float(ctx.t("time.gap_class_share"))
@@ -129,7 +135,7 @@ def _gaps(
                     {"source": what, "device": dev, **ev},
                 )
             )
-    out += _nccl_writers(ctx, now, writers, gap_s)
+    out += _nccl_writers(ctx, now, writers, pauses, gap_s)
     return out
 
 
@@ -145,22 +151,79 @@ def _writers_sql(ctx: Context, over: bool) -> str:
         GROUP BY {tick}namespace, job, node"""
 
 
+# a job-wide quiet shorter than this is never a pause: the pauses are read to the second
+PAUSE_FLOOR_S = 2.0
+
+
+def _pauses_sql(ctx: Context, over: bool) -> str:
+    """Per job (and judged tick, `over`): the stretches in which none of its nodes reported a
+    collective (a hang, a checkpoint, a restart), as `pause_end` (epoch seconds) and `pause_s`.
+    A stretch is a pause when it lasts `time.gap_spacings` of the job's own rhythm (the spacing
+    of its busiest rank's records) and at least PAUSE_FLOOR_S; times to the second."""
+    tick = "tick, " if over else ""
+    join = tick_join(ctx, "collective_sample") if over else ""
+    only = " AND tick IN {ticks:Array(Int64)}" if over else ""
+    return f"""
+        SELECT {tick}namespace, job,
+               arrayFilter((x, d) -> d >= thr, s, arrayDifference(s)) AS pause_end,
+               arrayFilter(d -> d >= thr, arrayDifference(s)) AS pause_s
+        FROM (
+            SELECT {tick}namespace, job, arraySort(groupUniqArrayArray(secs)) AS s,
+                   greatest({{pause_floor_s:Float64}}, {{spacings:Float64}} * min(spacing)) AS thr
+            FROM (
+                SELECT {tick}namespace, job, node, rank,
+                       groupUniqArray(intDiv(toUnixTimestamp64Milli(ts), 1000)) AS secs,
+                       if(count() > 1, dateDiff('millisecond', min(ts), max(ts)) / 1000
+                           / (count() - 1), inf) AS spacing
+                FROM {ctx.table("collective_sample")} {join}
+                WHERE {ctx.where("collective_sample")} AND job != '' AND node != ''{only}
+                GROUP BY {tick}namespace, job, node, rank
+            )
+            GROUP BY {tick}namespace, job
+        )
+        WHERE notEmpty(pause_end)"""
+
+
+def _pause_params(ctx: Context) -> dict[str, object]:
+    return {"spacings": float(ctx.t("time.gap_spacings")), "pause_floor_s": PAUSE_FLOOR_S}
+
+
+def _paused_s(pauses: list[tuple[int, int]], since: datetime, until: datetime) -> float:
+    """Seconds of the job's pauses ((end, length) in epoch seconds) within (since, until]."""
+    a, b = since.timestamp(), until.timestamp()
+    return sum(max(0.0, min(b, end) - max(a, end - n)) for end, n in pauses)
+
+
 def _nccl_writers(
-    ctx: Context, now: datetime, rows: list[dict[str, Any]], gap_s: float
+    ctx: Context,
+    now: datetime,
+    rows: list[dict[str, Any]],
+    pause_rows: list[dict[str, Any]],
+    gap_s: float,
 ) -> list[Finding]:
     """An NCCL Inspector writer (one node of a job) silent while the job's other nodes keep
     reporting collectives: its files stopped reaching the collector. Collectives stop whenever a
-    job does (or hangs, or is between phases), so a writer is judged against its own job."""
+    job does (or hangs, or is between phases), so a writer is judged against its own job, and
+    its silence counts only the time the job ran collectives without it: an Inspector writes a
+    record per completed collective, so a hung job silences every writer at once (the hung
+    rank's too) and that pause is the job's, never a writer's gap. Measured so, a job that
+    resumes after a hang with one node's first records a second before another's is not a gap."""
     jobs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         jobs.setdefault((r["namespace"], r["job"]), []).append(r)
+    paused = {
+        (r["namespace"], r["job"]): list(zip(r["pause_end"], r["pause_s"], strict=True))
+        for r in pause_rows
+    }
     out = []
     for (ns, job), nodes in sorted(jobs.items()):
         job_last = max(_utc(r["last"]) for r in nodes)
         if (now - job_last).total_seconds() >= gap_s or len(nodes) < 2:
             continue  # the whole job is quiet: it ended, hangs or waits; not a writer's gap
         for r in sorted(nodes, key=lambda r: r["node"]):
-            behind = (job_last - _utc(r["last"])).total_seconds()
+            last = _utc(r["last"])
+            idle = _paused_s(paused.get((ns, job), []), last, job_last)
+            behind = (job_last - last).total_seconds() - idle
             if r["n"] >= 2 and behind >= gap_s:
                 out.append(
                     ctx.finding(
@@ -175,7 +238,8 @@ def _nccl_writers(
                             "namespace": ns,
                             "job": job,
                             "silent_seconds": round(behind),
-                            "last_sample": _utc(r["last"]).isoformat(),
+                            "job_paused_seconds": round(idle),
+                            "last_sample": last.isoformat(),
                         },
                     )
                 )

@@ -1,7 +1,9 @@
 """What the log-born detectors (logs.py) resolve a log line's names to: a pod and its job as of
 the line's time, a peer's RDMA IP or GID to the pod, node, rail and NIC that held it then
-(pod_ip_leases, time-versioned), a NIC to the leaf port LLDP shows it cabled to, and a rank to its
-pod and GPU (from the ranks' own NCCL `Init COMPLETE` lines).
+(pod_ip_leases, time-versioned; for a host-network pod, whose RDMA address is its node's NIC's and
+in no inventory record, the rank that printed that address as its own local GID), a NIC to the
+leaf port LLDP shows it cabled to, and a rank to its pod and GPU (from the ranks' own NCCL
+`Init COMPLETE` lines).
 
 Reads the store only; never writes, never judges. A name it cannot resolve stays unresolved
 (None), never guessed.
@@ -131,6 +133,18 @@ def ip_of_gid(gid: Any) -> str | None:
     return None
 
 
+def own_addresses(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """IPv4 address -> the lines (ib_completion_error rows of `events`) whose rank printed it as
+    its own: NCCL's `localGid` is the GID of the NIC the reporting rank's connection runs on, so
+    the line names that address's node, pod and CUDA device at its time. Oldest first."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        ip = ip_of_gid(r["fields"].get("local_gid"))
+        if ip and r["pod"]:
+            out.setdefault(ip, []).append(r)
+    return out
+
+
 @dataclass
 class Nics:
     """Per node: each GPU's rail and NIC (gpu_nic_affinity), each rail's NIC and leaf port (LLDP),
@@ -217,4 +231,14 @@ class Ranks:
         return rs.index(rank) if rank in rs else None
 
 
-__all__ = ["Nics", "Pods", "Ranks", "events", "ip_of_gid", "lease_at", "leases", "rail_of"]
+__all__ = [
+    "Nics",
+    "Pods",
+    "Ranks",
+    "events",
+    "ip_of_gid",
+    "lease_at",
+    "leases",
+    "own_addresses",
+    "rail_of",
+]

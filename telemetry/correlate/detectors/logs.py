@@ -23,6 +23,7 @@ from telemetry.correlate.detectors.log_resolve import (
     ip_of_gid,
     lease_at,
     leases,
+    own_addresses,
     rail_of,
 )
 from telemetry.correlate.findings import Finding
@@ -51,12 +52,12 @@ def nccl_network_error(ctx: Context) -> list[Finding]:
     by_ip = leases(ctx, ips)
     held = {(v["namespace"], v["pod"]) for vs in by_ip.values() for v in vs}
     pods = Pods.of(ctx, {(r["namespace"], r["pod"]) for r in rows} | held)
-    nics, ranks = Nics.of(ctx), Ranks.of(ctx)
+    nics, ranks, own = Nics.of(ctx), Ranks.of(ctx), own_addresses(rows)
     pairs: dict[tuple[str, str, frozenset[str]], dict[str, Any]] = {}
     for r in rows:
         f = r["fields"]
         me = _local_end(r, f, pods, ranks, nics, by_ip)
-        peer = _peer_end(r, f, by_ip, pods, ranks, nics)
+        peer = _peer_end(r, f, by_ip, pods, ranks, nics) or _own_end(r, f, own, pods, ranks, nics)
         if me is None or peer is None or me["job"] != peer["job"]:
             continue
         key = (r["namespace"], me["job"], frozenset((_name(me), _name(peer))))
@@ -120,6 +121,24 @@ def _peer_end(r: dict[str, Any], f: dict[str, Any], by_ip: dict[str, list[dict[s
     v = pods.at(lease["namespace"], lease["pod"], r["ts"])
     job = v["job"] if v else ""
     return _end(lease["node"], lease["namespace"], lease["pod"], job, rank, gpu, rail, nics, ip)
+
+
+def _own_end(r: dict[str, Any], f: dict[str, Any], own: dict[str, list[dict[str, Any]]],
+             pods: Pods, ranks: Ranks, nics: Nics) -> dict[str, Any] | None:  # fmt: skip
+    """The peer of an address no lease holds (a host-network pod's: its node's NIC's): the rank
+    that printed it as its own local GID in the window, its pod running at the line's time. An
+    address two pods printed as their own is left unresolved."""
+    ip = str(f.get("peer_ip") or "")
+    cands = {(o["namespace"], o["pod"], o["node"], _int(o["fields"].get("cuda_dev")))
+             for o in own.get(ip, []) if pods.at(o["namespace"], o["pod"], r["ts"])}  # fmt: skip
+    if len(cands) != 1:
+        return None
+    ((ns, pod, node, gpu),) = cands
+    v = pods.at(ns, pod, r["ts"])
+    if v is None or gpu is None or v["node"] != node:
+        return None
+    rail = nics.gpu.get((node, gpu), (None, ""))[0]
+    return _end(node, ns, pod, v["job"], ranks.rank(ns, pod, gpu), gpu, rail, nics, ip)
 
 
 def _name(end: dict[str, Any]) -> str:

@@ -41,9 +41,11 @@ def ctx(store: Store, end: datetime, seconds: float = 120) -> Context:
     return Context(store, Window(end - timedelta(seconds=seconds), end), default_thresholds(), "c")
 
 
-def _inv(store: Store, nodes: tuple[str, ...] = ("n1", "n2"), rdma: bool = True) -> None:
+def _inv(store: Store, nodes: tuple[str, ...] = ("n1", "n2"), rdma: bool = True,
+         host_network: bool = False) -> None:  # fmt: skip
     """Pods job-0.. on `nodes`, their RDMA IPs, the GPUs' NICs and LLDP (rdma=False: nodes
-    without RDMA NICs: no NIC shares a GPU's PCIe switch, no RDMA lease)."""
+    without RDMA NICs: no NIC shares a GPU's PCIe switch, no RDMA lease; host_network: the pods
+    use their nodes' NICs, whose addresses no lease holds)."""
     t = ms(T0 - HOUR)
     pods, lease, aff, lldp = [], [], [], []
     for k, node in enumerate(nodes):
@@ -72,7 +74,8 @@ def _inv(store: Store, nodes: tuple[str, ...] = ("n1", "n2"), rdma: bool = True)
     store.insert(POD, POD.to_arrow(pods))
     store.insert(GPU_NIC_AFFINITY, GPU_NIC_AFFINITY.to_arrow(aff))
     if lease:
-        store.insert(POD_IP_LEASE, POD_IP_LEASE.to_arrow(lease))
+        if not host_network:
+            store.insert(POD_IP_LEASE, POD_IP_LEASE.to_arrow(lease))
         store.insert(LLDP_LINK, LLDP_LINK.to_arrow(lldp))
 
 
@@ -158,6 +161,28 @@ def test_first_status_12_names_the_pair_and_the_flush_errors_are_its_evidence(st
     assert {"leaf0a:Ethernet128", "leaf0b:Ethernet128"} <= set(ev_["path"])
     # before the status-12 line, its flush errors alone name nothing
     assert nccl_network_error(ctx(store, t - timedelta(milliseconds=1))) == []
+
+
+def test_a_host_network_peer_resolves_through_its_own_local_gid(store: Store) -> None:
+    """Host-network pods: 10.128.0.2 is n2's mlx5_0's own address, in no lease. Rank 0's status-12
+    error names it; rank 2 (job-1, GPU 0) printed it as its local GID in its flush errors, so the
+    pair 0<->2 resolves to n2's GPU 0, NIC and leaf port. Without the peer's own line the address
+    stays unresolved: no finding, nothing guessed."""
+    _inv(store, host_network=True)
+    t = T0 + timedelta(minutes=5)
+    first = [ib(t, 0, 0, "10.128.0.2", 12, "10.128.0.1")]
+    put(store, init(T0) + first)
+    assert nccl_network_error(ctx(store, t + timedelta(seconds=30))) == []
+    put(store, [ib(t + timedelta(milliseconds=150), 1, 0, "10.128.0.1", 5, "10.128.0.2")])
+    (f,) = nccl_network_error(ctx(store, t + timedelta(seconds=30)))
+    assert f.subject == "team/job/rank0<->rank2"
+    peer = f.evidence["peer"]
+    assert (peer["gpu"], peer["nic"], peer["leaf_port"]) == (
+        "n2/gpu0",
+        "n2/mlx5_0",
+        "leaf0b:Ethernet1",
+    )
+    assert f.evidence["reporter"]["nic"] == "n1/mlx5_0" and f.evidence["flush_errors"] == 1
 
 
 def test_the_rank_that_never_reports_is_named_and_so_is_one_behind(store: Store) -> None:

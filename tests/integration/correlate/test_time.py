@@ -361,23 +361,10 @@ KNOBS: dict[str, dict[str, Any]] = {
     "sflow-loss": {"sflow_loss": 0.10},
     "harsh": {"profile": "harsh"},
 }
-# known defect (issue 45, found at the merge of this round): under harsh timing the hung rank of
-# the collective_timeout fault leaves its node's NCCL Inspector silent, which reads as a
-# collection_gap of gpu-idc-a-s000-00/nccl (a false finding): open until a hang's silence is
-# judged as the job's, not the collector's
-_KNOWN = {"harsh": "issue 45: a hung rank's silent Inspector reads as a collection gap"}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "knob",
-    [
-        pytest.param(k, marks=pytest.mark.xfail(reason=_KNOWN[k], strict=False))
-        if k in _KNOWN
-        else k
-        for k in sorted(KNOBS)
-    ],
-)
+@pytest.mark.parametrize("knob", sorted(KNOBS))
 def test_small_scores_under_each_timing_knob(store: Store, tmp_path: Any, knob: str) -> None:
     """`small` (every fault kind once) with one timing disturbance at a time, and all at once:
     every kind found and localized with no false finding, an incident per fault at most 1.2,
