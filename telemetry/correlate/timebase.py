@@ -17,10 +17,14 @@ It reads nothing itself: it writes SQL that detectors run through their Context.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from telemetry.correlate.registry import Context
+
+if TYPE_CHECKING:
+    from telemetry.correlate.findings import Finding
 from telemetry.records import KINDS
 
 
@@ -229,6 +233,32 @@ def by_tick(ctx: Context) -> dict[int, datetime]:
     return {round(t.timestamp() * 1000): t for t in ctx.ticks}
 
 
+def rows_at(ctx: Context, rows: list[dict[str, Any]]) -> dict[datetime, list[dict[str, Any]]]:
+    """A set-based statement's rows (a `tick` column, tick_join) grouped by judged tick, in
+    their order; every judged tick is a key, those without rows hold an empty list."""
+    at = by_tick(ctx)
+    out: dict[datetime, list[dict[str, Any]]] = {t: [] for t in ctx.ticks}
+    for r in rows:
+        out[at[r["tick"]]].append(r)
+    return out
+
+
+def per_tick(
+    ctx: Context,
+    rows: list[dict[str, Any]],
+    make: Callable[[Context, list[dict[str, Any]]], list[Finding]],
+) -> dict[datetime, list[Finding]]:
+    """A detector's set-based answer (registry.over_ticks) from its one statement over the range:
+    `make(ctx.at(t), rows)` with each judged tick's rows (rows_at), as its per-tick form would
+    judge them at that tick alone; a tick without rows, or where `make` finds nothing, is left
+    out (nothing found)."""
+    out = {}
+    for t, got in rows_at(ctx, rows).items():
+        if got and (found := make(ctx.at(t), got)):
+            out[t] = found
+    return out
+
+
 __all__ = [
     "activity_sql",
     "aligned_sql",
@@ -236,6 +266,8 @@ __all__ = [
     "covered_sql",
     "interval_ms",
     "lead_ms",
+    "per_tick",
+    "rows_at",
     "spacing_sql",
     "stale_ms",
     "tick_join",

@@ -4,6 +4,8 @@ neither credits nor blames them against injected causes."""
 
 from __future__ import annotations
 
+import math
+
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
 from telemetry.correlate.sql import ROLLUP_WINDOW, rollup_table
@@ -26,8 +28,7 @@ def network_bound(ctx: Context) -> list[Finding]:
         if rollup
         else f"{ctx.table('attributed_flow')} WHERE {ctx.where('attributed_flow')}"
     )
-    out = []
-    for r in ctx.rows(
+    jobs = ctx.rows(
         f"""
         WITH port_util AS (  -- busy ports only: a job qualifies through its busiest port
             SELECT switch, port, avg(tx_utilization_ratio) AS util FROM {ctx.table("switch_port_sample")}
@@ -55,14 +56,28 @@ def network_bound(ctx: Context) -> list[Finding]:
         HAVING hot_util >= {{busy:Float64}}
         ORDER BY ns, job""",
         {"busy": busy},
-    ):
-        gpu = ctx.rows(
-            f"SELECT avg(util) AS u FROM (SELECT node, avg(utilization_ratio) AS util FROM {ctx.table('gpu_sample')} "
-            "WHERE cluster = {cluster:String} AND ts >= {ws:DateTime64(3, 'UTC')} AND ts < {we:DateTime64(3, 'UTC')} "
-            "AND up = 1 AND node IN {nodes:Array(String)} GROUP BY node)",
-            {"nodes": r["nodes"]},
-        )[0]["u"]
-        if gpu is None or gpu >= idle:
+    )
+    # each node's mean GPU utilization, read once for every job's nodes
+    util = (
+        {
+            g["node"]: float(g["util"])
+            for g in ctx.rows(
+                f"""SELECT node, avg(utilization_ratio) AS util FROM {ctx.table("gpu_sample")}
+                    WHERE {ctx.where("gpu_sample")} AND up = 1 AND node IN {{nodes:Array(String)}}
+                    GROUP BY node""",
+                {"nodes": sorted({n for r in jobs for n in r["nodes"]})},
+            )
+            if g["util"] is not None  # a node whose samples lack it: left out, as avg() does
+        }
+        if jobs
+        else {}
+    )
+    out = []
+    for r in jobs:
+        # the mean over the job's nodes of each node's mean (NaN without samples, as SQL's avg)
+        mine = [util[n] for n in r["nodes"] if n in util]
+        gpu = sum(mine) / len(mine) if mine else math.nan
+        if gpu >= idle:
             continue
         key = f"{r['ns']}/{r['job']}"
         out.append(

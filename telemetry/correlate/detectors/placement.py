@@ -16,8 +16,11 @@ from telemetry.text import human_bytes
 
 
 def _jobs(ctx: Context) -> list[dict[str, Any]]:
-    """Jobs with pods placed in the window: their nodes and networkTopology constraint."""
-    return ctx.rows(f"""
+    """Jobs with pods placed in the window: their nodes and networkTopology constraint (read
+    once per tick: both placement detectors judge the same window)."""
+    return ctx.cached(
+        f"placement_jobs@{ctx.window.start.isoformat()}/{ctx.window.end.isoformat()}",
+        lambda: ctx.rows(f"""
         SELECT p.namespace AS namespace, p.job AS job, groupUniqArray(p.node) AS nodes,
                any(j.topology_mode) AS mode, any(j.highest_tier_allowed) AS tier_allowed,
                any(j.highest_tier_name) AS tier_name
@@ -32,7 +35,8 @@ def _jobs(ctx: Context) -> list[dict[str, Any]]:
                    GROUP BY namespace, job) AS j
           ON p.namespace = j.namespace AND p.job = j.job
         GROUP BY p.namespace, p.job
-        ORDER BY namespace, job""")
+        ORDER BY namespace, job"""),
+    )
 
 
 def span_tier(anc: Ancestry, nodes: list[str]) -> tuple[str, int | None]:
@@ -43,19 +47,36 @@ def span_tier(anc: Ancestry, nodes: list[str]) -> tuple[str, int | None]:
     return (common[0], anc.tiers[common[0]]) if common else ("", None)
 
 
-def _flow_bytes(ctx: Context, ns: str, job: str, condition: str, **params: Any) -> int:
-    """Bytes the job's pods sent on flows meeting `condition` over the flow window: the trailing
-    `sliding.flow_seconds` before the tick. The placement detectors judge what is placed now (a
-    one-interval window) but sampled flows are sparse, so the bytes they charge are counted over
-    the window the flow detectors use (10 s of 1:16k samples often holds none)."""
-    (r,) = ctx.rows(
-        f"""
-        SELECT sum(bytes) AS b FROM {ctx.table("attributed_flow")}
-        WHERE cluster = {{cluster:String}} AND {time_range("attributed_flow", lo="fws")}
-          AND src_namespace = {{ns:String}} AND src_job = {{job:String}} AND {condition}""",
-        {"ns": ns, "job": job, "fws": ctx.window.end - timedelta(seconds=_flow_s(ctx)), **params},
-    )
-    return int(r["b"] or 0)
+# the bytes a job's pods sent over the flow window, per what the placement detectors tell apart:
+# (lca_tier, whether the destination is a known pod, whether it crossed scalable units) -> bytes
+_FlowSplit = dict[tuple[int, bool, bool], int]
+
+
+def _flow_split(ctx: Context, ns: str, job: str) -> _FlowSplit:
+    """The job's bytes over the flow window (the trailing `sliding.flow_seconds` before the tick)
+    split as _FlowSplit says. The placement detectors judge what is placed now (a one-interval
+    window) but sampled flows are sparse, so the bytes they charge are counted over the window
+    the flow detectors use (10 s of 1:16k samples often holds none). Every job's split is read in
+    one statement per tick, shared by both detectors (a job's own statement each was most of
+    their cost)."""
+
+    def read() -> dict[tuple[str, str], _FlowSplit]:
+        out: dict[tuple[str, str], _FlowSplit] = {}
+        for r in ctx.rows(
+            f"""
+            SELECT src_namespace AS ns, src_job AS job, lca_tier, dst_pod != '' AS to_pod,
+                   src_su != dst_su AND dst_su != '' AS between_sus, sum(bytes) AS b
+            FROM {ctx.table("attributed_flow")}
+            WHERE cluster = {{cluster:String}} AND {time_range("attributed_flow", lo="fws")}
+            GROUP BY ns, job, lca_tier, to_pod, between_sus""",
+            {"fws": ctx.window.end - timedelta(seconds=_flow_s(ctx))},
+        ):
+            split = out.setdefault((r["ns"], r["job"]), {})
+            split[(int(r["lca_tier"]), bool(r["to_pod"]), bool(r["between_sus"]))] = int(r["b"])
+        return out
+
+    got = ctx.cached(f"placement_flows@{ctx.window.end.isoformat()}", read)
+    return got.get((ns, job), {})
 
 
 def _flow_s(ctx: Context) -> int:
@@ -63,13 +84,13 @@ def _flow_s(ctx: Context) -> int:
 
 
 def _crossed_bytes(ctx: Context, ns: str, job: str, above: int) -> int:
-    return _flow_bytes(
-        ctx, ns, job, "(lca_tier > {t:UInt8} OR lca_tier = 0) AND dst_pod != ''", t=above
-    )
+    """Bytes to the job's pods between HyperNodes above tier `above` (or none in common)."""
+    split = _flow_split(ctx, ns, job).items()
+    return sum(b for (tier, to_pod, _), b in split if to_pod and (tier > above or tier == 0))
 
 
 def _between_sus_bytes(ctx: Context, ns: str, job: str) -> int:
-    return _flow_bytes(ctx, ns, job, "src_su != dst_su AND dst_su != ''")
+    return sum(b for (_, _, between), b in _flow_split(ctx, ns, job).items() if between)
 
 
 # flows: the bytes that crossed the tier are their evidence (read over sliding.flow_seconds)
