@@ -201,13 +201,14 @@ def activity_sql(
         GROUP BY {tick}`{device}`"""
 
 
-def tick_join(ctx: Context, kind: str) -> str:
+def tick_join(ctx: Context, kind: str, ms: str = "") -> str:
     """Set-based evaluation (Context.ticks): an ARRAY JOIN clause that repeats each row of
     `kind` once for every judged tick whose trailing window [tick - lookback, tick) holds it, as
     `tick` (the tick's epoch milliseconds; ticks are multiples of sliding.interval_seconds since
     the epoch, engine.ticks). The lookback is the span from the context's window start to its
-    first tick. Bound with tick_params()."""
-    col = f"toUnixTimestamp64Milli(`{KINDS[kind].time_field}`)"
+    first tick. `ms`: the row's time as epoch milliseconds, where it is not the kind's time
+    column (a rollup's interval). Bound with tick_params()."""
+    col = ms or f"toUnixTimestamp64Milli(`{KINDS[kind].time_field}`)"
     step = interval_ms(ctx)
     lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
     return (
