@@ -142,6 +142,47 @@ def network_bound_over(ctx: Context) -> dict[datetime, list[Finding]]:
     return per_tick(ctx, jobs, lambda c, rows: _bound_findings(c, rows, util))
 
 
+def _detour_rows(ctx: Context, over: bool) -> list[dict[str, Any]]:
+    """Nodes with a GPU without a NIC on its PCIe switch (the latest affinity before the tick)
+    whose pods sent RDMA in the window, with what they sent and received: per judged tick when
+    `over` (a `tick` column, timebase.tick_join). The pod samples are each side's first five
+    by name: the same whatever order the rows are read in."""
+    t, only, flow_join = "", "", ""
+    # the affinity as of each judged tick: a row counts at every tick after it
+    affinity_ticks = (
+        "ARRAY JOIN arrayFilter(k -> toUnixTimestamp64Milli(ts) < k, {ticks:Array(Int64)}) AS tick"
+    )
+    if over:
+        t, only = "tick, ", " AND tick IN {ticks:Array(Int64)}"
+        flow_join = tick_join(ctx, "attributed_flow")
+    on = "a.tick = {0}.tick AND " if over else ""
+    return ctx.rows(
+        f"""
+        SELECT {"a.tick AS tick, " if over else ""}a.node AS node, groupUniqArray(a.gpu) AS gpus,
+               any(f.bytes) AS bytes, any(f.pods) AS pods,
+               any(rx.bytes) AS rx_bytes, any(rx.pods) AS rx_pods
+        FROM (SELECT {t}node, gpu, argMax(direct_nic, ts) AS direct
+              FROM {ctx.table("gpu_nic_affinity")} {affinity_ticks if over else ""}
+              WHERE cluster = {{cluster:String}} AND ts < {{we:DateTime64(3, 'UTC')}}
+              GROUP BY {t}node, gpu) AS a
+        INNER JOIN (SELECT {t}src_node AS node, sum(bytes) AS bytes,
+                           arraySlice(arraySort(groupUniqArray(concat(src_namespace, '/', src_pod))), 1, 5) AS pods
+                    FROM {ctx.table("attributed_flow")} {flow_join}
+                    WHERE {ctx.where("attributed_flow")}{only}
+                      AND rdma AND src_node != ''
+                    GROUP BY {t}src_node) AS f ON {on.format("f")}a.node = f.node
+        LEFT JOIN (SELECT {t}dst_node AS node, sum(bytes) AS bytes,
+                          arraySlice(arraySort(groupUniqArray(concat(dst_namespace, '/', dst_pod))), 1, 5) AS pods
+                   FROM {ctx.table("attributed_flow")} {flow_join}
+                   WHERE {ctx.where("attributed_flow")}{only}
+                     AND rdma AND dst_node != ''
+                   GROUP BY {t}dst_node) AS rx ON {on.format("rx")}a.node = rx.node
+        WHERE a.direct = 0
+        GROUP BY {t}node ORDER BY {t}node""",
+        tick_params(ctx) if over else None,
+    )
+
+
 @detector(
     "gpu_without_direct_nic",
     category="placement",
@@ -153,26 +194,20 @@ def gpu_without_direct_nic(ctx: Context) -> list[Finding]:
     through host memory. The evidence adds what the node receives: NCCL's PXN lets such a GPU
     send through a peer GPU's NIC over NVLink, but received data still lands through the CPU
     (a receive-side detour PXN does not remove), and whether the node's pods disable PXN."""
+    return _detours(ctx, _detour_rows(ctx, over=False))
+
+
+@over_ticks("gpu_without_direct_nic")
+def gpu_without_direct_nic_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    return per_tick(ctx, _detour_rows(ctx, over=True), _detours)
+
+
+def _detours(ctx: Context, rows: list[dict[str, Any]]) -> list[Finding]:
     out = []
-    for r in ctx.rows(f"""
-        SELECT a.node AS node, groupUniqArray(a.gpu) AS gpus, any(f.bytes) AS bytes, any(f.pods) AS pods,
-               any(rx.bytes) AS rx_bytes, any(rx.pods) AS rx_pods
-        FROM (SELECT node, gpu, argMax(direct_nic, ts) AS direct FROM {ctx.table("gpu_nic_affinity")}
-              WHERE cluster = {{cluster:String}} AND ts < {{we:DateTime64(3, 'UTC')}} GROUP BY node, gpu) AS a
-        INNER JOIN (SELECT src_node AS node, sum(bytes) AS bytes, groupUniqArray(5)(concat(src_namespace, '/', src_pod)) AS pods
-                    FROM {ctx.table("attributed_flow")}
-                    WHERE {ctx.where("attributed_flow")}
-                      AND rdma AND src_node != ''
-                    GROUP BY src_node) AS f ON a.node = f.node
-        LEFT JOIN (SELECT dst_node AS node, sum(bytes) AS bytes, groupUniqArray(5)(concat(dst_namespace, '/', dst_pod)) AS pods
-                   FROM {ctx.table("attributed_flow")}
-                   WHERE {ctx.where("attributed_flow")}
-                     AND rdma AND dst_node != ''
-                   GROUP BY dst_node) AS rx ON a.node = rx.node
-        WHERE a.direct = 0
-        GROUP BY node ORDER BY node"""):
+    pxn_of = _pxn_disabled(ctx, [r["node"] for r in rows])
+    for r in rows:
         rx = int(r["rx_bytes"] or 0)
-        pxn = _pxn_disabled(ctx, r["node"])
+        pxn = pxn_of.get(r["node"], [])
         detour = (
             f"; it receives {rx / 1e9:.2f} GB, which lands through host memory whatever PXN does"
             if rx
@@ -199,22 +234,27 @@ def gpu_without_direct_nic(ctx: Context) -> list[Finding]:
     return out
 
 
-def _pxn_disabled(ctx: Context, node: str) -> list[str]:
-    """Pods on the node whose NCCL_PXN_DISABLE=1 (their sends detour too), from nccl_settings."""
-    rows = ctx.rows(
+def _pxn_disabled(ctx: Context, nodes: list[str]) -> dict[str, list[str]]:
+    """Per node, its pods whose NCCL_PXN_DISABLE=1 (their sends detour too), from
+    nccl_settings: every node's in one statement."""
+    if not nodes:
+        return {}
+    out: dict[str, list[str]] = {}
+    for x in ctx.rows(
         f"""
-        SELECT DISTINCT concat(s.namespace, '/', s.pod) AS pod
+        SELECT DISTINCT p.node AS node, concat(s.namespace, '/', s.pod) AS pod
         FROM (SELECT * FROM {ctx.table("nccl_setting", final=True)}
               WHERE cluster = {{cluster:String}} AND name = 'NCCL_PXN_DISABLE') AS s
-        INNER JOIN (SELECT namespace, pod FROM {ctx.table("pod", final=True)}
-                    WHERE cluster = {{cluster:String}} AND node = {{node:String}}
+        INNER JOIN (SELECT namespace, pod, node FROM {ctx.table("pod", final=True)}
+                    WHERE cluster = {{cluster:String}} AND node IN {{nodes:Array(String)}}
                       AND valid_from < {{we:DateTime64(3, 'UTC')}}
                       AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})) AS p
           ON s.namespace = p.namespace AND s.pod = p.pod
         WHERE s.value = '1'
           AND s.valid_from < {{we:DateTime64(3, 'UTC')}}
           AND (s.valid_to IS NULL OR s.valid_to > {{ws:DateTime64(3, 'UTC')}})
-        ORDER BY pod""",
-        {"node": node},
-    )
-    return [str(x["pod"]) for x in rows]
+        ORDER BY node, pod""",
+        {"nodes": sorted(set(nodes))},
+    ):
+        out.setdefault(str(x["node"]), []).append(str(x["pod"]))
+    return out

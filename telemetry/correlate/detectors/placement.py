@@ -5,12 +5,13 @@ attributed flows (so every byte is charged to the pod that held the IP at that m
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from telemetry.correlate.attribution import Ancestry
 from telemetry.correlate.findings import Finding
-from telemetry.correlate.registry import Context, detector
+from telemetry.correlate.registry import Context, detector, over_ticks
+from telemetry.correlate.timebase import per_tick, tick_join, tick_params
 from telemetry.store import time_range
 from telemetry.text import human_bytes
 
@@ -186,18 +187,39 @@ def job_spans_su(ctx: Context) -> list[Finding]:
     return out
 
 
+def _rdma_pairs(ctx: Context, over: bool) -> list[dict[str, Any]]:
+    """RDMA flows between two tenants' pods over the window, per pod pair (and judged tick when
+    `over`: a `tick` column, timebase.tick_join), most bytes first. The sample of destination
+    QPs is the pair's lowest five: the same whatever order the rows are read in."""
+    t = "tick, " if over else ""
+    return ctx.rows(
+        f"""
+        SELECT {t}src_namespace, src_pod, dst_namespace, dst_pod, min(src_ip) AS src_ip,
+               min(dst_ip) AS dst_ip, sum(bytes) AS bytes, count() AS samples,
+               arraySlice(arraySort(groupUniqArray(dest_qp)), 1, 5) AS qps
+        FROM {ctx.table("attributed_flow")} {tick_join(ctx, "attributed_flow") if over else ""}
+        WHERE {ctx.where("attributed_flow")}{" AND tick IN {ticks:Array(Int64)}" if over else ""}
+          AND rdma AND src_namespace != '' AND dst_namespace != '' AND src_namespace != dst_namespace
+        GROUP BY {t}src_namespace, src_pod, dst_namespace, dst_pod
+        ORDER BY {t}bytes DESC, src_namespace, src_pod, dst_namespace, dst_pod""",
+        tick_params(ctx) if over else None,
+    )
+
+
 @detector("cross_tenant_rdma", needs=("flow_sample",), lookback=("sliding.flow_seconds",))
 def cross_tenant_rdma(ctx: Context) -> list[Finding]:
+    return _cross_tenant(ctx, _rdma_pairs(ctx, over=False))
+
+
+@over_ticks("cross_tenant_rdma")
+def cross_tenant_rdma_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    return per_tick(ctx, _rdma_pairs(ctx, over=True), _cross_tenant)
+
+
+def _cross_tenant(ctx: Context, rows: list[dict[str, Any]]) -> list[Finding]:
     out = []
     pairs: dict[str, dict[str, Any]] = defaultdict(dict)
-    for r in ctx.rows(f"""
-        SELECT src_namespace, src_pod, dst_namespace, dst_pod, any(src_ip) AS src_ip, any(dst_ip) AS dst_ip,
-               sum(bytes) AS bytes, count() AS samples, groupUniqArray(5)(dest_qp) AS qps
-        FROM {ctx.table("attributed_flow")}
-        WHERE {ctx.where("attributed_flow")}
-          AND rdma AND src_namespace != '' AND dst_namespace != '' AND src_namespace != dst_namespace
-        GROUP BY src_namespace, src_pod, dst_namespace, dst_pod
-        ORDER BY bytes DESC"""):
+    for r in rows:
         key = f"{r['src_namespace']}/{r['src_pod']}->{r['dst_namespace']}/{r['dst_pod']}"
         pairs[key] = r
     for key, r in pairs.items():
