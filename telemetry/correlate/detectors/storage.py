@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from telemetry.correlate.findings import Finding
-from telemetry.correlate.registry import Context, detector
+from telemetry.correlate.registry import Context, detector, over_ticks
+from telemetry.correlate.timebase import per_tick, tick_join, tick_params
 from telemetry.text import human_bytes
 
 
@@ -12,19 +16,50 @@ def _host(addr: str) -> str:
     return host.lstrip("/")
 
 
+def _sample(col: str, n: int) -> str:
+    """SQL: the group's `n` lowest distinct values of `col`, the same in any read order (a
+    set-based statement reads a window's rows in another order than its tick's own)."""
+    return f"arraySlice(arraySort(groupUniqArray({col})), 1, {n})"
+
+
+def _over(ctx: Context, kind: str, over: bool) -> tuple[str, str, str]:
+    """The `tick, ` key, the ARRAY JOIN and the judged-ticks filter of a set-based statement
+    over `kind` (timebase.tick_join), or nothing."""
+    if not over:
+        return "", "", ""
+    return "tick, ", tick_join(ctx, kind), " AND tick IN {ticks:Array(Int64)}"
+
+
+def _read_rows(ctx: Context, over: bool) -> list[dict[str, Any]]:
+    t, join, only = _over(ctx, "hdfs_transfer", over)
+    return ctx.rows(
+        f"""
+        SELECT {t}dest, src_idc, dest_idc, sum(bytes) AS bytes, count() AS reads,
+               {_sample("block_id", 10)} AS blocks, {_sample("datanode", 10)} AS datanodes,
+               {_sample("client_id", 5)} AS clients
+        FROM {ctx.table("hdfs_transfer")} {join}
+        WHERE {ctx.where("hdfs_transfer")}{only}
+          AND op = 'HDFS_READ' AND cross_idc
+        GROUP BY {t}dest, src_idc, dest_idc
+        ORDER BY {t}bytes DESC, dest, src_idc, dest_idc""",
+        tick_params(ctx) if over else None,
+    )
+
+
 @detector("hdfs_cross_idc_read", needs=("hdfs_transfer",), lookback=("sliding.flow_seconds",))
 def cross_idc_read(ctx: Context) -> list[Finding]:
+    return _cross_idc_reads(ctx, _read_rows(ctx, over=False))
+
+
+@over_ticks("hdfs_cross_idc_read")
+def cross_idc_read_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    return per_tick(ctx, _read_rows(ctx, over=True), _cross_idc_reads)
+
+
+def _cross_idc_reads(ctx: Context, rows: list[dict[str, Any]]) -> list[Finding]:
     floor = float(ctx.t("hdfs.cross_idc_read_bytes"))
     out = []
-    for r in ctx.rows(f"""
-        SELECT dest, src_idc, dest_idc, sum(bytes) AS bytes, count() AS reads,
-               groupUniqArray(10)(block_id) AS blocks, groupUniqArray(10)(datanode) AS datanodes,
-               groupUniqArray(5)(client_id) AS clients
-        FROM {ctx.table("hdfs_transfer")}
-        WHERE {ctx.where("hdfs_transfer")}
-          AND op = 'HDFS_READ' AND cross_idc
-        GROUP BY dest, src_idc, dest_idc
-        ORDER BY bytes DESC"""):
+    for r in rows:
         if r["bytes"] < floor:
             continue
         client = _host(r["dest"])
@@ -48,22 +83,38 @@ def cross_idc_read(ctx: Context) -> list[Finding]:
     return out
 
 
+def _violation_rows(ctx: Context, over: bool) -> list[dict[str, Any]]:
+    t, join, only = _over(ctx, "hdfs_block_placement", over)
+    return ctx.rows(
+        f"""
+        SELECT {t}path, count() AS blocks, {_sample("block_id", 10)} AS sample,
+               {_sample("reason", 5)} AS reasons, {_sample("replicas_by_idc", 5)} AS layouts
+        FROM (
+            SELECT {t}path, block_id, argMax(reason, ts) AS reason, argMax(replicas_by_idc, ts) AS replicas_by_idc,
+                   argMax(violation, ts) AS violation
+            FROM {ctx.table("hdfs_block_placement")} {join}
+            WHERE {ctx.where("hdfs_block_placement")}{only}
+            GROUP BY {t}path, block_id
+        )
+        WHERE violation
+        GROUP BY {t}path ORDER BY {t}path""",
+        tick_params(ctx) if over else None,
+    )
+
+
 @detector(
     "hdfs_replica_violation", needs=("hdfs_block_placement",), lookback=("sliding.flow_seconds",)
 )
 def replica_violation(ctx: Context) -> list[Finding]:
-    rows = ctx.rows(f"""
-        SELECT path, count() AS blocks, groupUniqArray(10)(block_id) AS sample, groupUniqArray(5)(reason) AS reasons,
-               groupUniqArray(5)(replicas_by_idc) AS layouts
-        FROM (
-            SELECT path, block_id, argMax(reason, ts) AS reason, argMax(replicas_by_idc, ts) AS replicas_by_idc,
-                   argMax(violation, ts) AS violation
-            FROM {ctx.table("hdfs_block_placement")}
-            WHERE {ctx.where("hdfs_block_placement")}
-            GROUP BY path, block_id
-        )
-        WHERE violation
-        GROUP BY path ORDER BY path""")
+    return _violations(ctx, _violation_rows(ctx, over=False))
+
+
+@over_ticks("hdfs_replica_violation")
+def replica_violation_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    return per_tick(ctx, _violation_rows(ctx, over=True), _violations)
+
+
+def _violations(ctx: Context, rows: list[dict[str, Any]]) -> list[Finding]:
     return [
         ctx.finding(
             "warning",
