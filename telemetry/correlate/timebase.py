@@ -119,6 +119,8 @@ def covered_sql(
     conditions: Mapping[str, str],
     values: Mapping[str, str] | None = None,
     where: str = "",
+    *,
+    over: bool = False,
 ) -> str:
     """Per series of `kind`: for each of `conditions` (name -> SQL condition on a sample) the
     seconds covered by the window's samples where it held (`<name>_s`), the seconds covered by
@@ -126,9 +128,23 @@ def covered_sql(
     window's samples). A sample covers the time since its series' previous sample (even one just
     before the window), at most what a sample stands for (see aligned_sql); a series' first
     sample ever covers its median spacing (one interval when it has none). A duplicated sample
-    covers nothing."""
+    covers nothing. `over`: set-based (Context.ticks), per judged tick (a `tick` column first)
+    over that tick's window and the lead before it, as the per-tick statement reads them (each
+    tick's rows partitioned apart: a series' spacing is its spacing in that tick's rows); bound
+    with tick_params()."""
     col = f"`{KINDS[kind].time_field}`"
     k = _cols(keys)
+    tick, join, first = "", "", f"{col} >= {{ws:DateTime64(3, 'UTC')}}"
+    if over:
+        lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+        tick, join = "tick, ", tick_join(ctx, kind, lead=lead_ms(ctx))
+        where = (
+            f"({where}) AND tick IN {{ticks:Array(Int64)}}"
+            if where
+            else "tick IN {ticks:Array(Int64)}"
+        )
+        first = f"t >= tick - {lookback}"  # the tick's own window, past its lead
+        k = f"tick, {k}"
     step = interval_ms(ctx)
     conds = ", ".join(f"({c}) AS `_c_{n}`" for n, c in conditions.items())
     sums = ", ".join(f"sumIf(cover, `_c_{n}`) / 1000 AS `{n}_s`" for n in conditions)
@@ -142,15 +158,15 @@ def covered_sql(
                 SELECT *, medianExactIf(t - prev_t, prev_t >= 0 AND t > prev_t)
                               OVER (PARTITION BY {k}) AS spacing
                 FROM (
-                    SELECT *, toUnixTimestamp64Milli({col}) AS t, {conds},
+                    SELECT *, {tick}toUnixTimestamp64Milli({col}) AS t, {conds},
                            lagInFrame(toUnixTimestamp64Milli({col}), 1, toInt64(-1)) OVER (
                                PARTITION BY {k} ORDER BY {col}
                                ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS prev_t
-                    FROM {ctx.table(kind)}
+                    FROM {ctx.table(kind)} {join}
                     WHERE {_window_with_lead(ctx, kind, where)}
                 )
             )
-            WHERE {col} >= {{ws:DateTime64(3, 'UTC')}}
+            WHERE {first}
         )
         GROUP BY {k}"""
 
@@ -201,16 +217,17 @@ def activity_sql(
         GROUP BY {tick}`{device}`"""
 
 
-def tick_join(ctx: Context, kind: str, ms: str = "") -> str:
+def tick_join(ctx: Context, kind: str, ms: str = "", *, lead: int = 0) -> str:
     """Set-based evaluation (Context.ticks): an ARRAY JOIN clause that repeats each row of
     `kind` once for every judged tick whose trailing window [tick - lookback, tick) holds it, as
     `tick` (the tick's epoch milliseconds; ticks are multiples of sliding.interval_seconds since
     the epoch, engine.ticks). The lookback is the span from the context's window start to its
     first tick. `ms`: the row's time as epoch milliseconds, where it is not the kind's time
-    column (a rollup's interval). Bound with tick_params()."""
+    column (a rollup's interval). `lead`: milliseconds more before each window (the samples that
+    stand for its first instants, lead_ms). Bound with tick_params()."""
     col = ms or f"toUnixTimestamp64Milli(`{KINDS[kind].time_field}`)"
     step = interval_ms(ctx)
-    lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+    lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000) + lead
     return (
         f"ARRAY JOIN arrayFilter(k -> k >= {{first_tick:Int64}} AND k <= {{last_tick:Int64}}, "
         f"arrayMap(i -> i * {step}, range(intDiv({col}, {step}) + 1, "

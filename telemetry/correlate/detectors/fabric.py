@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from telemetry.correlate.sql import (
 )
 from telemetry.correlate.timebase import (
     aligned_sql,
+    by_tick,
     covered_sql,
     per_tick,
     rows_at,
@@ -498,23 +500,10 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     return out
 
 
-@detector(
-    "dci_near_capacity",
-    category="storage",
-    needs=("switch_port_sample",),
-    lookback=("dci.min_seconds", "sliding.interval_seconds"),
-)
-def dci_near_capacity(ctx: Context) -> list[Finding]:
-    """A data-center interconnect link (a port whose role is 'dci' and whose LLDP peer is a switch)
-    transmitting near capacity for long enough; the evidence splits the HDFS cross-IDC share by
-    operation."""
-    limit = float(ctx.t("dci.near_capacity_ratio"))
-    min_s = float(ctx.t("dci.min_seconds"))
-    roles, peers = roles_and_neighbours(ctx)
-    out = []
-    hdfs: list[dict[str, Any]] | None = None
-    # how long each DCI port was near capacity: the time its own samples cover (timebase.py)
-    for r in ctx.rows(
+def _dci_rows(ctx: Context, over: bool) -> list[dict[str, Any]]:
+    """How long each DCI port was near capacity: the time its own samples cover (timebase.py);
+    per judged tick when `over` (a `tick` column)."""
+    return ctx.rows(
         covered_sql(
             ctx,
             "switch_port_sample",
@@ -526,20 +515,98 @@ def dci_near_capacity(ctx: Context) -> list[Finding]:
                 "peak": "max(tx_utilization_ratio)",
             },
             where="role = 'dci'",
+            over=over,
         )
-        + " HAVING hot_s > 0 ORDER BY switch, port",
-        {"limit": limit},
+        + f" HAVING hot_s > 0 ORDER BY {'tick, ' if over else ''}switch, port",
+        {"limit": float(ctx.t("dci.near_capacity_ratio")), **(tick_params(ctx) if over else {})},
+    )
+
+
+def _hdfs_split_sql(ctx: Context, over: bool) -> str:
+    """The window's cross-IDC HDFS bytes by operation and write mode (per judged tick, `over`)."""
+    t = "tick, " if over else ""
+    join = tick_join(ctx, "hdfs_transfer") if over else ""
+    only = " AND tick IN {ticks:Array(Int64)}" if over else ""
+    return f"""
+        SELECT {t}op, write_mode, sum(bytes) AS bytes
+        FROM {ctx.table("hdfs_transfer")} {join}
+        WHERE {ctx.where("hdfs_transfer")} AND cross_idc{only}
+        GROUP BY {t}op, write_mode ORDER BY {t}bytes DESC, op, write_mode"""
+
+
+@detector(
+    "dci_near_capacity",
+    category="storage",
+    needs=("switch_port_sample",),
+    lookback=("dci.min_seconds", "sliding.interval_seconds"),
+)
+def dci_near_capacity(ctx: Context) -> list[Finding]:
+    """A data-center interconnect link (a port whose role is 'dci' and whose LLDP peer is a switch)
+    transmitting near capacity for long enough; the evidence splits the HDFS cross-IDC share by
+    operation."""
+    rows = _dci_rows(ctx, over=False)
+    if not rows:
+        return []
+    roles, peers = roles_and_neighbours(ctx)
+    return _dci_findings(ctx, rows, roles, peers, lambda: ctx.rows(_hdfs_split_sql(ctx, False)))
+
+
+@over_ticks("dci_near_capacity")
+def dci_near_capacity_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    hot = rows_at(ctx, _dci_rows(ctx, over=True))
+    if not any(hot.values()):
+        return {}
+    at = by_tick(ctx)
+    roles: dict[datetime, dict[str, str]] = {t: {} for t in ctx.ticks}
+    for r in ctx.rows(
+        f"""SELECT tick, switch, topK(1)(role)[1] AS role
+            FROM {ctx.table("switch_port_sample")} {tick_join(ctx, "switch_port_sample")}
+            WHERE {ctx.where("switch_port_sample")} AND tick IN {{ticks:Array(Int64)}}
+            GROUP BY tick, switch""",
+        tick_params(ctx),
     ):
+        roles[at[r["tick"]]][r["switch"]] = r["role"]
+    peers = lldp_peers_at(ctx)
+    split: dict[datetime, list[dict[str, Any]]] | None = None
+
+    def hdfs(t: datetime) -> list[dict[str, Any]]:
+        nonlocal split
+        if split is None:  # read once, for every tick, when a tick finds a hot link
+            got = rows_at(ctx, ctx.rows(_hdfs_split_sql(ctx, True), tick_params(ctx)))
+            split = {
+                k: [{c: v for c, v in r.items() if c != "tick"} for r in rs]
+                for k, rs in got.items()
+            }
+        return split[t]
+
+    out = {}
+    for t, rows in hot.items():
+        if rows and (
+            found := _dci_findings(ctx.at(t), rows, roles[t], peers[t], lambda t=t: hdfs(t))
+        ):
+            out[t] = found
+    return out
+
+
+def _dci_findings(
+    ctx: Context,
+    rows: list[dict[str, Any]],
+    roles: dict[str, str],
+    peers: dict[tuple[str, str], tuple[str, str]],
+    read_hdfs: Callable[[], list[dict[str, Any]]],
+) -> list[Finding]:
+    limit = float(ctx.t("dci.near_capacity_ratio"))
+    min_s = float(ctx.t("dci.min_seconds"))
+    out = []
+    hdfs: list[dict[str, Any]] | None = None
+    for r in rows:
         peer = peers.get((r["switch"], r["port"]))
         seconds = float(r["hot_s"])
         if peer is None or peer[0] not in roles or seconds < min_s:
             continue
         subject = f"{port_subject(r['switch'], r['port'])}<->{port_subject(*peer)}"
         if hdfs is None:  # the window's, the same for every hot link: read once
-            hdfs = ctx.rows(f"""
-                SELECT op, write_mode, sum(bytes) AS bytes FROM {ctx.table("hdfs_transfer")}
-                WHERE {ctx.where("hdfs_transfer")} AND cross_idc
-                GROUP BY op, write_mode ORDER BY bytes DESC""")
+            hdfs = read_hdfs()
         out.append(
             ctx.finding(
                 "critical" if (r["peak"] or 0) >= 0.98 else "warning",

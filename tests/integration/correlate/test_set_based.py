@@ -85,6 +85,7 @@ def correlated(
 # the test below, so that their comparison with the loop is not an empty one)
 CONVERTED = {
     "collective_straggler",
+    "dci_near_capacity",
     "cross_tenant_rdma",
     "gpu_without_direct_nic",
     "hdfs_cross_idc_read",
