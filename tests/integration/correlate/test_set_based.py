@@ -84,6 +84,7 @@ def correlated(
 # the detectors given a set-based form by the last change to it (each must find something in
 # the test below, so that their comparison with the loop is not an empty one)
 CONVERTED = {
+    "collective_algorithm_underperforms",
     "collective_straggler",
     "dci_near_capacity",
     "cross_tenant_rdma",
