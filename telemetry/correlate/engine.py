@@ -165,6 +165,8 @@ class Correlator:
         self._judged_until: datetime | None = None  # the latest tick evaluate() judged
         self._late: LateArrivals | None = None  # created by the first rejudge() (follow)
         self.rejudged = 0  # re-judged (detector, tick) pairs, for self-report
+        # _tables() as read once at the start of a batch run (None: read at every tick)
+        self._run_tables: tuple[set[str], set[str]] | None = None
 
     def data_span(self) -> tuple[datetime, datetime] | None:
         """First and last sample time over the kinds detectors read (each by its time column)."""
@@ -196,6 +198,18 @@ class Correlator:
         without a query, and a stretch where nothing changes costs nothing but one write of what
         still holds at its end. The findings are those of evaluating every tick.
         `progress(done, total, note)` follows the ticks."""
+        self._run_tables = self._tables()  # the stored facts do not change during a batch run
+        try:
+            return self._run(start, end, progress)
+        finally:
+            self._run_tables = None
+
+    def _run(
+        self,
+        start: datetime,
+        end: datetime,
+        progress: Callable[[int, int, str], None] | None,
+    ) -> RunResult:
         result = RunResult()
         ts = list(
             ticks(
@@ -555,7 +569,11 @@ class Correlator:
 
     def _tables(self) -> tuple[set[str], set[str]]:
         """The record kinds with rows stored (read from the tables' row counts), and the
-        rollup tables the store has (telemetry/store/rollups.py)."""
+        rollup tables the store has (telemetry/store/rollups.py). A batch run reads them once:
+        what it reads is stored before it starts, and what it writes (attributed flows, rollups of
+        them) only joins kinds already there when there are flows."""
+        if self._run_tables is not None:
+            return self._run_tables
         from telemetry.store.rollups import TABLES as ROLLUP_TABLES
 
         rows = self.store.query_rows(

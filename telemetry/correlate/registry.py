@@ -65,6 +65,13 @@ class Context:
     # trailing window; `window` then spans them all, from the first's start to the last tick
     ticks: tuple[datetime, ...] = ()
 
+    def at(self, tick: datetime) -> Context:
+        """Set-based: this context as the per-tick form sees judged tick `tick` alone (its own
+        trailing window, of the lookback from the window's start to the first tick)."""
+        w = self.window
+        lookback = (self.ticks[0] if self.ticks else w.end) - w.start
+        return dataclasses.replace(self, window=Window(tick - lookback, tick), ticks=())
+
     def t(self, dotted: str) -> Any:
         cur: Any = self.thresholds
         for p in dotted.split("."):

@@ -17,10 +17,14 @@ It reads nothing itself: it writes SQL that detectors run through their Context.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from telemetry.correlate.registry import Context
+
+if TYPE_CHECKING:
+    from telemetry.correlate.findings import Finding
 from telemetry.records import KINDS
 
 
@@ -115,6 +119,8 @@ def covered_sql(
     conditions: Mapping[str, str],
     values: Mapping[str, str] | None = None,
     where: str = "",
+    *,
+    over: bool = False,
 ) -> str:
     """Per series of `kind`: for each of `conditions` (name -> SQL condition on a sample) the
     seconds covered by the window's samples where it held (`<name>_s`), the seconds covered by
@@ -122,9 +128,23 @@ def covered_sql(
     window's samples). A sample covers the time since its series' previous sample (even one just
     before the window), at most what a sample stands for (see aligned_sql); a series' first
     sample ever covers its median spacing (one interval when it has none). A duplicated sample
-    covers nothing."""
+    covers nothing. `over`: set-based (Context.ticks), per judged tick (a `tick` column first)
+    over that tick's window and the lead before it, as the per-tick statement reads them (each
+    tick's rows partitioned apart: a series' spacing is its spacing in that tick's rows); bound
+    with tick_params()."""
     col = f"`{KINDS[kind].time_field}`"
     k = _cols(keys)
+    tick, join, first = "", "", f"{col} >= {{ws:DateTime64(3, 'UTC')}}"
+    if over:
+        lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+        tick, join = "tick, ", tick_join(ctx, kind, lead=lead_ms(ctx))
+        where = (
+            f"({where}) AND tick IN {{ticks:Array(Int64)}}"
+            if where
+            else "tick IN {ticks:Array(Int64)}"
+        )
+        first = f"t >= tick - {lookback}"  # the tick's own window, past its lead
+        k = f"tick, {k}"
     step = interval_ms(ctx)
     conds = ", ".join(f"({c}) AS `_c_{n}`" for n, c in conditions.items())
     sums = ", ".join(f"sumIf(cover, `_c_{n}`) / 1000 AS `{n}_s`" for n in conditions)
@@ -138,15 +158,15 @@ def covered_sql(
                 SELECT *, medianExactIf(t - prev_t, prev_t >= 0 AND t > prev_t)
                               OVER (PARTITION BY {k}) AS spacing
                 FROM (
-                    SELECT *, toUnixTimestamp64Milli({col}) AS t, {conds},
+                    SELECT *, {tick}toUnixTimestamp64Milli({col}) AS t, {conds},
                            lagInFrame(toUnixTimestamp64Milli({col}), 1, toInt64(-1)) OVER (
                                PARTITION BY {k} ORDER BY {col}
                                ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS prev_t
-                    FROM {ctx.table(kind)}
+                    FROM {ctx.table(kind)} {join}
                     WHERE {_window_with_lead(ctx, kind, where)}
                 )
             )
-            WHERE {col} >= {{ws:DateTime64(3, 'UTC')}}
+            WHERE {first}
         )
         GROUP BY {k}"""
 
@@ -197,15 +217,17 @@ def activity_sql(
         GROUP BY {tick}`{device}`"""
 
 
-def tick_join(ctx: Context, kind: str) -> str:
+def tick_join(ctx: Context, kind: str, ms: str = "", *, lead: int = 0) -> str:
     """Set-based evaluation (Context.ticks): an ARRAY JOIN clause that repeats each row of
     `kind` once for every judged tick whose trailing window [tick - lookback, tick) holds it, as
     `tick` (the tick's epoch milliseconds; ticks are multiples of sliding.interval_seconds since
     the epoch, engine.ticks). The lookback is the span from the context's window start to its
-    first tick. Bound with tick_params()."""
-    col = f"toUnixTimestamp64Milli(`{KINDS[kind].time_field}`)"
+    first tick. `ms`: the row's time as epoch milliseconds, where it is not the kind's time
+    column (a rollup's interval). `lead`: milliseconds more before each window (the samples that
+    stand for its first instants, lead_ms). Bound with tick_params()."""
+    col = ms or f"toUnixTimestamp64Milli(`{KINDS[kind].time_field}`)"
     step = interval_ms(ctx)
-    lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+    lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000) + lead
     return (
         f"ARRAY JOIN arrayFilter(k -> k >= {{first_tick:Int64}} AND k <= {{last_tick:Int64}}, "
         f"arrayMap(i -> i * {step}, range(intDiv({col}, {step}) + 1, "
@@ -229,6 +251,32 @@ def by_tick(ctx: Context) -> dict[int, datetime]:
     return {round(t.timestamp() * 1000): t for t in ctx.ticks}
 
 
+def rows_at(ctx: Context, rows: list[dict[str, Any]]) -> dict[datetime, list[dict[str, Any]]]:
+    """A set-based statement's rows (a `tick` column, tick_join) grouped by judged tick, in
+    their order; every judged tick is a key, those without rows hold an empty list."""
+    at = by_tick(ctx)
+    out: dict[datetime, list[dict[str, Any]]] = {t: [] for t in ctx.ticks}
+    for r in rows:
+        out[at[r["tick"]]].append(r)
+    return out
+
+
+def per_tick(
+    ctx: Context,
+    rows: list[dict[str, Any]],
+    make: Callable[[Context, list[dict[str, Any]]], list[Finding]],
+) -> dict[datetime, list[Finding]]:
+    """A detector's set-based answer (registry.over_ticks) from its one statement over the range:
+    `make(ctx.at(t), rows)` with each judged tick's rows (rows_at), as its per-tick form would
+    judge them at that tick alone; a tick without rows, or where `make` finds nothing, is left
+    out (nothing found)."""
+    out = {}
+    for t, got in rows_at(ctx, rows).items():
+        if got and (found := make(ctx.at(t), got)):
+            out[t] = found
+    return out
+
+
 __all__ = [
     "activity_sql",
     "aligned_sql",
@@ -236,6 +284,8 @@ __all__ = [
     "covered_sql",
     "interval_ms",
     "lead_ms",
+    "per_tick",
+    "rows_at",
     "spacing_sql",
     "stale_ms",
     "tick_join",

@@ -8,13 +8,14 @@ thresholds.yaml.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
 from telemetry.correlate.detectors.node import gpu_subject
 from telemetry.correlate.findings import Finding
-from telemetry.correlate.registry import Context, detector
+from telemetry.correlate.registry import Context, detector, over_ticks
+from telemetry.correlate.timebase import per_tick, tick_join, tick_params
 
 _KEYS = "namespace, job, comm_id, collective"
 
@@ -166,6 +167,58 @@ def _ranked_causes(ctx: Context, job: str) -> list[dict[str, Any]]:
     ][:3]
 
 
+def _straggler_rows(ctx: Context, over: bool) -> list[dict[str, Any]]:
+    """Per rank (and judged tick, `over`: its own trailing window, timebase.tick_join) the
+    window's collectives' execution times over the median rank's, among the ranks that qualify
+    as stragglers (see collective_straggler)."""
+    t = "tick, " if over else ""
+    join = tick_join(ctx, "collective_sample") if over else ""
+    only = " AND tick IN {ticks:Array(Int64)}" if over else ""
+    return ctx.rows(
+        f"""
+        SELECT {t}namespace, job, comm_id, collective, rank, any(node) AS node, any(gpu) AS gpu,
+               any(pod) AS pod, count() AS sns, median(r) AS typical_ratio,
+               countIf(r >= 1 + greatest({{least_excess:Float64}}, {{k:Float64}} * noise))
+                   AS slow, any(noise) AS rank_noise
+        FROM (
+            SELECT *, 1.4826 * medianExact(abs(r - 1)) OVER (PARTITION BY {t}{_KEYS}) AS noise
+            FROM (
+                SELECT {t}s.namespace AS namespace, s.job AS job, s.comm_id AS comm_id,
+                       s.collective AS collective, s.rank AS rank, s.node AS node, s.gpu AS gpu,
+                       s.pod AS pod, s.exec_time_seconds / m.med AS r
+                FROM {ctx.table("collective_sample")} AS s {join}
+                INNER JOIN (
+                    SELECT {t}{_KEYS}, coll_sn, median(exec_time_seconds) AS med,
+                           uniqExact(rank) AS ranks
+                    FROM {ctx.table("collective_sample")} {join}
+                    WHERE {ctx.where("collective_sample")}{only}
+                    GROUP BY {t}{_KEYS}, coll_sn
+                ) AS m USING ({t}{_KEYS}, coll_sn)
+                WHERE s.cluster = {{cluster:String}}
+                  AND s.ts >= {{ws:DateTime64(3, 'UTC')}} AND s.ts < {{we:DateTime64(3, 'UTC')}}
+                  AND m.ranks >= {{min_ranks:UInt32}} AND m.med > 0{only}
+            )
+        )
+        GROUP BY {t}namespace, job, comm_id, collective, rank
+        HAVING sns >= {{min_n:UInt32}} AND typical_ratio >= {{ratio:Float64}}
+           AND slow >= {{fraction:Float64}} * sns
+        ORDER BY {t}namespace, job, comm_id, collective, rank
+        -- on a cluster each shard joins its own rows: collective samples are sharded by
+        -- (cluster, job, comm_id, collective), within the join's keys, so a communicator's ranks
+        -- and their medians lie on one shard (the Distributed table read as its local one)
+        SETTINGS distributed_product_mode = 'local'""",
+        {
+            "ratio": float(ctx.t("collective.straggler_ratio")),
+            "fraction": float(ctx.t("collective.straggler_fraction")),
+            "k": float(ctx.t("collective.straggler_noise_factor")),
+            "least_excess": float(ctx.t("collective.straggler_least_excess")),
+            "min_n": int(ctx.t("collective.min_samples")),
+            "min_ranks": int(ctx.t("collective.min_ranks")),
+            **(tick_params(ctx) if over else {}),
+        },
+    )
+
+
 @detector(
     "collective_straggler",
     needs=("collective_sample",),
@@ -180,48 +233,15 @@ def collective_straggler(ctx: Context) -> list[Finding]:
     `collective.min_samples` of them at least, with `collective.min_ranks` ranks reporting): a
     1.15x rank that is slow in most collectives is a straggler, a rank slow in one is not.
     Localized to its node, GPU and the GPU's NIC."""
-    rows = ctx.rows(
-        f"""
-        SELECT namespace, job, comm_id, collective, rank, any(node) AS node, any(gpu) AS gpu,
-               any(pod) AS pod, count() AS sns, median(r) AS typical_ratio,
-               countIf(r >= 1 + greatest({{least_excess:Float64}}, {{k:Float64}} * noise))
-                   AS slow, any(noise) AS rank_noise
-        FROM (
-            SELECT *, 1.4826 * medianExact(abs(r - 1)) OVER (PARTITION BY {_KEYS}) AS noise
-            FROM (
-                SELECT s.namespace AS namespace, s.job AS job, s.comm_id AS comm_id,
-                       s.collective AS collective, s.rank AS rank, s.node AS node, s.gpu AS gpu,
-                       s.pod AS pod, s.exec_time_seconds / m.med AS r
-                FROM {ctx.table("collective_sample")} AS s
-                INNER JOIN (
-                    SELECT {_KEYS}, coll_sn, median(exec_time_seconds) AS med,
-                           uniqExact(rank) AS ranks
-                    FROM {ctx.table("collective_sample")}
-                    WHERE {ctx.where("collective_sample")}
-                    GROUP BY {_KEYS}, coll_sn
-                ) AS m USING ({_KEYS}, coll_sn)
-                WHERE s.cluster = {{cluster:String}}
-                  AND s.ts >= {{ws:DateTime64(3, 'UTC')}} AND s.ts < {{we:DateTime64(3, 'UTC')}}
-                  AND m.ranks >= {{min_ranks:UInt32}} AND m.med > 0
-            )
-        )
-        GROUP BY namespace, job, comm_id, collective, rank
-        HAVING sns >= {{min_n:UInt32}} AND typical_ratio >= {{ratio:Float64}}
-           AND slow >= {{fraction:Float64}} * sns
-        ORDER BY namespace, job, comm_id, collective, rank
-        -- on a cluster each shard joins its own rows: collective samples are sharded by
-        -- (cluster, job, comm_id, collective), within the join's keys, so a communicator's ranks
-        -- and their medians lie on one shard (the Distributed table read as its local one)
-        SETTINGS distributed_product_mode = 'local'""",
-        {
-            "ratio": float(ctx.t("collective.straggler_ratio")),
-            "fraction": float(ctx.t("collective.straggler_fraction")),
-            "k": float(ctx.t("collective.straggler_noise_factor")),
-            "least_excess": float(ctx.t("collective.straggler_least_excess")),
-            "min_n": int(ctx.t("collective.min_samples")),
-            "min_ranks": int(ctx.t("collective.min_ranks")),
-        },
-    )
+    return _stragglers(ctx, _straggler_rows(ctx, over=False))
+
+
+@over_ticks("collective_straggler")
+def collective_straggler_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    return per_tick(ctx, _straggler_rows(ctx, over=True), _stragglers)
+
+
+def _stragglers(ctx: Context, rows: list[dict[str, Any]]) -> list[Finding]:
     out = []
     for r in rows:
         node, gpu = r["node"], _gpu_index(ctx, r["node"], r["gpu"])

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
 from typing import Any
 
 from telemetry.correlate.findings import Finding
-from telemetry.correlate.registry import Context, Window, detector, over_ticks
+from telemetry.correlate.registry import Context, detector, over_ticks
 from telemetry.correlate.sql import (
     among_moved,
     in_params,
@@ -20,7 +19,13 @@ from telemetry.correlate.sql import (
     rollup_values,
     rollup_values_at,
 )
-from telemetry.correlate.timebase import aligned_sql, by_tick, tick_join, tick_params
+from telemetry.correlate.timebase import (
+    aligned_sql,
+    per_tick,
+    rows_at,
+    tick_join,
+    tick_params,
+)
 
 
 def port_subject(switch: str, port: str) -> str:
@@ -117,12 +122,8 @@ def link_flap(ctx: Context) -> list[Finding]:
 
 @over_ticks("link_flap")
 def link_flap_over(ctx: Context) -> dict[datetime, list[Finding]]:
-    at, out = by_tick(ctx), dict[datetime, list[Finding]]()
-    for r in _flap_rows(ctx, over=True):
-        got = _flap_findings(ctx, r)
-        if got:
-            out.setdefault(at[r["tick"]], []).extend(got)
-    return out
+    rows = _flap_rows(ctx, over=True)
+    return per_tick(ctx, rows, lambda c, rs: [f for r in rs for f in _flap_findings(c, r)])
 
 
 def _pfc_rows(
@@ -248,32 +249,18 @@ def pfc_storm_over(ctx: Context) -> dict[datetime, list[Finding]]:
     if got is None:
         return {}
     nics, ports, restricted = got
-    at = by_tick(ctx)
-    per_n: dict[datetime, list[dict[str, Any]]] = {}
-    per_p: dict[datetime, list[dict[str, Any]]] = {}
-    for n in nics:
-        per_n.setdefault(at[n["tick"]], []).append(n)
-    for p in ports:
-        per_p.setdefault(at[p["tick"]], []).append(p)
-    if not any(per_n.values()) and not any(
+    per_n, per_p = rows_at(ctx, nics), rows_at(ctx, ports)
+    if not nics and not any(
         rate(p, "inc_pfc_rx_pause_total") >= float(ctx.t("pfc.storm_pauses_per_second"))
         for p in ports
     ):
         return {}  # no origin at any tick: nothing else to read
     polled = rollup_values_at(ctx, "switch_port_sample", "switch") if restricted else None
     peers = lldp_peers_at(ctx)
-    lookback = ctx.ticks[0] - ctx.window.start
     out = {}
     for t in ctx.ticks:
-        one = dataclasses.replace(ctx, window=Window(t - lookback, t), ticks=())
-        found = _pfc_findings(
-            one,
-            per_n.get(t, []),
-            per_p.get(t, []),
-            peers[t],
-            polled[t] if polled is not None else None,
-        )
-        if found:
+        polled_t = polled[t] if polled is not None else None
+        if found := _pfc_findings(ctx.at(t), per_n[t], per_p[t], peers[t], polled_t):
             out[t] = found
     return out
 
@@ -393,14 +380,8 @@ def ecn_hotspot(ctx: Context) -> list[Finding]:
 @over_ticks("ecn_hotspot")
 def ecn_hotspot_over(ctx: Context) -> dict[datetime, list[Finding]]:
     queues, nic_rows = _ecn_rows(ctx, over=True)
-    at = by_tick(ctx)
-    per_q: dict[datetime, list[dict[str, Any]]] = {}
-    per_n: dict[datetime, list[dict[str, Any]]] = {}
-    for q in queues:
-        per_q.setdefault(at[q["tick"]], []).append(q)
-    for n in nic_rows:
-        per_n.setdefault(at[n["tick"]], []).append(n)
-    return {t: _ecn_findings(ctx, qs, per_n.get(t, [])) for t, qs in per_q.items()}
+    per_n = rows_at(ctx, nic_rows)
+    return per_tick(ctx, queues, lambda c, qs: _ecn_findings(c, qs, per_n[c.window.end]))
 
 
 def _busiest_nics(rows: list[dict[str, Any]], counter: str, floor: float) -> list[dict[str, Any]]:

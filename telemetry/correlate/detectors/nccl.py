@@ -9,18 +9,74 @@ did not show in what the job ran. Thresholds: `collective.algorithm_*`, `low_flo
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from telemetry.correlate.detectors.fabric import port_subject, roles_and_neighbours
 from telemetry.correlate.entropy import collision_probability, qps_needed
 from telemetry.correlate.findings import Finding
-from telemetry.correlate.registry import Context, detector
+from telemetry.correlate.registry import Context, Window, detector, over_ticks
+from telemetry.correlate.timebase import per_tick, tick_join, tick_params
 from telemetry.nccl import env_value, forced_by
 
 _SHAPE = ("collective", "msg_size_bucket", "n_ranks", "n_nodes")
 _TS = "DateTime64(3, 'UTC')"
+
+
+def _algorithm_rows(
+    ctx: Context, over: bool
+) -> tuple[list[dict[str, Any]], dict[tuple[Any, ...], dict[tuple[str, str], dict[str, Any]]]]:
+    """What each communicator ran in the window per shape and algorithm/protocol (its median
+    bus bandwidth), and what each algorithm/protocol reached at those shapes over the reference
+    window, keyed (tick, *shape) with tick 0, or per judged tick when `over` (each tick's
+    reference window is the `collective.algorithm_reference_seconds` before it)."""
+    t = "tick, " if over else ""
+    now = ctx.rows(
+        f"""
+        SELECT {t}namespace, job, comm_id, {", ".join(_SHAPE)}, algorithm, protocol,
+               median(bus_bandwidth_gbs) AS now_gbs, count() AS n
+        FROM {ctx.table("collective_sample")} {tick_join(ctx, "collective_sample") if over else ""}
+        WHERE {ctx.where("collective_sample")} AND job != '' AND algorithm != ''
+              {"AND tick IN {ticks:Array(Int64)}" if over else ""}
+        GROUP BY {t}namespace, job, comm_id, {", ".join(_SHAPE)}, algorithm, protocol
+        HAVING n >= {{min_n:UInt32}}
+        ORDER BY {t}namespace, job, comm_id, {", ".join(_SHAPE)}, algorithm, protocol""",
+        {"min_n": int(ctx.t("collective.min_samples")), **(tick_params(ctx) if over else {})},
+    )
+    if not now:
+        return [], {}
+    ref_s = timedelta(seconds=float(ctx.t("collective.algorithm_reference_seconds")))
+    # the reference window: before each judged tick (tick_join over a context whose lookback
+    # is the reference's)
+    ref = dataclasses.replace(ctx, window=Window(ctx.window.end - ref_s, ctx.window.end))
+    if over:
+        ref = dataclasses.replace(ctx, window=Window(ctx.ticks[0] - ref_s, ctx.ticks[-1]))
+    shapes = sorted({tuple(r[k] for k in _SHAPE) for r in now})
+    reached: dict[tuple[Any, ...], dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
+    for r in ref.rows(
+        f"""
+        SELECT {t}{", ".join(_SHAPE)}, algorithm, protocol,
+               quantileExact({{q:Float64}})(bus_bandwidth_gbs) AS reached_gbs, count() AS n,
+               arraySort(groupUniqArray(concat(namespace, '/', job))) AS jobs
+        FROM {ctx.table("collective_sample")} {tick_join(ref, "collective_sample") if over else ""}
+        WHERE cluster = {{cluster:String}} AND algorithm != '' AND job != ''
+          AND ts >= {{ws:{_TS}}} AND ts < {{we:{_TS}}}
+          AND ({", ".join(_SHAPE)}) IN {{shapes:Array(Tuple(String, String, UInt32, UInt32))}}
+          {"AND tick IN {ticks:Array(Int64)}" if over else ""}
+        GROUP BY {t}{", ".join(_SHAPE)}, algorithm, protocol
+        HAVING n >= {{min_base:UInt32}}""",
+        {
+            "q": float(ctx.t("collective.algorithm_quantile")),
+            "shapes": shapes,
+            "min_base": int(ctx.t("collective.min_baseline_samples")),
+            **(tick_params(ctx) if over else {}),
+        },
+    ):
+        key = (r.pop("tick") if over else 0, *(r[k] for k in _SHAPE))
+        reached[key][(r["algorithm"], r["protocol"])] = r
+    return now, reached
 
 
 @detector(
@@ -35,45 +91,24 @@ def collective_algorithm_underperforms(ctx: Context) -> list[Finding]:
     `collective.algorithm_gap_ratio` less than another algorithm/protocol reaches at the same
     shape, and that runs below that now. The setting that forced it (NCCL_ALGO / NCCL_PROTO of
     the job's pods) is named when there is one."""
+    return _algorithm_findings(ctx, *_algorithm_rows(ctx, over=False))
+
+
+@over_ticks("collective_algorithm_underperforms")
+def collective_algorithm_underperforms_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    now, reached = _algorithm_rows(ctx, over=True)
+    return per_tick(ctx, now, lambda c, rows: _algorithm_findings(c, rows, reached))
+
+
+def _algorithm_findings(
+    ctx: Context,
+    now: list[dict[str, Any]],
+    reached: dict[tuple[Any, ...], dict[tuple[str, str], dict[str, Any]]],
+) -> list[Finding]:
     gap = float(ctx.t("collective.algorithm_gap_ratio"))
-    now = ctx.rows(
-        f"""
-        SELECT namespace, job, comm_id, {", ".join(_SHAPE)}, algorithm, protocol,
-               median(bus_bandwidth_gbs) AS now_gbs, count() AS n
-        FROM {ctx.table("collective_sample")}
-        WHERE {ctx.where("collective_sample")} AND job != '' AND algorithm != ''
-        GROUP BY namespace, job, comm_id, {", ".join(_SHAPE)}, algorithm, protocol
-        HAVING n >= {{min_n:UInt32}}
-        ORDER BY namespace, job, comm_id, {", ".join(_SHAPE)}, algorithm, protocol""",
-        {"min_n": int(ctx.t("collective.min_samples"))},
-    )
-    if not now:
-        return []
-    shapes = sorted({tuple(r[k] for k in _SHAPE) for r in now})
-    reached: dict[tuple[Any, ...], dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
-    for r in ctx.rows(
-        f"""
-        SELECT {", ".join(_SHAPE)}, algorithm, protocol,
-               quantileExact({{q:Float64}})(bus_bandwidth_gbs) AS reached_gbs, count() AS n,
-               arraySort(groupUniqArray(concat(namespace, '/', job))) AS jobs
-        FROM {ctx.table("collective_sample")}
-        WHERE cluster = {{cluster:String}} AND algorithm != '' AND job != ''
-          AND ts >= {{rs:{_TS}}} AND ts < {{we:{_TS}}}
-          AND ({", ".join(_SHAPE)}) IN {{shapes:Array(Tuple(String, String, UInt32, UInt32))}}
-        GROUP BY {", ".join(_SHAPE)}, algorithm, protocol
-        HAVING n >= {{min_base:UInt32}}""",
-        {
-            "q": float(ctx.t("collective.algorithm_quantile")),
-            "rs": ctx.window.end
-            - timedelta(seconds=float(ctx.t("collective.algorithm_reference_seconds"))),
-            "shapes": shapes,
-            "min_base": int(ctx.t("collective.min_baseline_samples")),
-        },
-    ):
-        reached[tuple(r[k] for k in _SHAPE)][(r["algorithm"], r["protocol"])] = r
     out = []
     for r in now:
-        by_algo = reached.get(tuple(r[k] for k in _SHAPE), {})
+        by_algo = reached.get((r.get("tick", 0), *(r[k] for k in _SHAPE)), {})
         mine = by_algo.get((r["algorithm"], r["protocol"]))
         others = [v for k, v in by_algo.items() if k != (r["algorithm"], r["protocol"])]
         if mine is None or not others:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -9,7 +10,7 @@ from telemetry import xid
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector, over_ticks
 from telemetry.correlate.sql import among_moved, in_params, increase_sql, moved_series
-from telemetry.correlate.timebase import by_tick, tick_join, tick_params
+from telemetry.correlate.timebase import per_tick, tick_join, tick_params
 
 # NVML clock-event reason bits (nvml.h, nvmlClocksEventReason*), named so the SQL reads as the
 # driver documents them; which bits count as throttling at all is thresholds.yaml's
@@ -151,10 +152,8 @@ def gpu_lost(ctx: Context) -> list[Finding]:
 
 @over_ticks("gpu_lost")
 def gpu_lost_over(ctx: Context) -> dict[datetime, list[Finding]]:
-    at, out = by_tick(ctx), dict[datetime, list[Finding]]()
-    for r in ctx.rows(_lost_sql(ctx, over=True), tick_params(ctx)):
-        out.setdefault(at[r["tick"]], []).append(_lost_finding(ctx, r))
-    return out
+    rows = ctx.rows(_lost_sql(ctx, over=True), tick_params(ctx))
+    return per_tick(ctx, rows, lambda c, rs: [_lost_finding(c, r) for r in rs])
 
 
 def _throttle_rows(ctx: Context, over: bool) -> list[dict[str, Any]]:
@@ -250,19 +249,15 @@ def _throttle_finding(ctx: Context, r: dict[str, Any], ratio: float) -> Finding 
 @detector("gpu_throttle", needs=("gpu_sample",))
 def gpu_throttle(ctx: Context) -> list[Finding]:
     ratio = float(ctx.t("gpu.throttle_ratio"))
-    found = (_throttle_finding(ctx, r, ratio) for r in _throttle_rows(ctx, over=False))
-    return [f for f in found if f is not None]
+    return _found(ctx, _throttle_rows(ctx, over=False), _throttle_finding, ratio)
 
 
 @over_ticks("gpu_throttle")
 def gpu_throttle_over(ctx: Context) -> dict[datetime, list[Finding]]:
     ratio = float(ctx.t("gpu.throttle_ratio"))
-    at, out = by_tick(ctx), dict[datetime, list[Finding]]()
-    for r in _throttle_rows(ctx, over=True):
-        f = _throttle_finding(ctx, r, ratio)
-        if f is not None:
-            out.setdefault(at[r["tick"]], []).append(f)
-    return out
+    return per_tick(
+        ctx, _throttle_rows(ctx, over=True), lambda c, rs: _found(c, rs, _throttle_finding, ratio)
+    )
 
 
 def _stall_finding(ctx: Context, r: dict[str, Any], limit: float) -> Finding | None:
@@ -302,16 +297,21 @@ def _stall_rows(ctx: Context, over: bool) -> list[dict[str, Any]]:
 @detector("nic_pcie_stall", needs=("nic_sample",))
 def nic_pcie_stall(ctx: Context) -> list[Finding]:
     limit = float(ctx.t("nic.pcie_stalls_per_second"))
-    found = (_stall_finding(ctx, r, limit) for r in _stall_rows(ctx, over=False))
-    return [f for f in found if f is not None]
+    return _found(ctx, _stall_rows(ctx, over=False), _stall_finding, limit)
 
 
 @over_ticks("nic_pcie_stall")
 def nic_pcie_stall_over(ctx: Context) -> dict[datetime, list[Finding]]:
     limit = float(ctx.t("nic.pcie_stalls_per_second"))
-    at, out = by_tick(ctx), dict[datetime, list[Finding]]()
-    for r in _stall_rows(ctx, over=True):
-        f = _stall_finding(ctx, r, limit)
-        if f is not None:
-            out.setdefault(at[r["tick"]], []).append(f)
-    return out
+    return per_tick(
+        ctx, _stall_rows(ctx, over=True), lambda c, rs: _found(c, rs, _stall_finding, limit)
+    )
+
+
+def _found(
+    ctx: Context,
+    rows: list[dict[str, Any]],
+    judge: Callable[[Context, dict[str, Any], float], Finding | None],
+    limit: float,
+) -> list[Finding]:
+    return [f for r in rows if (f := judge(ctx, r, limit)) is not None]

@@ -6,19 +6,23 @@ is charged to the pod that held the IP at that moment)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from telemetry.correlate.attribution import Ancestry
 from telemetry.correlate.findings import Finding
-from telemetry.correlate.registry import Context, detector
+from telemetry.correlate.registry import Context, detector, over_ticks
+from telemetry.correlate.timebase import per_tick, tick_join, tick_params
 from telemetry.store import time_range
 from telemetry.text import human_bytes
 
 
 def _jobs(ctx: Context) -> list[dict[str, Any]]:
-    """Jobs with pods placed in the window: their nodes and networkTopology constraint."""
-    return ctx.rows(f"""
+    """Jobs with pods placed in the window: their nodes and networkTopology constraint (read
+    once per tick: both placement detectors judge the same window)."""
+    return ctx.cached(
+        f"placement_jobs@{ctx.window.start.isoformat()}/{ctx.window.end.isoformat()}",
+        lambda: ctx.rows(f"""
         SELECT p.namespace AS namespace, p.job AS job, groupUniqArray(p.node) AS nodes,
                any(j.topology_mode) AS mode, any(j.highest_tier_allowed) AS tier_allowed,
                any(j.highest_tier_name) AS tier_name
@@ -33,7 +37,8 @@ def _jobs(ctx: Context) -> list[dict[str, Any]]:
                    GROUP BY namespace, job) AS j
           ON p.namespace = j.namespace AND p.job = j.job
         GROUP BY p.namespace, p.job
-        ORDER BY namespace, job""")
+        ORDER BY namespace, job"""),
+    )
 
 
 def span_tier(anc: Ancestry, nodes: list[str]) -> tuple[str, int | None]:
@@ -44,19 +49,36 @@ def span_tier(anc: Ancestry, nodes: list[str]) -> tuple[str, int | None]:
     return (common[0], anc.tiers[common[0]]) if common else ("", None)
 
 
-def _flow_bytes(ctx: Context, ns: str, job: str, condition: str, **params: Any) -> int:
-    """Bytes the job's pods sent on flows meeting `condition` over the flow window: the trailing
-    `sliding.flow_seconds` before the tick. The placement detectors judge what is placed now (a
-    one-interval window) but sampled flows are sparse, so the bytes they charge are counted over
-    the window the flow detectors use (10 s of 1:16k samples often holds none)."""
-    (r,) = ctx.rows(
-        f"""
-        SELECT sum(bytes) AS b FROM {ctx.table("attributed_flow")}
-        WHERE cluster = {{cluster:String}} AND {time_range("attributed_flow", lo="fws")}
-          AND src_namespace = {{ns:String}} AND src_job = {{job:String}} AND {condition}""",
-        {"ns": ns, "job": job, "fws": ctx.window.end - timedelta(seconds=_flow_s(ctx)), **params},
-    )
-    return int(r["b"] or 0)
+# the bytes a job's pods sent over the flow window, per what the placement detectors tell apart:
+# (lca_tier, whether the destination is a known pod, whether it crossed scalable units) -> bytes
+_FlowSplit = dict[tuple[int, bool, bool], int]
+
+
+def _flow_split(ctx: Context, ns: str, job: str) -> _FlowSplit:
+    """The job's bytes over the flow window (the trailing `sliding.flow_seconds` before the tick)
+    split as _FlowSplit says. The placement detectors judge what is placed now (a one-interval
+    window) but sampled flows are sparse, so the bytes they charge are counted over the window
+    the flow detectors use (10 s of 1:16k samples often holds none). Every job's split is read in
+    one statement per tick, shared by both detectors (a job's own statement each was most of
+    their cost)."""
+
+    def read() -> dict[tuple[str, str], _FlowSplit]:
+        out: dict[tuple[str, str], _FlowSplit] = {}
+        for r in ctx.rows(
+            f"""
+            SELECT src_namespace AS ns, src_job AS job, lca_tier, dst_pod != '' AS to_pod,
+                   src_su != dst_su AND dst_su != '' AS between_sus, sum(bytes) AS b
+            FROM {ctx.table("attributed_flow")}
+            WHERE cluster = {{cluster:String}} AND {time_range("attributed_flow", lo="fws")}
+            GROUP BY ns, job, lca_tier, to_pod, between_sus""",
+            {"fws": ctx.window.end - timedelta(seconds=_flow_s(ctx))},
+        ):
+            split = out.setdefault((r["ns"], r["job"]), {})
+            split[(int(r["lca_tier"]), bool(r["to_pod"]), bool(r["between_sus"]))] = int(r["b"])
+        return out
+
+    got = ctx.cached(f"placement_flows@{ctx.window.end.isoformat()}", read)
+    return got.get((ns, job), {})
 
 
 def _flow_s(ctx: Context) -> int:
@@ -64,13 +86,13 @@ def _flow_s(ctx: Context) -> int:
 
 
 def _crossed_bytes(ctx: Context, ns: str, job: str, above: int) -> int:
-    return _flow_bytes(
-        ctx, ns, job, "(lca_tier > {t:UInt8} OR lca_tier = 0) AND dst_pod != ''", t=above
-    )
+    """Bytes to the job's pods between HyperNodes above tier `above` (or none in common)."""
+    split = _flow_split(ctx, ns, job).items()
+    return sum(b for (tier, to_pod, _), b in split if to_pod and (tier > above or tier == 0))
 
 
 def _between_sus_bytes(ctx: Context, ns: str, job: str) -> int:
-    return _flow_bytes(ctx, ns, job, "src_su != dst_su AND dst_su != ''")
+    return sum(b for (_, _, between), b in _flow_split(ctx, ns, job).items() if between)
 
 
 # flows: the bytes that crossed the tier are their evidence (read over sliding.flow_seconds)
@@ -166,18 +188,39 @@ def job_spans_su(ctx: Context) -> list[Finding]:
     return out
 
 
+def _rdma_pairs(ctx: Context, over: bool) -> list[dict[str, Any]]:
+    """RDMA flows between two tenants' pods over the window, per pod pair (and judged tick when
+    `over`: a `tick` column, timebase.tick_join), most bytes first. The sample of destination
+    QPs is the pair's lowest five: the same whatever order the rows are read in."""
+    t = "tick, " if over else ""
+    return ctx.rows(
+        f"""
+        SELECT {t}src_namespace, src_pod, dst_namespace, dst_pod, min(src_ip) AS src_ip,
+               min(dst_ip) AS dst_ip, sum(bytes) AS bytes, count() AS samples,
+               arraySlice(arraySort(groupUniqArray(dest_qp)), 1, 5) AS qps
+        FROM {ctx.table("attributed_flow")} {tick_join(ctx, "attributed_flow") if over else ""}
+        WHERE {ctx.where("attributed_flow")}{" AND tick IN {ticks:Array(Int64)}" if over else ""}
+          AND rdma AND src_namespace != '' AND dst_namespace != '' AND src_namespace != dst_namespace
+        GROUP BY {t}src_namespace, src_pod, dst_namespace, dst_pod
+        ORDER BY {t}bytes DESC, src_namespace, src_pod, dst_namespace, dst_pod""",
+        tick_params(ctx) if over else None,
+    )
+
+
 @detector("cross_tenant_rdma", needs=("flow_sample",), lookback=("sliding.flow_seconds",))
 def cross_tenant_rdma(ctx: Context) -> list[Finding]:
+    return _cross_tenant(ctx, _rdma_pairs(ctx, over=False))
+
+
+@over_ticks("cross_tenant_rdma")
+def cross_tenant_rdma_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    return per_tick(ctx, _rdma_pairs(ctx, over=True), _cross_tenant)
+
+
+def _cross_tenant(ctx: Context, rows: list[dict[str, Any]]) -> list[Finding]:
     out = []
     pairs: dict[str, dict[str, Any]] = defaultdict(dict)
-    for r in ctx.rows(f"""
-        SELECT src_namespace, src_pod, dst_namespace, dst_pod, any(src_ip) AS src_ip, any(dst_ip) AS dst_ip,
-               sum(bytes) AS bytes, count() AS samples, groupUniqArray(5)(dest_qp) AS qps
-        FROM {ctx.table("attributed_flow")}
-        WHERE {ctx.where("attributed_flow")}
-          AND rdma AND src_namespace != '' AND dst_namespace != '' AND src_namespace != dst_namespace
-        GROUP BY src_namespace, src_pod, dst_namespace, dst_pod
-        ORDER BY bytes DESC"""):
+    for r in rows:
         key = f"{r['src_namespace']}/{r['src_pod']}->{r['dst_namespace']}/{r['dst_pod']}"
         pairs[key] = r
     for key, r in pairs.items():
@@ -200,6 +243,47 @@ def cross_tenant_rdma(ctx: Context) -> list[Finding]:
     return out
 
 
+def _detour_rows(ctx: Context, over: bool) -> list[dict[str, Any]]:
+    """Nodes with a GPU without a NIC on its PCIe switch (the latest affinity before the tick)
+    whose pods sent RDMA in the window, with what they sent and received: per judged tick when
+    `over` (a `tick` column, timebase.tick_join). The pod samples are each side's first five
+    by name: the same whatever order the rows are read in."""
+    t, only, flow_join = "", "", ""
+    # the affinity as of each judged tick: a row counts at every tick after it
+    affinity_ticks = (
+        "ARRAY JOIN arrayFilter(k -> toUnixTimestamp64Milli(ts) < k, {ticks:Array(Int64)}) AS tick"
+    )
+    if over:
+        t, only = "tick, ", " AND tick IN {ticks:Array(Int64)}"
+        flow_join = tick_join(ctx, "attributed_flow")
+    on = "a.tick = {0}.tick AND " if over else ""
+    return ctx.rows(
+        f"""
+        SELECT {"a.tick AS tick, " if over else ""}a.node AS node, groupUniqArray(a.gpu) AS gpus,
+               any(f.bytes) AS bytes, any(f.pods) AS pods,
+               any(rx.bytes) AS rx_bytes, any(rx.pods) AS rx_pods
+        FROM (SELECT {t}node, gpu, argMax(direct_nic, ts) AS direct
+              FROM {ctx.table("gpu_nic_affinity")} {affinity_ticks if over else ""}
+              WHERE cluster = {{cluster:String}} AND ts < {{we:DateTime64(3, 'UTC')}}
+              GROUP BY {t}node, gpu) AS a
+        INNER JOIN (SELECT {t}src_node AS node, sum(bytes) AS bytes,
+                           arraySlice(arraySort(groupUniqArray(concat(src_namespace, '/', src_pod))), 1, 5) AS pods
+                    FROM {ctx.table("attributed_flow")} {flow_join}
+                    WHERE {ctx.where("attributed_flow")}{only}
+                      AND rdma AND src_node != ''
+                    GROUP BY {t}src_node) AS f ON {on.format("f")}a.node = f.node
+        LEFT JOIN (SELECT {t}dst_node AS node, sum(bytes) AS bytes,
+                          arraySlice(arraySort(groupUniqArray(concat(dst_namespace, '/', dst_pod))), 1, 5) AS pods
+                   FROM {ctx.table("attributed_flow")} {flow_join}
+                   WHERE {ctx.where("attributed_flow")}{only}
+                     AND rdma AND dst_node != ''
+                   GROUP BY {t}dst_node) AS rx ON {on.format("rx")}a.node = rx.node
+        WHERE a.direct = 0
+        GROUP BY {t}node ORDER BY {t}node""",
+        tick_params(ctx) if over else None,
+    )
+
+
 @detector(
     "gpu_without_direct_nic",
     needs=("gpu_nic_affinity", "flow_sample"),
@@ -210,26 +294,20 @@ def gpu_without_direct_nic(ctx: Context) -> list[Finding]:
     through host memory. The evidence adds what the node receives: NCCL's PXN lets such a GPU
     send through a peer GPU's NIC over NVLink, but received data still lands through the CPU
     (a receive-side detour PXN does not remove), and whether the node's pods disable PXN."""
+    return _detours(ctx, _detour_rows(ctx, over=False))
+
+
+@over_ticks("gpu_without_direct_nic")
+def gpu_without_direct_nic_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    return per_tick(ctx, _detour_rows(ctx, over=True), _detours)
+
+
+def _detours(ctx: Context, rows: list[dict[str, Any]]) -> list[Finding]:
     out = []
-    for r in ctx.rows(f"""
-        SELECT a.node AS node, groupUniqArray(a.gpu) AS gpus, any(f.bytes) AS bytes, any(f.pods) AS pods,
-               any(rx.bytes) AS rx_bytes, any(rx.pods) AS rx_pods
-        FROM (SELECT node, gpu, argMax(direct_nic, ts) AS direct FROM {ctx.table("gpu_nic_affinity")}
-              WHERE cluster = {{cluster:String}} AND ts < {{we:DateTime64(3, 'UTC')}} GROUP BY node, gpu) AS a
-        INNER JOIN (SELECT src_node AS node, sum(bytes) AS bytes, groupUniqArray(5)(concat(src_namespace, '/', src_pod)) AS pods
-                    FROM {ctx.table("attributed_flow")}
-                    WHERE {ctx.where("attributed_flow")}
-                      AND rdma AND src_node != ''
-                    GROUP BY src_node) AS f ON a.node = f.node
-        LEFT JOIN (SELECT dst_node AS node, sum(bytes) AS bytes, groupUniqArray(5)(concat(dst_namespace, '/', dst_pod)) AS pods
-                   FROM {ctx.table("attributed_flow")}
-                   WHERE {ctx.where("attributed_flow")}
-                     AND rdma AND dst_node != ''
-                   GROUP BY dst_node) AS rx ON a.node = rx.node
-        WHERE a.direct = 0
-        GROUP BY node ORDER BY node"""):
+    pxn_of = _pxn_disabled(ctx, [r["node"] for r in rows])
+    for r in rows:
         rx = int(r["rx_bytes"] or 0)
-        pxn = _pxn_disabled(ctx, r["node"])
+        pxn = pxn_of.get(r["node"], [])
         detour = (
             f"; it receives {rx / 1e9:.2f} GB, which lands through host memory whatever PXN does"
             if rx
@@ -256,22 +334,27 @@ def gpu_without_direct_nic(ctx: Context) -> list[Finding]:
     return out
 
 
-def _pxn_disabled(ctx: Context, node: str) -> list[str]:
-    """Pods on the node whose NCCL_PXN_DISABLE=1 (their sends detour too), from nccl_settings."""
-    rows = ctx.rows(
+def _pxn_disabled(ctx: Context, nodes: list[str]) -> dict[str, list[str]]:
+    """Per node, its pods whose NCCL_PXN_DISABLE=1 (their sends detour too), from
+    nccl_settings: every node's in one statement."""
+    if not nodes:
+        return {}
+    out: dict[str, list[str]] = {}
+    for x in ctx.rows(
         f"""
-        SELECT DISTINCT concat(s.namespace, '/', s.pod) AS pod
+        SELECT DISTINCT p.node AS node, concat(s.namespace, '/', s.pod) AS pod
         FROM (SELECT * FROM {ctx.table("nccl_setting", final=True)}
               WHERE cluster = {{cluster:String}} AND name = 'NCCL_PXN_DISABLE') AS s
-        INNER JOIN (SELECT namespace, pod FROM {ctx.table("pod", final=True)}
-                    WHERE cluster = {{cluster:String}} AND node = {{node:String}}
+        INNER JOIN (SELECT namespace, pod, node FROM {ctx.table("pod", final=True)}
+                    WHERE cluster = {{cluster:String}} AND node IN {{nodes:Array(String)}}
                       AND valid_from < {{we:DateTime64(3, 'UTC')}}
                       AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})) AS p
           ON s.namespace = p.namespace AND s.pod = p.pod
         WHERE s.value = '1'
           AND s.valid_from < {{we:DateTime64(3, 'UTC')}}
           AND (s.valid_to IS NULL OR s.valid_to > {{ws:DateTime64(3, 'UTC')}})
-        ORDER BY pod""",
-        {"node": node},
-    )
-    return [str(x["pod"]) for x in rows]
+        ORDER BY node, pod""",
+        {"nodes": sorted(set(nodes))},
+    ):
+        out.setdefault(str(x["node"]), []).append(str(x["pod"]))
+    return out
