@@ -55,23 +55,24 @@ def correlated(
     timing: str,
     per_tick: bool,
     *,
-    fabric: dict[str, Any] | None = None,
+    no_direct_nic: tuple[int, ...] = (),
     only: list[str] | None = None,
     thresholds: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     sc = load_scenario("small").with_overrides(
         start=START.strftime("%Y-%m-%dT%H:%M:%SZ"), timing=timing, minutes=6
     )
-    if fabric:
-        data = sc.model_dump()
-        data["fabric"].update(fabric)
-        sc = type(sc).model_validate(data)
     sim = build(sc)
     store = Store(dsn, database=f"set_based_{uuid.uuid4().hex[:8]}")
     store.migrate()
     try:
         sink = ClickHouseSink(store, spool_dir=str(spool), batch_rows=50_000)
         assert ingest(sim, [sink], [StampCluster("default")]).rows > 0
+        if no_direct_nic:  # the inventory as a server with fewer NICs than GPUs reports it
+            store.client.command(
+                f"ALTER TABLE {store.table('gpu_nic_affinity')} UPDATE direct_nic = 0 "
+                f"WHERE gpu IN {list(no_direct_nic)} SETTINGS mutations_sync = 1"
+            )
         start = datetime.fromtimestamp(sim.start_ms / 1000, UTC)
         end = datetime.fromtimestamp(sim.end_ms / 1000, UTC)
         corr = Correlator(store, per_tick=per_tick, only=only, thresholds=thresholds)
@@ -104,13 +105,17 @@ def test_some_detectors_have_a_set_based_form() -> None:
 
 def test_every_set_based_form_judges_as_the_loop(chdb_dsn: str, tmp_path: Path) -> None:
     """Only the detectors with a set-based form, each path on its own copy of one scenario whose
-    servers have GPUs without a NIC on their PCIe switch (4 NICs for 8 GPUs:
-    gpu_without_direct_nic), and network_bound's limits lowered until its jobs qualify."""
+    servers' odd GPUs are declared without a NIC on their PCIe switch (gpu_without_direct_nic),
+    network_bound's limits lowered until its jobs qualify, and the DCI links' background load
+    (a fifth of capacity) counted as near capacity (the DCI fault comes after these six minutes)."""
     only = sorted(n for n, d in detectors().items() if d.over)
     kw: dict[str, Any] = {
-        "fabric": {"server_model": "hgx-h100-4nic"},
+        "no_direct_nic": (1, 3, 5, 7),
         "only": only,
-        "thresholds": {"network_bound": {"gpu_idle_ratio": 1.01, "port_utilization": 0.3}},
+        "thresholds": {
+            "network_bound": {"gpu_idle_ratio": 1.01, "port_utilization": 0.3},
+            "dci": {"near_capacity_ratio": 0.1},
+        },
     }
     oracle = correlated(chdb_dsn, tmp_path / "a", "harsh", True, **kw)
     got = correlated(chdb_dsn, tmp_path / "b", "harsh", False, **kw)
