@@ -113,7 +113,7 @@ class BaseSource:
         except Exception as e:
             self.stats.last_success = False
             self.stats.last_error = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-            self.stats.error(type(e).__name__)
+            self.problems.exception(e, log=False)  # the caller logs it
             raise  # the caller says so, once: logged by a pipeline that goes on, printed by a CLI
         finally:
             self.stats.last_duration_seconds = time.perf_counter() - t
@@ -157,6 +157,9 @@ class Pipeline:
         self.transform_stats = {
             t.name: ComponentStats(f"transform:{t.name}") for t in self.transforms
         }
+        self._transform_problems = {
+            name: Problems(st, name, (), logger=log) for name, st in self.transform_stats.items()
+        }
         self._stop = threading.Event()
         self.restarts = 0  # times run_supervised restarted a crashed run()
         self._crashed: str | None = None  # why the last run() died, while waiting to restart
@@ -171,7 +174,7 @@ class Pipeline:
                 st.last_success = True
             except Exception as e:  # a failing transform must not stop the pipeline
                 st.last_success = False
-                st.error(type(e).__name__)
+                self._transform_problems[t.name].exception(e, log=False)
                 log.error("transform %s failed on %s batch: %s", t.name, batch.kind.name, e)
         return batch
 

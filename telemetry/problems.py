@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("railscope.problems")
 
 OTHER = "other"  # an undeclared reason is counted here (and named in the log line)
+# an exception the component did not expect: counted under this one reason, never under its
+# class name (a label value per exception class is not a bounded set); the class and text go
+# to the log line
+EXCEPTION = "exception"
 LOG_EVERY_SECONDS = 60.0
 
 
@@ -38,7 +42,7 @@ class Problems:
     ) -> None:
         self.stats = stats
         self.source = source
-        self.reasons = frozenset(reasons) | {OTHER}
+        self.reasons = frozenset(reasons) | {OTHER, EXCEPTION}
         self.log_every = log_every
         self.log = logger or log
         self.clock = clock
@@ -72,6 +76,11 @@ class Problems:
         if more:
             text += f" (+{more} more since the last line)"
         self.log.warning("%s: %s: %s", self.source, label, text)
+
+    def exception(self, e: BaseException, subject: str = "", *, log: bool = True) -> None:
+        """Count an unexpected exception under `exception`; its class and first line go to the
+        log line (`log=False`: the caller logged it already)."""
+        self.add(EXCEPTION, subject, describe(e), log=log)
 
     def about(self, who: str) -> About:
         """The same problems with `who` (a switch, an endpoint) put before every subject."""
@@ -107,4 +116,10 @@ class Scope:
         self.problems.add(f"{self.prefix}:{reason}", message)
 
 
-__all__ = ["OTHER", "About", "Problems", "Scope"]
+def describe(e: BaseException) -> str:
+    """An exception in one line: its class and the first line of its text (300 characters)."""
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
+__all__ = ["EXCEPTION", "OTHER", "About", "Problems", "Scope", "describe"]

@@ -25,6 +25,7 @@ from telemetry.correlate.late import LateArrivals
 from telemetry.correlate.lease_index import INPUTS
 from telemetry.correlate.registry import Context, DetectorSpec, Window, detectors
 from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
+from telemetry.problems import Problems
 from telemetry.records import KINDS
 from telemetry.store import Store
 from telemetry.store.schema import LOCAL_SUFFIX
@@ -152,6 +153,11 @@ class Correlator:
         self.detectors = [d for d in registry.values() if not only or d.name in only]
         self.stats = {d.name: ComponentStats(f"detector:{d.name}") for d in self.detectors}
         self.attribution_stats = ComponentStats("correlate:attribution")
+        # an exception counted under the one reason `exception` (result.fail logs it)
+        self.problems = {
+            st.name: Problems(st, st.name, (), logger=log)
+            for st in (*self.stats.values(), self.attribution_stats)
+        }
         sliding = self.thresholds["sliding"]
         self.interval = float(sliding["interval_seconds"])
         self.hysteresis = timedelta(seconds=float(sliding["hysteresis_seconds"]))
@@ -316,7 +322,7 @@ class Correlator:
             try:
                 counts = attribute_window(ctx, ancestry(ctx))
             except Exception as e:
-                st.error(type(e).__name__)
+                self.problems[st.name].exception(e, log=False)
                 result.fail("attribution", ctx.window, e)
                 return  # the ticks attribute what is left, one at a time
             self._attributed_until = hi
@@ -499,7 +505,7 @@ class Correlator:
                     got = d.fn(ctx)
             except Exception as e:
                 st.last_success = False
-                st.error(type(e).__name__)
+                self.problems[st.name].exception(e, log=False)
                 result.fail(d.name, w, e)
                 continue
             st.last_duration_seconds = time.perf_counter() - t
@@ -555,7 +561,7 @@ class Correlator:
                 same = lo == ctx.window.start
                 counts = attribute_window(actx, anc, (su, idc) if same else None)
             except Exception as e:
-                st.error(type(e).__name__)
+                self.problems[st.name].exception(e, log=False)
                 result.fail("attribution", actx.window, e)
                 return shared
             self._attributed_until = now

@@ -24,6 +24,7 @@ from typing import Any
 from telemetry.correlate.causes import effect_kinds, model, prefer_usual
 from telemetry.correlate.kinds import kinds
 from telemetry.correlate.remediation import remediation, runbook
+from telemetry.problems import Problems
 from telemetry.records import FINDING, INCIDENT, INCIDENT_FINDING
 from telemetry.store import Store
 from telemetry.unionfind import DisjointSets
@@ -526,6 +527,7 @@ class IncidentTracker:
 
         self.store, self.cluster, self.hysteresis = store, cluster, hysteresis
         self.stats = ComponentStats("correlate:incidents", unit="findings")
+        self.problems = Problems(self.stats, self.stats.name, (), logger=log)
         self.members: dict[str, Member] = {}
         self.open: dict[str, Incident] | None = None  # by id, as last written
         self.changed: list[Incident] = []  # written by the last observe()
@@ -548,7 +550,7 @@ class IncidentTracker:
         except Exception as e:
             self.changed = []
             self.stats.last_success = False
-            self.stats.error(type(e).__name__)
+            self.problems.exception(e, log=False)
             log.error("incidents failed at %s: %s", now.isoformat(), str(e).splitlines()[:1])
         return self.changed
 

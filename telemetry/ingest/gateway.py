@@ -28,6 +28,7 @@ from telemetry.ingest.config import IngestConfig
 from telemetry.ingest.inbox import Backlog, Inbox
 from telemetry.ingest.merge import Merger
 from telemetry.ingest.tokens import SeenTokens
+from telemetry.problems import describe
 from telemetry.records import KINDS, RecordKind, SchemaError
 from telemetry.serve.config import ServeConfig
 from telemetry.serve.engine import NAME_TABLES, GuardAnswers, Outcome
@@ -272,8 +273,8 @@ class IngestService:
             try:
                 self.merger.flush()
             except Exception as e:  # a bug, or the disk: logged, counted, tried again
-                self.merger.stats.error(type(e).__name__)
-                self.crashed = f"{type(e).__name__}: {e}"
+                self.merger.problems.exception(e, log=False)  # logged below, with its trace
+                self.crashed = describe(e)
                 log.exception("ingest: merge pass failed")
                 self._stop.wait(1.0)
             else:

@@ -27,6 +27,7 @@ import pyarrow as pa
 from telemetry.contracts import ComponentStats
 from telemetry.ingest.inbox import Inbox, entry_tokens, tokens_of
 from telemetry.ingest.tokens import SeenTokens
+from telemetry.problems import Problems
 from telemetry.records import KINDS
 from telemetry.sinks.clickhouse import is_transient
 from telemetry.sinks.clickhouse_codes import code_name, error_code
@@ -63,6 +64,7 @@ class Merger:
         self.retry_max = retry_max_seconds
         self.clock = clock
         self.stats = ComponentStats("ingest:merge")
+        self.problems = Problems(self.stats, self.stats.name, (), logger=log)
         self._lock = threading.Lock()
         self._flushing = threading.Lock()
         self._waiting: dict[str, list[tuple[SpoolEntry, float]]] = {}  # kind -> (file, since)

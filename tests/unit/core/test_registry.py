@@ -16,7 +16,7 @@ from telemetry.catalog import SOURCES
 from telemetry.config import SourceConfig, load_config
 from telemetry.contracts import ComponentStats
 from telemetry.errors import ConfigError
-from telemetry.problems import Problems
+from telemetry.problems import Problems, describe
 from telemetry.records import KINDS
 from telemetry.registry import build_source
 from tests.sysfs_fixture import node8
@@ -128,3 +128,16 @@ def test_problems_count_bounded_reasons_and_log_once_per_reason(caplog) -> None:
         "t: other: (timeout_after_/a/path) x: y",
         "t: bad_value: COUNTERS:oid:3 Z: '?' (2 at once) (+1 more since the last line)",
     ]
+
+
+def test_an_unexpected_exception_is_counted_under_one_reason_and_named_in_the_log(caplog) -> None:  # type: ignore[no-untyped-def]
+    st = ComponentStats("source:t")
+    p = Problems(st, "t", ("bad_value",))
+    with caplog.at_level(logging.WARNING):
+        p.exception(KeyError("gpu3"), "collect")
+        p.exception(ValueError("line one\nline two"), "collect", log=False)
+        p.exception(RuntimeError(), "parse")
+    assert st.errors == {"exception": 3} and st.failed == 3  # never a class name as a label
+    assert [r.getMessage() for r in caplog.records] == ["t: exception: collect: KeyError: 'gpu3'"]
+    assert describe(ValueError("line one\nline two")) == "ValueError: line one"
+    assert describe(RuntimeError()) == "RuntimeError"

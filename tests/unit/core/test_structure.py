@@ -450,3 +450,16 @@ def test_findings_built_by_hand_carry_their_modules_category() -> None:
             if category != p.stem or declared.get(str(kind)) != p.stem:
                 bad.append(f"{p.name}:{node.lineno} Finding({kind!r}, {category!r}, ...)")
     assert not bad, "\n".join(bad)
+
+
+def test_an_exception_is_counted_by_problems_not_by_its_class_name() -> None:
+    """`stats.error(type(e).__name__)` makes a label value per exception class: an unbounded set.
+    Problems.exception() counts it under `exception` and names the class in the log line."""
+    pattern = re.compile(r"\.error\(\s*type\(\w+\)\.__name__")
+    bad = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in sorted(MODULES.values())
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not bad, "count an exception with Problems.exception(e):\n" + "\n".join(bad)
