@@ -476,27 +476,19 @@ def _serve_metrics_only(args: Any, cfg: Any) -> int:
     """`railscope node --no-store`: collect every interval and serve /metrics; nothing else.
     Imports the node collectors, the pipeline and the Prometheus sink only (see
     tests/integration/node/test_footprint.py)."""
-    from telemetry.pipeline import Pipeline
     from telemetry.registry import build_source
-    from telemetry.sinks.prometheus import PrometheusSink
-    from telemetry.transforms import build_transforms
+    from telemetry.sinks.configured import configured_pipeline, serve_metrics
 
     without_pandas()
     src: Any = build_source("node", cfg, once=bool(args.once))
-    holder: list[Pipeline] = []
-    prom = PrometheusSink(components=lambda: holder[0].components() if holder else [])
-    pipeline = Pipeline(
-        [src], [prom], transforms=build_transforms(cfg), report_host=socket.gethostname()
-    )
-    holder.append(pipeline)
+    pipeline, prom = configured_pipeline(cfg, [src], [], metrics=True)
+    assert prom is not None
     try:
         if args.once:
             pipeline.run_once()
             sys.stdout.write(prom.render())
             return 0 if src.stats.last_success else 1
-        host, _, port = cfg.prometheus.listen.rpartition(":")
-        bound = prom.serve(host, int(port), **cfg.prometheus.server_options())
-        log.info("node: serving /metrics on %s:%s, no store", *bound)
+        log.info("node: serving /metrics on %s:%s, no store", *serve_metrics(prom, cfg))
         pipeline.run(src.interval_seconds)
     finally:
         pipeline.close()

@@ -16,7 +16,6 @@ import argparse
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 from functools import partial
@@ -38,7 +37,12 @@ from telemetry.contracts import Source
 from telemetry.errors import ConfigError, UserError
 from telemetry.pipeline import Pipeline
 from telemetry.registry import build_source
-from telemetry.sinks.configured import clickhouse_sink, extra_sinks
+from telemetry.sinks.configured import (
+    clickhouse_sink,
+    configured_pipeline,
+    extra_sinks,
+    serve_metrics,
+)
 from telemetry.transforms import build_transforms
 
 log = logging.getLogger(__name__)
@@ -171,17 +175,6 @@ def run_source(name: str, args: argparse.Namespace) -> int:
     bind = getattr(source, "bind_store", None)
     if bind is not None:  # e.g. inventory seeds its open facts from the store
         bind(store)
-    sinks: list[Any] = [clickhouse_sink(cfg, store), *extra_sinks(cfg)]
-    prom = None
-    if not one_shot and not args.no_metrics and cfg.prometheus.enabled:
-        from telemetry.sinks.prometheus import PrometheusSink
-
-        pipeline_ref: list[Pipeline] = []
-        prom = PrometheusSink(
-            components=lambda: pipeline_ref[0].components() if pipeline_ref else [],
-            health=lambda: pipeline_ref[0].health() if pipeline_ref else [],
-        )
-        sinks.append(prom)
     admit = None
     if cfg.source(name).from_path:  # a capture: its rows are checked against the TTLs first
         from telemetry.store.retention import ReplayAdmission
@@ -189,18 +182,15 @@ def run_source(name: str, args: argparse.Namespace) -> int:
         admit = ReplayAdmission(
             store, what=f"{name} --from {cfg.source(name).from_path}", keep=args.keep
         )
-    pipeline = Pipeline(
+    pipeline, prom = configured_pipeline(
+        cfg,
         [source],
-        sinks,
-        transforms=build_transforms(cfg),
-        report_host=socket.gethostname(),
+        [clickhouse_sink(cfg, store), *extra_sinks(cfg)],
+        metrics=not one_shot and not args.no_metrics and cfg.prometheus.enabled,
         admit=admit,
     )
     if prom is not None:
-        pipeline_ref.append(pipeline)
-        host, _, port = cfg.prometheus.listen.rpartition(":")
-        bound = prom.serve(host, int(port), **cfg.prometheus.server_options())
-        log.info("serving /metrics on %s:%s", *bound)
+        log.info("serving /metrics on %s:%s", *serve_metrics(prom, cfg))
     if not one_shot:
         try:
             return _run_until_signalled(name, pipeline, source, cfg, store)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -107,21 +106,19 @@ class Service:
 
     # -- start -------------------------------------------------------------------------------
     def start(self) -> None:
-        from telemetry.sinks.configured import clickhouse_sink, extra_sinks
-        from telemetry.transforms import build_transforms
+        from telemetry.sinks.configured import clickhouse_sink, configured_pipeline, extra_sinks
 
         if self.metrics and self.cfg.prometheus.enabled:
             from telemetry.sinks.prometheus import PrometheusSink
 
             self._prom = PrometheusSink(components=self.all_components, health=self.health)
-        host = socket.gethostname()
         shared = [_Locked(s) for s in extra_sinks(self.cfg)]  # otlp: one for all sources
         self._extra = [s.sink for s in shared]
         for name, source in self.sources.items():
             sinks: list[Any] = [self._sink(clickhouse_sink, name), *shared]
             if self._prom is not None:
                 sinks.append(_Locked(self._prom))
-            pipe = Pipeline([source], sinks, build_transforms(self.cfg), report_host=host)
+            pipe, _ = configured_pipeline(self.cfg, [source], sinks)
             self.components.append(_Component(name, pipe))
         if self.correlate:
             self._start_correlate()

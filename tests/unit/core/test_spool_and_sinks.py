@@ -300,3 +300,23 @@ def test_direct_text_matches_prometheus_client_byte_for_byte() -> None:
     assert (
         'node="quote\\"d"' in expected and "+Inf" in expected
     )  # the tricky cases are really in there
+
+
+def test_a_configured_pipeline_stamps_the_cluster_and_serves_its_own_components() -> None:
+    """configured_pipeline: the config's transforms (the cluster stamp), this host as the
+    self-report's host, and with `metrics` a Prometheus sink that reads this pipeline's
+    components, the failing source's included."""
+    from telemetry.config import Config
+    from telemetry.sinks.configured import configured_pipeline
+
+    cfg = Config.model_validate({"cluster": "east"})
+    sink = MemorySink()
+    bad = _ListSource([], fail=True)
+    pipe, prom = configured_pipeline(cfg, [_ListSource([_gpu(3)]), bad], [sink], metrics=True)
+    assert prom is not None and prom in pipe.sinks and pipe.report_host
+    assert pipe.run_once() == 3
+    assert sink.table("gpu_sample").column("cluster").to_pylist() == ["east"] * 3
+    text = prom.render()
+    assert 'component="source:list"' in text and 'component="transform:stamp_cluster"' in text
+    assert configured_pipeline(cfg, [], [sink])[1] is None
+    pipe.close()
