@@ -5,6 +5,10 @@ Rotation by rename keeps a file's identity, so a renamed file is finished under 
 the file created in its place is read from its start; copytruncate keeps the identity but the
 file shrinks below the offset, which restarts it at 0 (counted by the caller). It reads in bounded
 chunks and never holds a file open between reads.
+
+`Tailer` follows one file by its name instead (an HDFS DataNode's clienttrace log, an NCCL
+Inspector writer's file), finishing a log4j-rotated `path.1` ... before the new file, with its
+positions in a `TailOffsets` file.
 """
 
 from __future__ import annotations
@@ -130,12 +134,135 @@ class Checkpoints:
         os.replace(tmp, self.path)
 
 
+# --- one file followed by name (log4j rotation: path.1, path.2 ...) --------------------------
+
+
+@dataclass
+class _FileState:
+    inode: int
+    offset: int  # bytes read so far
+    partial: bytes = b""  # an unfinished last line, kept until its newline arrives
+
+    @property
+    def committed(self) -> int:
+        """Offset just after the last complete line: where a restarted tailer resumes."""
+        return self.offset - len(self.partial)
+
+
+_MAX_ROTATED = 9  # log4j RollingFileAppender maxBackupIndex is usually well under this
+
+
+class Tailer:
+    """Follows one log file like `tail -F`: new complete lines since the last call; notices
+    rotation (new inode or a shorter file) and then finishes the rotated file (`path.1`, the
+    log4j RollingFileAppender name; `path.2`... when it rolled more than once meanwhile) before
+    starting the new one at offset 0.
+
+    The first call starts at `resume` (inode, offset) when given (a restart: see TailOffsets),
+    else at the end of the file (`from_start=False`): old lines were either collected before or
+    belong to a backfill done with --from.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        from_start: bool = False,
+        resume: tuple[int, int] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.from_start = from_start
+        self._st: _FileState | None = _FileState(*resume) if resume else None
+        self.rotations = 0
+
+    def position(self) -> tuple[int, int] | None:
+        """(inode, offset after the last complete line) to persist, or None before the first read."""
+        return (self._st.inode, self._st.committed) if self._st else None
+
+    @staticmethod
+    def _read_from(p: Path, st: _FileState) -> list[str]:
+        with p.open("rb") as f:
+            f.seek(st.offset)
+            data = f.read()
+        st.offset += len(data)
+        chunks = (st.partial + data).split(b"\n")
+        st.partial = chunks.pop()
+        return [c.decode("utf-8", errors="replace") for c in chunks]
+
+    def read(self) -> list[str]:
+        try:
+            s = self.path.stat()
+        except FileNotFoundError:
+            return []  # between rotation and re-creation: quiet, try again next cycle
+        if self._st is None:
+            self._st = _FileState(s.st_ino, 0 if self.from_start else s.st_size)
+        st = self._st
+        out: list[str] = []
+        if s.st_ino != st.inode or s.st_size < st.offset:
+            self.rotations += 1
+            out += self._finish_rotated(st)
+            st = self._st = _FileState(s.st_ino, 0)
+        out += self._read_from(self.path, st)
+        return out
+
+    def _finish_rotated(self, st: _FileState) -> list[str]:
+        """The rest of the file we were reading (now `path.k`), then `path.k-1` ... `path.1`
+        whole: what was written between our last read and the newest rotation."""
+        names = [self.path.with_name(f"{self.path.name}.{k}") for k in range(1, _MAX_ROTATED + 1)]
+        for k, p in enumerate(names):
+            try:
+                if p.stat().st_ino != st.inode:
+                    continue
+            except FileNotFoundError:
+                continue
+            out = self._read_from(p, st)
+            if st.partial:  # the rotated file is final: its last line is complete
+                out.append(st.partial.decode("utf-8", errors="replace"))
+            for newer in reversed(names[:k]):
+                rest = _FileState(0, 0)
+                try:
+                    out += self._read_from(newer, rest)
+                except FileNotFoundError:
+                    continue
+                if rest.partial:
+                    out.append(rest.partial.decode("utf-8", errors="replace"))
+            return out
+        return []  # truncated in place (copytruncate), or rotated away out of reach
+
+
+class TailOffsets:
+    """Where each followed log was read up to, in a small JSON file (next to the spool), so that a
+    restarted source resumes there: no line counted twice, none skipped. Written atomically
+    (temp file + rename) after every cycle; an unreadable file starts over from the logs' ends."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def load(self) -> dict[str, tuple[int, int]]:
+        try:
+            doc = json.loads(self.path.read_text())
+            return {str(k): (int(v["inode"]), int(v["offset"])) for k, v in doc.items()}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return {}
+
+    def save(self, positions: dict[str, tuple[int, int]]) -> None:
+        doc = {k: {"inode": i, "offset": o} for k, (i, o) in sorted(positions.items())}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        os.replace(tmp, self.path)
+
+
 __all__ = [
     "CHUNK_BYTES",
     "Checkpoints",
     "FileGone",
     "FileKey",
     "Position",
+    "TailOffsets",
+    "Tailer",
     "Truncated",
     "file_key",
     "locate",

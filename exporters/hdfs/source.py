@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
+from exporters.common.tail import Tailer, TailOffsets
 from exporters.hdfs import clienttrace, dci, fsck, jmx, placement, webhdfs
 from exporters.hdfs.config import HdfsConfig
 from exporters.hdfs.topology import Topology, host_of
@@ -87,7 +88,7 @@ class HdfsSource(BaseSource):
         hdfs_path: str | None = None,
         datanode: str = "",
         clock: Any = time.time,
-        offsets: clienttrace.TailOffsets | None = None,
+        offsets: TailOffsets | None = None,
     ) -> None:
         super().__init__(config, from_path)
         self.hdfs_path = hdfs_path
@@ -112,7 +113,7 @@ class HdfsSource(BaseSource):
         self.offsets = offsets
         resume = offsets.load() if offsets else {}
         self.tailers = [
-            clienttrace.Tailer(lc.path, from_start=lc.from_start, resume=resume.get(lc.path))
+            Tailer(lc.path, from_start=lc.from_start, resume=resume.get(lc.path))
             for lc in self.cfg.clienttrace
         ]
         self._last_fsck = 0.0
@@ -186,9 +187,7 @@ class HdfsSource(BaseSource):
         offsets = None
         if c.clienttrace and not from_path:
             spool = getattr(getattr(cfg, "sink", None), "spool_dir", None) or "."
-            offsets = clienttrace.TailOffsets(
-                c.offsets_file or Path(spool) / "hdfs-clienttrace-offsets.json"
-            )
+            offsets = TailOffsets(c.offsets_file or Path(spool) / "hdfs-clienttrace-offsets.json")
         return cls(
             c, from_path=from_path, hdfs_path=c.hdfs_path, datanode=c.datanode, offsets=offsets
         )

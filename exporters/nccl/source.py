@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from exporters.hdfs.clienttrace import Tailer, TailOffsets
+from exporters.common.tail import Tailer, TailOffsets
 from exporters.nccl import parse
 from exporters.nccl.attribution import Attributor, PodInfo, pod_directory
 from exporters.nccl.config import NcclConfig

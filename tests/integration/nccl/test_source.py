@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from exporters.hdfs.clienttrace import TailOffsets
+from exporters.common.tail import TailOffsets
 from exporters.nccl.config import NcclConfig
 from exporters.nccl.source import NcclSource
 from telemetry.records import POD

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from exporters.common.tail import Tailer, TailOffsets
 from exporters.hdfs import clienttrace, fsck, jmx, webhdfs
 from telemetry.errors import UserError
 
@@ -428,7 +429,7 @@ def test_log_timezone() -> None:
 def test_tailer_follows_rotation(tmp_path: Path) -> None:
     log = tmp_path / "hadoop-hdfs-datanode.log"
     log.write_text("old line\n")
-    tl = clienttrace.Tailer(log)
+    tl = Tailer(log)
     assert tl.read() == []  # starts at the end
     with log.open("a") as f:
         f.write("a\nb\npart")
@@ -447,7 +448,7 @@ def test_tailer_follows_rotation(tmp_path: Path) -> None:
     assert tl.read() == ["e"]
     log.unlink()
     assert tl.read() == []  # between rotation and re-creation: quiet
-    assert clienttrace.Tailer(tmp_path / "hadoop-hdfs-datanode.log.1", from_start=True).read() == [
+    assert Tailer(tmp_path / "hadoop-hdfs-datanode.log.1", from_start=True).read() == [
         "old line",
         "a",
         "b",
@@ -458,16 +459,16 @@ def test_tailer_follows_rotation(tmp_path: Path) -> None:
 
 def test_tailer_resumes_after_restart_without_double_counting(tmp_path: Path) -> None:
     log = tmp_path / "dn.log"
-    state = clienttrace.TailOffsets(tmp_path / "spool" / "offsets.json")
+    state = TailOffsets(tmp_path / "spool" / "offsets.json")
     log.write_text("a\nb\npar")
-    tl = clienttrace.Tailer(log, from_start=True, resume=state.load().get(str(log)))
+    tl = Tailer(log, from_start=True, resume=state.load().get(str(log)))
     assert tl.read() == ["a", "b"]
     state.save({str(log): tl.position()})  # type: ignore[dict-item]
     assert state.load() == {str(log): (log.stat().st_ino, 4)}  # after "b\n": the partial line waits
     with log.open("a") as f:
         f.write("tial\nc\n")
     # restart: a new tailer from the saved offset sees each line once, the partial one whole
-    tl = clienttrace.Tailer(log, resume=state.load()[str(log)])
+    tl = Tailer(log, resume=state.load()[str(log)])
     assert tl.read() == ["partial", "c"]
     state.save({str(log): tl.position()})  # type: ignore[dict-item]
     # down while the log rolled twice: dn.log -> dn.log.1 -> dn.log.2
@@ -477,7 +478,7 @@ def test_tailer_resumes_after_restart_without_double_counting(tmp_path: Path) ->
     (tmp_path / "dn.log.1").rename(tmp_path / "dn.log.2")
     (tmp_path / "dn.log.1").write_text("e\nf")
     log.write_text("g\n")
-    tl = clienttrace.Tailer(log, resume=state.load()[str(log)])
+    tl = Tailer(log, resume=state.load()[str(log)])
     assert tl.read() == ["d", "e", "f", "g"]
     assert tl.rotations == 1
     # a state file that is not ours starts over (from the end, as a first start does)
