@@ -278,7 +278,7 @@ def _watchdog_exception(msg: str) -> Fields | None:
 
 _NCCL_ERROR = re.compile(
     r"NCCL error(?: in: (?P<where>\S+?),|:) (?P<err>[^,(]*[^,(\s])"
-    r"(?: \(run with NCCL_DEBUG=INFO for details\))?(?:, NCCL version (?P<v>\d+\.\d+\.\d+))?"
+    r"(?: \(run with NCCL_DEBUG=\w+ for details\))?(?:, NCCL version (?P<v>\d+\.\d+\.\d+))?"
 )
 
 

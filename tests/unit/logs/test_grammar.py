@@ -319,6 +319,13 @@ CASES = [
         "torch_nccl_error",
         {"nccl_error": "unhandled system error", "nccl_version": "2.19.3"},
     ),
+    (  # PyTorch 2.5+: NCCL_DEBUG=WARN in the hint (a public vLLM/FSDP run's log, found through
+        # GitHub code search; NCCL 2.28.9)
+        "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+        "NCCLUtils.cpp:93, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9",
+        "torch_nccl_error",
+        {"nccl_error": "invalid usage", "nccl_version": "2.28.9"},
+    ),
     (  # the watchdog's exception
         "[E ProcessGroupNCCL.cpp:852] [Rank 16] NCCL watchdog thread terminated with exception: NCCL "
         "error: remote process exited or there was a network error, NCCL version 2.19.3",

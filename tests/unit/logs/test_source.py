@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import random
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -434,3 +435,22 @@ def test_dev_kmsg_turns_epipe_into_an_overrun_and_eagain_into_none(
         k.read()
     monkeypatch.undo()
     k.close()
+
+
+def test_a_block_of_binary_garbage_between_real_lines(tmp_path: Path) -> None:
+    # 256 KiB of random bytes (NULs, stray newlines, anchors sprinkled in) written into a pod's
+    # log between two real lines: no event is made of it, and the line after it is read
+    rnd = random.Random(45)
+    junk = bytearray(rnd.randbytes(256 * 1024))
+    for k in range(0, len(junk) - 64, 4096):  # lines a screen would stop at
+        junk[k : k + 20] = b"NET/IB : Got complet"
+    f = pod_log(tmp_path / "pods")
+    with f.open("wb") as fh:
+        fh.write(cri(SOCKET, 0).encode())
+        fh.write(bytes(junk) + b"\n")
+        fh.write(cri(IB12, 2).encode())
+    src = source(tmp_path)
+    got = rows(src)
+    assert [r["kind"] for r in got] == ["nccl_net_selected", "ib_completion_error"]
+    assert got[-1]["line"] == src.stats.received  # the last line, counted as every other
+    assert src.stats.errors["binary_line"] >= 1
