@@ -118,9 +118,10 @@ def _ib_devices(msg: str) -> Fields | None:
     }
 
 
+# 2.4-2.6 named a ring, with bare ranks: "Ring 00 : 3 -> 10 [send] via NET/IB/0/GDRDMA"
 _CHANNEL = re.compile(
-    r"Channel (?P<channel>\d+)(?:/\d+)? : (?P<src_rank>\d+)\[[0-9a-fA-Fx]+\] -> "
-    r"(?P<dst_rank>\d+)\[[0-9a-fA-Fx]+\] (?:\[(?P<direction>send|receive)\] )?"
+    r"(?:Channel|Ring) (?P<channel>\d+)(?:/\d+)? : (?P<src_rank>\d+)(?:\[[0-9a-fA-Fx]+\])? -> "
+    r"(?P<dst_rank>\d+)(?:\[[0-9a-fA-Fx]+\])? (?:\[(?P<direction>send|receive)\] )?"
     r"via NET/(?P<net>[\w]+)/(?P<net_dev>\d+)(?:\((?P<pxn>\d+)\))?(?P<gdr>/GDRDMA)?"
 )
 
@@ -367,9 +368,11 @@ _FALLEN_WHOLE = re.compile(r"fallen off the bus and is not responding")
 
 # --- NIC drivers --------------------------------------------------------------------------------
 _DEV = r"(?P<driver>[\w\-]+) (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)"
-# mlx5e: "mlx5_core 0000:ab:00.0 ens1f0np0: Link down"; igc/e1000e-style "eth5: NIC Link is Down"
+# mlx5e: "mlx5_core 0000:ab:00.0 ens1f0np0: Link down"; igc/e1000e-style "eth5: NIC Link is Down";
+# igb repeats itself: "igb 0000:03:00.0 eno1: igb: eno1 NIC Link is Up 1000 Mbps Full Duplex, ..."
 _LINK = re.compile(
-    _DEV + r"(?: (?P<netdev>[\w.\-]+))?: (?:NIC )?[Ll]ink (?:is )?(?P<state>[Uu]p|[Dd]own)\b"
+    _DEV + r"(?: (?P<netdev>[\w.\-]+))?: (?:[\w\-]+: [\w.\-]+ )?(?:NIC )?[Ll]ink (?:is )?"
+    r"(?P<state>[Uu]p|[Dd]own)\b"
 )
 # mlx5_ib port events: "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE"
 _PORT_LINK = re.compile(

@@ -191,6 +191,12 @@ CASES = [
             "cuda_dev": 1,
         },
     ),
+    (  # NCCL 2.4.8 named rings, ranks bare (a public note on nv_peer_mem, found through GitHub
+        # code search)
+        "NCCL INFO Ring 00 : 3 -> 10 [send] via NET/IB/0/GDRDMA",
+        "nccl_channel_net",
+        {"channel": 0, "src_rank": 3, "dst_rank": 10, "net_dev": 0, "gdr": True, "pxn_proxy": None},
+    ),
     (  # an IB net plugin (https://github.com/sgl-project/sglang/issues/3836)
         "deepseek-yanfa:195:3198 [7] NCCL INFO Channel 07/0 : 15[7] -> 7[7] [receive] via NET/IBext_v8/7/GDRDMA",
         "nccl_channel_net",
@@ -431,6 +437,12 @@ CASES = [
         "nic_link_state",
         {"state": "up", "driver": "ixgbe", "netdev": "enp5s0"},
     ),
+    (  # igb names itself twice (an Ubuntu forum thread's dmesg, found through GitHub code search)
+        "[   14.573649] igb 0000:03:00.0 eno1: igb: eno1 NIC Link is Up 1000 Mbps Full Duplex, Flow "
+        "Control: RX",
+        "nic_link_state",
+        {"state": "up", "driver": "igb", "device": "0000:03:00.0", "netdev": "eno1"},
+    ),
     (  # r8169's lower case (a dmesg-parsing test's fixture on GitHub, found through code search)
         "[  190.178748] r8169 0000:06:00.0 eth0: link down",
         "nic_link_state",
@@ -524,6 +536,8 @@ NOT_EVENTS = [
     "NVRM: Xid error: xyz, invalid data",
     "pcieport 0000:00:1c.1: AER: found no error details for 0000:00:1c.1",
     "NCCL INFO Channel 00 : 0[0] -> 1[1] via NVL/NET/0",
+    "NCCL INFO Ring 00 :    3   7   6   5   4   0   1   2",  # a ring's order, no transport
+    "pcieport 0000:00:04.1: pciehp: Slot(0-1): Link Up",  # PCIe hot-plug, not a NIC
     "NVRM:     Reported by libos partition:2#4 kernel v3.1 [0] @ ts:1770232285",
 ]
 
