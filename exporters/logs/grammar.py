@@ -181,7 +181,7 @@ def _init_complete(msg: str) -> Fields | None:
     }
 
 
-_NCCL_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?:\+cuda[\d.]+)?\s*$")
+_NCCL_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?:\+\S*)?\s*$")
 
 
 def _nccl_version(msg: str) -> Fields | None:

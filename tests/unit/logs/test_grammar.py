@@ -233,6 +233,11 @@ CASES = [
         "nccl_version",
         {"nccl_version": "2.27.6", "host": "cl4-gpu03-vm"},
     ),
+    (  # NOT a captured line: a build whose version suffix is not "+cudaX.Y"
+        "node-1:178:178 [0] NCCL INFO NCCL version 2.18.5+cuda12.2-custom",
+        "nccl_version",
+        {"nccl_version": "2.18.5"},
+    ),
     # --- torch_watchdog_timeout -------------------------------------------------------------
     (  # PyTorch 1.13 (https://github.com/OFA-Sys/OFA/issues/271)
         "[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught collective operation timeout: "
