@@ -1,9 +1,9 @@
 """The log source end to end (tail -> parse -> batch) on a realistic node: `--files` CRI log files
 of training pods (default 500, one container each), about 95 % NCCL INFO chatter that matches
 nothing and 5 % lines of the grammar's kinds (channels via NET/IB, Init COMPLETE, Using network,
-NCCL WARN completion errors, watchdog timeouts). `LogsSource.collect()` cycles (each reads at most
-sources.logs.max_read_bytes_per_cycle) read every file from its start, match, and build the
-log_event batches, until nothing is left.
+NCCL WARN completion errors of NCCL 2.2x and 2.30, watchdog timeouts and exceptions).
+`LogsSource.collect()` cycles (each reads at most sources.logs.max_read_bytes_per_cycle) read
+every file from its start, match, and build the log_event batches, until nothing is left.
 
 A second tree of the same size with no line to match (chatter only) measures the screen alone
 (`chatter_lines_per_s_per_core`): the rate at which a node's INFO noise is filtered.
@@ -59,6 +59,8 @@ MATCHED = (
     "{h}:{p}:{t} [{d}] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.{c}.{r}<0>",
     "{h}:{p}:{t} [{d}] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.0.3.{r}<44206> with status=12 opcode=129 len=65536 vendor err 129 (Recv) localGid ::ffff:10.0.1.{s} remoteGids::ffff:10.0.3.{r}",
     "[rank{r}]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={t}, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.",
+    "[2026-09-09 10:46:33] {h}:{p}:{t} [{d}] transport/net_ib/p2p.cc:648 NCCL WARN NET/IB: Got completion from peer 10.0.3.{r}<40554> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RECV_RDMA_WITH_IMM(129) vendor_err=129 localGid ::ffff:10.0.1.{s} remoteGids::ffff:10.0.3.{r} hca mlx5_{d}",
+    "[rank{r}]:[E ProcessGroupNCCL.cpp:1537] [PG 1 Rank {r}] Timeout at NCCL work: {t}, last enqueued NCCL work: {t}, last completed NCCL work: {c}.",
 )
 
 

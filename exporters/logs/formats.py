@@ -5,8 +5,10 @@ passes in.
   cri      `<RFC3339Nano> <stdout|stderr> <P|F> <message>`   (/var/log/pods/*/*/N.log)
   kmsg     `<prio>,<seq>,<usec>,<flags>;<message>`           (/dev/kmsg, or a dump of it)
   dmesg    `[  123.456789] message` or `[Mon May 25 12:34:56 2026] message` (dmesg, dmesg -T)
-  journal  `Feb 14 05:03:41 host kernel: message` (journalctl -k; -o short-iso too)
-  text     anything else: a terminal copy, `kubectl logs` (with --timestamps: its leading time)
+  journal  `Feb 14 05:03:41 host kernel: message` (journalctl -k; -o short-precise and
+           short-iso too, and syslog's kern.log)
+  text     anything else: a terminal copy, `kubectl logs` (with --timestamps: its leading time;
+           `dmesg --time-format iso` too)
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ _CRI_TS = re.compile(
 _KMSG = re.compile(rb"^(\d+),(\d+),(\d+),[^;]*;")
 _DMESG_MONO = re.compile(rb"^\[\s*(\d+)\.(\d+)\] ?")
 _DMESG_CTIME = re.compile(rb"^\[([A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ?")
-_JOURNAL = re.compile(rb"^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ kernel: ")
+_JOURNAL = re.compile(rb"^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)(?:\.(\d{1,9}))? \S+ kernel: ")
 _JOURNAL_ISO = re.compile(
-    rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?[+-]\d\d:?\d\d) \S+ kernel: "
+    rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)) \S+ kernel: "
 )
-_LEADING_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) ")
+_LEADING_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:\d\d)) ")
 
 _SNIFF_LINES = 64
 
@@ -135,6 +137,8 @@ class Clock:
                     t = datetime.strptime(f"{self.year} {m[1].decode()}", "%Y %b %d %H:%M:%S")
                 except ValueError as e:
                     raise BadTimestamp(str(e)) from None
+                if m[2]:  # -o short-precise: microseconds
+                    t = t.replace(microsecond=int(m[2][:6].ljust(6, b"0")))
                 return t.replace(tzinfo=UTC), line[m.end() :]
             m = _JOURNAL_ISO.match(line)
             if m:
@@ -161,7 +165,7 @@ class Clock:
         m = _LEADING_TS.match(line)
         if m:
             try:
-                return parse_rfc3339(m[1].decode()), line[m.end() :]
+                return parse_rfc3339(m[1].decode().replace(",", ".")), line[m.end() :]
             except ValueError:
                 pass
         return None, line

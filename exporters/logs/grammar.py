@@ -47,11 +47,24 @@ def _pci(s: str) -> str:
 
 
 # --- NCCL ---------------------------------------------------------------------------------------
+# NCCL's wording of a failed work completion changed over versions:
+#   2.0-2.1x  "Got completion with error 12, opcode 0, len 0, vendor err 129"
+#   2.1x      "Got completion from peer 10.42.0.2<47534> with error 5, opcode 48, len 32764, vendor err 244"
+#   2.2x      "... with status=12 opcode=129 len=65536 vendor err 129 (Recv) localGid G remoteGidsG"
+#             (later 2.2x: " hca mlx5_0" at the end)
+#   2.27      "... with status=IBV_WC_LOC_PROT_ERR(4) opcode=IBV_WC_SEND(0) reqSize=524288 vendor_err=81
+#             req_type=Send localGid G remoteGidsG hca mlx5_11"
+#   2.28+     "... with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RDMA_WRITE(1) vendor_err=129
+#             localGid G remoteGidsG hca mlx5_0"
 _IB_COMPLETION = re.compile(
-    r"Got completion (?:from peer (?P<peer_ip>[0-9A-Fa-f.:]+)<(?P<peer_port>\d+)> )?"
-    r"with (?:error |status=)(?P<status>\d+),? opcode[ =](?P<opcode>\d+),? len[ =]?(?P<len>\d+),? "
-    r"vendor err (?P<vendor_err>\d+)(?: \((?P<direction>Send|Recv)\))?"
-    r"(?: localGid (?P<local_gid>\S+))?(?: remoteGids?\s*(?P<remote_gid>\S+))?"
+    r"Got completion (?:from peer (?P<peer_ip>[0-9A-Fa-f.:]+)(?:<(?P<peer_port>\d+)>)? )?"
+    r"with (?:error |status=)(?:[A-Z][A-Z_]*\()?(?P<status>\d+)\)?,? "
+    r"opcode[ =](?:[A-Z][A-Z_]*\()?(?P<opcode>\d+)\)?,? "
+    r"(?:len[ =]?(?P<len>\d+),? |reqSize=(?P<req_size>-?\d+) )?"
+    r"vendor[ _]err[ =](?P<vendor_err>\d+)"
+    r"(?: \((?P<direction>\w+)\)| req_type=(?P<req_type>\w+))?"
+    r"(?:\s+localGid (?P<local_gid>\S+))?(?:\s+remoteGids?\s*(?P<remote_gid>[^\s]+))?"
+    r"(?:\s+hca (?P<hca>\S+))?"
 )
 
 
@@ -67,11 +80,13 @@ def _ib_completion(msg: str) -> Fields | None:
         "status": status,
         "status_name": wc_status_name(status),
         "opcode": int(m["opcode"]),
-        "len": int(m["len"]),
+        "len": _int(m["len"]),
+        "req_size": _int(m["req_size"]),
         "vendor_err": int(m["vendor_err"]),
-        "direction": m["direction"],
+        "direction": m["direction"] or m["req_type"],
         "local_gid": m["local_gid"],
         "remote_gid": m["remote_gid"],
+        "hca": m["hca"],
     }
 
 
@@ -103,9 +118,10 @@ def _ib_devices(msg: str) -> Fields | None:
     }
 
 
+# 2.4-2.6 named a ring, with bare ranks: "Ring 00 : 3 -> 10 [send] via NET/IB/0/GDRDMA"
 _CHANNEL = re.compile(
-    r"Channel (?P<channel>\d+)(?:/\d+)? : (?P<src_rank>\d+)\[[0-9a-fA-Fx]+\] -> "
-    r"(?P<dst_rank>\d+)\[[0-9a-fA-Fx]+\] (?:\[(?P<direction>send|receive)\] )?"
+    r"(?:Channel|Ring) (?P<channel>\d+)(?:/\d+)? : (?P<src_rank>\d+)(?:\[[0-9a-fA-Fx]+\])? -> "
+    r"(?P<dst_rank>\d+)(?:\[[0-9a-fA-Fx]+\])? (?:\[(?P<direction>send|receive)\] )?"
     r"via NET/(?P<net>[\w]+)/(?P<net_dev>\d+)(?:\((?P<pxn>\d+)\))?(?P<gdr>/GDRDMA)?"
 )
 
@@ -148,7 +164,7 @@ def _gdr_disabled(msg: str) -> Fields | None:
 _INIT_COMPLETE = re.compile(
     r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+)"
     r"(?: cudaDev (?P<cuda>\d+))?(?: nvmlDev \d+)?(?: busId (?P<bus>[0-9a-fA-F]+))?"
-    r"(?: commId (?P<comm_id>0x[0-9a-fA-F]+))?.*? - Init COMPLETE"
+    r"(?: commId (?P<comm_id>0x[0-9a-fA-F]+))?.*?\s?- Init COMPLETE"
 )
 
 
@@ -165,7 +181,7 @@ def _init_complete(msg: str) -> Fields | None:
     }
 
 
-_NCCL_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?:\+cuda[\d.]+)?\s*$")
+_NCCL_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?:\+\S*)?\s*$")
 
 
 def _nccl_version(msg: str) -> Fields | None:
@@ -185,9 +201,13 @@ def _nccl_warn(msg: str) -> Fields | None:
 # 1.13: "[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught ... Timeout(ms)=1800000) ran for"
 # 2.1+: "[rank0]:[E321 02:07:08.4 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught ... NumelIn="
 # 2.2+: "[PG 0 Rank 13] Watchdog caught ...", 2.4+: "[PG ID 0 PG GUID 0(default_pg) Rank 1] ..."
+# Older WorkNCCL texts (PyTorch's source): 1.8 "WorkNCCL(OpType=X, TensorShape=[n, m],
+# Timeout(ms)=T)" with no SeqNum, 1.9-1.11 "WorkNCCL(SeqNum=N, OpType=X, TensorShape=[n],
+# Timeout(ms)=T)"; the shape is left out when the work has no outputs.
 _WORK = re.compile(
-    r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), "
-    r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>-?\d+), NumelOut=(?P<nout>-?\d+))?, "
+    r"Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?"
+    r"OpType=(?P<op>\w+)(?:, TensorShape=\[[^\]]*\])?"
+    r"(?:, NumelIn=(?P<nin>-?\d+), NumelOut=(?P<nout>-?\d+))?, "
     r"Timeout\(ms\)=(?P<timeout>\d+)\) ran for (?P<ran>\d+) milliseconds"
 )
 _WHO = re.compile(
@@ -202,6 +222,10 @@ def _who(head: str) -> Fields:
     found = list(_WHO.finditer(head))
     if found:
         w = found[-1]
+        if w["pg"] is None:  # "[PG 3 Rank 5] ... terminated with exception: [Rank 5] Watchdog ..."
+            w = next(
+                (e for e in reversed(found) if e["pg"] is not None and e["rank"] == w["rank"]), w
+            )
         name = w["pgname"]
         if name is None and w["guid"] and "(" in w["guid"]:  # "0(default_pg)"
             name = w["guid"].partition("(")[2].rstrip(")")
@@ -216,7 +240,7 @@ def _watchdog_timeout(msg: str) -> Fields | None:
         return None
     return {
         **_who(msg[: m.start()]),
-        "seq_num": int(m["seq"]),
+        "seq_num": _int(m["seq"]),
         "op_type": m["op"],
         "numel_in": _int(m["nin"]),
         "numel_out": _int(m["nout"]),
@@ -233,8 +257,10 @@ def _watchdog_stuck(msg: str) -> Fields | None:
     return {**_who(msg[: m.start()]), "stuck_s": int(m["s"])} if m else None
 
 
+# 2.2/2.3 also printed "[PG 1 Rank 1] Timeout at NCCL work: 158046, last enqueued NCCL work: ..."
 _EXCEPTION = re.compile(
-    r"Exception \(either an error or timeout\) detected by watchdog at work: (?P<work>\d+), "
+    r"(?:Exception \(either an error or timeout\) detected by watchdog at|Timeout at NCCL) "
+    r"work: (?P<work>\d+), "
     r"last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)"
 )
 
@@ -253,7 +279,7 @@ def _watchdog_exception(msg: str) -> Fields | None:
 
 _NCCL_ERROR = re.compile(
     r"NCCL error(?: in: (?P<where>\S+?),|:) (?P<err>[^,(]*[^,(\s])"
-    r"(?: \(run with NCCL_DEBUG=INFO for details\))?(?:, NCCL version (?P<v>\d+\.\d+\.\d+))?"
+    r"(?: \(run with NCCL_DEBUG=\w+ for details\))?(?:, NCCL version (?P<v>\d+\.\d+\.\d+))?"
 )
 
 
@@ -328,17 +354,25 @@ _FALLEN = re.compile(
 # r570+ prints, without an Xid, over three kernel records:
 #   NVRM: The NVIDIA GPU 0000:b3:00.0 / NVRM: (PCI ID: 10de:26b5) installed in this system has /
 #   NVRM: fallen off the bus and is not responding to commands.
+# older drivers put the PCI ID on the first record and break the sentence elsewhere:
+#   NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:1e07) installed in this /
+#   NVRM: system has fallen off the bus and is not responding to commands.
+# and a journal or a console may hold the whole sentence on one line.
 _THE_GPU = re.compile(
-    r"NVRM: The NVIDIA GPU (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$"
+    r"NVRM: The NVIDIA GPU (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)"
+    r"(?P<rest>(?: \(PCI ID: [0-9A-Fa-f]{4}:[0-9A-Fa-f]{4}\))?(?: installed in this\b.*)?)$"
 )
-_FALLEN_TAIL = re.compile(r"NVRM: fallen off the bus and is not responding")
+_FALLEN_TAIL = re.compile(r"NVRM: (?:system has )?fallen off the bus and is not responding")
+_FALLEN_WHOLE = re.compile(r"fallen off the bus and is not responding")
 
 
 # --- NIC drivers --------------------------------------------------------------------------------
 _DEV = r"(?P<driver>[\w\-]+) (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)"
-# mlx5e: "mlx5_core 0000:ab:00.0 ens1f0np0: Link down"; igc/e1000e-style "eth5: NIC Link is Down"
+# mlx5e: "mlx5_core 0000:ab:00.0 ens1f0np0: Link down"; igc/e1000e-style "eth5: NIC Link is Down";
+# igb repeats itself: "igb 0000:03:00.0 eno1: igb: eno1 NIC Link is Up 1000 Mbps Full Duplex, ..."
 _LINK = re.compile(
-    _DEV + r"(?: (?P<netdev>[\w.\-]+))?: (?:NIC )?Link (?:is )?(?P<state>[Uu]p|[Dd]own)\b"
+    _DEV + r"(?: (?P<netdev>[\w.\-]+))?: (?:[\w\-]+: [\w.\-]+ )?(?:NIC )?[Ll]ink (?:is )?"
+    r"(?P<state>[Uu]p|[Dd]own)\b"
 )
 # mlx5_ib port events: "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE"
 _PORT_LINK = re.compile(
@@ -421,10 +455,12 @@ def _module_event(msg: str) -> Fields | None:
 # "pcieport 0000:00:1c.5: AER: Corrected error received: 0000:00:1c.5"      (4.19+)
 # "pcieport 0000:00:1c.5: AER: Corrected error received: id=00e5"           (older)
 # "pcieport 0000:00:1c.5: AER: Multiple Uncorrected (Non-Fatal) error received: 0000:03:00.0"
+# 6.x, the spec's terms: "pcieport 0000:00:1c.4: AER: Correctable error message received from
+# 0000:07:00.0" ("Uncorrectable (Non-Fatal)", "Uncorrectable (Fatal)")
 _AER_RECEIVED = re.compile(
-    _DEV
-    + r": AER: (?P<multiple>Multiple )?(?P<severity>Corrected|Uncorrected \((?:Non-Fatal|Fatal)\)|"
-    r"Uncorrected) error (?:message )?received:? (?:from )?(?:id=)?(?P<source>\S+)"
+    _DEV + r": AER: (?P<multiple>Multiple )?(?P<severity>(?:Corrected|Correctable)|"
+    r"(?:Uncorrected|Uncorrectable)(?: \((?:Non-Fatal|Fatal)\))?) "
+    r"error (?:message )?received:? (?:from )?(?:id=)?(?P<source>[^\s,]+)"
 )
 # "pcieport 0000:00:1d.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, id=00e8(Receiver ID)"
 # "pcieport 0000:00:1c.5: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)"
@@ -474,7 +510,11 @@ class Rule:
 RULES: tuple[Rule, ...] = (
     Rule("ib_completion_error", ("Got completion",), _ib_completion),
     Rule("torch_watchdog_timeout", ("Watchdog caught",), _watchdog_timeout),
-    Rule("torch_watchdog_exception", ("detected by watchdog",), _watchdog_exception),
+    Rule(
+        "torch_watchdog_exception",
+        ("detected by watchdog", "Timeout at NCCL work"),
+        _watchdog_exception,
+    ),
     Rule("torch_watchdog_stuck", ("watchdog got stuck",), _watchdog_stuck),
     Rule("torch_nccl_error", ("NCCL error",), _torch_nccl_error),
     Rule("nccl_net_selected", ("Using network",), _net_selected),
@@ -486,7 +526,16 @@ RULES: tuple[Rule, ...] = (
     Rule("xid", ("NVRM: Xid",), _xid),
     Rule(
         "nic_link_state",
-        ("Link down", "Link up", "Link is ", "Link ACTIVE", "Link DOWN", "Link INIT"),
+        (
+            "Link down",
+            "Link up",
+            "Link is ",
+            "Link ACTIVE",
+            "Link DOWN",
+            "Link INIT",
+            "link down",
+            "link up",
+        ),
         _link_state,
     ),
     Rule("nic_module_event", ("module event", "[module "), _module_event),
@@ -510,13 +559,21 @@ KINDS: tuple[str, ...] = (*(r.kind for r in RULES), "gpu_fallen_off_bus")
 SCREEN_APP: tuple[bytes, ...] = (
     b"NET/",  # Got completion, NET/IB : Using, via NET/, GPU Direct RDMA Disabled
     b"atchdog",  # Watchdog caught, detected by watchdog, watchdog got stuck
+    b"Timeout at NCCL",  # PyTorch 2.2/2.3's "Timeout at NCCL work: N, last enqueued ..."
     b"NCCL WARN",
     b"NCCL error",
     b"NCCL version",
     b"Using network",
     b"Init COMPLETE",
 )
-SCREEN_KERNEL: tuple[bytes, ...] = (b"NVRM:", b"Link ", b"module ", b"AER:", b"PCIe Bus Error")
+SCREEN_KERNEL: tuple[bytes, ...] = (
+    b"NVRM:",
+    b"Link ",
+    b"link ",  # r8169-style "eth0: link down"
+    b"module ",
+    b"AER:",
+    b"PCIe Bus Error",
+)
 
 
 def screen_anchors(fmt: str) -> tuple[bytes, ...]:
@@ -572,10 +629,15 @@ class Session:
         return ev
 
     def _nvrm(self, msg: str, line: int) -> Event | None:
-        m = _THE_GPU.search(msg)
+        m = _THE_GPU.search(msg.rstrip())
         if m:
+            if _FALLEN_WHOLE.search(m["rest"]):  # the whole sentence on one line
+                self._gpu = None
+                return Event("gpu_fallen_off_bus", {"pci_bus": _pci(m["pci"]), "xid": None}, line)
             self._gpu = (_pci(m["pci"]), line)
             return None
+        if self._gpu is not None and line - self._gpu[1] > 3:
+            self._gpu = None  # the sentence spans three records at most: this one ended otherwise
         if _FALLEN_TAIL.search(msg) and self._gpu is not None:
             pci, first = self._gpu
             self._gpu = None

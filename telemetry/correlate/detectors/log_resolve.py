@@ -181,6 +181,12 @@ class Nics:
 
         return ctx.cached("log_resolve.nics", build)  # type: ignore[no-any-return]
 
+    def rail_of_nic(self, node: str, nic: str) -> int | None:
+        """The rail of a NIC the node's inventory names (NCCL 2.2x+ prints the `hca` an IB
+        completion error came from); None for a name the inventory does not know (a VF's)."""
+        rails = sorted(r for (n, r), (name, _) in self.rail.items() if n == node and name == nic)
+        return rails[0] if rails else None
+
     def gpu_of_rail(self, node: str, rail: int) -> int | None:
         gs = sorted(g for (n, g), (r, _) in self.gpu.items() if n == node and r == rail)
         return gs[0] if gs else None

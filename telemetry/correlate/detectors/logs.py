@@ -93,7 +93,8 @@ def _end(node: str, ns: str, pod: str, job: str, rank: int | None, gpu: int, rai
 def _local_end(r: dict[str, Any], f: dict[str, Any], pods: Pods, ranks: Ranks, nics: Nics,
                by_ip: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:  # fmt: skip
     """The reporting rank: its pod (the line's), its GPU (the line's CUDA device), its rank, and
-    the NIC its local GID's IP was leased on (else its GPU's rail NIC)."""
+    the NIC its local GID's IP was leased on (else the `hca` the line names, where the node's
+    inventory knows it, else its GPU's rail NIC)."""
     v = pods.at(r["namespace"], r["pod"], r["ts"])
     gpu = _int(f.get("cuda_dev"))
     if v is None or gpu is None:
@@ -101,7 +102,12 @@ def _local_end(r: dict[str, Any], f: dict[str, Any], pods: Pods, ranks: Ranks, n
     rank = ranks.rank(r["namespace"], r["pod"], gpu)  # None: its init is older than we read
     ip = ip_of_gid(f.get("local_gid")) or ""
     lease = lease_at(by_ip, ip, r["ts"]) if ip else None
-    rail = rail_of(lease["network"]) if lease else nics.gpu.get((v["node"], gpu), (None, ""))[0]
+    hca = f.get("hca")
+    rail = (
+        rail_of(lease["network"]) if lease else (nics.rail_of_nic(v["node"], hca) if hca else None)
+    )
+    if rail is None and not lease:
+        rail = nics.gpu.get((v["node"], gpu), (None, ""))[0]
     return _end(v["node"], r["namespace"], r["pod"], v["job"], rank, gpu, rail, nics, ip)
 
 
@@ -220,13 +226,16 @@ def collective_timeout(ctx: Context) -> list[Finding]:
 def _timeout_finding(ctx: Context, ns: str, comm: str, pg: str, rs: list[dict[str, Any]],
                      ranks: Ranks, pods: Pods) -> Finding:  # fmt: skip
     seq: dict[int, int] = {}
+    reported: set[int] = set()  # PyTorch 1.8 printed no SeqNum: such a rank has still reported
     for r in rs:
         rank, s = _int(r["fields"].get("rank")), _int(r["fields"].get("seq_num"))
+        if rank is not None:
+            reported.add(rank)
         if rank is not None and s is not None:
             seq[rank] = max(seq.get(rank, s), s)
     nranks = ranks.comm_of.get((ns, rs[0]["pod"]), ("", 0))[1]
     last = max(seq.values(), default=0)
-    never = sorted(set(range(nranks)) - set(seq)) if nranks else []
+    never = sorted(set(range(nranks)) - reported) if nranks else []
     behind = sorted(k for k, s in seq.items() if s < last)
     missing = never + behind
     v = pods.at(ns, rs[0]["pod"], rs[0]["ts"])
@@ -252,13 +261,13 @@ def _timeout_finding(ctx: Context, ns: str, comm: str, pg: str, rs: list[dict[st
         "critical",
         stype,
         subject,
-        f"{ns}/{job}: {len(seq)} rank(s) of {nranks or '?'} hit the NCCL watchdog "
+        f"{ns}/{job}: {len(reported)} rank(s) of {nranks or '?'} hit the NCCL watchdog "
         f"({f0.get('op_type')}, timeout {f0.get('timeout_ms')} ms; {said}){late}",
         {
             "comm_id": comm,
             "pg": pg,
             "nranks": nranks,
-            "timed_out_ranks": len(seq),
+            "timed_out_ranks": len(reported),
             "seq_nums": [
                 {"seq_num": s, "ranks": n} for s, n in sorted(Counter(seq.values()).items())
             ],

@@ -362,3 +362,36 @@ def test_ranks_whose_init_is_older_than_read_are_named_by_their_gpus(store: Stor
     assert (
         f.evidence["reporter_rank"] is None and f.evidence["peer_leaf_port"] == "leaf0b:Ethernet1"
     )
+
+
+def test_the_hca_an_ib_error_names_is_the_reporters_nic(store: Store) -> None:
+    """Host-network pods (no lease for the local address): NCCL 2.2x+ names the HCA the error came
+    from, here mlx5_1 on rank 0's node although rank 0 (GPU 0) sits on rail 0 - the NIC NCCL
+    used wins over the GPU's rail NIC. The peer resolves through its own line's local GID and
+    GPU, whatever HCA name it printed."""
+    _inv(store, host_network=True)
+    t = T0 + timedelta(minutes=5)
+    first = ib(t, 0, 0, "10.128.0.2", 12, "10.128.0.1")
+    first["fields"] = json.dumps(json.loads(first["fields"]) | {"hca": "mlx5_1"})
+    peer = ib(t + timedelta(milliseconds=150), 1, 0, "10.128.0.1", 5, "10.128.0.2")
+    peer["fields"] = json.dumps(json.loads(peer["fields"]) | {"hca": "mlx5_7"})
+    put(store, [*init(T0), first, peer])
+    (f,) = nccl_network_error(ctx(store, t + timedelta(seconds=30)))
+    assert f.evidence["reporter"]["nic"] == "n1/mlx5_1"
+    assert f.evidence["reporter"]["leaf_port"] == "leaf1a:Ethernet0"
+    assert f.evidence["peer"]["nic"] == "n2/mlx5_0"
+
+
+def test_timeouts_printed_without_a_seqnum_still_count_as_reported(store: Store) -> None:
+    """PyTorch 1.8's WorkNCCL had no SeqNum: ranks 0, 1 and 3 reported, rank 2 did not."""
+    _inv(store)
+    t = T0 + timedelta(minutes=5)
+    rows = [
+        ev(t, r // 2, "torch_watchdog_timeout", rank=r, pg=None, seq_num=None, op_type="BROADCAST",
+           timeout_ms=1800000, ran_ms=1804406)
+        for r in (0, 1, 3)
+    ]  # fmt: skip
+    put(store, init(T0) + rows)
+    (f,) = collective_timeout(ctx(store, t + timedelta(seconds=30)))
+    assert f.evidence["missing_ranks"] == [2] and f.evidence["timed_out_ranks"] == 3
+    assert f.subject == "n2/gpu0"

@@ -91,6 +91,128 @@ def test_live_pods_into_the_store_across_a_restart(tmp_path: Path, store: Any) -
     ]
 
 
+# Every fixture's events as (line, kind): the line where the record starts, 1-based.
+EXPECTED = {
+    "dmesg-T-xid-550.txt": [(2, "xid"), (3, "xid"), (4, "xid")],
+    "dmesg-aer-mlx5.txt": [
+        (2, "nic_module_event"),
+        (4, "pcie_aer"),
+        (5, "pcie_aer"),
+        (8, "pcie_aer"),
+    ],
+    "dmesg-fallen-no-xid.txt": [(1, "gpu_fallen_off_bus")],
+    "dmesg-mlx5-link-down.txt": [
+        (1, "nic_link_state"),
+        (2, "nic_link_state"),
+        (3, "nic_link_state"),
+    ],
+    "dmesg-xid-575-gsp.txt": [(2, "xid")],
+    "dmesg-xid-fallen.txt": [(3, "xid"), (4, "gpu_fallen_off_bus")],
+    "journal-kernel-xid-590.txt": [(1, "xid"), (2, "xid"), (3, "xid")],
+    "journalctl-k-mlx5.txt": [(1, "nic_link_state"), (4, "nic_link_state")],
+    "kernel-aer-6x.txt": [(1, "pcie_aer"), (2, "pcie_aer")],
+    "nccl-2.1x-ib-error.log": [(3, "torch_nccl_error"), (6, "ib_completion_error")],
+    "nccl-2.27-ib-hca.log": [
+        (1, "nccl_init_complete"),
+        (2, "nccl_channel_net"),
+        (3, "nccl_channel_net"),
+        (5, "ib_completion_error"),
+    ],
+    "nccl-2.2x-ib-status.log": [
+        (4, "nccl_init_complete"),
+        (5, "ib_completion_error"),
+        (10, "ib_completion_error"),
+    ],
+    "nccl-2.30-ib-completion.log": [
+        (1, "nccl_version"),
+        (2, "nccl_ib_devices"),
+        (4, "nccl_net_selected"),
+        (6, "nccl_init_complete"),
+        (7, "nccl_channel_net"),
+        (11, "nccl_warn"),
+        (13, "ib_completion_error"),
+        (15, "ib_completion_error"),
+    ],
+    "nccl-channels-versions.log": [
+        (1, "nccl_version"),
+        (2, "nccl_ib_devices"),
+        (3, "nccl_channel_net"),
+        (4, "nccl_gdr_disabled"),
+        (5, "nccl_channel_net"),
+        (6, "nccl_channel_net"),
+        (8, "nccl_init_complete"),
+        (9, "nccl_version"),
+    ],
+    "nccl-roce-gdr-disabled.log": [
+        (1, "nccl_ib_devices"),
+        (3, "nccl_net_selected"),
+        (5, "nccl_gdr_disabled"),
+        (6, "nccl_gdr_disabled"),
+    ],
+    "nccl-socket-fallback.log": [(6, "nccl_net_selected")],
+    "torch-2.3-watchdog.log": [
+        (1, "torch_watchdog_timeout"),
+        (2, "torch_watchdog_exception"),
+        (4, "torch_watchdog_timeout"),
+        (5, "torch_watchdog_timeout"),
+    ],
+    "torch-watchdog.log": [
+        (1, "torch_watchdog_timeout"),
+        (2, "torch_watchdog_timeout"),
+        (3, "torch_watchdog_exception"),
+        (4, "torch_watchdog_exception"),
+        (5, "torch_watchdog_stuck"),
+        (6, "torch_nccl_error"),
+    ],
+}
+
+# Issue 45's table: each kind's fields by name, with the types their values may have (None
+# where a line need not print it: an NCCL line without its host:pid:tid prefix, `<unknown>`).
+INT, STR, OPT_INT, OPT_STR = (int,), (str,), (int, type(None)), (str, type(None))
+TABLE: dict[str, dict[str, tuple[type, ...]]] = {
+    "ib_completion_error": {
+        "host": OPT_STR,
+        "pid": OPT_INT,
+        "cuda_dev": OPT_INT,
+        "peer_ip": OPT_STR,
+        "peer_port": OPT_INT,
+        "status": INT,
+        "status_name": STR,
+        "vendor_err": INT,
+        "direction": OPT_STR,
+        "local_gid": OPT_STR,
+        "remote_gid": OPT_STR,
+    },
+    "nccl_net_selected": {"net": STR},
+    "nccl_ib_devices": {"nics": (list,)},
+    "nccl_channel_net": {
+        "channel": INT,
+        "src_rank": INT,
+        "dst_rank": INT,
+        "net_dev": INT,
+        "gdr": (bool,),
+        "pxn_proxy": OPT_INT,
+    },
+    "nccl_gdr_disabled": {"nic": STR},
+    "nccl_init_complete": {"rank": INT, "nranks": INT, "comm_id": OPT_STR},
+    "nccl_version": {"nccl_version": STR},
+    "torch_watchdog_timeout": {
+        "rank": INT,
+        "pg": OPT_INT,
+        "seq_num": INT,
+        "op_type": STR,
+        "timeout_ms": INT,
+        "ran_ms": INT,
+    },
+    "torch_nccl_error": {"nccl_error": STR},
+    "xid": {"pci_bus": STR, "xid": INT, "pid": OPT_INT, "process": OPT_STR},
+    "gpu_fallen_off_bus": {"pci_bus": STR},
+    "nic_link_state": {"state": STR},
+    "nic_module_event": {"module": INT, "event": STR},
+    "pcie_aer": {"severity": STR, "port": STR},
+}
+
+
 def test_cli_from_prints_one_flat_json_object_per_event() -> None:
     r = rs("logs", "--from", str(FIX), "--output", "jsonl")
     assert r.returncode == 0, r.stderr
@@ -98,13 +220,23 @@ def test_cli_from_prints_one_flat_json_object_per_event() -> None:
     by_file: dict[str, list[tuple[int, str]]] = {}
     for o in out:
         by_file.setdefault(Path(o["file"]).name, []).append((o["line"], o["kind"]))
-    assert by_file["dmesg-xid-fallen.txt"] == [(3, "xid"), (4, "gpu_fallen_off_bus")]
-    assert by_file["dmesg-fallen-no-xid.txt"] == [(1, "gpu_fallen_off_bus")]
-    assert by_file["nccl-socket-fallback.log"] == [(6, "nccl_net_selected")]
-    assert by_file["journalctl-k-mlx5.txt"] == [(1, "nic_link_state"), (4, "nic_link_state")]
     # PROVENANCE.md quotes lines too: a file is read by its content, whatever its name
-    assert sum(len(v) for k, v in by_file.items() if k != "PROVENANCE.md") == 25
-    ib = next(o for o in out if o["kind"] == "ib_completion_error" and o["status"] == 12)
+    by_file.pop("PROVENANCE.md")
+    assert by_file == EXPECTED
+    # every kind of the issue's table comes from real fixture lines, with its fields by name
+    assert set(TABLE) <= {o["kind"] for o in out}
+    for o in out:
+        for name, types in TABLE.get(o["kind"], {}).items():
+            assert name in o, (o["kind"], name, o["excerpt"])
+            assert isinstance(o[name], types), (o["kind"], name, o[name], o["excerpt"])
+        assert "fields" not in o  # flattened
+    nics = [n for o in out if o["kind"] == "nccl_ib_devices" for n in o["nics"]]
+    assert nics and all(isinstance(n, str) and n.startswith("mlx5_") for n in nics)
+    ib = next(
+        o
+        for o in out
+        if o["kind"] == "ib_completion_error" and o["file"].endswith("nccl-2.2x-ib-status.log")
+    )
     assert {
         k: ib[k]
         for k in (
@@ -127,8 +259,7 @@ def test_cli_from_prints_one_flat_json_object_per_event() -> None:
         "pid": 984,
         "cuda_dev": 4,
     }
-    assert "fields" not in ib  # flattened
-    xid = next(o for o in out if o["kind"] == "xid")
+    xid = next(o for o in out if o["kind"] == "xid" and o["file"].endswith("dmesg-xid-fallen.txt"))
     assert (xid["pci_bus"], xid["xid"], xid["pid"], xid["process"], xid["mnemonic"]) == (
         "0000:5d:00",
         79,
@@ -168,19 +299,22 @@ def test_cli_from_into_the_store_and_a_missing_path(tmp_path: Path) -> None:
     got = dict(ast.literal_eval(q.stdout.strip()))
     assert got == {
         "gpu_fallen_off_bus": 2,
-        "ib_completion_error": 3,
-        "nccl_gdr_disabled": 2,
-        "nccl_ib_devices": 1,
-        "nccl_init_complete": 1,
-        "nccl_net_selected": 2,
-        "nic_link_state": 2,
+        "ib_completion_error": 6,
+        "nccl_channel_net": 6,
+        "nccl_gdr_disabled": 3,
+        "nccl_ib_devices": 3,
+        "nccl_init_complete": 4,
+        "nccl_net_selected": 3,
+        "nccl_version": 3,
+        "nccl_warn": 1,
+        "nic_link_state": 5,
         "nic_module_event": 1,
-        "pcie_aer": 3,
+        "pcie_aer": 5,
         "torch_nccl_error": 2,
-        "torch_watchdog_exception": 2,
+        "torch_watchdog_exception": 3,
         "torch_watchdog_stuck": 1,
-        "torch_watchdog_timeout": 2,
-        "xid": 1,
+        "torch_watchdog_timeout": 5,
+        "xid": 8,
     }, q.stderr
     r = rs("logs", "--from", str(tmp_path / "nope"), "--output", "jsonl")
     assert r.returncode == 2

@@ -74,6 +74,67 @@ CASES = [
         "ib_completion_error",
         {"status": 12, "status_name": "IBV_WC_RETRY_EXC_ERR", "vendor_err": 129},
     ),
+    # NCCL 2.27.5, `hca` at the end (tests/fixtures/logs/nccl-2.27-ib-hca.log)
+    (
+        "[2026-03-03 12:11:38] tpgds-aihub0007:185303:186751 [1] transport/net_ib.cc:2453 NCCL WARN "
+        "NET/IB: Got completion from peer 10.99.91.63<51161> with status=4 opcode=32614 len=32614 "
+        "vendor err 81 (Send) localGid ::ffff:10.99.92.59 remoteGids::ffff:10.99.91.63 hca mlx5_1",
+        "ib_completion_error",
+        {
+            "host": "tpgds-aihub0007",
+            "pid": 185303,
+            "cuda_dev": 1,
+            "status": 4,
+            "status_name": "IBV_WC_LOC_PROT_ERR",
+            "direction": "Send",
+            "remote_gid": "::ffff:10.99.91.63",
+            "hca": "mlx5_1",
+        },
+    ),
+    # NCCL 2.30: status and opcode by name and number, vendor_err=, no len, no direction
+    # (https://github.com/NVIDIA/nccl/issues/2397)
+    (
+        "[2026-09-09 10:46:34] ubuntu4:250415:250528 [1] transport/net_ib/p2p.cc:648 NCCL WARN "
+        "NET/IB: Got completion from peer 10.153.235.11<52743> with status=IBV_WC_RETRY_EXC_ERR(12) "
+        "opcode=IBV_WC_RDMA_WRITE(1) vendor_err=129 localGid ::ffff:1.1.1.4 "
+        "remoteGids::ffff:1.1.2.2 hca mlx5_0",
+        "ib_completion_error",
+        {
+            "host": "ubuntu4",
+            "pid": 250415,
+            "cuda_dev": 1,
+            "peer_ip": "10.153.235.11",
+            "peer_port": 52743,
+            "status": 12,
+            "status_name": "IBV_WC_RETRY_EXC_ERR",
+            "opcode": 1,
+            "len": None,
+            "vendor_err": 129,
+            "direction": None,
+            "local_gid": "::ffff:1.1.1.4",
+            "remote_gid": "::ffff:1.1.2.2",
+            "hca": "mlx5_0",
+        },
+    ),
+    # NCCL 2.27's ib_plugin: reqSize and req_type (a public GitHub note on IOMMU passthrough for
+    # RDMA, found through GitHub code search; its three wrapped lines joined)
+    (
+        "[2026-02-25 06:16:39] h-kim-0:1353:1409 [3] ib_plugin.c:2033 NCCL WARN NET/IB: Got completion "
+        "from peer 10.128.8.30<55095> with status=IBV_WC_LOC_PROT_ERR(4) opcode=IBV_WC_SEND(0) "
+        "reqSize=524288 vendor_err=81 req_type=Send localGid ::ffff:10.0.106.7 "
+        "remoteGids::ffff:10.0.106.6 hca mlx5_11",
+        "ib_completion_error",
+        {
+            "peer_ip": "10.128.8.30",
+            "status": 4,
+            "status_name": "IBV_WC_LOC_PROT_ERR",
+            "req_size": 524288,
+            "vendor_err": 81,
+            "direction": "Send",
+            "local_gid": "::ffff:10.0.106.7",
+            "hca": "mlx5_11",
+        },
+    ),
     # --- nccl_net_selected ------------------------------------------------------------------
     (
         "hostname1:25668:27396 [0] NCCL INFO Using network IB",  # nccl#1537
@@ -130,6 +191,12 @@ CASES = [
             "cuda_dev": 1,
         },
     ),
+    (  # NCCL 2.4.8 named rings, ranks bare (a public note on nv_peer_mem, found through GitHub
+        # code search)
+        "NCCL INFO Ring 00 : 3 -> 10 [send] via NET/IB/0/GDRDMA",
+        "nccl_channel_net",
+        {"channel": 0, "src_rank": 3, "dst_rank": 10, "net_dev": 0, "gdr": True, "pxn_proxy": None},
+    ),
     (  # an IB net plugin (https://github.com/sgl-project/sglang/issues/3836)
         "deepseek-yanfa:195:3198 [7] NCCL INFO Channel 07/0 : 15[7] -> 7[7] [receive] via NET/IBext_v8/7/GDRDMA",
         "nccl_channel_net",
@@ -165,6 +232,11 @@ CASES = [
         "cl4-gpu03-vm:1134070:1134070 [0] NCCL INFO NCCL version 2.27.6+cuda13.0",
         "nccl_version",
         {"nccl_version": "2.27.6", "host": "cl4-gpu03-vm"},
+    ),
+    (  # NOT a captured line: a build whose version suffix is not "+cudaX.Y"
+        "node-1:178:178 [0] NCCL INFO NCCL version 2.18.5+cuda12.2-custom",
+        "nccl_version",
+        {"nccl_version": "2.18.5"},
     ),
     # --- torch_watchdog_timeout -------------------------------------------------------------
     (  # PyTorch 1.13 (https://github.com/OFA-Sys/OFA/issues/271)
@@ -209,6 +281,34 @@ CASES = [
         "torch_watchdog_stuck",
         {"rank": 4, "pg": 12, "pg_name": "EXPERT_MODEL_PARALLEL_GROUP", "stuck_s": 480},
     ),
+    (  # NOT a captured line: PyTorch 1.8's WorkNCCL text (no SeqNum, TensorShape; its source)
+        "[E ProcessGroupNCCL.cpp:566] [Rank 0] Watchdog caught collective operation timeout: "
+        "WorkNCCL(OpType=BROADCAST, TensorShape=[2048, 1024], Timeout(ms)=1800000) ran for 1804406 "
+        "milliseconds before timing out.",
+        "torch_watchdog_timeout",
+        {"rank": 0, "seq_num": None, "op_type": "BROADCAST", "timeout_ms": 1800000},
+    ),
+    (  # NOT a captured line: PyTorch 1.9-1.11's WorkNCCL text (SeqNum and TensorShape; its source)
+        "[E ProcessGroupNCCL.cpp:587] [Rank 3] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=42, OpType=ALLREDUCE, TensorShape=[1], Timeout(ms)=1800000) ran for "
+        "1800865 milliseconds before timing out.",
+        "torch_watchdog_timeout",
+        {"rank": 3, "seq_num": 42, "op_type": "ALLREDUCE", "ran_ms": 1800865},
+    ),
+    (  # 2.2/2.3 "Timeout at NCCL work" (https://github.com/vllm-project/vllm/issues/6042)
+        "(RayWorkerWrapper pid=4009) [rank1]:[E ProcessGroupNCCL.cpp:1537] [PG 1 Rank 1] Timeout at "
+        "NCCL work: 158046, last enqueued NCCL work: 158046, last completed NCCL work: 158045.",
+        "torch_watchdog_exception",
+        {"rank": 1, "pg": 1, "seq_num": 158046, "last_completed": 158045},
+    ),
+    (  # the PG's tag before the exception's own (https://github.com/sgl-project/sglang/issues/1693)
+        "  what():  [PG 3 Rank 5] Process group watchdog thread terminated with exception: [Rank 5] "
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9141, OpType=_ALLGATHER_BASE, "
+        "NumelIn=19008, NumelOut=152064, Timeout(ms)=600000) ran for 600020 milliseconds before "
+        "timing out.",
+        "torch_watchdog_timeout",
+        {"rank": 5, "pg": 3, "seq_num": 9141, "op_type": "_ALLGATHER_BASE"},
+    ),
     # --- torch_nccl_error -------------------------------------------------------------------
     (  # PyTorch 1.x (https://github.com/pytorch/pytorch/pull/30157)
         "RuntimeError: NCCL error in: /var/lib/jenkins/workspace/torch/lib/c10d/ProcessGroupNCCL.cpp:404, "
@@ -229,6 +329,13 @@ CASES = [
         "NCCL version 2.19.3 ncclSystemError: System call (e.g. socket, malloc) or external library call failed",
         "torch_nccl_error",
         {"nccl_error": "unhandled system error", "nccl_version": "2.19.3"},
+    ),
+    (  # PyTorch 2.5+: NCCL_DEBUG=WARN in the hint (a public vLLM/FSDP run's log, found through
+        # GitHub code search; NCCL 2.28.9)
+        "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+        "NCCLUtils.cpp:93, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9",
+        "torch_nccl_error",
+        {"nccl_error": "invalid usage", "nccl_version": "2.28.9"},
     ),
     (  # the watchdog's exception
         "[E ProcessGroupNCCL.cpp:852] [Rank 16] NCCL watchdog thread terminated with exception: NCCL "
@@ -280,6 +387,18 @@ CASES = [
         "xid",
         {"xid": 45, "pid": 2280636, "process": "python3", "caused_by_xid": 149},
     ),
+    (  # dmesg --ctime, 535/550 (https://github.com/leptonai/gpud/pull/46)
+        "[Fri Aug 30 11:43:14 2024] NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, name=pt_main_thread, "
+        "Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x58005",
+        "xid",
+        {"pci_bus": "0000:cb:00", "xid": 109, "pid": 1797828, "process": "pt_main_thread"},
+    ),
+    (  # journal's "kernel:" prefix, 590 (https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1150)
+        "kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by "
+        "previous Xid 149",
+        "xid",
+        {"pci_bus": "0000:dc:00", "xid": 45, "process": "python3", "caused_by_xid": 149},
+    ),
     # --- gpu_fallen_off_bus (one line; the three-record form: test below) ------------------
     (
         "NVRM: GPU 0000:5d:00.0: GPU has fallen off the bus.",
@@ -313,6 +432,32 @@ CASES = [
         "nic_link_state",
         {"state": "down", "driver": "mlx5_core", "netdev": "ens1f0np0"},
     ),
+    (  # mlx5e, captured (lore.kernel.org Message-ID Z1CVTJ5jzIyNiB1R@x1, kernel 6.13-rc1)
+        "[18865.848172] mlx5_core 0000:01:00.0 enp1s0f0np0: Link down",
+        "nic_link_state",
+        {"state": "down", "driver": "mlx5_core", "device": "0000:01:00.0", "netdev": "enp1s0f0np0"},
+    ),
+    (  # the same report's ixgbe
+        "[18865.729882] ixgbe 0000:05:00.0 enp5s0: NIC Link is Up 10 Gbps, Flow Control: RX/TX",
+        "nic_link_state",
+        {"state": "up", "driver": "ixgbe", "netdev": "enp5s0"},
+    ),
+    (  # igb names itself twice (an Ubuntu forum thread's dmesg, found through GitHub code search)
+        "[   14.573649] igb 0000:03:00.0 eno1: igb: eno1 NIC Link is Up 1000 Mbps Full Duplex, Flow "
+        "Control: RX",
+        "nic_link_state",
+        {"state": "up", "driver": "igb", "device": "0000:03:00.0", "netdev": "eno1"},
+    ),
+    (  # r8169's lower case (a dmesg-parsing test's fixture on GitHub, found through code search)
+        "[  190.178748] r8169 0000:06:00.0 eth0: link down",
+        "nic_link_state",
+        {"state": "down", "driver": "r8169", "device": "0000:06:00.0"},
+    ),
+    (  # dmesg -T and ISO journal prefixes around mlx5e's line (kernel patch and public notes)
+        "2026-08-07T09:24:35Z node4 kernel: mlx5_core 0000:01:00.0 enp1s0f0np0: Link down",
+        "nic_link_state",
+        {"state": "down", "netdev": "enp1s0f0np0"},
+    ),
     # --- nic_module_event -------------------------------------------------------------------
     (  # https://github.com/geerlingguy/arm-nas/issues/16
         "mlx5_core 0004:01:00.0: Port module event: module 0, Cable plugged",
@@ -340,6 +485,27 @@ CASES = [
         "nvme 0000:03:00.0: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)",
         "pcie_aer",
         {"severity": "Corrected", "port": "0000:03:00.0", "driver": "nvme"},
+    ),
+    (  # 6.x, the spec's terms (linux-pci "[PATCH v5] PCI/portdev: Disable AER for Titan Ridge")
+        "pcieport 0000:00:1c.4: AER: Correctable error message received from 0000:07:00.0",
+        "pcie_aer",
+        {"severity": "Correctable", "port": "0000:00:1c.4", "source_id": "0000:07:00.0"},
+    ),
+    (
+        "pcieport 0000:07:00.0: PCIe Bus Error: severity=Correctable, type=Data Link Layer, (Receiver ID)",
+        "pcie_aer",
+        {"severity": "Correctable", "port": "0000:07:00.0", "type": "Data Link Layer"},
+    ),
+    (  # 6.x Multiple ... (a linux-pci thread quoting dmesg, found through GitHub code search)
+        "[  882.456994] pcieport 0000:00:1c.1: AER: Multiple Correctable error message received from "
+        "0000:00:1c.1",
+        "pcie_aer",
+        {"severity": "Correctable", "multiple": True, "source_id": "0000:00:1c.1"},
+    ),
+    (  # 6.x with no details (a linux-pci patch's changelog, found through GitHub code search)
+        "pci 0000:00:01.0: AER: Correctable error message received from 0000:02:00.0 (no details found)",
+        "pcie_aer",
+        {"severity": "Correctable", "port": "0000:00:01.0", "source_id": "0000:02:00.0"},
     ),
     (  # uncorrected (a kernel mailing-list quote found through GitHub code search)
         "pcieport 0000:00:1d.0: AER: Multiple Uncorrected (Non-Fatal) error received: 0000:00:1d.0",
@@ -373,6 +539,11 @@ NOT_EVENTS = [
     "pcieport 0000:00:1c.5: AER:   device [8086:9d15] error status/mask=00000001/00002000",
     "NVRM: GPU Board Serial Number: 1653923026510",
     "NVRM: Xid error: xyz, invalid data",
+    "pcieport 0000:00:1c.1: AER: found no error details for 0000:00:1c.1",
+    "NCCL INFO Channel 00 : 0[0] -> 1[1] via NVL/NET/0",
+    "NCCL INFO Ring 00 :    3   7   6   5   4   0   1   2",  # a ring's order, no transport
+    "pcieport 0000:00:04.1: pciehp: Slot(0-1): Link Up",  # PCIe hot-plug, not a NIC
+    "NVRM:     Reported by libos partition:2#4 kernel v3.1 [0] @ ts:1770232285",
 ]
 
 
@@ -395,6 +566,44 @@ def test_fallen_off_the_bus_without_an_xid_spans_three_records() -> None:
         grammar.Session().match("NVRM: fallen off the bus and is not responding to commands.", 1)
         is None
     )
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        # older drivers: the PCI ID on the first record, the sentence broken elsewhere (a public
+        # note on a GeForce card passed through to a VM, found through GitHub code search)
+        [
+            "NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:1e07) installed in this",
+            "NVRM: system has fallen off the bus and is not responding to commands.",
+        ],
+        # a confidential-computing guest's console (found through GitHub code search)
+        [
+            "NVRM: The NVIDIA GPU 0000:01:00.0",
+            "NVRM: (PCI ID: 10de:2bb5) installed in this system has",
+            "NVRM: fallen off the bus and is not responding to commands.",
+        ],
+        # the whole sentence on one line, as a journal may hold it
+        [
+            "NVRM: The NVIDIA GPU 0000:01:00.0 installed in this system has fallen off the bus and "
+            "is not responding to commands."
+        ],
+    ],
+)
+def test_fallen_off_the_bus_without_an_xid_other_breaks(records: list[str]) -> None:
+    s = grammar.Session()
+    got = [ev for i, r in enumerate(records, 20) if (ev := s.match(r, i)) is not None]
+    assert [(e.kind, e.fields["pci_bus"], e.line) for e in got] == [
+        ("gpu_fallen_off_bus", "0000:01:00", 20)
+    ]
+
+
+def test_a_gpu_named_without_the_bus_sentence_is_no_event() -> None:
+    # "The NVIDIA GPU ... is not supported" and then, much later, someone else's tail
+    s = grammar.Session()
+    assert s.match("NVRM: The NVIDIA GPU 0000:02:00.0 (PCI ID: 10de:1b80)", 1) is None
+    assert s.match("NVRM: installed in this system is not supported by the", 2) is None
+    assert s.match("NVRM: fallen off the bus and is not responding to commands.", 9) is None
 
 
 def test_every_kind_of_the_table_has_a_real_line() -> None:

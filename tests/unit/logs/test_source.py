@@ -4,8 +4,10 @@ input, the kernel log through a fake /dev/kmsg that follows the device's semanti
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import random
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 from exporters.common.tail import Checkpoints
 from exporters.logs.config import LogsConfig
 from exporters.logs.formats import sniff
+from exporters.logs.kmsg import DevKmsg
 from exporters.logs.source import LogsSource, pod_identity
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
@@ -400,3 +403,54 @@ def test_from_a_pods_tree_keeps_identity_from_the_path(tmp_path: Path) -> None:
         ("text", "", "", "", 1, "nccl_net_selected"),
     ]
     assert {r["node"] for r in got} == {"gpu-3"}
+
+
+def test_dev_kmsg_turns_epipe_into_an_overrun_and_eagain_into_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the real reader over a stand-in file: read(2) on /dev/kmsg answers EPIPE after the ring
+    # buffer overwrote unread records and EAGAIN when none is waiting
+    dev = tmp_path / "kmsg"
+    dev.write_bytes(b"6,1,10,-;hello\n")
+    k = DevKmsg(dev)
+    answers: list[bytes | OSError] = [
+        OSError(errno.EPIPE, "Broken pipe"),
+        b"6,9,20,-;next\n",
+        BlockingIOError(errno.EAGAIN, "again"),
+        OSError(errno.EIO, "I/O error"),
+    ]
+
+    def read(fd: int, n: int) -> bytes:
+        a = answers.pop(0)
+        if isinstance(a, OSError):
+            raise a
+        return a
+
+    monkeypatch.setattr(os, "read", read)
+    with pytest.raises(BrokenPipeError):
+        k.read()
+    assert k.read() == b"6,9,20,-;next\n"
+    assert k.read() is None
+    with pytest.raises(OSError, match="I/O error"):
+        k.read()
+    monkeypatch.undo()
+    k.close()
+
+
+def test_a_block_of_binary_garbage_between_real_lines(tmp_path: Path) -> None:
+    # 256 KiB of random bytes (NULs, stray newlines, anchors sprinkled in) written into a pod's
+    # log between two real lines: no event is made of it, and the line after it is read
+    rnd = random.Random(45)
+    junk = bytearray(rnd.randbytes(256 * 1024))
+    for k in range(0, len(junk) - 64, 4096):  # lines a screen would stop at
+        junk[k : k + 20] = b"NET/IB : Got complet"
+    f = pod_log(tmp_path / "pods")
+    with f.open("wb") as fh:
+        fh.write(cri(SOCKET, 0).encode())
+        fh.write(bytes(junk) + b"\n")
+        fh.write(cri(IB12, 2).encode())
+    src = source(tmp_path)
+    got = rows(src)
+    assert [r["kind"] for r in got] == ["nccl_net_selected", "ib_completion_error"]
+    assert got[-1]["line"] == src.stats.received  # the last line, counted as every other
+    assert src.stats.errors["binary_line"] >= 1
