@@ -318,12 +318,14 @@ def xid_fields(
 ) -> Fields:
     """mnemonic, action and fatal of an Xid from NVIDIA's Xid catalog (telemetry/xid.py): the
     action is the one to take for this line (Xid 154's reported recovery; a derivative Xid's
-    cause's action); None where the catalog does not know the code."""
+    cause's action) and `fatal` that action's; None where the catalog does not know the code."""
     info = xid_catalog.lookup(xid)
+    action = xid_catalog.effective_action(xid, cause=cause, recovery=recovery)
+    bucket = xid_catalog.buckets().get(action or "")
     return {
         "mnemonic": info.mnemonic,
-        "action": xid_catalog.effective_action(xid, cause=cause, recovery=recovery),
-        "fatal": info.fatal,
+        "action": action,
+        "fatal": bucket.fatal if bucket is not None else info.fatal,
     }
 
 

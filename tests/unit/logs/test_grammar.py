@@ -268,7 +268,12 @@ CASES = [
     (  # Xid 154 (several public reports, e.g. a GitHub note of an RTX box on driver 580)
         "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)",
         "xid",
-        {"xid": 154, "recovery_action": "Node Reboot Required", "action": "RESTART_BM"},
+        {
+            "xid": 154,
+            "recovery_action": "Node Reboot Required",
+            "action": "RESTART_BM",
+            "fatal": True,
+        },
     ),
     (  # the format AWS documents for an NVLink Xid 74 (pid=<unknown> unquoted)
         "NVRM: Xid (PCI:0000:b9:00): 74, pid=<unknown>, name=<unknown>, NVLink: fatal error detected on link 6(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)",
