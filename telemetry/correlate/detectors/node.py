@@ -41,47 +41,45 @@ def _bus_sql(ctx: Context) -> str:
         GROUP BY node, gpu, bus"""
 
 
-def _kernel_xids(ctx: Context) -> list[dict[str, Any]]:
-    """The kernel log's Xid lines (log_event `xid`, from /dev/kmsg or a captured kernel log) per
-    GPU and code, the GPU found by its PCI address among the window's GPU samples (a line whose
-    GPU is not sampled is not guessed at). Their text carries what NVML's events do not: Xid
-    154's recovery action and 'caused by previous Xid N'."""
-    lines = ctx.rows(f"""
-        SELECT node, JSONExtractString(fields, 'pci_bus') AS bus,
-               toUInt32(JSONExtractUInt(fields, 'xid')) AS xid, count() AS events,
-               min(ts) AS first, max(ts) AS last,
-               groupUniqArray(8)(JSONExtractString(fields, 'message')) AS details
+def _xid_sql(ctx: Context) -> str:
+    """Per GPU and code, the window's Xids in one statement: NVML's events (`gpu_event`, `bus`
+    '') and the kernel log's Xid lines (`log_event` `xid` from /dev/kmsg or a captured kernel
+    log; `gpu` -1, `bus` the PCI address the line prints). Their text carries what NVML's
+    events do not: Xid 154's recovery action and 'caused by previous Xid N'."""
+    return f"""
+        SELECT node, toInt32(gpu) AS gpu, '' AS bus, xid, any(uuid) AS uuid, count() AS events,
+               min(ts) AS first, max(ts) AS last, groupUniqArray(8)(detail) AS details
+        FROM {ctx.table("gpu_event")}
+        WHERE {ctx.where("gpu_event")} AND event = 'xid'
+        GROUP BY node, gpu, xid
+        UNION ALL
+        SELECT node, toInt32(-1), JSONExtractString(fields, 'pci_bus') AS bus,
+               toUInt32(JSONExtractUInt(fields, 'xid')) AS xid, '', count(), min(ts), max(ts),
+               groupUniqArray(8)(JSONExtractString(fields, 'message'))
         FROM {ctx.table("log_event")}
         WHERE {ctx.where("log_event")} AND kind = 'xid' AND pod = ''
-        GROUP BY node, bus, xid""")
-    if not lines:
-        return []
-    gpus = {(r["node"], r["bus"]): r for r in ctx.rows(_bus_sql(ctx))}
-    out = []
-    for r in lines:
-        g = gpus.get((r["node"], r["bus"]))
-        if g is not None:
-            out.append({**r, "gpu": int(g["gpu"]), "uuid": g["uuid"]})
-    return out
+        GROUP BY node, bus, xid"""
 
 
 @detector("gpu_xid", needs=("gpu_event", "log_event"))
 def gpu_xid(ctx: Context) -> list[Finding]:
-    """Xid events of each GPU, from NVML's events and the kernel log's Xid lines (one occurrence
-    seen by both counts once), judged by NVIDIA's Xid catalog (telemetry/xid.py): the GPU's
-    action is the strongest of its Xids' immediate actions (Xid 154's reported recovery, or the
-    previous Xid's action for a line 'caused by previous Xid N'). A GPU whose Xids are all
-    IGNORE is a quiet finding (no incident) until they repeat past gpu.xid_ignore_repeats."""
+    """Xid events of each GPU, from NVML's events and the kernel log's Xid lines (a line on the
+    GPU sampled at its PCI address, never guessed at; one Xid seen by both counts once), judged
+    by NVIDIA's Xid catalog (telemetry/xid.py): the GPU's action is the strongest of its Xids'
+    immediate actions (Xid 154's reported recovery, or the previous Xid's action for a line
+    'caused by previous Xid N'). A GPU whose Xids are all IGNORE is a quiet finding (no
+    incident) until they repeat past gpu.xid_ignore_repeats."""
     repeats = int(ctx.t("gpu.xid_ignore_repeats"))
+    got = ctx.rows(_xid_sql(ctx))
+    if any(r["bus"] for r in got):  # kernel lines: their GPUs by PCI address
+        gpus = {(g["node"], g["bus"]): g for g in ctx.rows(_bus_sql(ctx))}
+        for r in got:
+            if r["bus"] and (g := gpus.get((r["node"], r["bus"]))) is not None:
+                r["gpu"], r["uuid"] = int(g["gpu"]), g["uuid"]
     seen: dict[tuple[str, int, int], dict[str, Any]] = {}
-    nvml = ctx.rows(f"""
-        SELECT node, gpu, xid, any(uuid) AS uuid, count() AS events, min(ts) AS first,
-               max(ts) AS last, groupUniqArray(8)(detail) AS details
-        FROM {ctx.table("gpu_event")}
-        WHERE {ctx.where("gpu_event")}
-          AND event = 'xid'
-        GROUP BY node, gpu, xid""")
-    for r in [*nvml, *_kernel_xids(ctx)]:
+    for r in got:
+        if int(r["gpu"]) < 0:
+            continue  # a kernel line for a GPU not sampled in the window
         key = (r["node"], int(r["gpu"]), int(r["xid"]))
         had = seen.get(key)
         if had is None:
