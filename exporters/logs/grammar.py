@@ -299,8 +299,11 @@ def _torch_nccl_error(msg: str) -> Fields | None:
 # r450-: "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus."
 # r470+: "NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: ..."
 # r515+: "NVRM: Xid (PCI:0000:5d:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off ..."
+# MIG: the driver attributes an Xid to a GPU instance and compute instance where it can
+#   (open-gpu-kernel-modules, kernel_rc.c): "NVRM: Xid (PCI:0000:01:00 GPU-I:05 GPU-CI:01): 94, ..."
 _XID = re.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d)?)\): "
+    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d)?)"
+    r"(?: GPU-I:(?P<gi>\d+))?(?: GPU-CI:(?P<ci>\d+))?\): "
     r"(?P<xid>\d+),(?: pid=(?P<pid>'?(?:<unknown>|\d+)'?),)?(?: name=(?P<name>'[^']*'|[^,]*),)?"
     r"\s*(?P<message>.*?)\s*$"
 )
@@ -327,6 +330,8 @@ def _xid(msg: str) -> Fields | None:
         "xid": xid,
         "pid": int(pid) if pid is not None else None,
         "process": _unknown(m["name"]),
+        "gpu_instance": _int(m["gi"]),
+        "compute_instance": _int(m["ci"]),
         "message": text,
         "caused_by_xid": cause,
         "recovery_action": recovery.text if recovery is not None else None,
@@ -339,12 +344,14 @@ def xid_fields(
 ) -> Fields:
     """mnemonic, action and fatal of an Xid from NVIDIA's Xid catalog (telemetry/xid.py): the
     action is the one to take for this line (Xid 154's reported recovery; a derivative Xid's
-    cause's action); None where the catalog does not know the code."""
+    cause's action) and `fatal` that action's; None where the catalog does not know the code."""
     info = xid_catalog.lookup(xid)
+    action = xid_catalog.effective_action(xid, cause=cause, recovery=recovery)
+    bucket = xid_catalog.buckets().get(action or "")
     return {
         "mnemonic": info.mnemonic,
-        "action": xid_catalog.effective_action(xid, cause=cause, recovery=recovery),
-        "fatal": info.fatal,
+        "action": action,
+        "fatal": bucket.fatal if bucket is not None else info.fatal,
     }
 
 

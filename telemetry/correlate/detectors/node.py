@@ -28,22 +28,71 @@ def gpu_subject(node: str, gpu: int) -> str:
     return f"{node}/gpu{gpu}"
 
 
-@detector("gpu_xid", needs=("gpu_event",))
-def gpu_xid(ctx: Context) -> list[Finding]:
-    """Xid events of each GPU, judged by NVIDIA's Xid catalog (telemetry/xid.py): the GPU's
-    action is the strongest of its Xids' immediate actions (Xid 154's reported recovery, or the
-    previous Xid's action for a line 'caused by previous Xid N'). A GPU whose Xids are all
-    IGNORE is a quiet finding (no incident) until they repeat past gpu.xid_ignore_repeats."""
-    repeats = int(ctx.t("gpu.xid_ignore_repeats"))
-    per_gpu: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for r in ctx.rows(f"""
-        SELECT node, gpu, xid, any(uuid) AS uuid, count() AS events, min(ts) AS first,
-               max(ts) AS last, groupUniqArray(8)(detail) AS details
+def _bus_sql(ctx: Context) -> str:
+    """(node, gpu, uuid, bus) of the GPUs sampled in the window, `bus` as the kernel's NVRM lines
+    print it (logs grammar: '0000:5d:00'), from NVML's bus id ('0000:5d:00.0', or the
+    '00000000:5D:00.0' of nvmlPciInfo_t.busIdLegacy)."""
+    p = "splitByChar(':', pci_bus_id)"
+    return f"""
+        SELECT node, gpu, any(uuid) AS uuid,
+               lower(concat(substring({p}[1], -4), ':', {p}[2], ':', substring({p}[3], 1, 2))) AS bus
+        FROM {ctx.table("gpu_sample")}
+        WHERE {ctx.where("gpu_sample")} AND length({p}) = 3
+        GROUP BY node, gpu, bus"""
+
+
+def _xid_sql(ctx: Context) -> str:
+    """Per GPU and code, the window's Xids in one statement: NVML's events (`gpu_event`, `bus`
+    '') and the kernel log's Xid lines (`log_event` `xid` from /dev/kmsg or a captured kernel
+    log; `gpu` -1, `bus` the PCI address the line prints). Their text carries what NVML's
+    events do not: Xid 154's recovery action and 'caused by previous Xid N'."""
+    return f"""
+        SELECT node, toInt32(gpu) AS gpu, '' AS bus, xid, any(uuid) AS uuid, count() AS events,
+               min(ts) AS first, max(ts) AS last, groupUniqArray(8)(detail) AS details
         FROM {ctx.table("gpu_event")}
-        WHERE {ctx.where("gpu_event")}
-          AND event = 'xid'
-        GROUP BY node, gpu, xid ORDER BY node, gpu, xid"""):
-        per_gpu.setdefault((r["node"], int(r["gpu"])), []).append(r)
+        WHERE {ctx.where("gpu_event")} AND event = 'xid'
+        GROUP BY node, gpu, xid
+        UNION ALL
+        SELECT node, toInt32(-1), JSONExtractString(fields, 'pci_bus') AS bus,
+               toUInt32(JSONExtractUInt(fields, 'xid')) AS xid, '', count(), min(ts), max(ts),
+               groupUniqArray(8)(JSONExtractString(fields, 'message'))
+        FROM {ctx.table("log_event")}
+        WHERE {ctx.where("log_event")} AND kind = 'xid' AND pod = ''
+        GROUP BY node, bus, xid"""
+
+
+@detector("gpu_xid", needs=("gpu_event", "log_event"))
+def gpu_xid(ctx: Context) -> list[Finding]:
+    """Xid events of each GPU, from NVML's events and the kernel log's Xid lines (a line on the
+    GPU sampled at its PCI address, never guessed at; one Xid seen by both counts once), judged
+    by NVIDIA's Xid catalog (telemetry/xid.py): the GPU's action is the strongest of its Xids'
+    immediate actions (Xid 154's reported recovery, or the previous Xid's action for a line
+    'caused by previous Xid N'). A GPU whose Xids are all IGNORE is a quiet finding (no
+    incident) until they repeat past gpu.xid_ignore_repeats."""
+    repeats = int(ctx.t("gpu.xid_ignore_repeats"))
+    got = ctx.rows(_xid_sql(ctx))
+    if any(r["bus"] for r in got):  # kernel lines: their GPUs by PCI address
+        gpus = {(g["node"], g["bus"]): g for g in ctx.rows(_bus_sql(ctx))}
+        for r in got:
+            if r["bus"] and (g := gpus.get((r["node"], r["bus"]))) is not None:
+                r["gpu"], r["uuid"] = int(g["gpu"]), g["uuid"]
+    seen: dict[tuple[str, int, int], dict[str, Any]] = {}
+    for r in got:
+        if int(r["gpu"]) < 0:
+            continue  # a kernel line for a GPU not sampled in the window
+        key = (r["node"], int(r["gpu"]), int(r["xid"]))
+        had = seen.get(key)
+        if had is None:
+            seen[key] = dict(r)
+            continue
+        # NVML's event and the kernel's line of one Xid: the larger count, both texts
+        had["events"] = max(int(had["events"]), int(r["events"]))
+        had["first"], had["last"] = min(had["first"], r["first"]), max(had["last"], r["last"])
+        had["details"] = [*had["details"], *r["details"]]
+        had["uuid"] = had["uuid"] or r["uuid"]
+    per_gpu: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for (node, gpu, _), r in sorted(seen.items()):
+        per_gpu.setdefault((node, gpu), []).append(r)
     out = []
     for (node, gpu), rows in per_gpu.items():
         judged = [_judge(int(r["xid"]), r["details"]) for r in rows]
@@ -122,6 +171,16 @@ def _lost_sql(ctx: Context, over: bool) -> str:
             WHERE {ctx.where("gpu_event")}
               AND event = 'gpu_lost'{only}
             GROUP BY {tick}node, gpu
+            UNION ALL
+            SELECT {tick}k.node, m.gpu, 0, 0, count(), min(k.ts)
+            FROM (
+                SELECT {tick}node, ts, JSONExtractString(fields, 'pci_bus') AS bus
+                FROM {ctx.table("log_event")} {tick_join(ctx, "log_event") if over else ""}
+                WHERE {ctx.where("log_event")}
+                  AND kind = 'gpu_fallen_off_bus' AND pod = ''{only}
+            ) AS k
+            INNER JOIN ({_bus_sql(ctx)}) AS m ON k.node = m.node AND k.bus = m.bus
+            GROUP BY {tick}k.node, m.gpu
         )
         GROUP BY {tick}node, gpu
         HAVING lost_samples > 0 OR events > 0
@@ -145,7 +204,7 @@ def _lost_finding(ctx: Context, r: dict[str, Any]) -> Finding:
     )
 
 
-@detector("gpu_lost", needs=("gpu_sample", "gpu_event"))
+@detector("gpu_lost", needs=("gpu_sample", "gpu_event", "log_event"))
 def gpu_lost(ctx: Context) -> list[Finding]:
     return [_lost_finding(ctx, r) for r in ctx.rows(_lost_sql(ctx, over=False))]
 

@@ -4,13 +4,15 @@ the memory, NVLink and PCIe findings from NVML counters sampled off the 10 s gri
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timedelta
 from typing import Any
 
+from exporters.logs import grammar
 from telemetry.correlate import findings as fstore
 from telemetry.correlate import incidents
-from telemetry.records import GPU_EVENT, GPU_SAMPLE, NVLINK_SAMPLE, RecordKind
+from telemetry.records import GPU_EVENT, GPU_SAMPLE, LOG_EVENT, NVLINK_SAMPLE, RecordKind
 from telemetry.store import Store
 from tests.integration.correlate.test_detectors import ms, run, t0
 
@@ -326,3 +328,92 @@ def test_pcie_replays_per_minute(store: Store) -> None:
     got = _findings(store, "pcie_replays")
     assert set(got) == {"n3/gpu1"}
     assert 12 < got["n3/gpu1"]["evidence"]["replays_per_minute"] < 26
+
+
+def _kernel(store: Store, s: datetime, node: str, *lines: tuple[float, str]) -> None:
+    """Kernel log lines (at seconds from s) of `node` as the log source stores them: each line
+    through the real grammar (a multi-line NVRM record becomes one event), kept if it matched."""
+    session, rows = grammar.Session(), []
+    for n, (at_s, text) in enumerate(lines, 1):
+        ev = session.match(text, n)
+        if ev is None:
+            continue
+        rows.append({"ts": ms(s) + int(at_s * 1000), "cluster": "c", "node": node,
+                     "namespace": "", "pod": "", "pod_uid": "", "container": "",
+                     "source": "kmsg", "kind": ev.kind, "fields": json.dumps(ev.fields),
+                     "excerpt": text, "file": "", "line": n})  # fmt: skip
+    store.insert(LOG_EVENT, LOG_EVENT.to_arrow(rows))
+
+
+def test_kernel_xid_lines_are_judged_with_their_own_text(store: Store) -> None:
+    """The kernel log's Xid lines reach gpu_xid, each on the GPU at its PCI address: Xid 154's
+    recovery action (NVML's event carries no text) decides the action; an Xid seen by NVML and
+    the kernel both counts once; a line whose GPU is not sampled is not guessed at."""
+    s = t0()
+    bus = {0: "0000:1b:00.0", 1: "00000000:3B:00.0", 2: "0000:5d:00.0"}  # NVML's two spellings
+    _samples(store, s, 30, *[lambda i, g=g: {"node": "n6", "gpu": g, "pci_bus_id": bus[g]}
+                             for g in bus])  # fmt: skip
+    store.insert(GPU_EVENT, GPU_EVENT.to_arrow([_xid(s, 92.4, "n6", 0, 94, "XID 94")]))
+    _kernel(
+        store,
+        s,
+        "n6",
+        (92.6, "NVRM: Xid (PCI:0000:1b:00): 94, pid=7194, name=python3, Contained: CE User "
+               "Channel (0x9). RST: No, D-RST: No"),
+        (121.3, "NVRM: Xid (PCI:0000:3b:00): 48, pid='<unknown>', name=<unknown>, An "
+                "uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer "
+                "at partition 3, subpartition 0."),
+        (121.4, "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) "
+                "to 0x2 (Node Reboot Required)"),
+        (133.9, "NVRM: Xid (PCI:0000:5d:00 GPU-I:05 GPU-CI:01): 31, pid=3000, name=python, Ch "
+                "00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS"),
+        (140.2, "NVRM: Xid (PCI:0000:e1:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen "
+                "off the bus."),  # no GPU sampled at e1: no finding
+    )  # fmt: skip
+    run(store, s, 5)
+    got = _by_subject(store)
+    assert {k: (v["evidence"]["action"], v["evidence"]["events"]) for k, v in got.items()} == {
+        "n6/gpu0": ("RESTART_APP", 1),  # NVML's event and the kernel's line: one Xid
+        "n6/gpu1": ("RESTART_BM", 2),
+        "n6/gpu2": ("RESTART_APP", 1),  # a MIG instance's Xid: its GPU's
+    }
+    ev = got["n6/gpu1"]["evidence"]
+    assert ev["xids"] == [48, 154] and ev["action_from"] == "Xid 154: Node Reboot Required"
+    assert got["n6/gpu1"]["severity"] == "critical"
+    assert _findings(store, "gpu_lost") == {}  # an Xid 79 line for no known GPU: not guessed
+
+
+def test_a_gpu_lost_without_an_xid_from_nvml_or_the_kernels_multi_line_form(store: Store) -> None:
+    """A GPU that falls off the bus and logs no Xid: NVML answers GPU_IS_LOST (its samples up=0),
+    or the kernel prints its three-record form (driver 570+) while the exporter still reports the
+    GPU. Either is gpu_lost, with Xid 79's action, RESTART_BM; no gpu_xid is made up for it."""
+    s = t0()
+    _samples(
+        store,
+        s,
+        30,
+        lambda i: {"node": "n5", "gpu": 0, "pci_bus_id": "0000:18:00.0", "up": int(i < 12)},
+        lambda i: {"node": "n5", "gpu": 1, "pci_bus_id": "0000:b3:00.0"},
+        lambda i: {"node": "n5", "gpu": 2, "pci_bus_id": "0000:db:00.0"},  # healthy
+    )
+    _kernel(
+        store,
+        s,
+        "n5",
+        (151.7, "NVRM: The NVIDIA GPU 0000:b3:00.0"),
+        (151.7, "NVRM: (PCI ID: 10de:2330) installed in this system has"),
+        (151.7, "NVRM: fallen off the bus and is not responding to commands."),
+    )
+    run(store, s, 5)
+    assert store.count(GPU_EVENT) == 0 and _findings(store, "gpu_xid") == {}
+    got = _findings(store, "gpu_lost")
+    assert set(got) == {"n5/gpu0", "n5/gpu1"}
+    assert got["n5/gpu0"]["evidence"]["down_samples"] > 0
+    assert got["n5/gpu1"]["evidence"] == {**got["n5/gpu1"]["evidence"], "down_samples": 0}
+    assert got["n5/gpu1"]["evidence"]["lost_events"] >= 1
+    assert {f["evidence"]["action"] for f in got.values()} == {"RESTART_BM"}
+    # seen from the first sample that says so (~125 s) and from the kernel's record (~152 s)
+    assert timedelta(seconds=115) < got["n5/gpu0"]["first_seen"] - s.replace(tzinfo=None)
+    assert got["n5/gpu1"]["first_seen"] - s.replace(tzinfo=None) < timedelta(seconds=170)
+    incs = {i["root_subject"]: i["remediation"] for i in incidents.read(store, cluster="c")}
+    assert "RESTART_BM" in incs["n5/gpu1"] and "reboot it" in incs["n5/gpu1"]

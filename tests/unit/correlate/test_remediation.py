@@ -122,3 +122,42 @@ def test_each_xid_action_gets_its_own_advice() -> None:
     assert "no action is known" in advice(999)
     assert advice(159).startswith("Xid 159 ROBUST_CHANNEL_CHI_NON_DATA_ERROR on GPU 3 of n1: ")
     assert "CHECK_UVM: If UVM or vGPU is in use" in advice(159)  # a bucket's own words
+
+
+def test_every_gpu_xid_template_follows_its_action_bucket() -> None:
+    """Every guarded gpu_xid template names a bucket of the catalog's vocabulary (or null: action
+    unknown), and every bucket renders advice that names it: RESTART_APP and IGNORE (repeated or
+    not) never a drain or a cordon, no bucket the catalog calls non-fatal a cordon or a
+    `kubectl drain`, and the ones that take the GPU out of service a step that does."""
+    from telemetry import xid
+
+    buckets = xid.buckets()
+    guarded = [t for t in declared()["gpu_xid"].do if isinstance(t, dict)]
+    named = {a for t in guarded for a in (t["when"].get("action"),) if "action" in t["when"]}
+    assert named - set(buckets) == {None}, named - set(buckets)  # no misspelled bucket
+    # one Xid of the catalog per bucket where it has one (the label shows its mnemonic), 999 else
+    code_of = {i.action: c for c, i in sorted(xid.catalog().items(), reverse=True)}
+    out_of_service = re.compile(r"nvidia-smi -r|reboot|Restart the VM", re.IGNORECASE)
+    for action in [*buckets, None]:
+        code = code_of.get(action, 999)
+        for extra in ({}, {"repeated": True, "events": 9}, {"repeated": False}):
+            ev = {
+                **_xid_evidence(code, **extra),
+                "action": action,
+                "action_means": buckets[action].means if action in buckets else None,
+                "action_from": "Xid 154: Drain P2P" if action == "DRAIN_P2P" else "catalog",
+                "workflow_step": "RESET_GPU",
+            }
+            text = rem.remediation("gpu_xid", "gpu", "n1/gpu3", ev)
+            assert text.startswith(f"{xid.lookup(code).label} on GPU 3 of n1"), (action, text)
+            if action is None:
+                assert "no action is known" in text, text
+                continue
+            assert action in text, (action, text)
+            fatal = buckets[action].fatal
+            if action in ("RESTART_APP", "IGNORE"):
+                assert not re.search(r"\b(drain|cordon)", text, re.IGNORECASE), (action, text)
+            if fatal is False:
+                assert not re.search(r"cordon|kubectl drain", text, re.IGNORECASE), (action, text)
+            if fatal is True:
+                assert out_of_service.search(text), (action, text)

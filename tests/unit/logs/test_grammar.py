@@ -375,7 +375,12 @@ CASES = [
     (  # Xid 154 (several public reports, e.g. a GitHub note of an RTX box on driver 580)
         "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)",
         "xid",
-        {"xid": 154, "recovery_action": "Node Reboot Required", "action": "RESTART_BM"},
+        {
+            "xid": 154,
+            "recovery_action": "Node Reboot Required",
+            "action": "RESTART_BM",
+            "fatal": True,
+        },
     ),
     (  # the format AWS documents for an NVLink Xid 74 (pid=<unknown> unquoted)
         "NVRM: Xid (PCI:0000:b9:00): 74, pid=<unknown>, name=<unknown>, NVLink: fatal error detected on link 6(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)",
@@ -398,6 +403,29 @@ CASES = [
         "previous Xid 149",
         "xid",
         {"pci_bus": "0000:dc:00", "xid": 45, "process": "python3", "caused_by_xid": 149},
+    ),
+    (  # MIG: a GPU instance and compute instance (NVIDIA's A100 memory error management guide)
+        "NVRM: Xid (PCI:0000:01:00 GPU-I:05 GPU-CI:01): 94, pid=7194, name=python3, Contained: CE User Channel (0x9). RST: No, D-RST: No",
+        "xid",
+        {
+            "pci_bus": "0000:01:00",
+            "xid": 94,
+            "pid": 7194,
+            "gpu_instance": 5,
+            "compute_instance": 1,
+            "mnemonic": "ROBUST_CHANNEL_CONTAINED_ERROR",
+            "action": "RESTART_APP",
+        },
+    ),
+    (  # MIG, the GPU instance only (open-gpu-kernel-modules kernel_rc.c's second form)
+        "NVRM: Xid (PCI:0000:3b:00 GPU-I:13): 31, pid=3000, name=python, Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS",
+        "xid",
+        {"pci_bus": "0000:3b:00", "xid": 31, "gpu_instance": 13, "compute_instance": None},
+    ),
+    (  # an Xid NVIDIA's catalog does not list: kept, named, its action unknown
+        "NVRM: Xid (PCI:0000:3b:00): 999, pid=1, name=x, something new",
+        "xid",
+        {"xid": 999, "mnemonic": None, "action": None, "fatal": None},
     ),
     # --- gpu_fallen_off_bus (one line; the three-record form: test below) ------------------
     (
