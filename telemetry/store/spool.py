@@ -43,7 +43,7 @@ def record_batches(table: pa.Table, target_bytes: int) -> Iterator[pa.RecordBatc
     step = max(1, target_bytes * rows // max(1, table.nbytes))
     for offset in range(0, rows, step):
         piece = table.slice(offset, step)
-        chunks = piece.column(0).num_chunks if piece.num_columns else 1
+        chunks = max((c.num_chunks for c in piece.columns), default=1)  # may differ by column
         if chunks > 1 and piece.nbytes < chunks * (target_bytes // 4):
             piece = piece.combine_chunks()
         yield from piece.to_batches()
