@@ -71,7 +71,7 @@ def _retry_reason(exc: BaseException) -> str:
 
 
 # A sealed batch at least this large is followed by `release_freed_memory()` once it is spooled,
-# and by the store's `release_memory()` once it is stored.
+# and a drain that stored one by the store's `release_memory()`.
 RELEASE_AFTER_BYTES = 32 << 20
 
 # A sealed batch larger than this is spooled as several files, each inserted with its own token:
@@ -280,6 +280,7 @@ class ClickHouseSink:
         if not force and self.clock() < self._next_attempt:
             return 0
         sent = 0
+        purge = False  # a large batch was stored: the engine's allocator gives memory back
         entries = self.spool.entries()
         if not force:
             entries = entries[: self.replay_batches_per_cycle]
@@ -307,10 +308,8 @@ class ClickHouseSink:
                     dest,
                 )
                 continue
-            large = entry.size >= RELEASE_AFTER_BYTES
+            purge = purge or entry.size >= RELEASE_AFTER_BYTES
             self.spool.remove(entry)
-            if large:
-                self.store.release_memory()
             sent += entry.rows
             with self.stats.lock:
                 self.stats.sent += entry.rows
@@ -320,6 +319,11 @@ class ClickHouseSink:
                 log.warning("clickhouse is back: replaying the spool")
             self._down_reason = ""
             self._backoff = self.retry_initial
+        if purge:
+            # once per drain, not per batch: between the pieces of one sealed batch the engine
+            # reuses what the last insert freed (the peak is one insert's), and each purge makes
+            # the next insert fault its memory back in
+            self.store.release_memory()
         self._update_gauges()
         return sent
 

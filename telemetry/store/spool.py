@@ -33,15 +33,20 @@ RECORD_BATCH_BYTES = 16 << 20
 
 
 def record_batches(table: pa.Table, target_bytes: int) -> Iterator[pa.RecordBatch]:
-    """`table`'s rows in order as record batches of about `target_bytes` each. Only one such
-    piece is ever copied at a time (to join small chunks), never the whole table."""
+    """`table`'s rows in order as record batches of at most about `target_bytes` each. A piece
+    made of small chunks (a node's few rows per cycle) is joined into one batch, a copy of that
+    piece alone; a piece whose chunks are already large is written as it lies, without a copy."""
     rows = table.num_rows
     if rows == 0:
         yield from table.to_batches()
         return
     step = max(1, target_bytes * rows // max(1, table.nbytes))
     for offset in range(0, rows, step):
-        yield from table.slice(offset, step).combine_chunks().to_batches()
+        piece = table.slice(offset, step)
+        chunks = max((c.num_chunks for c in piece.columns), default=1)  # may differ by column
+        if chunks > 1 and piece.nbytes < chunks * (target_bytes // 4):
+            piece = piece.combine_chunks()
+        yield from piece.to_batches()
 
 
 @dataclass(frozen=True, order=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import weakref
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -14,9 +15,9 @@ from telemetry.contracts import Batch, ComponentStats, ExportResult
 from telemetry.pipeline import Pipeline
 from telemetry.sinks.clickhouse import ClickHouseSink
 from telemetry.store import Store
-from telemetry.store.spool import RECORD_BATCH_BYTES, Spool
+from telemetry.store.spool import RECORD_BATCH_BYTES, Spool, record_batches
 from tests.conftest import now_ms
-from tests.integration.core.test_exactly_once import ListSource, gpu_batch
+from tests.integration.core.test_exactly_once import ListSource, assert_exact, gpu_batch
 
 
 def _chunks(n_chunks: int, rows: int, ts0: int) -> list[Batch]:
@@ -135,7 +136,7 @@ def test_a_large_sealed_batch_is_spooled_in_pieces_each_stored_once(
     """A sealed batch past `spool_file_bytes` becomes several spool files (the embedded engine
     reads one at a time), in order, each with its own token: a lost acknowledgement of one
     piece replays that piece alone, and every row is stored exactly once."""
-    from tests.integration.core.test_exactly_once import FlakyClient, assert_exact
+    from tests.integration.core.test_exactly_once import FlakyClient
 
     flaky = FlakyClient(store.client)
     s = Store(store.dsn, database=store.database, client=flaky)
@@ -155,3 +156,62 @@ def test_a_large_sealed_batch_is_spooled_in_pieces_each_stored_once(
     sink.close()
     assert flaky.attempts == 1 + 5  # the refused attempt, then 4 pieces and 1 replay
     assert_exact(store, 40_000)
+
+
+def test_large_chunks_are_spooled_without_a_copy_and_small_ones_joined() -> None:
+    """`record_batches` copies only to join small chunks: a table of large chunks comes out as
+    slices of the same buffers (the spool writes them as they lie), a table of many tiny chunks
+    as one joined batch, and both keep every row in order."""
+    ts0 = now_ms()
+    target = 1 << 20
+    big = pa.concat_tables([b.table for b in _chunks(3, 10_000, ts0)])  # ~4 MiB chunks
+    small = pa.concat_tables([b.table for b in _chunks(200, 7, ts0)])
+    for table in (big, small):
+        out = list(record_batches(table, target))
+        assert pa.Table.from_batches(out).equals(table)
+        assert max(b.nbytes for b in out) <= target * 1.1
+    col = big.schema.get_field_index("power_watts")
+    spans = [
+        (c.buffers()[1].address, c.buffers()[1].address + c.buffers()[1].size)
+        for c in big.column(col).chunks
+    ]
+    for b in record_batches(big, target):
+        at = b.column(col).buffers()[1].address
+        assert any(lo <= at < hi for lo, hi in spans), "a large chunk was copied"
+    assert len(list(record_batches(small, target))) == 1
+
+
+class _CountingClient:
+    """The real client, counting the embedded engine's allocator purges."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.purges = 0
+
+    def command(self, cmd: str, *a: Any, **kw: Any) -> Any:
+        self.purges += cmd == "SYSTEM JEMALLOC PURGE"
+        return self.real.command(cmd, *a, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_a_drain_of_large_pieces_purges_the_allocator_once(store: Store, tmp_path: Path) -> None:
+    """The pieces of a large sealed batch are stored one after the other and the engine's
+    allocator is purged once, after the last: each purge between them only made the next insert
+    fault its memory back in. A drain of small batches purges nothing."""
+    counting = _CountingClient(store.client)
+    s = Store(store.dsn, database=store.database, client=counting)
+    batch = gpu_batch(0, 300_000, now_ms())
+    sink = ClickHouseSink(
+        s, spool_dir=str(tmp_path / "spool"), batch_rows=300_000,
+        spool_file_bytes=batch.table.nbytes // 3 + 1,
+    )  # fmt: skip
+    sink.export(batch)  # seals: three pieces, each past RELEASE_AFTER_BYTES on disk
+    del batch
+    assert sink.stats.sent == 300_000 and counting.purges == 1
+    sink.export(gpu_batch(300_000, 1_000, now_ms()))
+    sink.flush(force=True)
+    sink.close()
+    assert counting.purges == 1
+    assert_exact(store, 301_000)
