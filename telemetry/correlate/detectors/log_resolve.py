@@ -179,7 +179,8 @@ class Nics:
                     up.setdefault(dev, []).append(f"{dev}:{port}")
             return cls(gpu, rail, {k: sorted(v) for k, v in up.items()})
 
-        return ctx.cached("log_resolve.nics", build)  # type: ignore[no-any-return]
+        # the state as of the tick: read again where the affinity or LLDP changed
+        return ctx.as_of_state("log_resolve.nics", ("gpu_nic_affinity", "lldp_link"), build)  # type: ignore[no-any-return]
 
     def gpu_of_rail(self, node: str, rail: int) -> int | None:
         gs = sorted(g for (n, g), (r, _) in self.gpu.items() if n == node and r == rail)
