@@ -18,6 +18,7 @@ import pytest
 from telemetry.correlate.engine import Correlator
 from telemetry.correlate.registry import Context, Window, detectors
 from telemetry.correlate.sql import lldp_links
+from telemetry.correlate.thresholds import default_thresholds
 from telemetry.records import LLDP_LINK
 from telemetry.sim import build
 from telemetry.sim.run import ingest
@@ -231,7 +232,8 @@ def test_state_as_of_a_tick_read_again_only_where_it_changed(chdb_dsn: str) -> N
             extra: dict[str, Any] = {"memo": memo, "tick_cache": {}}
             if epochs is not None:
                 extra["state_epochs"] = epochs
-            ctx = Context(store, Window(end - timedelta(seconds=10), end), {}, "c", extra)
+            w = Window(end - timedelta(seconds=10), end)
+            ctx = Context(store, w, default_thresholds(), "c", extra)
             return str(lldp_links(ctx)[0]["remote_device"])
 
         assert neighbour(30, {"lldp_link": 1}) == "spine-a"
