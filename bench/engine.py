@@ -6,7 +6,8 @@ the oracle: `identical` is true when both modes wrote the same findings, inciden
 members), attributed flows and job_port_intervals sums.
 
 `statements_per_tick` counts the statements each mode sent to the engine (queries, commands,
-inserts), divided by the ticks. `cpu_s` is each mode's process CPU (the embedded engine runs in this process), steadier than
+inserts), divided by the ticks; `statements_per_tick_top` the same for the stages that send the
+most (a detector, or `engine`: attribution, inventory, findings and incidents). `cpu_s` is each mode's process CPU (the embedded engine runs in this process), steadier than
 wall time on a shared machine. `follow_tick_ms` is the median wall time of one live tick
 (`rejudge` then `evaluate`, as `correlate --follow` does) over the scenario's last ticks, on a
 third copy already correlated up to them. Wall seconds: the machine may be shared, so compare
@@ -18,6 +19,8 @@ the modes of one run. Last line: one JSON object.
 from __future__ import annotations
 
 import argparse
+import collections
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -47,12 +50,15 @@ OUTPUTS = (
 
 class Counter:
     """Statements sent through the store's client, counted once each (a client method that
-    calls another counts once)."""
+    calls another counts once), in all and per `stage` (the detector being evaluated, or
+    `engine`: attribution, inventory, findings and incidents)."""
 
     METHODS = ("query", "command", "raw_query", "query_arrow", "query_df", "insert", "raw_insert")
 
     def __init__(self, client: Any) -> None:
         self.n = 0
+        self.stage = "engine"
+        self.by_stage: collections.Counter[str] = collections.Counter()
         self._depth = 0
         for name in self.METHODS:
             setattr(client, name, self._wrap(getattr(client, name)))
@@ -61,6 +67,7 @@ class Counter:
         def counted(*a: Any, **k: Any) -> Any:
             if self._depth == 0:
                 self.n += 1
+                self.by_stage[self.stage] += 1
             self._depth += 1
             try:
                 return fn(*a, **k)
@@ -133,6 +140,29 @@ def outputs(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     return got
 
 
+def staged(corr: Any, counter: Counter) -> None:
+    """Count `corr`'s statements per detector: each detector's forms (per tick and set-based)
+    set the counter's stage while they run."""
+
+    def wrap(name: str, fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
+        if fn is None:
+            return None
+
+        def run(ctx: Any) -> Any:
+            counter.stage = name
+            try:
+                return fn(ctx)
+            finally:
+                counter.stage = "engine"
+
+        return run
+
+    corr.detectors = [
+        dataclasses.replace(d, fn=wrap(d.name, d.fn), over=wrap(d.name, d.over))
+        for d in corr.detectors
+    ]
+
+
 @contextmanager
 def counting(counter: Counter) -> Iterator[list[int]]:
     before = counter.n
@@ -163,11 +193,14 @@ def main() -> None:
         seconds: dict[str, float] = {}
         cpu: dict[str, float] = {}  # process CPU: the engine's threads are in this process
         statements: dict[str, float] = {}
+        by_stage: dict[str, dict[str, float]] = {}
         wrote: dict[str, Any] = {}
         n_ticks = 0
         for mode in a.modes.split(","):
             store = copy_of(src, f"bench_{mode}_{uuid.uuid4().hex[:6]}")
             corr = Correlator(store, per_tick=mode == "per_tick")
+            staged(corr, counter)
+            counter.by_stage.clear()
             with counting(counter) as n:
                 t, cpu0 = time.perf_counter(), time.process_time()
                 res = corr.run(start, end)
@@ -175,6 +208,9 @@ def main() -> None:
                 cpu[mode] = round(time.process_time() - cpu0, 2)
             n_ticks = res.windows + res.skipped
             statements[mode] = round(n[0] / max(n_ticks, 1), 1)
+            by_stage[mode] = {
+                k: round(v / max(n_ticks, 1), 2) for k, v in counter.by_stage.most_common(8)
+            }
             wrote[mode] = outputs(store)
             print(
                 f"{mode}: {seconds[mode]:.2f} s ({cpu[mode]} CPU-s), {n_ticks} ticks, {n[0]} statements, "
@@ -222,6 +258,7 @@ def main() -> None:
                     else None
                 ),
                 "statements_per_tick": statements,
+                "statements_per_tick_top": by_stage,  # the 8 stages sending the most
                 "identical": identical,
                 "follow_tick_ms": round(statistics.median(took[1:] or took), 1),
                 "follow_tick_cpu_ms": round(statistics.median(took_cpu[1:] or took_cpu), 1),

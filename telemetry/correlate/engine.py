@@ -8,6 +8,7 @@ A detector that fails is logged by name and counted; the others still run.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -171,6 +172,11 @@ class Correlator:
         self._judged_until: datetime | None = None  # the latest tick evaluate() judged
         self._late: LateArrivals | None = None  # created by the first rejudge() (follow)
         self.rejudged = 0  # re-judged (detector, tick) pairs, for self-report
+        # the last _prepare's ancestry, node SU/IDC and declared HyperNodes (its tick cache's
+        # `declared@`), reused by a batch run's next evaluation while they hold (_facts_hold)
+        self._facts: tuple[Any, dict[str, str], dict[str, str], Any] | None = None
+        self.facts_reads = 0  # _prepare reads of those facts (self-report; batch reuses them)
+        self._epochs = itertools.count(1)  # state epochs (run(), Context.as_of_state)
         # _tables() as read once at the start of a batch run (None: read at every tick)
         self._run_tables: tuple[set[str], set[str]] | None = None
 
@@ -247,6 +253,14 @@ class Correlator:
         last: dict[str, list[Finding]] = {}  # each detector's answer at its last evaluation
         quiet_since: datetime | None = None  # the tick before a stretch of skipped ticks
         prev: datetime | None = None
+        facts_at: datetime | None = None  # the last evaluated tick (its _prepare facts)
+        # per state kind, a number that changes where a row of it (a version's start or end)
+        # lies from `sliding.state_seconds` before the last evaluated tick to this one
+        # (Context.as_of_state); new numbers for every run: the memo outlives it
+        epochs: dict[str, int] | None = None
+        state_ms = int(float(self.thresholds["sliding"]["state_seconds"]) * 1000)
+        if not self.per_tick and act is not None:
+            epochs = {k: next(self._epochs) for k in STATE_KINDS if k in act.buckets}
         for first in range(0, len(plan), self.chunk_ticks):
             chunk = plan[first : first + self.chunk_ticks]
             ahead: dict[str, dict[datetime, list[Finding]]] = {}
@@ -261,9 +275,24 @@ class Correlator:
                 else:
                     names = maybe
                     carried = [f for d, fs in last.items() if d not in names for f in fs]
+                    assert act is not None
+                    same = not self.per_tick and self._facts_hold(act, facts_at, t)
+                    if epochs is not None and facts_at is not None:
+                        # a change read as of either tick or over its trailing state window
+                        lo_ms, hi_ms = _ms(facts_at) - state_ms, _ms(t) + 1
+                        for k in epochs:
+                            if act.any_in(k, lo_ms, hi_ms):
+                                epochs[k] = next(self._epochs)
                     r = self.evaluate(
-                        t, only=names, carried=carried, held_since=quiet_since, ahead=ahead
+                        t,
+                        only=names,
+                        carried=carried,
+                        held_since=quiet_since,
+                        ahead=ahead,
+                        same_facts=same,
+                        state_epochs=dict(epochs) if epochs is not None else None,
                     )
+                    facts_at = t
                     quiet_since = None
                     for f in r.findings:
                         latest[f.finding_id] = f
@@ -282,6 +311,17 @@ class Correlator:
                 latest[f.finding_id] = f
         result.findings = list(latest.values())
         return result
+
+    def _facts_hold(self, act: Activity, before: datetime | None, now: datetime) -> bool:
+        """Batch: the facts _prepare read at tick `before` (HyperNode ancestry and Node labels as
+        of the tick, node SU/IDC during the trailing `sliding.state_seconds`) hold at `now` too:
+        no node or HyperNode version began or ended from `state_seconds` before `before` to
+        `now` (the Activity's buckets: a superset of the changes)."""
+        if before is None:
+            return False
+        state_ms = int(float(self.thresholds["sliding"]["state_seconds"]) * 1000)
+        lo, hi = _ms(before) - state_ms, _ms(now) + 1
+        return not any(act.any_in(k, lo, hi) for k in ("node", "hypernode"))
 
     def _attribute_ahead(self, evaluated: list[datetime], act: Activity, result: RunResult) -> None:
         """Batch: attribute the flows the per-tick loop would attribute at the `evaluated` ticks
@@ -381,6 +421,7 @@ class Correlator:
         kinds = {k for d in self.detectors for k in d.needs} | {"flow_sample"}
         if not self.per_tick:
             kinds |= set(ATTRIBUTION_STATE)  # where batch attribution must not join windows
+            kinds |= STATE_KINDS  # where facts as of a tick change (Context.as_of_state)
         params = {"c": self.cluster, "ws": lo, "we": last_tick}
         for kind in sorted(kinds):
             k = KINDS[kind]
@@ -393,7 +434,7 @@ class Correlator:
                     f"""SELECT DISTINCT intDiv(toUnixTimestamp64Milli({c}), {step_ms})
                         FROM {self.store.table(kind)}
                         WHERE cluster = {{c:String}} AND {c} >= {{ws:DateTime64(3, 'UTC')}}
-                          AND {c} < {{we:DateTime64(3, 'UTC')}}"""
+                          AND {c} <= {{we:DateTime64(3, 'UTC')}}"""
                     for c in cols
                 ),
                 params,
@@ -461,6 +502,8 @@ class Correlator:
         carried: list[Finding] | None = None,
         held_since: datetime | None = None,
         ahead: dict[str, dict[datetime, list[Finding]]] | None = None,
+        same_facts: bool = False,
+        state_epochs: dict[str, int] | None = None,
     ) -> RunResult:
         """One tick: attribute the flows that arrived since the last tick, run every detector
         (or those named in `only`) over its trailing window ending at `now`, and open/update/
@@ -468,7 +511,9 @@ class Correlator:
         `carried`: findings of detectors not run that still hold (run()), held since
         `held_since` when ticks were skipped in between. `ahead`: detectors' answers at this
         tick judged already by their set-based form (run()); outside the per-tick mode, a
-        detector with one and no answer ahead is judged by it over this tick alone."""
+        detector with one and no answer ahead is judged by it over this tick alone.
+        `same_facts`: the previous evaluation's ancestry and node facts still hold (run()).
+        `state_epochs`: per state kind, where it last changed (run(); Context.as_of_state)."""
         cpu = time.process_time()
         result = RunResult(windows=1)
         nonempty, rollups = self._tables()
@@ -486,7 +531,10 @@ class Correlator:
             ),
             nonempty,
             result,
+            same_facts,
         )
+        if state_epochs is not None:
+            shared["state_epochs"] = state_epochs
         found: list[Finding] = []
         for d in self.detectors:
             if not set(d.needs) & nonempty or (only is not None and d.name not in only):
@@ -524,19 +572,33 @@ class Correlator:
         result.cpu_seconds = time.process_time() - cpu
         return result
 
-    def _prepare(self, ctx: Context, nonempty: set[str], result: RunResult) -> dict[str, Any]:
+    def _prepare(
+        self, ctx: Context, nonempty: set[str], result: RunResult, same_facts: bool = False
+    ) -> dict[str, Any]:
         """Facts every detector of the tick shares: the HyperNode ancestry and node SU/IDC as
         of now; and the flows that arrived since the last tick, attributed once to
         pods/jobs/tenants (attributed_flow rows) - never re-done per evaluation."""
         from telemetry.correlate.attribution import Ancestry, ancestry, attribute_window, node_facts
 
-        anc = Ancestry({}, {})
-        if "hypernode" in nonempty:
-            try:
-                anc = ancestry(ctx)
-            except Exception as e:
-                result.fail("ancestry", ctx.window, e)
-        su, idc = node_facts(ctx) if "node" in nonempty else ({}, {})
+        cache = ctx.extra.get("tick_cache", {})
+        declared = f"declared@{ctx.window.end.isoformat()}"  # attribution.declared_hypernodes
+        if same_facts and self._facts is not None:
+            anc, su, idc, specs = self._facts
+            if specs is not None:
+                cache[declared] = specs  # as of this tick too: no version began or ended
+        else:
+            self.facts_reads += 1
+            failed = False
+            anc = Ancestry({}, {})
+            if "hypernode" in nonempty:
+                try:
+                    anc = ancestry(ctx)
+                except Exception as e:
+                    failed = True
+                    result.fail("ancestry", ctx.window, e)
+            su, idc = node_facts(ctx) if "node" in nonempty else ({}, {})
+            # a failed read is not reused: the next tick tries again, as the per-tick loop does
+            self._facts = None if failed else (anc, su, idc, cache.get(declared))
         shared: dict[str, Any] = {
             "ancestry": anc,
             "tier_names": anc.tier_names,

@@ -105,6 +105,27 @@ class Context:
             cache[key] = make()
         return cache[key]
 
+    def as_of_state(
+        self, name: str, kinds: tuple[str, ...], make: Callable[[], Any], *, span: float = 0.0
+    ) -> Any:
+        """`make()` once per tick (as `cached`) for facts that are the state of `kinds` (record
+        kinds with versions or latest rows: inventory, LLDP, GPU-NIC affinity) as of the tick,
+        or over the `span` seconds before it (at most `sliding.state_seconds`); in a batch run
+        again only where a row of one of them lies between `sliding.state_seconds` before the
+        previous evaluation and this tick (the engine's `extra["state_epochs"]`, per kind, from
+        the run's Activity). Without epochs (live ticks, the per-tick loop), `make()` every
+        tick."""
+        epochs = self.extra.get("state_epochs")
+        key = f"{name}@{self.window.end.isoformat()}/{span}"
+        if (
+            epochs is None
+            or any(k not in epochs for k in kinds)
+            or span > float(self.t("sliding.state_seconds"))
+        ):
+            return self.cached(key, make)
+        at = tuple(epochs[k] for k in kinds)
+        return self.cached(key, lambda: self.remembered(f"{name}/{span}", at, make))
+
     def remembered(self, name: str, inputs: Any, make: Callable[[], Any]) -> Any:
         """`make()` again only when `inputs` differ from the previous tick's (the engine keeps
         `extra["memo"]` across ticks): a HyperNode tree or its drift against LLDP changes when

@@ -120,9 +120,8 @@ def rate(r: dict[str, Any], col: str) -> float:
 def lldp_links(ctx: Context) -> list[dict[str, Any]]:
     """The latest LLDP neighbour of every local port seen before the window ends (the tick:
     computed once per tick)."""
-    return ctx.cached(
-        f"lldp_links@{ctx.window.end.isoformat()}",
-        lambda: ctx.rows(latest_lldp_sql(ctx.store, lo=None, hi="we")),
+    return ctx.as_of_state(  # type: ignore[no-any-return]
+        "lldp_links", ("lldp_link",), lambda: ctx.rows(latest_lldp_sql(ctx.store, lo=None, hi="we"))
     )
 
 

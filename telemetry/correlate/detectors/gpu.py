@@ -10,12 +10,13 @@ counts from zero, never a negative rate), so samples need not sit on any grid.
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from telemetry.correlate.findings import Finding
-from telemetry.correlate.registry import Context, Window, detector
+from telemetry.correlate.registry import Context, Window, detector, over_ticks
 from telemetry.correlate.sql import increase_sql
+from telemetry.correlate.timebase import per_tick, tick_join, tick_params
 
 GPU_KEYS = ["node", "gpu"]
 LINK_KEYS = ["node", "gpu", "link"]
@@ -36,36 +37,57 @@ def _rate(r: dict[str, Any], col: str) -> float:
     return (r.get(f"inc_{col}") or 0.0) / span if span > 0 else 0.0
 
 
+def _memory_rows(ctx: Context, over: bool) -> list[dict[str, Any]]:
+    """Per GPU (and judged tick, `over`: its own trailing window, timebase.tick_join) with a
+    degraded HBM condition in the window: its latest remap and page-retirement state, its
+    greatest failure counts and its uncorrectable ECC errors' increase."""
+    inc = increase_sql(ctx, "gpu_sample", GPU_KEYS, ["ecc_uncorrected_errors_total"], over=over)
+    tick, on, join, only = "", "", "", ""
+    if over:
+        tick, on = "tick, ", "s.tick = v.tick AND "
+        join, only = tick_join(ctx, "gpu_sample"), " AND tick IN {ticks:Array(Int64)}"
+    return ctx.rows(
+        f"""
+        SELECT {"s.tick AS tick, " if over else ""}s.node AS node, s.gpu AS gpu,
+               s.pending AS pending, s.failures AS failures,
+               s.pages_pending AS pages_pending, s.remapped_uncorrectable AS remapped_uncorrectable,
+               ifNull(v.inc_ecc_uncorrected_errors_total, 0) AS uncorrected
+        FROM (
+            SELECT {tick}node, gpu,
+                   argMax(ifNull(remapped_rows_pending, 0), ts) AS pending,
+                   max(ifNull(remapped_rows_failure_total, 0)) AS failures,
+                   argMax(ifNull(retired_pages_pending, 0), ts) AS pages_pending,
+                   max(ifNull(remapped_rows_uncorrectable_total, 0)) AS remapped_uncorrectable
+            FROM {ctx.table("gpu_sample")} {join}
+            WHERE {ctx.where("gpu_sample")} AND up = 1{only}
+            GROUP BY {tick}node, gpu
+        ) AS s
+        LEFT JOIN ({inc}) AS v ON {on}s.node = v.node AND s.gpu = v.gpu
+        WHERE s.pending > 0 OR s.failures > 0 OR s.pages_pending > 0
+           OR ifNull(v.inc_ecc_uncorrected_errors_total, 0) >= {{ecc:UInt64}}
+        ORDER BY {tick}node, gpu""",
+        {"ecc": int(ctx.t("gpu.uncorrected_ecc_errors")), **(tick_params(ctx) if over else {})},
+    )
+
+
 @detector("gpu_memory_degraded", needs=("gpu_sample",))
 def gpu_memory_degraded(ctx: Context) -> list[Finding]:
     """HBM that needs a GPU reset (NVIDIA's row-remapping guidance: a pending remap takes effect
     at the next reset; a pending page retirement likewise) or a replacement (a remap failure: no
     spare rows left), and uncorrectable ECC errors repeating within the window. One
     uncorrectable error is what Xid 48/94/95 report; gpu_xid follows the catalog for it."""
+    return _memory_findings(ctx, _memory_rows(ctx, over=False))
+
+
+@over_ticks("gpu_memory_degraded")
+def gpu_memory_degraded_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    return per_tick(ctx, _memory_rows(ctx, over=True), _memory_findings)
+
+
+def _memory_findings(ctx: Context, rows: list[dict[str, Any]]) -> list[Finding]:
     ecc = int(ctx.t("gpu.uncorrected_ecc_errors"))
-    inc = increase_sql(ctx, "gpu_sample", GPU_KEYS, ["ecc_uncorrected_errors_total"])
     out = []
-    for r in ctx.rows(
-        f"""
-        SELECT s.node AS node, s.gpu AS gpu, s.pending AS pending, s.failures AS failures,
-               s.pages_pending AS pages_pending, s.remapped_uncorrectable AS remapped_uncorrectable,
-               ifNull(v.inc_ecc_uncorrected_errors_total, 0) AS uncorrected
-        FROM (
-            SELECT node, gpu,
-                   argMax(ifNull(remapped_rows_pending, 0), ts) AS pending,
-                   max(ifNull(remapped_rows_failure_total, 0)) AS failures,
-                   argMax(ifNull(retired_pages_pending, 0), ts) AS pages_pending,
-                   max(ifNull(remapped_rows_uncorrectable_total, 0)) AS remapped_uncorrectable
-            FROM {ctx.table("gpu_sample")}
-            WHERE {ctx.where("gpu_sample")} AND up = 1
-            GROUP BY node, gpu
-        ) AS s
-        LEFT JOIN ({inc}) AS v ON s.node = v.node AND s.gpu = v.gpu
-        WHERE s.pending > 0 OR s.failures > 0 OR s.pages_pending > 0
-           OR ifNull(v.inc_ecc_uncorrected_errors_total, 0) >= {{ecc:UInt64}}
-        ORDER BY node, gpu""",
-        {"ecc": ecc},
-    ):
+    for r in rows:
         conditions = []
         if r["failures"]:
             conditions.append(f"row remapping failed ({r['failures']}x)")
@@ -171,18 +193,34 @@ def nvlink_errors(ctx: Context) -> list[Finding]:
     return out
 
 
+def _replay_rows(ctx: Context, over: bool) -> list[dict[str, Any]]:
+    """Per GPU (and judged tick, `over`) its PCIe replay counter's increase over the window."""
+    order = " ORDER BY tick, node, gpu" if over else " ORDER BY node, gpu"
+    return ctx.rows(
+        increase_sql(ctx, "gpu_sample", GPU_KEYS, ["pcie_replay_total"], over=over) + order,
+        tick_params(ctx) if over else None,
+    )
+
+
 @detector("pcie_replays", needs=("gpu_sample",), lookback=("gpu.pcie_replays_window_seconds",))
 def pcie_replays(ctx: Context) -> list[Finding]:
     """PCIe replays of a GPU per minute above gpu.pcie_replays_per_minute (DCGM's health check
     flags more than 8 a minute), over the trailing gpu.pcie_replays_window_seconds: a marginal
     link to the GPU, its riser or its switch."""
+    return _replay_findings(ctx, _replay_rows(ctx, over=False))
+
+
+@over_ticks("pcie_replays")
+def pcie_replays_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    return per_tick(ctx, _replay_rows(ctx, over=True), _replay_findings)
+
+
+def _replay_findings(ctx: Context, rows: list[dict[str, Any]]) -> list[Finding]:
     limit = float(ctx.t("gpu.pcie_replays_per_minute"))
     # a rate over two samples seconds apart is noise: judge a span of half the window at least
     least = float(ctx.t("gpu.pcie_replays_window_seconds")) / 2
     out = []
-    for r in ctx.rows(
-        increase_sql(ctx, "gpu_sample", GPU_KEYS, ["pcie_replay_total"]) + " ORDER BY node, gpu"
-    ):
+    for r in rows:
         per_min = 60 * _rate(r, "pcie_replay_total")
         if per_min <= limit or (r["span_s"] or 0.0) < least:
             continue

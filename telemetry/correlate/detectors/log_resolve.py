@@ -179,7 +179,8 @@ class Nics:
                     up.setdefault(dev, []).append(f"{dev}:{port}")
             return cls(gpu, rail, {k: sorted(v) for k, v in up.items()})
 
-        return ctx.cached("log_resolve.nics", build)  # type: ignore[no-any-return]
+        # the state as of the tick: read again where the affinity or LLDP changed
+        return ctx.as_of_state("log_resolve.nics", ("gpu_nic_affinity", "lldp_link"), build)  # type: ignore[no-any-return]
 
     def rail_of_nic(self, node: str, nic: str) -> int | None:
         """The rail of a NIC the node's inventory names (NCCL 2.2x+ prints the `hca` an IB

@@ -19,9 +19,11 @@ from telemetry.text import human_bytes
 
 def _jobs(ctx: Context) -> list[dict[str, Any]]:
     """Jobs with pods placed in the window: their nodes and networkTopology constraint (read
-    once per tick: both placement detectors judge the same window)."""
-    return ctx.cached(
-        f"placement_jobs@{ctx.window.start.isoformat()}/{ctx.window.end.isoformat()}",
+    once per tick: both placement detectors judge the same window; in a batch run again only
+    where a pod or job version began or ended)."""
+    return ctx.as_of_state(  # type: ignore[no-any-return]
+        "placement_jobs",
+        ("pod", "job"),
         lambda: ctx.rows(f"""
         SELECT p.namespace AS namespace, p.job AS job, groupUniqArray(p.node) AS nodes,
                any(j.topology_mode) AS mode, any(j.highest_tier_allowed) AS tier_allowed,
@@ -38,6 +40,7 @@ def _jobs(ctx: Context) -> list[dict[str, Any]]:
           ON p.namespace = j.namespace AND p.job = j.job
         GROUP BY p.namespace, p.job
         ORDER BY namespace, job"""),
+        span=ctx.window.seconds,
     )
 
 
