@@ -6,7 +6,7 @@ through the Context; values are query parameters.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from telemetry.correlate.registry import Context
@@ -14,6 +14,7 @@ from telemetry.records import KINDS, Field
 from telemetry.store import time_range
 from telemetry.store.rollups import BY_KIND, ROLLUP_SECONDS
 from telemetry.store.schema import quote
+from telemetry.times import as_utc
 from telemetry.topology.store_io import latest_lldp_sql
 
 
@@ -92,7 +93,7 @@ def rollup_values_at(ctx: Context, kind: str, col: str) -> dict[datetime, set[An
     lookback = ctx.ticks[0] - ctx.window.start
     out: dict[datetime, set[Any]] = {t: set() for t in ctx.ticks}
     for bucket, value in res.result_rows:
-        b = bucket if bucket.tzinfo else bucket.replace(tzinfo=UTC)
+        b = as_utc(bucket)
         for t in ctx.ticks:
             if t - lookback <= b < t:
                 out[t].add(value)
@@ -152,16 +153,12 @@ def lldp_peers_at(ctx: Context) -> dict[datetime, dict[tuple[str, str], tuple[st
     )
     out, i = {}, 0
     for t in ctx.ticks:
-        while i < len(later) and _utc(later[i]["ts"]) < t:
+        while i < len(later) and as_utc(later[i]["ts"]) < t:
             r = later[i]
             state[(r["local_device"], r["local_port"])] = (r["remote_device"], r["remote_port"])
             i += 1
         out[t] = dict(state)
     return out
-
-
-def _utc(t: datetime) -> datetime:
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def increase_cols(alias: str, keys: list[str], counters: list[str]) -> str:
