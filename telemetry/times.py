@@ -23,19 +23,19 @@ _HINT = (
 )
 
 
+def as_utc(t: datetime) -> datetime:
+    """A datetime as UTC-aware: a naive one (what the store returns) is UTC; an aware one is
+    returned as given."""
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
 def parse_iso(text: str) -> datetime | None:
     """ISO 8601 (with 'Z' or an offset; naive = UTC) or None when it is not one."""
     try:
         dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-
-
-def as_utc(t: datetime) -> datetime:
-    """A datetime as UTC-aware: a naive one (what the store returns) is UTC; an aware one is
-    returned as given."""
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
+    return as_utc(dt)
 
 
 def ts_param(name: str) -> str:

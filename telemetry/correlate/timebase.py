@@ -11,7 +11,10 @@ The model (docs/correlation.md, "Time"):
   the evaluation grid (multiples of `sliding.interval_seconds`): at a grid point a series has the
   value of its latest sample at or before it, when that sample is at most `stale_after_seconds`
   old, else none (`aligned_sql`); then series are compared at the same grid point;
-- a series' sample spacing is its own (the median of its positive time deltas, `spacing_sql`).
+- a series' sample spacing is its own (the median of its positive time deltas, `spacing_sql`);
+- a counter's increase over a window is what it rose from the series' last sample before the
+  window (the lead sample, read from `lead_ms` before it) to its last inside, over the time
+  between the two (`counter_sql`, the one counter model: sql.increase_sql and sql.rate use it).
 It reads nothing itself: it writes SQL that detectors run through their Context.
 """
 
@@ -171,6 +174,64 @@ def covered_sql(
         GROUP BY {k}"""
 
 
+def counter_sql(
+    ctx: Context,
+    kind: str,
+    keys: list[str],
+    counters: list[str],
+    where: str = "",
+    *,
+    over: bool = False,
+) -> str:
+    """The counter model: per series of `kind` (by `keys`), how much each of `counters` rose
+    over the window (`inc_<c>`), how often it went backwards (`resets_<c>`), the window's samples
+    (`samples`) and the time the increase covers (`span_s`). Each sample inside the window adds
+    what its counter rose since the series' previous sample, even one just before the window
+    (the lead sample, as covered_sql reads it), and covers the time since it: span_s runs from
+    the lead sample (the first sample, for a series with none before the window) to the last,
+    so inc / span_s is the series' rate whatever its phase, spacing or jitter against the
+    window's bounds. A counter that went backwards (a reset) adds its new value, counted from
+    zero; a sample after one without the counter adds its value whole; a duplicated sample adds
+    nothing. Never negative. `where`: a condition on the rows (applied to the lead sample too).
+    `over`: set-based (Context.ticks), per judged tick (a `tick` column first) over that tick's
+    window and the lead before it, as the per-tick statement reads them; bound with
+    tick_params()."""
+    col = f"`{KINDS[kind].time_field}`"
+    k = _cols(keys)
+    first = "t >= toUnixTimestamp64Milli({ws:DateTime64(3, 'UTC')})"
+    join = ""
+    if over:
+        lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+        join = tick_join(ctx, kind, lead=lead_ms(ctx))
+        where = (
+            f"({where}) AND tick IN {{ticks:Array(Int64)}}"
+            if where
+            else "tick IN {ticks:Array(Int64)}"
+        )
+        first = f"t >= tick - {lookback}"  # the tick's own window, past its lead
+        k = f"tick, {k}"
+    deltas = "".join(
+        f", toFloat64(`{c}`) - toFloat64(lagInFrame(`{c}`, 1, `{c}`) OVER w) AS `d_{c}`"
+        f", toFloat64(`{c}`) AS `v_{c}`"
+        for c in counters
+    )
+    sums = "".join(
+        f", sum(if(`d_{c}` >= 0, `d_{c}`, `v_{c}`)) AS `inc_{c}`, countIf(`d_{c}` < 0) AS `resets_{c}`"
+        for c in counters
+    )
+    return f"""
+        SELECT {k}, count() AS samples, sum(if(prev_t < 0, 0, t - prev_t)) / 1000 AS span_s{sums}
+        FROM (
+            SELECT {k}, toUnixTimestamp64Milli({col}) AS t,
+                   lagInFrame(toUnixTimestamp64Milli({col}), 1, toInt64(-1)) OVER w AS prev_t{deltas}
+            FROM {ctx.table(kind)} {join}
+            WHERE {_window_with_lead(ctx, kind, where)}
+            WINDOW w AS (PARTITION BY {k} ORDER BY {col} ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+        )
+        WHERE {first}
+        GROUP BY {k}"""
+
+
 def spacing_sql(ctx: Context, kind: str, keys: list[str], where: str = "") -> str:
     """Per series of `kind` in the window: its own sample spacing (`spacing_s`, the median of its
     positive time deltas; null with fewer than two distinct times), its last sample (`last`) and
@@ -281,6 +342,7 @@ __all__ = [
     "activity_sql",
     "aligned_sql",
     "by_tick",
+    "counter_sql",
     "covered_sql",
     "interval_ms",
     "lead_ms",
