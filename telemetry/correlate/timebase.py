@@ -198,38 +198,37 @@ def counter_sql(
     tick_params()."""
     col = f"`{KINDS[kind].time_field}`"
     k = _cols(keys)
-    first = "t >= toUnixTimestamp64Milli({ws:DateTime64(3, 'UTC')})"
-    join = ""
+    # each sample's predecessor is found once, over the whole read; a sample counts from it
+    # where the statement for its window would have read it (`held`: from the lead on)
+    ticks, first, held = "", "t >= toUnixTimestamp64Milli({ws:DateTime64(3, 'UTC')})", "prev_t >= 0"
+    out = k
     if over:
         lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
-        join = tick_join(ctx, kind, lead=lead_ms(ctx))
-        where = (
-            f"({where}) AND tick IN {{ticks:Array(Int64)}}"
-            if where
-            else "tick IN {ticks:Array(Int64)}"
-        )
-        first = f"t >= tick - {lookback}"  # the tick's own window, past its lead
-        k = f"tick, {k}"
+        ticks = tick_join(ctx, kind, "t")
+        first = "tick IN {ticks:Array(Int64)}"
+        held = f"prev_t >= tick - {lookback + lead_ms(ctx)}"
+        out = f"tick, {k}"
     deltas = "".join(
         f", toFloat64(`{c}`) - toFloat64(lagInFrame(`{c}`, 1, `{c}`) OVER w) AS `d_{c}`"
         f", toFloat64(`{c}`) AS `v_{c}`"
         for c in counters
     )
     sums = "".join(
-        f", sum(if(`d_{c}` >= 0, `d_{c}`, `v_{c}`)) AS `inc_{c}`, countIf(`d_{c}` < 0) AS `resets_{c}`"
+        f", sum(if({held}, if(`d_{c}` >= 0, `d_{c}`, `v_{c}`), 0)) AS `inc_{c}`"
+        f", countIf({held} AND `d_{c}` < 0) AS `resets_{c}`"
         for c in counters
     )
     return f"""
-        SELECT {k}, count() AS samples, sum(if(prev_t < 0, 0, t - prev_t)) / 1000 AS span_s{sums}
+        SELECT {out}, count() AS samples, sum(if({held}, t - prev_t, 0)) / 1000 AS span_s{sums}
         FROM (
             SELECT {k}, toUnixTimestamp64Milli({col}) AS t,
                    lagInFrame(toUnixTimestamp64Milli({col}), 1, toInt64(-1)) OVER w AS prev_t{deltas}
-            FROM {ctx.table(kind)} {join}
+            FROM {ctx.table(kind)}
             WHERE {_window_with_lead(ctx, kind, where)}
             WINDOW w AS (PARTITION BY {k} ORDER BY {col} ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
-        )
+        ) {ticks}
         WHERE {first}
-        GROUP BY {k}"""
+        GROUP BY {out}"""
 
 
 def spacing_sql(ctx: Context, kind: str, keys: list[str], where: str = "") -> str:
