@@ -1,6 +1,7 @@
 """polars API for notebooks: attributed flows, findings and per-job paths as DataFrames.
 
     from telemetry.store import Store, time_range
+from telemetry.times import as_utc, parse_time
     from telemetry import analysis
     store = Store("chdb://./demo-data/store")
     flows = analysis.attributed_flows(store, since="1h")
@@ -22,15 +23,14 @@ from telemetry.correlate import findings as fstore
 from telemetry.correlate.report import job_report
 from telemetry.records import ATTRIBUTED_FLOW, FINDING
 from telemetry.store import Store, time_range
+from telemetry.times import as_utc, parse_time
 
 
 def _t(v: datetime | str | None, default: datetime | None = None) -> datetime | None:
     if v is None:
         return default
     if isinstance(v, datetime):
-        return v if v.tzinfo else v.replace(tzinfo=UTC)
-    from telemetry.times import parse_time
-
+        return as_utc(v)
     return parse_time(v)
 
 

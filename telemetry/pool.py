@@ -37,6 +37,7 @@ from telemetry.records import (
 )
 from telemetry.records import PRIORITY_CLASS as PC
 from telemetry.store.client import table_ref
+from telemetry.times import as_of
 
 # --by NAME -> the key column. Pod dimensions group what pods hold; node dimensions also group
 # what nodes have (total, allocatable, free).
@@ -69,11 +70,6 @@ def _latest(store: Any, kind: Any, key: str, value: str, where: str = "1") -> st
     )
 
 
-def _asof(alias: str) -> str:
-    """A versioned row valid at the interval start `bt`."""
-    return f"{alias}.valid_from <= bt AND ({alias}.valid_to IS NULL OR {alias}.valid_to > bt)"
-
-
 def _buckets() -> str:
     return (
         "SELECT number AS bi, {s:DateTime64(3, 'UTC')} + toIntervalSecond(number * {step:UInt32})"
@@ -89,7 +85,7 @@ def hypernode_of_sql(nodes: str, hypernodes: str, cluster: str) -> str:
         f"SELECT n.node AS node, argMin(h.hypernode, h.tier) AS v "
         f"FROM (SELECT DISTINCT node FROM {nodes} WHERE {cluster}) AS n "
         f"CROSS JOIN (SELECT hypernode, tier, member, selector FROM {hypernodes} "
-        f"WHERE {cluster} AND member_type = 'Node' AND valid_to IS NULL) AS h "
+        f"WHERE {cluster} AND member_type = 'Node' AND {as_of(None)}) AS h "
         "WHERE if(h.selector = 'regexMatch', match(n.node, h.member), h.member = n.node) "
         "GROUP BY n.node"
     )
@@ -157,7 +153,7 @@ def accounting_sql(store: Any, by: str | None) -> str:
                p.podgroup AS podgroup, p.job AS job
         FROM {_t(store, POD, alias="p")} CROSS JOIN ({_buckets()}) AS b
         WHERE p.cluster = {{cluster:String}} AND p.phase = 'Running' AND p.node != ''
-          AND p.gpu_requests > 0 AND {_asof("p")}"""
+          AND p.gpu_requests > 0 AND {as_of("bt", "p")}"""
     busy = f"""
         SELECT bi, namespace, pod, countIf(u >= {{floor:Float64}}) AS busy FROM (
             SELECT intDiv(toUnixTimestamp64Milli(ts) - toUnixTimestamp64Milli({{s:DateTime64(3, 'UTC')}}),
@@ -183,7 +179,7 @@ def accounting_sql(store: Any, by: str | None) -> str:
                    sum(nd.gpus) AS allocatable_gpus
             FROM {_t(store, NODE, alias="nd")} CROSS JOIN ({_buckets()}) AS b
             {node_join}
-            WHERE nd.cluster = {{cluster:String}} AND {_asof("nd")} AND nd.gpus > 0
+            WHERE nd.cluster = {{cluster:String}} AND {as_of("bt", "nd")} AND nd.gpus > 0
             GROUP BY bi, key"""
         rows = f"""
             SELECT coalesce(h.bi, n.bi) AS bi, coalesce(h.key, n.key) AS key,

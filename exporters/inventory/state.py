@@ -37,7 +37,7 @@ from exporters.inventory.objects import (
     string_map,
 )
 from telemetry.records import KINDS
-from telemetry.times import iso_to_ms, ms_to_iso
+from telemetry.times import as_of, iso_to_ms, ms_to_iso
 from telemetry.topology.hypernodes import HyperNodeTree, MalformedHyperNode, parse_hypernode
 
 Owner = tuple[str, str, str]  # (API kind, namespace, name)
@@ -469,7 +469,7 @@ class InventoryState:
             k = KINDS[kind]
             cols = ", ".join(f"`{c}`" for c in k.columns)
             t = store.query_arrow(
-                f"SELECT {cols} FROM {store.table(k, final=True)} WHERE cluster = {{c:String}} AND valid_to IS NULL",
+                f"SELECT {cols} FROM {store.table(k, final=True)} WHERE cluster = {{c:String}} AND {as_of(None)}",
                 {"c": cluster},
             )
             rows = t.to_pylist()

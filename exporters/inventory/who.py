@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from telemetry.records import POD_IP_LEASE
-from telemetry.times import parse_time
+from telemetry.times import as_of, parse_time
 
 _COLS = (
     "namespace",
@@ -57,7 +57,7 @@ def who_owned_many(
         ASOF LEFT JOIN (
             SELECT * FROM {store.table(POD_IP_LEASE, final=True)} WHERE 1 {cluster_filter}
         ) AS l ON q.ip = l.ip AND q.t >= l.valid_from
-        WHERE hit AND (l.valid_to IS NULL OR q.t < l.valid_to)
+        WHERE hit AND {as_of("q.t", "l")}
         ORDER BY q.i
     """
     params: dict[str, Any] = {"ips": ips, "ts": ts}

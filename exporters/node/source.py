@@ -20,6 +20,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -98,11 +99,14 @@ class NodeSource(BaseSource):
         pods: Any,
         from_capture: bool = False,
         procs: Any = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """Prefer `live()` / `replay()`. A collector given as None is switched off (except pcie,
         which runs when `nics` or `gpus` give it something to place; see `pcie`). `procs`: the
-        `exporters.common.cgroup.PodOwners` that maps a GPU process's pid to its pod."""
+        `exporters.common.cgroup.PodOwners` that maps a GPU process's pid to its pod. `clock`:
+        the wall clock (epoch seconds) that stamps each collection."""
         super().__init__()
+        self.clock = clock
         self.node, self.root, self.from_capture = node, root, from_capture
         self.gpus, self.nics, self.pods, self.procs = gpus, nics, pods, procs
         self.pcie = True
@@ -161,9 +165,11 @@ class NodeSource(BaseSource):
         nic_resources: list[str] | None = None,
         collectors: frozenset[str] | None = None,
         gpu_backend_impl: Any = None,
+        clock: Callable[[], float] = time.time,
     ) -> NodeSource:
         """A captured node directory (see `capture.py`): sys/, ethtool/, podresources.json,
-        nvml.json. A replay has no live NVML: with `auto` its GPUs come from nvml.json, if any."""
+        nvml.json. A replay has no live NVML: with `auto` its GPUs come from nvml.json, if any.
+        Its samples are stamped by `clock` (epoch seconds; the wall clock by default)."""
         from exporters.node import ethtool, podresources, rdma
 
         on = COLLECTORS.keys() if collectors is None else collectors
@@ -198,6 +204,7 @@ class NodeSource(BaseSource):
             pods=pods,
             from_capture=True,
             procs=_procs(d / "proc", on),
+            clock=clock,
         )
         src.pcie = "pcie" in on
         return src
@@ -325,7 +332,7 @@ class NodeSource(BaseSource):
         return result
 
     def _collect(self) -> list[Batch]:
-        ts = int(time.time() * 1000)
+        ts = int(self.clock() * 1000)
         gpu_rows: list[dict[str, Any]] = []
         gpu_events: list[dict[str, Any]] = []
         nvlink_rows: list[dict[str, Any]] = []

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from exporters.sflow.config import SflowConfig
@@ -57,8 +58,10 @@ class SflowSource(BaseSource):
         pcap_path: str | None = None,
         once: bool = False,
         interval: float = 10.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
+        self.clock = clock  # the wall clock (epoch seconds) that stamps a live datagram's samples
         self.cfg = config or SflowConfig()
         self.pcap_path = pcap_path
         self.once = once
@@ -185,7 +188,7 @@ class SflowSource(BaseSource):
                 return
         d = scan(data)  # outside the lock: this thread is the only one that adds rows
         with self._lock:
-            self.ingest.add(d, source, int(time.time() * 1000))
+            self.ingest.add(d, source, int(self.clock() * 1000))
 
     def stop(self) -> None:
         if self._pool is not None:

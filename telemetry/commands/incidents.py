@@ -9,7 +9,7 @@ to date by `railscope correlate` / `serve` after each evaluation (docs/incidents
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from telemetry.commands.common import (
@@ -21,7 +21,7 @@ from telemetry.commands.common import (
     print_listing,
 )
 from telemetry.sinks.gauges import state_gauges
-from telemetry.times import parse_time
+from telemetry.times import as_utc, parse_time
 
 # JSON key -> the stored incident's column: the keys every line carries (issue 19's contract)
 # first, then the rest
@@ -70,7 +70,7 @@ def to_json(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _iso(t: datetime) -> str:
-    return (t if t.tzinfo else t.replace(tzinfo=UTC)).isoformat().replace("+00:00", "Z")
+    return as_utc(t).isoformat().replace("+00:00", "Z")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 from telemetry.config import AlertmanagerConfig
 from telemetry.contracts import ComponentStats
 from telemetry.correlate.remediation import runbook
+from telemetry.times import as_utc
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ _RANK = {"critical": 0, "warning": 1, "info": 2}
 
 
 def _iso(t: datetime) -> str:
-    return (t if t.tzinfo else t.replace(tzinfo=UTC)).isoformat().replace("+00:00", "Z")
+    return as_utc(t).isoformat().replace("+00:00", "Z")
 
 
 class AlertmanagerSink:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from telemetry.correlate import lease_index
 from telemetry.correlate.lease_index import KEYS, keyed, num, read_sql
 from telemetry.records import ATTRIBUTED_FLOW
-from telemetry.store import time_range
+from telemetry.times import valid_during
 
 if TYPE_CHECKING:
     from telemetry.correlate.registry import Context
@@ -253,8 +253,7 @@ SETTINGS {", ".join(settings)}"""
 def _node_facts(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
     rows = ctx.rows(f"""
         SELECT node, argMax(su, valid_from) AS su, argMax(idc, valid_from) AS idc FROM {ctx.table("node", final=True)}
-        WHERE cluster = {{cluster:String}} AND {time_range("node", None, "we")}
-          AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})
+        WHERE cluster = {{cluster:String}} AND {valid_during()}
         GROUP BY node""")
     return {r["node"]: r["su"] for r in rows}, {r["node"]: r["idc"] for r in rows}
 

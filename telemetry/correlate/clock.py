@@ -9,6 +9,8 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from telemetry.times import as_utc
+
 
 class Clock(Protocol):
     def now(self) -> datetime:
@@ -38,7 +40,7 @@ class ManualClock:
     their time; `wait_idle` lets the driver wait until the waiter is blocked again (lockstep)."""
 
     def __init__(self, start: datetime) -> None:
-        self._now = start if start.tzinfo else start.replace(tzinfo=UTC)
+        self._now = as_utc(start)
         self._cond = threading.Condition()
         self._targets: list[datetime] = []  # times waiters are blocked on
 

@@ -30,10 +30,9 @@ from telemetry.problems import Problems
 from telemetry.records import KINDS
 from telemetry.store import Store
 from telemetry.store.schema import LOCAL_SUFFIX
+from telemetry.times import EPOCH
 
 log = logging.getLogger(__name__)
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # Kinds a detector reads as state (as of the tick, not only inside its window): inventory with
 # valid_from/valid_to, GPU-NIC affinity and LLDP (latest before the tick). A detector needing one

@@ -18,6 +18,7 @@ from typing import Any
 from telemetry.records import FINDING
 from telemetry.sinks.gauges import state_gauges
 from telemetry.store import Store
+from telemetry.times import as_utc
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -48,10 +49,6 @@ def _id(cluster: str, kind: str, subject: str, first_seen: datetime) -> str:
     return hashlib.sha1(key.encode()).hexdigest()[:20]
 
 
-def _utc(dt: datetime) -> datetime:
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-
-
 def _row(f: Finding, cluster: str, now: datetime) -> dict[str, Any]:
     assert f.window_start and f.window_end and f.first_seen and f.last_seen
     return {
@@ -64,8 +61,8 @@ def _row(f: Finding, cluster: str, now: datetime) -> dict[str, Any]:
         "subject": f.subject,
         "summary": f.summary,
         "evidence": json.dumps(f.evidence, default=str, sort_keys=True),
-        "window_start": _utc(f.window_start),
-        "window_end": _utc(f.window_end),
+        "window_start": as_utc(f.window_start),
+        "window_end": as_utc(f.window_end),
         "first_seen": f.first_seen,
         "last_seen": f.last_seen,
         "updated_at": now,
@@ -101,7 +98,7 @@ class Tracker:
             {"c": self.cluster, "t": now - self.hysteresis, "now": now},
         )
         return {  # the latest opened wins
-            (k, subj): _Open(fid, _utc(first), _utc(last)) for k, subj, fid, first, last in rows
+            (k, subj): _Open(fid, as_utc(first), as_utc(last)) for k, subj, fid, first, last in rows
         }
 
     def observe(
@@ -116,12 +113,12 @@ class Tracker:
         returns them with ids set. `held` held at every tick since `held_since`, though not
         observed then (a batch run skips ticks where nothing changed): those open then stay
         open, never closed and opened again."""
-        now = _utc(now)
+        now = as_utc(now)
         if self.open is None:
             self.open = self._load(now)
         findings = [*findings, *held]
         kept = {(f.kind, f.subject) for f in held} if held_since is not None else set()
-        since = _utc(held_since) - self.hysteresis if held_since is not None else now
+        since = as_utc(held_since) - self.hysteresis if held_since is not None else now
         for key in [
             k
             for k, o in self.open.items()

@@ -27,6 +27,7 @@ from telemetry.correlate.remediation import remediation, runbook
 from telemetry.problems import Problems
 from telemetry.records import FINDING, INCIDENT, INCIDENT_FINDING
 from telemetry.store import Store
+from telemetry.times import as_utc, ts_param, valid_during
 from telemetry.unionfind import DisjointSets
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,6 @@ _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 # slows two jobs, two tenants or 1,024 GPUs pages louder than one that touches a single job.
 RAISE_AT = {"jobs": 2, "tenants": 2, "gpus": 1024}
 STATES = ("open", "resolved")
-
-
-def _utc(dt: datetime) -> datetime:
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 @dataclass
@@ -77,8 +74,8 @@ class Member:
             str(g("subject")),
             str(g("summary")),
             json.loads(ev) if isinstance(ev, str) and ev else dict(ev or {}),
-            _utc(g("first_seen")),
-            _utc(g("last_seen")),
+            as_utc(g("first_seen")),
+            as_utc(g("last_seen")),
         )
 
     @property
@@ -448,7 +445,7 @@ def impact(store: Store, cluster: str, g: Group) -> Impact:
         "pods": sorted(pods),
         "ports": sorted(ports),
     }
-    during = "valid_from <= {hi:DateTime64(3, 'UTC')} AND (valid_to IS NULL OR valid_to >= {lo:DateTime64(3, 'UTC')})"
+    during = valid_during(ts_param("lo"), ts_param("hi"), closed=True)
     pods_t = store.table("pod", final=True)
     if nodes or pods:
         for ns, job in store.query_rows(
@@ -545,7 +542,7 @@ class IncidentTracker:
         """After the evaluation at `now` wrote `findings` (ids set): regroup, write what changed.
         A failure is logged and counted; the engine goes on."""
         try:
-            self.changed = self._observe(_utc(now), findings)
+            self.changed = self._observe(as_utc(now), findings)
             self.stats.last_success = True
         except Exception as e:
             self.changed = []

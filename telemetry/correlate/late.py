@@ -11,12 +11,11 @@ bucket is the same question on every deployment. It never changes data.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from telemetry.records import KINDS
 from telemetry.store import Store
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+from telemetry.times import EPOCH
 
 
 class LateArrivals:

@@ -112,7 +112,7 @@ def _segments(ctx: Context) -> str:
     lease AS (
         SELECT ip, a, namespace, pod, node, network, b, gap_after FROM (
             SELECT ip, valid_from AS a, namespace, pod, node, network,
-                   multiIf(valid_to IS NULL, nxt, nxt IS NULL, valid_to, least(valid_to, assumeNotNull(nxt))) AS b,
+                   least(ifNull(valid_to, nxt), ifNull(nxt, valid_to)) AS b,  -- null: neither
                    b IS NOT NULL AND (nxt IS NULL OR b < nxt) AS gap_after
             FROM ({_versions(ctx, "pod_ip_lease", "ip", "namespace, pod, node, network")}))
         WHERE b IS NULL OR greatest(a, assumeNotNull(b)) > {{ws:DateTime64(3, 'UTC')}}

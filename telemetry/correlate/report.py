@@ -27,6 +27,7 @@ from telemetry.correlate.thresholds import default_thresholds
 from telemetry.errors import UserError
 from telemetry.store import Store
 from telemetry.text import human_bytes
+from telemetry.times import valid_during
 
 
 @dataclass
@@ -92,7 +93,7 @@ def job_report(
         f"""
         SELECT pod, argMax(node, valid_from) AS node FROM {ctx.table("pod", final=True)}
         WHERE cluster = {{cluster:String}} AND namespace = {{ns:String}} AND job = {{job:String}}
-          AND valid_from < {{we:DateTime64(3, 'UTC')}} AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})
+          AND {valid_during()}
         GROUP BY pod ORDER BY pod""",
         p,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from telemetry.correlate.registry import Context
+from telemetry.times import valid_during
 
 
 def collectives(ctx: Context, ns: str, job: str) -> list[dict[str, Any]]:
@@ -92,8 +93,7 @@ def settings(ctx: Context, ns: str, job: str) -> list[dict[str, Any]]:
         SELECT name, value, source, any(ref) AS ref, uniqExact(pod) AS pods
         FROM {ctx.table("nccl_setting", final=True)}
         WHERE cluster = {{cluster:String}} AND namespace = {{ns:String}} AND job = {{job:String}}
-          AND valid_from < {{we:DateTime64(3, 'UTC')}}
-          AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})
+          AND {valid_during()}
         GROUP BY name, value, source ORDER BY name, pods DESC, value""",
         {"ns": ns, "job": job},
     )

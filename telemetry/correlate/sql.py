@@ -6,14 +6,16 @@ through the Context; values are query parameters.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from telemetry.correlate.registry import Context
+from telemetry.correlate.timebase import counter_sql, lead_ms
 from telemetry.records import KINDS, Field
 from telemetry.store import time_range
 from telemetry.store.rollups import BY_KIND, ROLLUP_SECONDS
 from telemetry.store.schema import quote
+from telemetry.times import as_utc
 from telemetry.topology.store_io import latest_lldp_sql
 
 
@@ -40,19 +42,22 @@ ROLLUP_WINDOW = (
 def moved_series(
     ctx: Context, kind: str, keys: list[str], counters: list[str], *, also: str = ""
 ) -> list[tuple[Any, ...]] | None:
-    """The series (tuples of `keys`) of `kind` for which any of `counters` moved inside the
-    window, or `also` (a condition on the rollup's aggregates) holds, read from the kind's
+    """The series (tuples of `keys`) of `kind` for which any of `counters` moved over the
+    window and the lead before it (the intervals from timebase.lead_ms before the window's
+    start), or `also` (a condition on the rollup's aggregates) holds there, read from the kind's
     rollup; None when no rollup answers for the window (every series may have).
 
-    A series whose counter holds one value at every sample of the window (the greatest over its
-    intervals equals the least, and no sample lacks it) rose by exactly 0 there: increase_sql()
-    gives it 0 and no reset, so a detector that needs a positive increase can compute
-    increase_sql() among these series alone and find what it finds over all of them. A series
-    with some samples lacking the counter counts as moved (increase_sql() counts the value after
-    a gap whole)."""
+    A series whose counter holds one value at every sample of the window and the lead (the
+    greatest over its intervals equals the least, and no sample lacks it) rose by exactly 0
+    from its lead sample on: increase_sql() gives it 0 and no reset, so a detector that needs a
+    positive increase can compute increase_sql() among these series alone and find what it
+    finds over all of them. A series with some samples lacking the counter counts as moved
+    (increase_sql() counts the value after a gap whole)."""
     table = rollup_table(ctx, kind)
     if table is None:
         return None
+    step = ROLLUP_SECONDS * 1000
+    lead = -(-lead_ms(ctx) // step) * step  # whole intervals, back to the earliest lead sample
     total = BY_KIND[kind].samples
     conds = [
         f"max(`{c}_max`) != min(`{c}_min`) "
@@ -61,7 +66,9 @@ def moved_series(
     ] + ([also] if also else [])
     cols = ", ".join(f"`{k}`" for k in keys)
     res = ctx.store.query(
-        f"""SELECT {cols} FROM {table} WHERE {ROLLUP_WINDOW}
+        f"""SELECT {cols} FROM {table} WHERE cluster = {{cluster:String}}
+              AND bucket >= {{ws:DateTime64(3, 'UTC')}} - toIntervalMillisecond({lead})
+              AND bucket < {{we:DateTime64(3, 'UTC')}}
             GROUP BY {cols} HAVING {" OR ".join(f"({c})" for c in conds)}""",
         ctx.params(),
     )
@@ -92,7 +99,7 @@ def rollup_values_at(ctx: Context, kind: str, col: str) -> dict[datetime, set[An
     lookback = ctx.ticks[0] - ctx.window.start
     out: dict[datetime, set[Any]] = {t: set() for t in ctx.ticks}
     for bucket, value in res.result_rows:
-        b = bucket if bucket.tzinfo else bucket.replace(tzinfo=UTC)
+        b = as_utc(bucket)
         for t in ctx.ticks:
             if t - lookback <= b < t:
                 out[t].add(value)
@@ -112,7 +119,8 @@ def among_moved(
 
 
 def rate(r: dict[str, Any], col: str) -> float:
-    """Per-second rate of an increase_sql() column over its row's observed span (0 if none)."""
+    """Per-second rate of an increase_sql() column over the time its increase covers (0 if
+    none)."""
     span = r.get("span_s") or 0.0
     return float(r.get(col) or 0.0) / span if span > 0 else 0.0
 
@@ -151,16 +159,12 @@ def lldp_peers_at(ctx: Context) -> dict[datetime, dict[tuple[str, str], tuple[st
     )
     out, i = {}, 0
     for t in ctx.ticks:
-        while i < len(later) and _utc(later[i]["ts"]) < t:
+        while i < len(later) and as_utc(later[i]["ts"]) < t:
             r = later[i]
             state[(r["local_device"], r["local_port"])] = (r["remote_device"], r["remote_port"])
             i += 1
         out[t] = dict(state)
     return out
-
-
-def _utc(t: datetime) -> datetime:
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def increase_cols(alias: str, keys: list[str], counters: list[str]) -> str:
@@ -209,36 +213,11 @@ def increase_sql(
     *,
     over: bool = False,
 ) -> str:
-    """Per key, how much each counter of `kind` rose inside the window, resets counted from
-    zero, plus the observed span in seconds. Never negative. `among` restricts the rows to
+    """Per key, how much each counter of `kind` rose over the window, resets counted from zero,
+    and the time that increase covers (`span_s`, from the series' last sample before the window):
+    the one counter model, timebase.counter_sql. Never negative. `among` restricts the rows to
     parameter values (see in_params). `over`: set-based (Context.ticks), per judged tick (a
-    `tick` column first, timebase.tick_join) over that tick's own trailing window; bound with
+    `tick` column first) over that tick's own trailing window; bound with
     timebase.tick_params()."""
-    from telemetry.correlate.timebase import tick_join
-
-    k = ", ".join(["tick", *keys] if over else keys)
-    ts = f"`{KINDS[kind].time_field}`"
-    deltas = ",\n".join(
-        f"toFloat64({c}) - toFloat64(lagInFrame({c}, 1, {c}) OVER w) AS d_{c}, toFloat64({c}) AS v_{c}"
-        for c in counters
-    )
-    sums = ",\n".join(
-        f"sum(if(d_{c} >= 0, d_{c}, v_{c})) AS inc_{c}, countIf(d_{c} < 0) AS resets_{c}"
-        for c in counters
-    )
-    where = " AND ".join(
-        [ctx.where(kind), *in_params(kind, among or {})]
-        + (["tick IN {ticks:Array(Int64)}"] if over else [])
-    )
-    return f"""
-        SELECT {k}, count() AS samples, dateDiff('millisecond', min(t), max(t)) / 1000 AS span_s,
-        {sums}
-        FROM (
-            SELECT {k}, {ts} AS t,
-            {deltas}
-            FROM {ctx.table(kind)} {tick_join(ctx, kind) if over else ""}
-            WHERE {where}
-            WINDOW w AS (PARTITION BY {k} ORDER BY {ts} ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
-        )
-        GROUP BY {k}
-    """
+    where = " AND ".join(in_params(kind, among or {}))
+    return counter_sql(ctx, kind, keys, counters, where, over=over)

@@ -11,7 +11,10 @@ The model (docs/correlation.md, "Time"):
   the evaluation grid (multiples of `sliding.interval_seconds`): at a grid point a series has the
   value of its latest sample at or before it, when that sample is at most `stale_after_seconds`
   old, else none (`aligned_sql`); then series are compared at the same grid point;
-- a series' sample spacing is its own (the median of its positive time deltas, `spacing_sql`).
+- a series' sample spacing is its own (the median of its positive time deltas, `spacing_sql`);
+- a counter's increase over a window is what it rose from the series' last sample before the
+  window (the lead sample, read from `lead_ms` before it) to its last inside, over the time
+  between the two (`counter_sql`, the one counter model: sql.increase_sql and sql.rate use it).
 It reads nothing itself: it writes SQL that detectors run through their Context.
 """
 
@@ -171,6 +174,63 @@ def covered_sql(
         GROUP BY {k}"""
 
 
+def counter_sql(
+    ctx: Context,
+    kind: str,
+    keys: list[str],
+    counters: list[str],
+    where: str = "",
+    *,
+    over: bool = False,
+) -> str:
+    """The counter model: per series of `kind` (by `keys`), how much each of `counters` rose
+    over the window (`inc_<c>`), how often it went backwards (`resets_<c>`), the window's samples
+    (`samples`) and the time the increase covers (`span_s`). Each sample inside the window adds
+    what its counter rose since the series' previous sample, even one just before the window
+    (the lead sample, as covered_sql reads it), and covers the time since it: span_s runs from
+    the lead sample (the first sample, for a series with none before the window) to the last,
+    so inc / span_s is the series' rate whatever its phase, spacing or jitter against the
+    window's bounds. A counter that went backwards (a reset) adds its new value, counted from
+    zero; a sample after one without the counter adds its value whole; a duplicated sample adds
+    nothing. Never negative. `where`: a condition on the rows (applied to the lead sample too).
+    `over`: set-based (Context.ticks), per judged tick (a `tick` column first) over that tick's
+    window and the lead before it, as the per-tick statement reads them; bound with
+    tick_params()."""
+    col = f"`{KINDS[kind].time_field}`"
+    k = _cols(keys)
+    # each sample's predecessor is found once, over the whole read; a sample counts from it
+    # where the statement for its window would have read it (`held`: from the lead on)
+    ticks, first, held = "", "t >= toUnixTimestamp64Milli({ws:DateTime64(3, 'UTC')})", "prev_t >= 0"
+    out = k
+    if over:
+        lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+        ticks = tick_join(ctx, kind, "t")
+        first = "tick IN {ticks:Array(Int64)}"
+        held = f"prev_t >= tick - {lookback + lead_ms(ctx)}"
+        out = f"tick, {k}"
+    deltas = "".join(
+        f", toFloat64(`{c}`) - toFloat64(lagInFrame(`{c}`, 1, `{c}`) OVER w) AS `d_{c}`"
+        f", toFloat64(`{c}`) AS `v_{c}`"
+        for c in counters
+    )
+    sums = "".join(
+        f", sum(if({held}, if(`d_{c}` >= 0, `d_{c}`, `v_{c}`), 0)) AS `inc_{c}`"
+        f", countIf({held} AND `d_{c}` < 0) AS `resets_{c}`"
+        for c in counters
+    )
+    return f"""
+        SELECT {out}, count() AS samples, sum(if({held}, t - prev_t, 0)) / 1000 AS span_s{sums}
+        FROM (
+            SELECT {k}, toUnixTimestamp64Milli({col}) AS t,
+                   lagInFrame(toUnixTimestamp64Milli({col}), 1, toInt64(-1)) OVER w AS prev_t{deltas}
+            FROM {ctx.table(kind)}
+            WHERE {_window_with_lead(ctx, kind, where)}
+            WINDOW w AS (PARTITION BY {k} ORDER BY {col} ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+        ) {ticks}
+        WHERE {first}
+        GROUP BY {out}"""
+
+
 def spacing_sql(ctx: Context, kind: str, keys: list[str], where: str = "") -> str:
     """Per series of `kind` in the window: its own sample spacing (`spacing_s`, the median of its
     positive time deltas; null with fewer than two distinct times), its last sample (`last`) and
@@ -281,6 +341,7 @@ __all__ = [
     "activity_sql",
     "aligned_sql",
     "by_tick",
+    "counter_sql",
     "covered_sql",
     "interval_ms",
     "lead_ms",

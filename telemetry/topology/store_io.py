@@ -14,6 +14,7 @@ from typing import Any
 from telemetry.records import GPU_NIC_AFFINITY, HYPERNODE, LLDP_LINK, NODE
 from telemetry.store import time_range
 from telemetry.text import split_top_level
+from telemetry.times import as_of
 from telemetry.topology.hypernodes import HyperNodeSpec, Member
 
 _EXPR = re.compile(r"^\s*([^\s=]+)\s+(In|NotIn|Exists|DoesNotExist)\s*(?:\(([^)]*)\))?\s*$")
@@ -38,10 +39,10 @@ def parse_label_selector(text: str) -> dict[str, Any]:
 
 def _as_of(at: datetime | None) -> tuple[str, dict[str, Any]]:
     if at is None:
-        return "valid_to IS NULL", {}
+        return as_of(None), {}
     t = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     return (
-        "valid_from <= toDateTime64({at:String}, 3, 'UTC') AND (valid_to IS NULL OR toDateTime64({at:String}, 3, 'UTC') < valid_to)",
+        as_of("toDateTime64({at:String}, 3, 'UTC')"),
         {"at": t},
     )
 

@@ -12,12 +12,13 @@ errors are in the component self-report).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector, over_ticks
 from telemetry.correlate.timebase import activity_sql, by_tick, tick_join, tick_params
+from telemetry.times import as_utc
 
 # source class -> (what it is called, the kinds it writes, their device column)
 # source class -> (what it is called, {kind it writes: the keys of its series within a device},
@@ -30,10 +31,6 @@ SOURCES: dict[str, tuple[str, dict[str, list[str]], str]] = {
     ),
     "switch": ("switch collector", {"switch_port_sample": ["port"]}, "switch"),
 }
-
-
-def _utc(t: Any) -> datetime:
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 @detector(
@@ -87,8 +84,8 @@ def _gaps(
         seen: dict[str, dict[str, Any]] = {}
         for kind in kinds:
             for r in activity.get(kind, []):
-                d = seen.setdefault(r[col], {"last": _utc(r["last"]), "spacing": None, "n": 0})
-                d["last"] = max(d["last"], _utc(r["last"]))
+                d = seen.setdefault(r[col], {"last": as_utc(r["last"]), "spacing": None, "n": 0})
+                d["last"] = max(d["last"], as_utc(r["last"]))
                 d["n"] += int(r["samples"])
                 sp = r["spacing_s"]
                 if sp is not None and sp == sp and sp > 0:  # NaN: fewer than two times
@@ -217,11 +214,11 @@ def _nccl_writers(
     }
     out = []
     for (ns, job), nodes in sorted(jobs.items()):
-        job_last = max(_utc(r["last"]) for r in nodes)
+        job_last = max(as_utc(r["last"]) for r in nodes)
         if (now - job_last).total_seconds() >= gap_s or len(nodes) < 2:
             continue  # the whole job is quiet: it ended, hangs or waits; not a writer's gap
         for r in sorted(nodes, key=lambda r: r["node"]):
-            last = _utc(r["last"])
+            last = as_utc(r["last"])
             idle = _paused_s(paused.get((ns, job), []), last, job_last)
             behind = (job_last - last).total_seconds() - idle
             if r["n"] >= 2 and behind >= gap_s:

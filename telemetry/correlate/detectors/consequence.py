@@ -12,6 +12,7 @@ from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector, over_ticks
 from telemetry.correlate.sql import ROLLUP_WINDOW, rollup_table
 from telemetry.correlate.timebase import per_tick, tick_join, tick_params
+from telemetry.times import valid_during
 
 
 def _bound_rows(
@@ -38,9 +39,12 @@ def _bound_rows(
         flows = f"{ctx.table('attributed_flow')} {join} WHERE {ctx.where('attributed_flow')}"
     # a pod placed at any time of a judged tick's window: one row per tick it overlaps
     pod_ticks = (
-        "ARRAY JOIN arrayFilter(k -> valid_from < fromUnixTimestamp64Milli(k, 'UTC') AND "
-        "(valid_to IS NULL OR valid_to > fromUnixTimestamp64Milli(k - {lookback_ms:Int64}, 'UTC')), "
-        "{ticks:Array(Int64)}) AS tick"
+        "ARRAY JOIN arrayFilter(k -> "
+        + valid_during(
+            "fromUnixTimestamp64Milli(k - {lookback_ms:Int64}, 'UTC')",
+            "fromUnixTimestamp64Milli(k, 'UTC')",
+        )
+        + ", {ticks:Array(Int64)}) AS tick"
         if over
         else ""
     )
@@ -64,8 +68,7 @@ def _bound_rows(
         job_nodes AS (
             SELECT {t}namespace AS ns, job, groupUniqArray(node) AS nodes
             FROM {ctx.table("pod", final=True)} {pod_ticks}
-            WHERE cluster = {{cluster:String}} AND job != '' AND valid_from < {{we:DateTime64(3, 'UTC')}}
-              AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})
+            WHERE cluster = {{cluster:String}} AND job != '' AND {valid_during()}
             GROUP BY {t}ns, job)
         SELECT {"jp.tick AS tick, " if over else ""}jp.ns AS ns, jp.job AS job,
                argMax(concat(jp.switch, ':', jp.port), pu.util) AS hot_port, max(pu.util) AS hot_util,

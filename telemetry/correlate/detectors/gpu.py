@@ -15,7 +15,7 @@ from typing import Any
 
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, Window, detector, over_ticks
-from telemetry.correlate.sql import increase_sql
+from telemetry.correlate.sql import increase_sql, rate
 from telemetry.correlate.timebase import per_tick, tick_join, tick_params
 
 GPU_KEYS = ["node", "gpu"]
@@ -30,11 +30,6 @@ NVLINK_COUNTERS = {  # nvlink_sample's counters, by the words a finding uses
 
 def _subject(node: str, gpu: int) -> str:
     return f"{node}/gpu{gpu}"
-
-
-def _rate(r: dict[str, Any], col: str) -> float:
-    span = r.get("span_s") or 0.0
-    return (r.get(f"inc_{col}") or 0.0) / span if span > 0 else 0.0
 
 
 def _memory_rows(ctx: Context, over: bool) -> list[dict[str, Any]]:
@@ -141,7 +136,7 @@ def nvlink_errors(ctx: Context) -> list[Finding]:
         (r["node"], int(r["gpu"]), int(r["link"])): r
         for r in recent.rows(increase_sql(recent, "nvlink_sample", LINK_KEYS, cols))
     }
-    hot = {k: r for k, r in now.items() if any(_rate(r, c) > floor for c in cols)}
+    hot = {k: r for k, r in now.items() if any(rate(r, f"inc_{c}") > floor for c in cols)}
     if not hot:
         return []
     base = {
@@ -154,8 +149,8 @@ def nvlink_errors(ctx: Context) -> list[Finding]:
         b = base.get((node, gpu, link))
         if b is None or (b["span_s"] or 0.0) < history:
             continue  # no baseline of its own yet
-        rates = {c: _rate(r, c) for c in cols}
-        baseline = {c: _rate(b, c) for c in cols}
+        rates = {c: rate(r, f"inc_{c}") for c in cols}
+        baseline = {c: rate(b, f"inc_{c}") for c in cols}
         above = [c for c in cols if rates[c] > floor and rates[c] > factor * baseline[c]]
         if not above:
             continue
@@ -221,7 +216,7 @@ def _replay_findings(ctx: Context, rows: list[dict[str, Any]]) -> list[Finding]:
     least = float(ctx.t("gpu.pcie_replays_window_seconds")) / 2
     out = []
     for r in rows:
-        per_min = 60 * _rate(r, "pcie_replay_total")
+        per_min = 60 * rate(r, "inc_pcie_replay_total")
         if per_min <= limit or (r["span_s"] or 0.0) < least:
             continue
         node, gpu = r["node"], int(r["gpu"])

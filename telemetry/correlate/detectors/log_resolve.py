@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from telemetry.correlate.lease_index import nic_sql
 from telemetry.correlate.registry import Context
 from telemetry.correlate.sql import lldp_peers
+from telemetry.times import as_utc
 
 _TS = "DateTime64(3, 'UTC')"
 
@@ -49,9 +50,7 @@ def events(
 
 def utc(v: Any) -> Any:
     """A datetime the store returned, as UTC-aware (the window's bounds are); others as given."""
-    if isinstance(v, datetime) and v.tzinfo is None:
-        return v.replace(tzinfo=UTC)
-    return v
+    return as_utc(v) if isinstance(v, datetime) else v
 
 
 def _utc_row(r: dict[str, Any], *cols: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from telemetry.correlate.detectors.log_resolve import (
 )
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
+from telemetry.times import as_of
 
 _ERR = "ib_completion_error"
 
@@ -363,7 +364,7 @@ def _ib_hca(ctx: Context, ns: str, job: str) -> str:
         f"""
         SELECT topK(1)(value)[1] AS v FROM {ctx.table("nccl_setting", final=True)}
         WHERE cluster = {{cluster:String}} AND namespace = {{ns:String}} AND job = {{job:String}}
-          AND name = 'NCCL_IB_HCA' AND valid_to IS NULL""",
+          AND name = 'NCCL_IB_HCA' AND {as_of(None)}""",
         {"ns": ns, "job": job},
     )
     return str(rows[0]["v"] or "") if rows else ""

@@ -20,6 +20,7 @@ from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, Window, detector, over_ticks
 from telemetry.correlate.timebase import per_tick, tick_join, tick_params
 from telemetry.nccl import env_value, forced_by
+from telemetry.times import valid_during
 
 _SHAPE = ("collective", "msg_size_bucket", "n_ranks", "n_nodes")
 _TS = "DateTime64(3, 'UTC')"
@@ -179,7 +180,7 @@ def _settings(ctx: Context, ns: str, job: str, names: tuple[str, ...]) -> dict[s
         SELECT name, topK(1)(value)[1] AS v FROM {ctx.table("nccl_setting", final=True)}
         WHERE cluster = {{cluster:String}} AND namespace = {{ns:String}} AND job = {{job:String}}
           AND name IN {{names:Array(String)}} AND value != ''
-          AND valid_from < {{we:{_TS}}} AND (valid_to IS NULL OR valid_to > {{ws:{_TS}}})
+          AND {valid_during()}
         GROUP BY name""",
         {"ns": ns, "job": job, "names": list(names)},
     )

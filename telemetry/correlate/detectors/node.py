@@ -9,7 +9,7 @@ from typing import Any
 from telemetry import xid
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector, over_ticks
-from telemetry.correlate.sql import among_moved, in_params, increase_sql, moved_series
+from telemetry.correlate.sql import among_moved, in_params, increase_sql, moved_series, rate
 from telemetry.correlate.timebase import per_tick, tick_join, tick_params
 
 # NVML clock-event reason bits (nvml.h, nvmlClocksEventReason*), named so the SQL reads as the
@@ -321,16 +321,16 @@ def gpu_throttle_over(ctx: Context) -> dict[datetime, list[Finding]]:
 
 def _stall_finding(ctx: Context, r: dict[str, Any], limit: float) -> Finding | None:
     span = r["span_s"] or 0.0
-    rate = (r["inc_pci_stalled_total"] or 0.0) / span if span > 0 else 0.0
-    if rate < limit:
+    per_s = rate(r, "inc_pci_stalled_total")
+    if per_s < limit:
         return None
     return ctx.finding(
         "warning",
         "nic",
         f"{r['node']}/{r['device']}",
-        f"NIC {r['device']} on {r['node']}: {rate:,.0f} outbound PCIe stalls/s",
+        f"NIC {r['device']} on {r['node']}: {per_s:,.0f} outbound PCIe stalls/s",
         {
-            "stalls_per_second": round(rate, 1),
+            "stalls_per_second": round(per_s, 1),
             "stalls": r["inc_pci_stalled_total"],
             "span_s": span,
         },

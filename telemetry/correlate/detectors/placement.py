@@ -15,6 +15,7 @@ from telemetry.correlate.registry import Context, detector, over_ticks
 from telemetry.correlate.timebase import per_tick, tick_join, tick_params
 from telemetry.store import time_range
 from telemetry.text import human_bytes
+from telemetry.times import valid_during
 
 
 def _jobs(ctx: Context) -> list[dict[str, Any]]:
@@ -30,7 +31,7 @@ def _jobs(ctx: Context) -> list[dict[str, Any]]:
                any(j.highest_tier_name) AS tier_name
         FROM (SELECT namespace, job, node FROM {ctx.table("pod", final=True)}
               WHERE cluster = {{cluster:String}} AND job != '' AND node != ''
-                AND valid_from < {{we:DateTime64(3, 'UTC')}} AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})) AS p
+                AND {valid_during()}) AS p
         LEFT JOIN (SELECT namespace, job, argMax(topology_mode, valid_from) AS topology_mode,
                           argMax(highest_tier_allowed, valid_from) AS highest_tier_allowed,
                           argMax(highest_tier_name, valid_from) AS highest_tier_name
@@ -350,12 +351,10 @@ def _pxn_disabled(ctx: Context, nodes: list[str]) -> dict[str, list[str]]:
               WHERE cluster = {{cluster:String}} AND name = 'NCCL_PXN_DISABLE') AS s
         INNER JOIN (SELECT namespace, pod, node FROM {ctx.table("pod", final=True)}
                     WHERE cluster = {{cluster:String}} AND node IN {{nodes:Array(String)}}
-                      AND valid_from < {{we:DateTime64(3, 'UTC')}}
-                      AND (valid_to IS NULL OR valid_to > {{ws:DateTime64(3, 'UTC')}})) AS p
+                      AND {valid_during()}) AS p
           ON s.namespace = p.namespace AND s.pod = p.pod
         WHERE s.value = '1'
-          AND s.valid_from < {{we:DateTime64(3, 'UTC')}}
-          AND (s.valid_to IS NULL OR s.valid_to > {{ws:DateTime64(3, 'UTC')}})
+          AND {valid_during(alias="s")}
         ORDER BY node, pod""",
         {"nodes": sorted(set(nodes))},
     ):

@@ -9,18 +9,15 @@ classes) and the GPU samples of the window; thresholds under `pool:` in threshol
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
 from telemetry.pool import Gang, place_gang
+from telemetry.times import as_of, as_utc
 
 AT = "{we:DateTime64(3, 'UTC')}"
-
-
-def _utc(dt: datetime) -> datetime:
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def _asof(
@@ -30,8 +27,7 @@ def _asof(
     return ctx.rows(
         f"""
         SELECT {cols} FROM {ctx.table(kind, final=True)}
-        WHERE cluster = {{cluster:String}} AND valid_from <= {AT}
-          AND (valid_to IS NULL OR valid_to > {AT}) AND {where}""",
+        WHERE cluster = {{cluster:String}} AND {as_of(AT)} AND {where}""",
         params,
     )
 
@@ -83,7 +79,7 @@ def _pending_gangs(ctx: Context) -> list[dict[str, Any]]:
                    argMax(reason, valid_from) AS why,
                    greatest(min(valid_from), maxIf(coalesce(valid_to, {AT}), phase = 'Running'))
                        AS since,
-                   argMax(valid_to IS NULL OR valid_to > {AT}, valid_from) AS current
+                   argMax({as_of(AT)}, valid_from) AS current
             FROM {ctx.table("podgroup", final=True)}
             WHERE cluster = {{cluster:String}} AND valid_from <= {AT}
             GROUP BY namespace, podgroup)
@@ -135,7 +131,7 @@ def _last_busy(ctx: Context, ns: str, pod: str) -> Any:
           AND ts < {AT}""",
         {"ns": ns, "pod": pod, "floor": float(ctx.t("pool.busy_utilization_floor"))},
     )
-    busy, first = _utc(r["busy"]), _utc(r["first"])
+    busy, first = as_utc(r["busy"]), as_utc(r["first"])
     return busy if busy.timestamp() > 0 else first
 
 

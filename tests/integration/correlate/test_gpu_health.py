@@ -291,7 +291,9 @@ def test_nvlink_errors_name_the_link_against_its_own_baseline(store: Store) -> N
         link(3, 1, lambda i: 10_000 + i if i < 40 else i - 40),  # counter reset, ~0.1/s
         kind=NVLINK_SAMPLE,
     )
-    run(store, s, 10)
+    # judged to 540 s: by 600 s link 4's 600 s baseline holds 150 s of its rise, and its rate
+    # (4/s, every delta of the window counted from the lead sample on) is no longer 5x above it
+    run(store, s, 9)
     got = _findings(store, "nvlink_errors")
     assert set(got) == {"n2/gpu1", "n2/gpu2"}
     ev1, ev2 = got["n2/gpu1"]["evidence"], got["n2/gpu2"]["evidence"]

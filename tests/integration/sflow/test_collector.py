@@ -34,7 +34,8 @@ def _wait_rows(
 
 
 def test_udp_listener_decodes_and_counts_bad_datagrams() -> None:
-    src = SflowSource(SflowSource.Config(bind="127.0.0.1:0", agents={"127.0.0.1": "leaf01"}))  # type: ignore[call-arg]
+    cfg = SflowSource.Config(bind="127.0.0.1:0", agents={"127.0.0.1": "leaf01"})  # type: ignore[call-arg]
+    src = SflowSource(cfg, clock=lambda: 1_800_000_000.5)  # stamps what arrives
     host, port = src.start()
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -54,6 +55,7 @@ def test_udp_listener_decodes_and_counts_bad_datagrams() -> None:
         per_qp[r["dest_qp"]] += r["bytes"]
     assert per_qp == {1000: 10 * 4200 * 1000, 1001: 10 * 4200 * 1000}
     assert all(r["switch"] == "leaf01" for r in flows)
+    assert {r["ts"].timestamp() for r in flows} == {1_800_000_000.5}
     deadline = time.monotonic() + 5
     while src.stats.failed < 2 and time.monotonic() < deadline:
         time.sleep(0.05)

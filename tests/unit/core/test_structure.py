@@ -463,3 +463,57 @@ def test_an_exception_is_counted_by_problems_not_by_its_class_name() -> None:
         if pattern.search(line)
     ]
     assert not bad, "count an exception with Problems.exception(e):\n" + "\n".join(bad)
+
+
+# Time has one owner (issue 48): the versioned-fact predicates (as_of, valid_during), UTC and
+# the epoch are telemetry/times.py's; a hand-written copy elsewhere drifts from it
+# (dashboards/ write Grafana's SQL, rendered byte for byte: not checked here)
+TIME_OWNER = "telemetry/times.py"
+TIME_USERS = ("telemetry/", "exporters/")
+FROZEN = ("telemetry/store/migrations/",)  # released migrations keep their own SQL
+_VERSIONED_BY_HAND = re.compile(
+    r"valid_to\s+IS\s+(NOT\s+)?NULL|\bvalid_to\s*[<>]|[<>]=?\s*[\w.]*\bvalid_to\b"
+    r"|\w+\.tzinfo\s+else\s+\w+\.replace\(tzinfo=",
+    re.IGNORECASE,
+)
+
+
+def _time_by_hand(path: Path) -> Iterator[tuple[str, int]]:
+    """What `path` writes by hand that times.py owns: a versioned-fact predicate, a naive-to-UTC
+    conversion, or a definition of `_utc`/`as_utc`/`EPOCH`."""
+    text = path.read_text()
+    for m in _VERSIONED_BY_HAND.finditer(text):
+        yield m[0], text.count("\n", 0, m.start()) + 1
+    for node in ast.walk(ast.parse(text, str(path))):
+        if isinstance(node, ast.FunctionDef) and node.name in ("_utc", "as_utc"):
+            yield f"def {node.name}", node.lineno
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(getattr(t, "id", "") == "EPOCH" for t in targets):
+                yield "EPOCH =", node.lineno
+
+
+def test_time_is_owned_by_times_py() -> None:
+    bad = []
+    for p in MODULES.values():
+        rel = p.relative_to(ROOT).as_posix()
+        if rel == TIME_OWNER or rel.startswith(FROZEN) or not rel.startswith(TIME_USERS):
+            continue
+        bad += [f"{rel}:{line} {what!r}" for what, line in _time_by_hand(p)]
+    assert not bad, "use telemetry/times.py (as_of, valid_during, as_utc, EPOCH):\n" + "\n".join(
+        bad
+    )
+
+
+def test_the_time_check_sees_predicates_conversions_and_copies(tmp_path: Path) -> None:
+    p = tmp_path / "m.py"
+    p.write_text(
+        'A = "valid_from <= {t} AND (valid_to IS NULL OR valid_to > {t})"\n'
+        'B = "h.valid_from < x AND (h.valid_to IS NULL OR x < h.valid_to)"\n'
+        "def _utc(t):\n"
+        "    return t if t.tzinfo else t.replace(tzinfo=UTC)\n"
+        "EPOCH = 0\n"
+        'C = "valid_from, valid_to FROM pod"  # a column list is no predicate\n'
+    )
+    got = sorted((line, what) for what, line in _time_by_hand(p))
+    assert [line for line, _ in got] == [1, 1, 2, 2, 3, 4, 5]

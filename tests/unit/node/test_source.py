@@ -81,3 +81,10 @@ def test_each_nvlink_is_a_row_of_its_own_kind(node8_copy: Path) -> None:
     assert [(r["gpu"], r["link"], r["up"]) for r in rows][:3] == [(0, 0, 1), (0, 1, 1), (0, 2, 0)]
     assert len(rows) == 18 and rows[17]["replay_errors_total"] == 85 and rows[0]["node"] == "n"
     assert [e for e in src.stats.errors if e.startswith("gpu:")] == []  # (GPU-b: no PCI fixture)
+
+
+def test_a_collection_is_stamped_by_the_sources_clock(node8_copy: Path) -> None:
+    """The source's clock, not the host's, stamps its samples: a test (or a replay) controls it."""
+    src = NodeSource.replay(str(node8_copy), node_name="n", clock=lambda: 1_800_000_000.25)
+    rows = [r for b in src.collect() if "ts" in b.kind.by_name for r in b.table.to_pylist()]
+    assert rows and {r["ts"].timestamp() for r in rows} == {1_800_000_000.25}
