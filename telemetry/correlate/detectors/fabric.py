@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from telemetry.correlate.findings import Finding
@@ -26,6 +26,7 @@ from telemetry.correlate.timebase import (
     tick_join,
     tick_params,
 )
+from telemetry.store import time_range
 
 
 def port_subject(switch: str, port: str) -> str:
@@ -423,10 +424,15 @@ _UPLINK = {"leaf": "spine", "spine": "superspine"}
 def ecmp_imbalance(ctx: Context) -> list[Finding]:
     """Uplink groups (a leaf's ports to spines, a spine's to super-spines, from LLDP): judged per
     sample, one member running far above the group mean while busy, for long enough, is a hash
-    collision. The flows on that member are the evidence."""
+    collision. Long enough is `ecmp.min_seconds` (a burst is not a collision), or only
+    `ecmp.min_seconds_with_flows` where the sampled flows show the hashing itself: a job's flows
+    that arrived in the window (it started, or they moved) piled onto that member
+    (`_piled_jobs`), where they stay while they last. The flows on that member are the
+    evidence."""
     hot_ratio = float(ctx.t("ecmp.max_over_mean"))
     min_util = float(ctx.t("ecmp.min_hot_utilization"))
     min_s = float(ctx.t("ecmp.min_seconds"))
+    flows_s = min(min_s, float(ctx.t("ecmp.min_seconds_with_flows")))
     roles, peers = roles_and_neighbours(ctx)
     members = sorted(
         (dev, port)
@@ -436,7 +442,8 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     if not members:
         return []
     # each member on the evaluation grid (its latest sample at each grid point, timebase.py),
-    # then the members compared at the same grid point: never at equal timestamps
+    # then the members compared at the same grid point: never at equal timestamps. Ties (two
+    # members saturated alike) go to the last port by name: the same data names the same port
     step = float(ctx.t("sliding.interval_seconds"))
     aligned = aligned_sql(
         ctx,
@@ -448,10 +455,12 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     hot: dict[tuple[str, str], dict[str, Any]] = {}
     for r in ctx.rows(
         f"""
-        SELECT switch, g, argMax(port, u) AS hot, max(u) AS hot_u, avg(u) AS mean_u, stddevPop(u) AS sd, count() AS n
+        SELECT switch, g, argMax(port, (u, port)) AS hot, max(u) AS hot_u, avg(u) AS mean_u,
+               stddevPop(u) AS sd, count() AS n
         FROM ({aligned})
         GROUP BY switch, g HAVING n >= 2 AND mean_u > 0
-          AND hot_u / mean_u >= {{ratio:Float64}} AND hot_u >= {{util:Float64}}""",
+          AND hot_u / mean_u >= {{ratio:Float64}} AND hot_u >= {{util:Float64}}
+        ORDER BY switch, g""",
         {"members": members, "ratio": hot_ratio, "util": min_util},
     ):
         h = hot.setdefault(
@@ -461,17 +470,23 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
         h["ratio"].append(r["hot_u"] / r["mean_u"])
         h["util"].append(r["hot_u"])
         h["cv"].append(r["sd"] / r["mean_u"])
+    # grid points at which it was the hot member
+    hot = {k: h for k, h in hot.items() if h["samples"] * step >= flows_s}
+    groups = {dev: [p for d, p in members if d == dev] for dev, _ in hot}
+    piled = _piled_jobs(ctx, groups, hot_ratio, min_s) if hot else {}
     out = []
     for (dev, port), h in sorted(hot.items()):
-        seconds = h["samples"] * step  # grid points at which it was the hot member
-        if seconds < min_s:
+        seconds = h["samples"] * step
+        jobs = piled.get((dev, port), [])
+        if seconds < min_s and not any(2 * j["new_on_member"] > j["flows_on_member"] for j in jobs):
             continue
         flows = ctx.rows(
             f"""
             SELECT src_job, dst_job, src_ip, dst_ip, dest_qp, sum(bytes) AS bytes FROM {ctx.table("attributed_flow")}
             WHERE {ctx.where("attributed_flow")}
               AND switch = {{sw:String}} AND out_port = {{port:String}}
-            GROUP BY src_job, dst_job, src_ip, dst_ip, dest_qp ORDER BY bytes DESC LIMIT 10""",
+            GROUP BY src_job, dst_job, src_ip, dst_ip, dest_qp
+            ORDER BY bytes DESC, src_job, dst_job, src_ip, dst_ip, dest_qp LIMIT 10""",
             {"sw": dev, "port": port},
         )
         subject = port_subject(dev, port)
@@ -483,7 +498,13 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
                 "port",
                 subject,
                 f"ECMP uplink {subject} ran at {ratio:.1f}x its group's mean ({util:.0%} busy) for {seconds:.0f}s "
-                f"of the window; {h['n']} members",
+                f"of the window; {h['n']} members"
+                + (
+                    f"; {jobs[0]['job']} hashed {jobs[0]['flows_on_member']} of its "
+                    f"{jobs[0]['flows_in_group']} flows through the group onto it"
+                    if jobs
+                    else ""
+                ),
                 {
                     "max_over_mean": round(ratio, 3),
                     "hot_utilization": round(util, 3),
@@ -491,7 +512,84 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
                     "seconds": round(seconds),
                     "group": sorted(port_subject(d, p) for d, p in members if d == dev),
                     "flows_on_hot_member": flows,
+                    "piled_jobs": jobs[:5],
                 },
             )
         )
+    return out
+
+
+def _piled_jobs(
+    ctx: Context, groups: dict[str, list[str]], ratio: float, since_s: float
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Per (switch, member) of the uplink `groups` (switch -> its members): the jobs whose flows
+    hashing piled onto that member, from the sampled flows of the window (a flow is a QP: source,
+    destination, destination QP). A job is piled there when
+    - its RDMA flows through the group sit on the member at least `ratio` x their even share
+      (its flows in the group / members), at least two of them: hashing put them together;
+    - its bytes on the member above its even share are at least half of what the member's
+      sampled bytes run above the group's mean: it is what makes the member hot.
+    A job's flows carry alike (one collective's connections), so its flow count per member is
+    what its load per member follows. `new_on_member`: those of its flows there that arrived in
+    the window, no sample of theirs on the member in the `since_s` before it (the raw samples,
+    whatever was attributed): the job just started, or its flows just moved there. Flows that
+    sat there all along did not make a member that turns hot now hot. Most piled first."""
+    flow = "switch, out_port, src_ip, dst_ip, ifNull(dest_qp, 0)"
+    rows = ctx.rows(
+        f"""
+        SELECT switch, out_port, src_namespace, src_job, any(rdma) AS rdma,
+               ({flow}) NOT IN (
+                   SELECT {flow} FROM {ctx.table("flow_sample")}
+                   WHERE cluster = {{cluster:String}} AND {time_range("flow_sample", lo="hs", hi="ws")}
+                     AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
+               ) AS new,
+               sum(bytes) AS bytes
+        FROM {ctx.table("attributed_flow")}
+        WHERE {ctx.where("attributed_flow")}
+          AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
+        GROUP BY switch, out_port, src_namespace, src_job, src_ip, dst_ip, dest_qp""",
+        {
+            "members": sorted((sw, p) for sw, ps in groups.items() for p in ps),
+            "hs": ctx.window.start - timedelta(seconds=since_s),
+        },
+    )
+    member_bytes: dict[tuple[str, str], float] = {}
+    # (switch, namespace, job) -> member -> [flows, new flows, bytes]
+    per_job: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+    for r in rows:
+        key = (r["switch"], r["out_port"])
+        member_bytes[key] = member_bytes.get(key, 0.0) + float(r["bytes"])
+        if not r["rdma"] or not r["src_job"]:
+            continue
+        by_member = per_job.setdefault((r["switch"], r["src_namespace"], r["src_job"]), {})
+        c = by_member.setdefault(r["out_port"], [0, 0, 0.0])
+        c[0] += 1
+        c[1] += int(bool(r["new"]))
+        c[2] += float(r["bytes"])
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for (sw, ns, job), by_port in sorted(per_job.items()):
+        width = len(groups[sw])
+        total = sum(c[0] for c in by_port.values())
+        job_mean = sum(c[2] for c in by_port.values()) / width
+        group_mean = sum(member_bytes.get((sw, p), 0.0) for p in groups[sw]) / width
+        for port, (n, new, nbytes) in sorted(by_port.items()):
+            excess = member_bytes.get((sw, port), 0.0) - group_mean
+            if (
+                n >= 2
+                and n * width >= ratio * total
+                and excess > 0
+                and nbytes - job_mean >= excess / 2
+            ):
+                out.setdefault((sw, port), []).append(
+                    {
+                        "job": f"{ns}/{job}",
+                        "flows_on_member": int(n),
+                        "new_on_member": int(new),
+                        "flows_in_group": int(total),
+                        "flows_per_member": [int(by_port.get(p, [0])[0]) for p in groups[sw]],
+                        "share_of_excess": round((nbytes - job_mean) / excess, 3),
+                    }
+                )
+    for jobs in out.values():
+        jobs.sort(key=lambda j: (-j["flows_on_member"] / j["flows_in_group"], j["job"]))
     return out

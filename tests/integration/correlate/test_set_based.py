@@ -192,19 +192,7 @@ def test_node_facts_reused_between_ticks_until_the_inventory_changes(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "timing",
-    [
-        # known defect (issue 47, found at the merge of this round): on the merged `small` (its
-        # new log-born faults and the hang) one ecmp_imbalance finding differs between the two
-        # paths under realistic timing; open until the set-based path is identical again
-        pytest.param(
-            "realistic",
-            marks=pytest.mark.xfail(reason="issue 47: one ecmp_imbalance differs", strict=False),
-        ),
-        "harsh",
-    ],
-)
+@pytest.mark.parametrize("timing", ["realistic", "harsh"])
 def test_set_based_writes_what_per_tick_writes(chdb_dsn: str, tmp_path: Path, timing: str) -> None:
     oracle = correlated(chdb_dsn, tmp_path / "a", timing, per_tick=True)
     got = correlated(chdb_dsn, tmp_path / "b", timing, per_tick=False)
