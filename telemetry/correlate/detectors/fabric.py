@@ -27,6 +27,7 @@ from telemetry.correlate.timebase import (
     tick_params,
 )
 from telemetry.store import time_range
+from telemetry.times import valid_during
 
 
 def port_subject(switch: str, port: str) -> str:
@@ -478,7 +479,9 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     for (dev, port), h in sorted(hot.items()):
         seconds = h["samples"] * step
         jobs = piled.get((dev, port), [])
-        if seconds < min_s and not any(2 * j["new_on_member"] > j["flows_on_member"] for j in jobs):
+        if seconds < min_s and not any(
+            j["job_started"] and 2 * j["new_on_member"] > j["flows_on_member"] for j in jobs
+        ):
             continue
         flows = ctx.rows(
             f"""
@@ -532,8 +535,10 @@ def _piled_jobs(
     A job's flows carry alike (one collective's connections), so its flow count per member is
     what its load per member follows. `new_on_member`: those of its flows there that arrived in
     the window, no sample of theirs on the member in the `since_s` before it (the raw samples,
-    whatever was attributed): the job just started, or its flows just moved there. Flows that
-    sat there all along did not make a member that turns hot now hot. Most piled first."""
+    whatever was attributed); `job_started`: its pods began in that time too (the inventory's
+    word: flows that come back after a hang or a quiet phase are new on the member, but the job
+    did not start). Flows that sat there all along did not make a member that turns hot now
+    hot. Most piled first."""
     flow = "switch, out_port, src_ip, dst_ip, ifNull(dest_qp, 0)"
     rows = ctx.rows(
         f"""
@@ -590,6 +595,34 @@ def _piled_jobs(
                         "share_of_excess": round((nbytes - job_mean) / excess, 3),
                     }
                 )
+    started = _started_since(
+        ctx, {tuple(j["job"].split("/", 1)) for js in out.values() for j in js}, since_s
+    )
     for jobs in out.values():
+        for j in jobs:
+            j["job_started"] = j["job"] in started
         jobs.sort(key=lambda j: (-j["flows_on_member"] / j["flows_in_group"], j["job"]))
     return out
+
+
+def _started_since(ctx: Context, jobs: set[tuple[str, ...]], since_s: float) -> set[str]:
+    """Of `jobs` ((namespace, job)), those whose pods began no earlier than `since_s` before the
+    window: the job started (or was started again) then. Its start is the first version of the
+    earliest of its pods alive in the window (the inventory's, not the flows': a job whose flows
+    come back after a hang did not start)."""
+    if not jobs:
+        return set()
+    pods = ctx.table("pod")
+    rows = ctx.rows(
+        f"""
+        SELECT namespace, job, min(valid_from) AS started FROM {pods}
+        WHERE cluster = {{cluster:String}} AND (namespace, job) IN {{jobs:Array(Tuple(String, String))}}
+          AND uid IN (SELECT uid FROM {pods}
+                      WHERE cluster = {{cluster:String}}
+                        AND (namespace, job) IN {{jobs:Array(Tuple(String, String))}}
+                        AND {valid_during()})
+        GROUP BY namespace, job
+        HAVING started >= {{hs:DateTime64(3, 'UTC')}}""",
+        {"jobs": sorted(jobs), "hs": ctx.window.start - timedelta(seconds=since_s)},
+    )
+    return {f"{r['namespace']}/{r['job']}" for r in rows}

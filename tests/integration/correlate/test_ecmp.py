@@ -75,13 +75,13 @@ def _fabric(store: Store, s: datetime) -> None:
     )
 
 
-def _jobs(store: Store, s: datetime) -> None:
+def _jobs(store: Store, s: datetime, eval_start_s: float) -> None:
     """Two jobs of two servers each: team-a/llm on n1 -> n2 since long before, team-b/eval on
-    n3 -> n4 from ONSET_S; one IP per pod."""
+    n3 -> n4 from `eval_start_s`; one IP per pod."""
     pods, leases = [], []
     for ns, job, start, nodes in [
         ("team-a", "llm", ms(s) - 3_600_000, ("n1", "n2")),
-        ("team-b", "eval", ms(s) + ONSET_S * 1000 - 5000, ("n3", "n4")),
+        ("team-b", "eval", ms(s) + int(eval_start_s * 1000), ("n3", "n4")),
     ]:
         for k, node in enumerate(nodes):
             pod = f"{job}-{k}"
@@ -141,26 +141,33 @@ LLM, EVAL = ("10.0.1.1", "10.0.2.1"), ("10.0.3.1", "10.0.4.1")
 SPREAD = [(*LLM, 0x100 + q, MEMBERS[q % 4], 0) for q in range(8)]
 
 
+PILED = SPREAD + [(*EVAL, 0x200 + q, HOT, ONSET_S) for q in range(2)]
+STARTS = ONSET_S - 5  # eval's pods begin just before its flows
+
+
 @pytest.mark.parametrize(
-    ("flows", "early"),
+    ("flows", "eval_start_s", "early"),
     [
         # eval starts at ONSET_S and both of its QPs hash onto the member that turns hot
-        (SPREAD + [(*EVAL, 0x200 + q, HOT, ONSET_S) for q in range(2)], True),
+        (PILED, STARTS, True),
         # the member turns hot with no new flows on it: a burst is judged over ecmp.min_seconds
-        (SPREAD, False),
+        (SPREAD, STARTS, False),
         # eval's two QPs sat on the member all along (it ran cool, then busier): not new there
-        (SPREAD + [(*EVAL, 0x200 + q, HOT, 0) for q in range(2)], False),
+        (SPREAD + [(*EVAL, 0x200 + q, HOT, 0) for q in range(2)], STARTS, False),
         # eval starts at ONSET_S with its four QPs spread over the group: nothing piled
-        (SPREAD + [(*EVAL, 0x200 + q, MEMBERS[q], ONSET_S) for q in range(4)], False),
+        (SPREAD + [(*EVAL, 0x200 + q, MEMBERS[q], ONSET_S) for q in range(4)], STARTS, False),
+        # eval's pods ran for an hour, its flows silent (a hang) until ONSET_S: new on the
+        # member, but the job did not start
+        (PILED, -3600, False),
     ],
-    ids=["new-flows-piled", "burst", "flows-there-all-along", "new-flows-spread"],
+    ids=["new-flows-piled", "burst", "flows-there-all-along", "new-flows-spread", "after-a-hang"],
 )
 def test_piled_flows_shorten_the_time_a_hot_member_needs(
-    store: Store, flows: list[tuple[str, str, int, str, int]], early: bool
+    store: Store, flows: list[tuple[str, str, int, str, int]], eval_start_s: float, early: bool
 ) -> None:
     s = t0()
     _fabric(store, s)
-    _jobs(store, s)
+    _jobs(store, s, eval_start_s)
     _flows(store, s, flows)
     run(store, s, 5, only=["ecmp_imbalance"])
     assert found(store) == {("ecmp_imbalance", f"leaf1:{HOT}")}
