@@ -151,7 +151,8 @@ def _ranked_causes(ctx: Context, job: str) -> list[dict[str, Any]]:
     from telemetry.correlate.report import job_path
     from telemetry.errors import UserError
 
-    shared = {k: ctx.extra[k] for k in ("tick_cache", "memo", "state_epochs") if k in ctx.extra}
+    keep = ("tick_cache", "memo", "state_epochs")
+    shared: dict[str, Any] = {k: v for k, v in ctx.extra.items() if k in keep}
     try:
         path = job_path(Context(ctx.store, ctx.window, ctx.thresholds, ctx.cluster, shared), job)
     except UserError:  # the inventory does not know the job's pods (yet)
