@@ -88,6 +88,62 @@ def job_report(
         raise UserError(f"job {job!r}: give NAMESPACE/NAME")
     ns, name = job.split("/", 1)
     ctx = Context(store, Window(start, end), thresholds or default_thresholds(), cluster)
+    path = job_path(ctx, job)
+    sent = (
+        ctx.rows(
+            f"""
+        SELECT sum(bytes) AS b FROM {ctx.table("attributed_flow")}
+        WHERE {ctx.where("attributed_flow")}
+          AND src_namespace = {{ns:String}} AND src_job = {{job:String}}""",
+            {"ns": ns, "job": name},
+        )[0]["b"]
+        or 0
+    )
+    hops = path.hops
+    top = hops[0] if hops else None
+    verdict = (
+        (
+            f"most likely bottleneck: {top.layer} {top.name} (score {top.score:.2f}): "
+            + (top.evidence_for[0] if top.evidence_for else "highest load on the path")
+        )
+        if top and top.score >= 0.5
+        else "no hop on the path looks saturated or impaired"
+    )
+    return JobReport(
+        ns,
+        name,
+        start,
+        end,
+        path.pods,
+        hops,
+        path.related,
+        int(sent),
+        verdict,
+        collectives(ctx, ns, name),
+        communicators(ctx, ns, name),
+        settings(ctx, ns, name),
+        _remediations(path.related, job),
+        log_events(ctx, ns, name, path.nodes),
+    )
+
+
+@dataclass
+class JobPath:
+    """A job's pods and nodes over `ctx`'s window, its path's hops ranked (highest score first)
+    and the findings on the job and its path (job_path)."""
+
+    pods: list[dict[str, Any]]
+    nodes: list[str]
+    hops: list[Hop]
+    related: list[dict[str, Any]]
+
+
+def job_path(ctx: Context, job: str) -> JobPath:
+    """The part of job_report that ranks the path: the job's pods, its GPU, NIC, leaf and fabric
+    port hops scored by their samples over the window, and by the findings stored on them (a
+    placement hop, the PFC pause sources). What collective_slowdown names as causes; the report
+    adds the bytes sent, NCCL collectives and settings, remediations and log lines."""
+    ns, name = job.split("/", 1)
     p = {"ns": ns, "job": name}
     pods = ctx.rows(
         f"""
@@ -97,6 +153,7 @@ def job_report(
         GROUP BY pod ORDER BY pod""",
         p,
     )
+    start, end = ctx.window.start, ctx.window.end
     if not pods:
         raise UserError(
             f"job {job}: no pods of it in the store between {start:%Y-%m-%d %H:%M}Z and {end:%Y-%m-%d %H:%M}Z"
@@ -122,16 +179,6 @@ def job_report(
         "fabric_port",
         {(u["switch"], u["port"]): int(u["bytes"]) for u in used},
     )
-    sent = (
-        ctx.rows(
-            f"""
-        SELECT sum(bytes) AS b FROM {ctx.table("attributed_flow")}
-        WHERE {ctx.where("attributed_flow")}
-          AND src_namespace = {{ns:String}} AND src_job = {{job:String}}""",
-            p,
-        )[0]["b"]
-        or 0
-    )
     hop_names = {h.name for h in hops}
 
     def touches(f: dict[str, Any]) -> bool:
@@ -139,7 +186,7 @@ def job_report(
         s = f["subject"]
         return s == job or s.startswith(job + "/") or s in hop_names or s.split("/")[0] in nodes
 
-    window = fstore.read(store, cluster=cluster, since=start, until=end, limit=5000)
+    window = fstore.read(ctx.store, cluster=ctx.cluster, since=start, until=end, limit=5000)
     related = [f for f in window if touches(f)]
     placement = [f for f in related if f["category"] == "placement" and f["subject"] == job]
     if placement:  # one hop for the job's placement, whatever number of findings say so
@@ -171,31 +218,7 @@ def job_report(
                 )
     hops += _pause_sources(hops, window, related)
     hops.sort(key=lambda h: -h.score)
-    top = hops[0] if hops else None
-    verdict = (
-        (
-            f"most likely bottleneck: {top.layer} {top.name} (score {top.score:.2f}): "
-            + (top.evidence_for[0] if top.evidence_for else "highest load on the path")
-        )
-        if top and top.score >= 0.5
-        else "no hop on the path looks saturated or impaired"
-    )
-    return JobReport(
-        ns,
-        name,
-        start,
-        end,
-        pods,
-        hops,
-        related,
-        int(sent),
-        verdict,
-        collectives(ctx, ns, name),
-        communicators(ctx, ns, name),
-        settings(ctx, ns, name),
-        _remediations(related, job),
-        log_events(ctx, ns, name, nodes),
-    )
+    return JobPath(pods, nodes, hops, related)
 
 
 def _remediations(findings: list[dict[str, Any]], job: str) -> list[dict[str, Any]]:

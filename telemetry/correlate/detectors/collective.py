@@ -145,24 +145,21 @@ def _causes(ctx: Context, job: str) -> list[dict[str, Any]]:
 
 def _ranked_causes(ctx: Context, job: str) -> list[dict[str, Any]]:
     """The job's path hops with findings on them, ranked as the per-job report ranks them
-    (telemetry/correlate/report.py), at most 3."""
-    from telemetry.correlate.report import job_report
+    (report.job_path: its hops alone, not the rest of the report), at most 3. Its LLDP
+    neighbours as of the tick are the engine's (the tick's cache, read again in a batch run only
+    where LLDP changed); it reads the raw samples, as the report does."""
+    from telemetry.correlate.report import job_path
     from telemetry.errors import UserError
 
+    keep = ("tick_cache", "memo", "state_epochs")
+    shared: dict[str, Any] = {k: v for k, v in ctx.extra.items() if k in keep}
     try:
-        rep = job_report(
-            ctx.store,
-            job,
-            ctx.window.start,
-            ctx.window.end,
-            cluster=ctx.cluster,
-            thresholds=ctx.thresholds,
-        )
+        path = job_path(Context(ctx.store, ctx.window, ctx.thresholds, ctx.cluster, shared), job)
     except UserError:  # the inventory does not know the job's pods (yet)
         return []
     return [
         {"layer": h.layer, "name": h.name, "score": h.score, "evidence": h.evidence_for[:2]}
-        for h in rep.hops
+        for h in path.hops
         if h.evidence_for
     ][:3]
 

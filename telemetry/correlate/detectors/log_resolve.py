@@ -11,8 +11,12 @@ Reads the store only; never writes, never judges. A name it cannot resolve stays
 
 from __future__ import annotations
 
+import bisect
+import heapq
+import itertools
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,14 +32,38 @@ def events(
     ctx: Context, kinds: tuple[str, ...], since: datetime | None = None
 ) -> list[dict[str, Any]]:
     """log_event rows of `kinds` in the window (from `since` instead of its start), oldest first,
-    with `fields` parsed (a row whose fields are not a JSON object is left out)."""
+    with `fields` parsed (a row whose fields are not a JSON object is left out). In a batch run
+    the rows are read once and only the newer ones at each later tick (`_Tail`)."""
+    since = since or ctx.window.start
+    tail = _Tail.of(ctx)
+    if tail is not None:
+        return tail.events(ctx, kinds, since)
+    return [row for _, row in _read(ctx, kinds, since, ctx.window.end)]
+
+
+def rows_version(ctx: Context, kinds: tuple[str, ...]) -> tuple[int, ...] | None:
+    """A number per kind that changes whenever the rows `events` last returned of it changed
+    (rows arrived or aged out of the window): what is derived from them needs no rebuilding
+    while it stands (Context.remembered). None outside a batch run: derive it every tick."""
+    tail = _Tail.of(ctx)
+    return None if tail is None else tuple(tail.version.get(k, -1) for k in kinds)
+
+
+# a log_event row's place in `events`' order (its ORDER BY, `fields` as stored)
+_Key = tuple[datetime, str, str, str, str, str]
+_VERSIONS = itertools.count(1)  # rows_version's numbers, never reused (a new tail starts above)
+
+
+def _read(
+    ctx: Context, kinds: Iterable[str], since: datetime, until: datetime
+) -> list[tuple[_Key, dict[str, Any]]]:
     rows = ctx.rows(
         f"""
         SELECT ts, node, namespace, pod, kind, fields FROM {ctx.table("log_event")}
-        WHERE cluster = {{cluster:String}} AND ts >= {{since:{_TS}}} AND ts < {{we:{_TS}}}
+        WHERE cluster = {{cluster:String}} AND ts >= {{since:{_TS}}} AND ts < {{until:{_TS}}}
           AND kind IN {{kinds:Array(String)}}
         ORDER BY ts, node, namespace, pod, kind, fields""",
-        {"kinds": list(kinds), "since": since or ctx.window.start},
+        {"kinds": sorted(kinds), "since": since, "until": until},
     )
     out = []
     for r in rows:
@@ -44,8 +72,74 @@ def events(
         except ValueError:
             continue
         if isinstance(f, dict):
-            out.append({**r, "ts": utc(r["ts"]), "fields": f})
+            ts = utc(r["ts"])
+            key = (ts, r["node"], r["namespace"], r["pod"], r["kind"], r["fields"])
+            out.append((key, {**r, "ts": ts, "fields": f}))
     return out
+
+
+@dataclass
+class _Tail:
+    """A batch run's log_event rows, per kind, as `events` last returned them: from the `since`
+    it asked for up to `until` (the tick). At a later tick only the rows from `until` on are
+    read, for every kind held, in one statement, and rows older than a new `since` dropped: the
+    stored rows do not change during a batch run (as Context.as_of_state assumes), so the rows
+    are those a full read returns, at a cost that follows the new rows, not the day read back.
+
+    Kept in the engine's memo, which outlives a run: a tail serves only the run that made it.
+    Each run numbers its state epochs (Context.as_of_state) above every number of the runs
+    before, so a tick whose smallest epoch exceeds the largest the tail has seen starts a new
+    tail (within a run that happens only when every state kind changed at once: a full read
+    then, never a wrong one). Live ticks and the per-tick loop have no epochs: no tail."""
+
+    mark: int  # the largest state epoch seen
+    until: datetime
+    held: dict[str, tuple[datetime, list[tuple[_Key, dict[str, Any]]]]] = field(
+        default_factory=dict
+    )
+    version: dict[str, int] = field(default_factory=dict)
+
+    MEMO = "log_resolve.tail"
+
+    @classmethod
+    def of(cls, ctx: Context) -> _Tail | None:
+        epochs, memo = ctx.extra.get("state_epochs"), ctx.extra.get("memo")
+        if not epochs or memo is None:
+            return None
+        tail = memo.get(cls.MEMO)
+        now = ctx.window.end
+        if not isinstance(tail, cls) or min(epochs.values()) > tail.mark or now < tail.until:
+            tail = memo[cls.MEMO] = cls(max(epochs.values()), now)
+        tail.mark = max(tail.mark, *epochs.values())
+        return tail
+
+    def events(self, ctx: Context, kinds: tuple[str, ...], since: datetime) -> list[dict[str, Any]]:
+        now = ctx.window.end
+        if now > self.until:
+            if self.held:
+                for key, row in _read(ctx, self.held, self.until, now):
+                    self.held[row["kind"]][1].append((key, row))
+                    self.version[row["kind"]] = next(_VERSIONS)
+            self.until = now
+        missing = [k for k in kinds if k not in self.held or self.held[k][0] > since]
+        if missing:
+            for k in missing:
+                self.held[k] = (since, [])
+                self.version[k] = next(_VERSIONS)
+            for key, row in _read(ctx, missing, since, now):
+                self.held[row["kind"]][1].append((key, row))
+        lists = []
+        for k in dict.fromkeys(kinds):
+            start, rows = self.held[k]
+            if start < since:
+                drop = bisect.bisect_left(rows, since, key=lambda kr: kr[0][0])
+                if drop:
+                    rows = rows[drop:]
+                    self.version[k] = next(_VERSIONS)
+                self.held[k] = (since, rows)
+            lists.append(rows)
+        merged = lists[0] if len(lists) == 1 else heapq.merge(*lists, key=lambda kr: kr[0])
+        return [row for _, row in merged]
 
 
 def utc(v: Any) -> Any:
@@ -211,10 +305,20 @@ class Ranks:
     @classmethod
     def _of(cls, ctx: Context) -> Ranks:
         since = ctx.window.end - timedelta(seconds=float(ctx.t("logs.state_seconds")))
+        kinds = ("nccl_init_complete",)
+        rows = events(ctx, kinds, since)
+        version = rows_version(ctx, kinds)
+        if version is None:
+            return cls._from(rows)
+        # a batch run: built again only where the init lines changed
+        return ctx.remembered("log_resolve.ranks", version, lambda: cls._from(rows))  # type: ignore[no-any-return]
+
+    @classmethod
+    def _from(cls, rows: list[dict[str, Any]]) -> Ranks:
         of_pod: dict[tuple[str, str], set[int]] = {}
         pod_of: dict[tuple[str, str, int], tuple[str, str]] = {}
         comm_of: dict[tuple[str, str], tuple[str, int]] = {}
-        for e in events(ctx, ("nccl_init_complete",), since):
+        for e in rows:
             f = e["fields"]
             try:
                 rank, n, comm = int(f["rank"]), int(f["nranks"]), str(f.get("comm_id") or "")
@@ -247,4 +351,5 @@ __all__ = [
     "leases",
     "own_addresses",
     "rail_of",
+    "rows_version",
 ]

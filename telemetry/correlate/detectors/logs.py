@@ -25,6 +25,7 @@ from telemetry.correlate.detectors.log_resolve import (
     leases,
     own_addresses,
     rail_of,
+    rows_version,
 )
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector
@@ -287,12 +288,24 @@ def _sessions(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:
     return ctx.cached(f"logs.sessions.{ctx.window.start.isoformat()}", lambda: _read_sessions(ctx))  # type: ignore[no-any-return]
 
 
+_SESSION_KINDS = ("nccl_net_selected", "nccl_ib_devices", "nccl_gdr_disabled", "nccl_channel_net")
+
+
 def _read_sessions(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:
     """Per pod, what its latest NCCL init logged (the lines from `logs.session_slack_seconds`
     before its latest `Using network` line on): the network, the IB devices, GDR-disabled HCAs,
-    channels. The pod must still be running at the window's end."""
-    rows = events(ctx, ("nccl_net_selected", "nccl_ib_devices", "nccl_gdr_disabled",
-                        "nccl_channel_net"))  # fmt: skip
+    channels. The pod must still be running at the window's end. In a batch run built again
+    only where those lines or the pods' versions changed (rows_version, the `pod` state epoch:
+    a pod version beginning or ending since the previous evaluated tick)."""
+    rows = events(ctx, _SESSION_KINDS)
+    version = rows_version(ctx, _SESSION_KINDS)
+    if version is None:
+        return _sessions_of(ctx, rows)
+    pods = ctx.extra.get("state_epochs", {}).get("pod")
+    return ctx.remembered("logs.sessions", (version, pods), lambda: _sessions_of(ctx, rows))  # type: ignore[no-any-return]
+
+
+def _sessions_of(ctx: Context, rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     latest: dict[tuple[str, str], Any] = {}
     for r in rows:
         if r["kind"] == "nccl_net_selected":

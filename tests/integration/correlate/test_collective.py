@@ -10,6 +10,7 @@ from typing import Any
 
 from telemetry.correlate.detectors.collective import collective_slowdown, collective_straggler
 from telemetry.correlate.registry import Context, Window
+from telemetry.correlate.report import job_report
 from telemetry.correlate.thresholds import default_thresholds
 from telemetry.records import COLLECTIVE_SAMPLE, GPU_NIC_AFFINITY, GPU_SAMPLE, POD
 from telemetry.store import Store
@@ -123,6 +124,17 @@ def test_slowdown_against_own_baseline_with_the_throttled_gpus_as_top_cause(stor
     assert f.evidence["causes"][0]["layer"] == "gpu"
     assert f.evidence["causes"][0]["name"] == "n2/gpus"
     assert "top cause: gpu n2/gpus" in f.summary
+    # the causes are the job report's path hops with evidence, ranked as it ranks them
+    rep = job_report(store, "team/slow", START, END, cluster="c")
+    assert (
+        f.evidence["causes"]
+        == [
+            {"layer": h.layer, "name": h.name, "score": h.score, "evidence": h.evidence_for[:2]}
+            for h in rep.hops
+            if h.evidence_for
+        ][:3]
+    )
+    assert len(f.evidence["causes"]) >= 2  # the throttled GPUs and the other node's
     assert collective_straggler(ctx(store)) == []  # every rank equally slow: no straggler
 
 

@@ -395,3 +395,66 @@ def test_timeouts_printed_without_a_seqnum_still_count_as_reported(store: Store)
     (f,) = collective_timeout(ctx(store, t + timedelta(seconds=30)))
     assert f.evidence["missing_ranks"] == [2] and f.evidence["timed_out_ranks"] == 3
     assert f.subject == "n2/gpu0"
+
+
+def test_a_batch_run_reads_the_log_lines_once_then_only_the_new_ones(store: Store) -> None:
+    """In a batch run (the engine's memo and state epochs) the log detectors read the lines back
+    `logs.state_seconds` once, then one statement per tick for the lines since the previous
+    tick, and answer at every tick what reading everything answers: lines aging out of the
+    window, a re-init, errors and timeouts arriving. A new run (epochs above the last run's)
+    reads afresh and sees lines stored between the runs."""
+    from telemetry.correlate.detectors import logs
+
+    _inv(store)
+    th = default_thresholds()
+    th["logs"]["state_seconds"] = 600  # the first init ages out during the run
+    t1 = T0 + timedelta(minutes=1)
+    put(store, init(T0 - timedelta(minutes=10), gdr=False))  # ages out at T0
+    put(store, init(T0 + timedelta(seconds=30), dev={1: 0}))  # a re-init: one channel off rail
+    put(store, [ib(t1, 0, 0, "10.128.0.2", 12, "10.128.0.1")])
+    put(store, [ib(t1 + timedelta(seconds=1), 1, 0, "10.128.0.1", 5, "10.128.0.2")])
+    put(store, timeouts(t1 + timedelta(seconds=20), {0: 7, 1: 7, 3: 6}))
+    kinds = {"state": (logs.nccl_transport_fallback, logs.nccl_gdr_disabled, logs.nccl_nic_off_rail),
+             "window": (logs.nccl_network_error, logs.collective_timeout)}  # fmt: skip
+    statements: list[str] = []
+    query = store.query
+
+    def counted(sql: str, *a: Any, **k: Any) -> Any:
+        statements.append(sql)
+        return query(sql, *a, **k)
+
+    store.query = counted  # type: ignore[method-assign]
+
+    def answers(end: datetime, extra: dict[str, Any] | None) -> list[tuple[Any, ...]]:
+        out = []
+        shared = {**(extra or {}), "tick_cache": {}} if extra is not None else {}
+        for group, fns in kinds.items():
+            back = th["logs"]["state_seconds" if group == "state" else "window_seconds"]
+            c = Context(store, Window(end - timedelta(seconds=back), end), th, "c", dict(shared))
+            out += [(f.kind, f.subject, f.summary, json.dumps(f.evidence)) for fn in fns
+                    for f in fn(c)]  # fmt: skip
+        return out
+
+    memo: dict[str, Any] = {}
+    seen: list[set[str]] = []
+    per_tick = []
+    for i in range(24):  # T0 - 60 s .. T0 + 170 s: the first init ages out, errors arrive
+        end = T0 - timedelta(seconds=60) + i * STEP
+        want = answers(end, None)
+        del statements[:]
+        got = answers(end, {"memo": memo, "state_epochs": {"pod": 1}})
+        assert got == want, end
+        seen.append({k for k, _, _, _ in got})
+        per_tick.append(sum("log_events" in s for s in statements))
+    assert seen[0] == seen[5] == {"nccl_gdr_disabled"}  # before T0
+    assert seen[7] == set()  # aged out
+    assert seen[10] == {"nccl_nic_off_rail"}  # the re-init, read as a new line
+    assert seen[16] == {"nccl_nic_off_rail", "nccl_network_error", "collective_timeout"}
+    assert per_tick[0] >= 2 and set(per_tick[1:]) == {1}, per_tick
+    # a second run: a line stored since, older than the last tick read, is seen
+    late = T0 + timedelta(seconds=100)
+    put(store, timeouts(late, {0: 9, 1: 9, 2: 9}))
+    end = T0 + timedelta(minutes=3)  # after the last tick read (T0 + 170 s)
+    got = answers(end, {"memo": memo, "state_epochs": {"pod": 2}})
+    assert got == answers(end, None)
+    assert any(k == "collective_timeout" and '"last_seq_num": 9' in e for k, _, _, e in got)
