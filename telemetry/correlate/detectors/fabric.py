@@ -543,7 +543,8 @@ def _piled_jobs(
     rows = ctx.rows(
         f"""
         SELECT switch, out_port, src_namespace, src_job, any(rdma) AS rdma,
-               ({flow}) NOT IN (
+               -- GLOBAL: on a cluster, attributed flows and raw samples are sharded apart
+               ({flow}) GLOBAL NOT IN (
                    SELECT {flow} FROM {ctx.table("flow_sample")}
                    WHERE cluster = {{cluster:String}} AND {time_range("flow_sample", lo="hs", hi="ws")}
                      AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
@@ -617,7 +618,7 @@ def _started_since(ctx: Context, jobs: set[tuple[str, ...]], since_s: float) -> 
         f"""
         SELECT namespace, job, min(valid_from) AS started FROM {pods}
         WHERE cluster = {{cluster:String}} AND (namespace, job) IN {{jobs:Array(Tuple(String, String))}}
-          AND uid IN (SELECT uid FROM {pods}
+          AND uid GLOBAL IN (SELECT uid FROM {pods}
                       WHERE cluster = {{cluster:String}}
                         AND (namespace, job) IN {{jobs:Array(Tuple(String, String))}}
                         AND {valid_during()})
