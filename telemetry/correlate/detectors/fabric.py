@@ -479,9 +479,7 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     for (dev, port), h in sorted(hot.items()):
         seconds = h["samples"] * step
         jobs = piled.get((dev, port), [])
-        if seconds < min_s and not any(
-            j["job_started"] and 2 * j["new_on_member"] > j["flows_on_member"] for j in jobs
-        ):
+        if seconds < min_s and not any(_fresh(j) for j in jobs):
             continue
         flows = ctx.rows(
             f"""
@@ -535,11 +533,13 @@ def _piled_jobs(
     A job's flows carry alike (one collective's connections), so its flow count per member is
     what its load per member follows. `new_on_member`: those of its flows there that arrived in
     the window, no sample of theirs on the member in the `since_s` before it (the raw samples,
-    whatever was attributed); `job_started`: its pods began in that time too (the inventory's
-    word: flows that come back after a hang or a quiet phase are new on the member, but the job
-    did not start). Flows that sat there all along did not make a member that turns hot now
-    hot. Most piled first."""
+    whatever was attributed), `moved_onto_member` those of them sampled on another member of the
+    group in that time (a rehash moved them); `job_started`: its pods began in that time too
+    (the inventory's word: flows that come back after a hang or a quiet phase are new on the
+    member, yet the job neither started nor was rehashed). Flows that sat there all along did
+    not make a member that turns hot now hot. Most piled first."""
     flow = "switch, out_port, src_ip, dst_ip, ifNull(dest_qp, 0)"
+    moved = "switch, src_ip, dst_ip, ifNull(dest_qp, 0)"
     rows = ctx.rows(
         f"""
         SELECT switch, out_port, src_namespace, src_job, any(rdma) AS rdma,
@@ -549,6 +549,12 @@ def _piled_jobs(
                    WHERE cluster = {{cluster:String}} AND {time_range("flow_sample", lo="hs", hi="ws")}
                      AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
                ) AS new,
+               -- sampled on another member of the group before: the flow moved
+               ({moved}) GLOBAL IN (
+                   SELECT {moved} FROM {ctx.table("flow_sample")}
+                   WHERE cluster = {{cluster:String}} AND {time_range("flow_sample", lo="hs", hi="ws")}
+                     AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
+               ) AS seen,
                sum(bytes) AS bytes
         FROM {ctx.table("attributed_flow")}
         WHERE {ctx.where("attributed_flow")}
@@ -560,7 +566,7 @@ def _piled_jobs(
         },
     )
     member_bytes: dict[tuple[str, str], float] = {}
-    # (switch, namespace, job) -> member -> [flows, new flows, bytes]
+    # (switch, namespace, job) -> member -> [flows, new flows, bytes, new flows that moved]
     per_job: dict[tuple[str, str, str], dict[str, list[float]]] = {}
     for r in rows:
         key = (r["switch"], r["out_port"])
@@ -568,17 +574,18 @@ def _piled_jobs(
         if not r["rdma"] or not r["src_job"]:
             continue
         by_member = per_job.setdefault((r["switch"], r["src_namespace"], r["src_job"]), {})
-        c = by_member.setdefault(r["out_port"], [0, 0, 0.0])
+        c = by_member.setdefault(r["out_port"], [0, 0, 0.0, 0])
         c[0] += 1
         c[1] += int(bool(r["new"]))
         c[2] += float(r["bytes"])
+        c[3] += int(bool(r["new"]) and bool(r["seen"]))
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for (sw, ns, job), by_port in sorted(per_job.items()):
         width = len(groups[sw])
         total = sum(c[0] for c in by_port.values())
         job_mean = sum(c[2] for c in by_port.values()) / width
         group_mean = sum(member_bytes.get((sw, p), 0.0) for p in groups[sw]) / width
-        for port, (n, new, nbytes) in sorted(by_port.items()):
+        for port, (n, new, nbytes, moved_n) in sorted(by_port.items()):
             excess = member_bytes.get((sw, port), 0.0) - group_mean
             if (
                 n >= 2
@@ -591,6 +598,7 @@ def _piled_jobs(
                         "job": f"{ns}/{job}",
                         "flows_on_member": int(n),
                         "new_on_member": int(new),
+                        "moved_onto_member": int(moved_n),
                         "flows_in_group": int(total),
                         "flows_per_member": [int(by_port.get(p, [0])[0]) for p in groups[sw]],
                         "share_of_excess": round((nbytes - job_mean) / excess, 3),
@@ -604,6 +612,13 @@ def _piled_jobs(
             j["job_started"] = j["job"] in started
         jobs.sort(key=lambda j: (-j["flows_on_member"] / j["flows_in_group"], j["job"]))
     return out
+
+
+def _fresh(job: dict[str, Any]) -> bool:
+    """Most of a piled job's flows on the member arrived in the window: the job started then
+    (its flows new there), or they moved there from another member of the group (a rehash)."""
+    arrived = job["new_on_member"] if job["job_started"] else job["moved_onto_member"]
+    return 2 * arrived > job["flows_on_member"]
 
 
 def _started_since(ctx: Context, jobs: set[tuple[str, ...]], since_s: float) -> set[str]:

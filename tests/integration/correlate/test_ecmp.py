@@ -103,15 +103,15 @@ def _jobs(store: Store, s: datetime, eval_start_s: float) -> None:
     store.insert(POD_IP_LEASE, POD_IP_LEASE.to_arrow(leases))
 
 
-def _flows(store: Store, s: datetime, flows: list[tuple[str, str, int, str, int]]) -> None:
+def _flows(store: Store, s: datetime, flows: list[tuple[Any, ...]]) -> None:
     """sFlow samples leaf1 takes of each flow (source IP, destination IP, destination QP, the
-    member it leaves by, from second), one about every 3.3 s at the flow's own phase, to the
-    data's end."""
+    member it leaves by, from second[, to second]), one about every 3.3 s at the flow's own
+    phase, to the data's end unless it says."""
     rows: list[dict[str, Any]] = []
-    for src, dst, qp, port, since in flows:
+    for src, dst, qp, port, since, *until in flows:
         phase = (qp * 7919) % 3300
         t = ms(s) + since * 1000 + phase
-        while t < ms(s) + SPAN_S * 1000:
+        while t < ms(s) + (until[0] if until else SPAN_S) * 1000:
             rows.append(
                 {
                     "ts": t,
@@ -159,11 +159,27 @@ STARTS = ONSET_S - 5  # eval's pods begin just before its flows
         # eval's pods ran for an hour, its flows silent (a hang) until ONSET_S: new on the
         # member, but the job did not start
         (PILED, -3600, False),
+        # eval's pods ran for an hour, its two QPs on two other members until ONSET_S, then
+        # rehashed onto the member that turns hot: they moved there
+        (
+            SPREAD
+            + [(*EVAL, 0x200 + q, MEMBERS[1 + q], 0, ONSET_S) for q in range(2)]
+            + PILED[len(SPREAD) :],
+            -3600,
+            True,
+        ),
     ],
-    ids=["new-flows-piled", "burst", "flows-there-all-along", "new-flows-spread", "after-a-hang"],
+    ids=[
+        "new-flows-piled",
+        "burst",
+        "flows-there-all-along",
+        "new-flows-spread",
+        "after-a-hang",
+        "rehashed",
+    ],
 )
 def test_piled_flows_shorten_the_time_a_hot_member_needs(
-    store: Store, flows: list[tuple[str, str, int, str, int]], eval_start_s: float, early: bool
+    store: Store, flows: list[tuple[Any, ...]], eval_start_s: float, early: bool
 ) -> None:
     s = t0()
     _fabric(store, s)
