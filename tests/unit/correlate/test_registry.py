@@ -58,7 +58,7 @@ def test_every_detector_module_registers_and_needs_known_kinds() -> None:
     assert modules == set(DETECTOR_MODULES)
     for s in specs.values():
         assert s.needs and set(s.needs) <= set(KINDS), s.name
-    assert specs["gpu_xid"].needs == ("gpu_event",)
+    assert specs["gpu_xid"].needs == ("gpu_event", "log_event")  # NVML events, kernel Xid lines
 
 
 def test_category_is_the_module_and_the_declaration() -> None:
