@@ -538,28 +538,26 @@ def _piled_jobs(
     (the inventory's word: flows that come back after a hang or a quiet phase are new on the
     member, yet the job neither started nor was rehashed). Flows that sat there all along did
     not make a member that turns hot now hot. Most piled first."""
-    flow = "switch, out_port, src_ip, dst_ip, ifNull(dest_qp, 0)"
-    moved = "switch, src_ip, dst_ip, ifNull(dest_qp, 0)"
     rows = ctx.rows(
         f"""
-        SELECT switch, out_port, src_namespace, src_job, any(rdma) AS rdma,
-               -- GLOBAL: on a cluster, attributed flows and raw samples are sharded apart
-               ({flow}) GLOBAL NOT IN (
-                   SELECT {flow} FROM {ctx.table("flow_sample")}
-                   WHERE cluster = {{cluster:String}} AND {time_range("flow_sample", lo="hs", hi="ws")}
-                     AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
-               ) AS new,
+        SELECT f.switch AS switch, f.out_port AS out_port, src_namespace, src_job, rdma,
+               NOT has(b.ports, f.out_port) AS new,
                -- sampled on another member of the group before: the flow moved
-               ({moved}) GLOBAL IN (
-                   SELECT {moved} FROM {ctx.table("flow_sample")}
-                   WHERE cluster = {{cluster:String}} AND {time_range("flow_sample", lo="hs", hi="ws")}
-                     AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
-               ) AS seen,
-               sum(bytes) AS bytes
-        FROM {ctx.table("attributed_flow")}
-        WHERE {ctx.where("attributed_flow")}
-          AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
-        GROUP BY switch, out_port, src_namespace, src_job, src_ip, dst_ip, dest_qp""",
+               notEmpty(b.ports) AS seen, bytes
+        FROM (SELECT switch, out_port, src_namespace, src_job, src_ip, dst_ip,
+                     ifNull(dest_qp, 0) AS qp, any(rdma) AS rdma, sum(bytes) AS bytes
+              FROM {ctx.table("attributed_flow")}
+              WHERE {ctx.where("attributed_flow")}
+                AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
+              GROUP BY switch, out_port, src_namespace, src_job, src_ip, dst_ip, qp) AS f
+        -- GLOBAL: on a cluster, attributed flows and raw samples are sharded apart
+        GLOBAL LEFT JOIN (
+            SELECT switch, src_ip, dst_ip, ifNull(dest_qp, 0) AS qp, groupUniqArray(out_port) AS ports
+            FROM {ctx.table("flow_sample")}
+            WHERE cluster = {{cluster:String}} AND {time_range("flow_sample", lo="hs", hi="ws")}
+              AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
+            GROUP BY switch, src_ip, dst_ip, qp
+        ) AS b ON f.switch = b.switch AND f.src_ip = b.src_ip AND f.dst_ip = b.dst_ip AND f.qp = b.qp""",
         {
             "members": sorted((sw, p) for sw, ps in groups.items() for p in ps),
             "hs": ctx.window.start - timedelta(seconds=since_s),
