@@ -1516,7 +1516,12 @@ HYPERNODE = _register(
         _f("tier_name", "lstr", "Tier name, if given."),
         _f("member", "str", "Member: node name or child HyperNode name."),
         _f("member_type", "lstr", "Node | HyperNode."),
-        _f("selector", "lstr", "exactMatch | regexMatch | labelMatch."),
+        _f(
+            "selector",
+            "lstr",
+            "exactMatch | regexMatch | labelMatch, or invalidRegex: a regexMatch whose pattern"
+            " RE2 cannot compile (it matches nothing, as in Volcano).",
+        ),
     )
 )
 

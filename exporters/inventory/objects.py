@@ -21,7 +21,12 @@ from typing import Any
 from telemetry.errors import UserError
 from telemetry.records import KINDS
 from telemetry.times import iso_to_ms
-from telemetry.topology.hypernodes import MalformedHyperNode, member_problems, parse_hypernode
+from telemetry.topology.hypernodes import (
+    MalformedHyperNode,
+    member_problems,
+    parse_hypernode,
+    stored_selector,
+)
 
 NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
 # what Multus before v3.4.1 wrote instead (v3.4.1 onwards writes both)
@@ -332,7 +337,7 @@ def hypernode_facts(obj: Mapping[str, Any], warnings: list[str]) -> list[Fact]:
             tier=spec.tier,
             tier_name=spec.tier_name,
             member_type=m.type,
-            selector=m.selector,
+            selector=stored_selector(m),
         )
         for m in spec.members
     ]

@@ -219,6 +219,12 @@ def _class_items(ranges: Sequence[tuple[int, int]], negated: bool) -> str:
     return "".join(esc(a) if a == b else f"{esc(a)}-{esc(b)}" for a, b in ranges)
 
 
+# What Python's re compiles and RE2 (Go, ClickHouse's match) refuses: such a pattern matches
+# nothing in Volcano and must never reach a store query.
+_BACKREF = frozenset("123456789")
+_NOT_RE2 = ("(?=", "(?!", "(?<=", "(?<!", "(?P=", "(?>", "(?(", "*+", "++", "?+", "}+")
+
+
 def go_regex(pattern: str) -> re.Pattern[str]:
     """A Go (RE2) regexp compiled by Python's re: POSIX classes inside bracket expressions
     (`[[:digit:]]`, `[[:^space:]x]`) become the code points RE2 gives them. re.error when Python
@@ -229,11 +235,20 @@ def go_regex(pattern: str) -> re.Pattern[str]:
     while i < n:
         c = pattern[i]
         if c == "\\":
+            if not in_set and pattern[i + 1 : i + 2] in _BACKREF:
+                raise re.error(
+                    f"invalid escape sequence {pattern[i : i + 2]!r} (RE2 has no backreferences)"
+                )
             out.append(pattern[i : i + 2])
             i += 2
             first = False
             continue
         if not in_set:
+            for bad in _NOT_RE2:
+                if pattern.startswith(bad, i):
+                    raise re.error(
+                        f"{bad!r} at {i}: RE2 has no lookaround, atomic or possessive forms"
+                    )
             out.append(c)
             i += 1
             if c == "[":
@@ -283,6 +298,17 @@ def member_issue(m: Member) -> tuple[str, str] | None:
         except (re.error, RecursionError, OverflowError) as e:
             return "bad_regex", f"{what} is not a valid regex ({e}): it matches nothing"
     return None
+
+
+# The selector a regexMatch member RE2 cannot compile is stored under: no store query may hand
+# its pattern to ClickHouse's match(), which fails the whole statement; Volcano matches nothing.
+INVALID_REGEX = "invalidRegex"
+
+
+def stored_selector(m: Member) -> str:
+    """The selector column of `m`'s hypernode row: INVALID_REGEX for a bad regexMatch."""
+    issue = member_issue(m) if m.selector == "regexMatch" else None
+    return INVALID_REGEX if issue and issue[0] == "bad_regex" else m.selector
 
 
 def member_problems(spec: HyperNodeSpec) -> list[Problem]:
@@ -593,6 +619,7 @@ def to_manifest(spec: HyperNodeSpec) -> dict[str, Any]:
 
 
 __all__ = [
+    "INVALID_REGEX",
     "HyperNodeSpec",
     "HyperNodeTree",
     "MalformedHyperNode",
@@ -602,5 +629,6 @@ __all__ = [
     "load_manifests",
     "member_problems",
     "parse_hypernode",
+    "stored_selector",
     "to_manifest",
 ]

@@ -15,7 +15,7 @@ from telemetry.records import GPU_NIC_AFFINITY, HYPERNODE, LLDP_LINK, NODE
 from telemetry.store import time_range
 from telemetry.text import split_top_level
 from telemetry.times import as_of
-from telemetry.topology.hypernodes import HyperNodeSpec, Member
+from telemetry.topology.hypernodes import INVALID_REGEX, HyperNodeSpec, Member
 
 _EXPR = re.compile(r"^\s*([^\s=]+)\s+(In|NotIn|Exists|DoesNotExist)\s*(?:\(([^)]*)\))?\s*$")
 
@@ -61,6 +61,7 @@ def declared_from_store(
     by: dict[str, list[Any]] = {}
     for hn, tier, tname, member, mtype, sel in rows:
         value: Any = parse_label_selector(member) if sel == "labelMatch" else member
+        sel = "regexMatch" if sel == INVALID_REGEX else sel  # named again by member_issue
         entry = by.setdefault(hn, [int(tier), str(tname or ""), []])
         entry[2].append(Member(str(mtype), str(sel), value))
     specs = [HyperNodeSpec(hn, t, tn, tuple(ms)) for hn, (t, tn, ms) in sorted(by.items())]

@@ -122,3 +122,34 @@ def test_restart_keeps_job_rows_of_jobs_and_standalone_podgroups(store: Any) -> 
     rows = b.drain_rows().get("job", [])
     # a stored job row neither list claims is closed once both lists are in
     assert [(r["job"], r["valid_to"]) for r in rows] == [("old", t0 + 20_000)]
+
+
+def test_a_pattern_re2_cannot_compile_never_reaches_a_store_query(store: Any) -> None:
+    """A HyperNode member whose regex RE2 refuses (unclosed class, lookahead) is stored under
+    invalidRegex, so the leaf HyperNode query (ClickHouse match()) still answers for the others
+    and reading the tree back names the member again."""
+    from telemetry.pool import leaf_hypernodes
+    from telemetry.topology.store_io import declared_from_store
+
+    t0 = now_ms() - 60_000
+    s = InventoryState(lambda: now_ms())
+    for n in ("gpu-node-1", "gpu-node-2", "cpu-1"):
+        s.event("ADDED", {"kind": "Node", "metadata": {"name": n}, "status": {}}, t0)
+    members = [
+        {"type": "Node", "selector": {"regexMatch": {"pattern": p}}}
+        for p in ("gpu-node-[0-9", "^cpu-(?=1)", "^gpu-node-[12]$")
+    ]
+    s.event(
+        "ADDED",
+        {
+            "kind": "HyperNode",
+            "metadata": {"name": "leaf"},
+            "spec": {"tier": 1, "members": members},
+        },
+        t0,
+    )
+    assert sum("is not a valid regex" in p for p in s.problems) == 2
+    store_batches(store, [Batch.from_rows(k, r) for k, r in s.drain_rows().items()])
+    assert leaf_hypernodes(store, "default") == {"gpu-node-1": "leaf", "gpu-node-2": "leaf"}
+    specs, _ = declared_from_store(store, "default")
+    assert [m.selector for m in specs[0].members] == ["regexMatch"] * 3

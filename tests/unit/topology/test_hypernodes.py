@@ -309,3 +309,19 @@ def test_go_regex_posix_classes(pattern: str, hits: str, misses: str) -> None:
 def test_go_regex_unknown_class_is_an_error_as_in_go() -> None:
     with pytest.raises(re.error, match=r"invalid character class range \[:digits:\]"):
         go_regex("^node-[[:digits:]]+$")
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"^a(?=b)", r"(?!x)y", r"(?<=a)b", r"(a)\1", r"(?P<n>a)(?P=n)", "a++", "(?>ab)"]
+)
+def test_go_regex_refuses_what_re2_refuses(pattern: str) -> None:
+    """Python's re compiles these; Go (and ClickHouse's match) do not, so Volcano's member
+    matches nothing and the pattern must not pass as valid."""
+    re.compile(pattern)
+    with pytest.raises(re.error):
+        go_regex(pattern)
+
+
+@pytest.mark.parametrize("pattern", [r"a\++", r"[(?=]x", r"^gpu-\d{2}$", r"(?i)node-(?P<n>\d)"])
+def test_go_regex_keeps_what_re2_accepts(pattern: str) -> None:
+    assert go_regex(pattern) is not None
