@@ -426,8 +426,8 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     """Uplink groups (a leaf's ports to spines, a spine's to super-spines, from LLDP): judged per
     sample, one member running far above the group mean while busy, for long enough, is a hash
     collision. Long enough is `ecmp.min_seconds` (a burst is not a collision), or only
-    `ecmp.min_seconds_with_flows` where the sampled flows show the hashing itself: a job's flows
-    that arrived in the window (it started, or they moved) piled onto that member
+    `ecmp.min_seconds_with_flows` where the sampled flows show the hashing itself: the flows of
+    a job that started in the window piled onto that member
     (`_piled_jobs`), where they stay while they last. The flows on that member are the
     evidence."""
     hot_ratio = float(ctx.t("ecmp.max_over_mean"))
@@ -613,10 +613,11 @@ def _piled_jobs(
 
 
 def _fresh(job: dict[str, Any]) -> bool:
-    """Most of a piled job's flows on the member arrived in the window: the job started then
-    (its flows new there), or they moved there from another member of the group (a rehash)."""
-    arrived = job["new_on_member"] if job["job_started"] else job["moved_onto_member"]
-    return 2 * arrived > job["flows_on_member"]
+    """Most of a piled job's flows on the member arrived in the window because the job started
+    then. Flows a rehash moved there (`moved_onto_member`: most often a link of the path went
+    down, and traffic came back when it did) are judged over the full `ecmp.min_seconds`, as is
+    a job whose flows come back after a hang: the link's own finding says why they moved."""
+    return job["job_started"] and 2 * job["new_on_member"] > job["flows_on_member"]
 
 
 def _started_since(ctx: Context, jobs: set[tuple[str, ...]], since_s: float) -> set[str]:
