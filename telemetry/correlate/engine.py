@@ -168,6 +168,7 @@ class Correlator:
         self.incidents = IncidentTracker(store, cluster, self.hysteresis)
         self._attributed_until: datetime | None = None
         self._memo: dict[str, tuple[str, Any]] = {}
+        self._activity: Activity | None = None  # the batch run's (run()), for its ticks
         self._judged_until: datetime | None = None  # the latest tick evaluate() judged
         self._late: LateArrivals | None = None  # created by the first rejudge() (follow)
         self.rejudged = 0  # re-judged (detector, tick) pairs, for self-report
@@ -229,7 +230,7 @@ class Correlator:
                 self.interval,
             )
         )
-        act = self.activity(ts[0], ts[-1]) if ts else None
+        act = self._activity = self.activity(ts[0], ts[-1]) if ts else None
         ms = timedelta(milliseconds=1)
         windows = {d.name: self.lookbacks[d.name] // ms for d in self.detectors}
         settles = {d.name: int(d.settle_seconds(self.thresholds) * 1000) for d in self.detectors}
@@ -534,6 +535,7 @@ class Correlator:
         )
         if state_epochs is not None:
             shared["state_epochs"] = state_epochs
+            shared["activity"] = self._activity  # where the run's rows lie (log_resolve._Tail)
         found: list[Finding] = []
         for d in self.detectors:
             if not set(d.needs) & nonempty or (only is not None and d.name not in only):

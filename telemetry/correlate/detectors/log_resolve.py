@@ -23,6 +23,7 @@ from typing import Any
 from telemetry.correlate.lease_index import nic_sql
 from telemetry.correlate.registry import Context
 from telemetry.correlate.sql import lldp_peers
+from telemetry.records import ms
 from telemetry.times import as_utc
 
 _TS = "DateTime64(3, 'UTC')"
@@ -116,7 +117,7 @@ class _Tail:
     def events(self, ctx: Context, kinds: tuple[str, ...], since: datetime) -> list[dict[str, Any]]:
         now = ctx.window.end
         if now > self.until:
-            if self.held:
+            if self.held and _may_hold(ctx, self.until, now):
                 for key, row in _read(ctx, self.held, self.until, now):
                     self.held[row["kind"]][1].append((key, row))
                     self.version[row["kind"]] = next(_VERSIONS)
@@ -140,6 +141,15 @@ class _Tail:
             lists.append(rows)
         merged = lists[0] if len(lists) == 1 else heapq.merge(*lists, key=lambda kr: kr[0])
         return [row for _, row in merged]
+
+
+def _may_hold(ctx: Context, since: datetime, until: datetime) -> bool:
+    """log_event rows may lie in [since, until): the batch run's Activity (engine.py) says where
+    its rows lie (at bucket granularity); without one, or without log_event in it, they may."""
+    act = ctx.extra.get("activity")
+    if act is None or "log_event" not in act.buckets:
+        return True
+    return bool(act.any_in("log_event", ms(since), ms(until)))
 
 
 def utc(v: Any) -> Any:

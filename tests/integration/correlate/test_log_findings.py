@@ -458,3 +458,50 @@ def test_a_batch_run_reads_the_log_lines_once_then_only_the_new_ones(store: Stor
     got = answers(end, {"memo": memo, "state_epochs": {"pod": 2}})
     assert got == answers(end, None)
     assert any(k == "collective_timeout" and '"last_seq_num": 9' in e for k, _, _, e in got)
+
+
+def test_a_batch_run_reads_no_log_lines_at_a_tick_where_none_were_stored(store: Store) -> None:
+    """With the run's Activity (engine.py: where each kind's rows lie), the log detectors' tail
+    sends no statement at a tick where no line was stored since the previous one, and answers
+    what reading everything answers."""
+    from telemetry.correlate.detectors import logs
+    from telemetry.correlate.engine import Correlator
+
+    _inv(store)
+    th = default_thresholds()
+    t1 = T0 + timedelta(minutes=1)
+    put(store, init(T0, gdr=False))
+    put(store, [ib(t1, 0, 0, "10.128.0.2", 12, "10.128.0.1")])
+    # ticks on the engine's grid (multiples of the interval); the lines fall between two
+    grid = STEP // timedelta(milliseconds=1)
+    first = datetime.fromtimestamp(ms(T0) // grid * grid / 1000, UTC) - 3 * STEP
+    last = first + timedelta(minutes=2)
+    act = Correlator(store, cluster="c").activity(first, last)
+    assert act.buckets["log_event"]
+    statements: list[str] = []
+    query = store.query
+
+    def counted(sql: str, *a: Any, **k: Any) -> Any:
+        statements.append(sql)
+        return query(sql, *a, **k)
+
+    store.query = counted  # type: ignore[method-assign]
+    memo: dict[str, Any] = {}
+    fns = (logs.nccl_gdr_disabled, logs.nccl_network_error)
+    back = timedelta(seconds=th["logs"]["window_seconds"])
+    reads = []
+    end = first
+    while end <= last:
+        want = [f.summary for fn in fns for f in fn(ctx(store, end, back.total_seconds()))]
+        shared = {"memo": memo, "state_epochs": {"pod": 1}, "activity": act, "tick_cache": {}}
+        c = Context(store, Window(end - back, end), th, "c", shared)
+        del statements[:]
+        got = [f.summary for fn in fns for f in fn(c)]
+        assert got == want, end
+        reads.append((end, sum("log_events" in s for s in statements)))
+        end += STEP
+    # the tick whose window first holds a line: the next grid point after it
+    after = sorted(
+        {datetime.fromtimestamp((ms(t) // grid + 1) * grid / 1000, UTC) for t in (T0, t1)}
+    )
+    assert [e for e, n in reads[1:] if n] == after, reads
