@@ -1,9 +1,9 @@
 """Late data for the live engine: rows that reach the store after the engine judged their time (a
 collector's retried batch, a spool replayed after a store outage, a slow poll).
 
-It keeps, per sample kind, how many rows each interval bucket held when it last looked (one
-small GROUP BY per kind per tick, over the last `time.late_seconds`), and reports the buckets
-already judged whose count grew since. The engine then re-judges the latest evaluation whose
+It keeps, per sample kind, how many rows each interval bucket held when it last looked (a small
+GROUP BY per kind over the last `time.late_seconds`, all kinds in one statement per tick), and
+reports the buckets already judged whose count grew since. The engine then re-judges the latest evaluation whose
 window holds them (docs/correlation.md, "Time"). Counts, not insert times: the store records no
 insert time, parts merge, and a ClickHouse cluster spreads inserts over replicas; a row count per
 bucket is the same question on every deployment. It never changes data.
@@ -29,17 +29,27 @@ class LateArrivals:
         self.counts: dict[str, dict[int, int]] = {}
         self.checked: datetime | None = None
 
-    def _counts(self, kind: str, lo: datetime, hi: datetime) -> dict[int, int]:
-        col = f"`{KINDS[kind].time_field}`"
-        rows = self.store.query_rows(
-            f"""SELECT intDiv(toUnixTimestamp64Milli({col}), {self.step_ms}) AS b, count()
+    def _counts(self, lo: datetime, hi: datetime) -> dict[str, dict[int, int]]:
+        """Per kind, its rows per interval bucket in [lo, hi): every kind in one statement."""
+        parts = []
+        for kind in self.kinds:
+            col = f"`{KINDS[kind].time_field}`"
+            parts.append(
+                f"""SELECT '{kind}' AS kind, intDiv(toUnixTimestamp64Milli({col}), {self.step_ms}) AS b,
+                       count() AS n
                 FROM {self.store.table(kind)}
                 WHERE cluster = {{c:String}} AND {col} >= {{lo:DateTime64(3, 'UTC')}}
                   AND {col} < {{hi:DateTime64(3, 'UTC')}}
-                GROUP BY b""",
-            {"c": self.cluster, "lo": lo, "hi": hi},
-        )
-        return {int(b): int(n) for b, n in rows}
+                GROUP BY b"""
+            )
+        out: dict[str, dict[int, int]] = {k: {} for k in self.kinds}
+        if parts:
+            rows = self.store.query_rows(
+                " UNION ALL ".join(parts), {"c": self.cluster, "lo": lo, "hi": hi}
+            )
+            for kind, b, n in rows:
+                out[str(kind)][int(b)] = int(n)
+        return out
 
     def check(self, judged_until: datetime, now: datetime) -> dict[str, datetime]:
         """Per kind, the start of the earliest bucket before `judged_until` (the last tick
@@ -49,8 +59,7 @@ class LateArrivals:
         out: dict[str, datetime] = {}
         first = self.checked is None
         limit = (judged_until - EPOCH) // timedelta(milliseconds=1)
-        for kind in self.kinds:
-            new = self._counts(kind, lo, now)
+        for kind, new in self._counts(lo, now).items():
             old = self.counts.get(kind, {})
             if not first:
                 grew = [
