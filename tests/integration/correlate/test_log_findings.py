@@ -397,6 +397,19 @@ def test_timeouts_printed_without_a_seqnum_still_count_as_reported(store: Store)
     assert f.subject == "n2/gpu0"
 
 
+def recorded(store: Store) -> list[str]:
+    """The statements `store.query` sends from now on (the list fills as they go)."""
+    statements: list[str] = []
+    query = store.query
+
+    def counted(sql: str, *a: Any, **k: Any) -> Any:
+        statements.append(sql)
+        return query(sql, *a, **k)
+
+    store.query = counted  # type: ignore[method-assign]
+    return statements
+
+
 def test_a_batch_run_reads_the_log_lines_once_then_only_the_new_ones(store: Store) -> None:
     """In a batch run (the engine's memo and state epochs) the log detectors read the lines back
     `logs.state_seconds` once, then one statement per tick for the lines since the previous
@@ -416,14 +429,7 @@ def test_a_batch_run_reads_the_log_lines_once_then_only_the_new_ones(store: Stor
     put(store, timeouts(t1 + timedelta(seconds=20), {0: 7, 1: 7, 3: 6}))
     kinds = {"state": (logs.nccl_transport_fallback, logs.nccl_gdr_disabled, logs.nccl_nic_off_rail),
              "window": (logs.nccl_network_error, logs.collective_timeout)}  # fmt: skip
-    statements: list[str] = []
-    query = store.query
-
-    def counted(sql: str, *a: Any, **k: Any) -> Any:
-        statements.append(sql)
-        return query(sql, *a, **k)
-
-    store.query = counted  # type: ignore[method-assign]
+    statements = recorded(store)
 
     def answers(end: datetime, extra: dict[str, Any] | None) -> list[tuple[Any, ...]]:
         out = []
@@ -478,14 +484,7 @@ def test_a_batch_run_reads_no_log_lines_at_a_tick_where_none_were_stored(store: 
     last = first + timedelta(minutes=2)
     act = Correlator(store, cluster="c").activity(first, last)
     assert act.buckets["log_event"]
-    statements: list[str] = []
-    query = store.query
-
-    def counted(sql: str, *a: Any, **k: Any) -> Any:
-        statements.append(sql)
-        return query(sql, *a, **k)
-
-    store.query = counted  # type: ignore[method-assign]
+    statements = recorded(store)
     memo: dict[str, Any] = {}
     fns = (logs.nccl_gdr_disabled, logs.nccl_network_error)
     back = timedelta(seconds=th["logs"]["window_seconds"])
