@@ -163,7 +163,6 @@ def job_path(ctx: Context, job: str) -> JobPath:
     hops += _gpu_hops(ctx, nodes)
     nic_hops, nic_ports = _nic_hops(ctx, nodes)
     hops += nic_hops
-    hops += _port_hops(ctx, nic_ports, "leaf_port")
     used = ctx.rows(
         f"""
         SELECT switch, out_port AS port, sum(bytes) AS bytes FROM {ctx.table("attributed_flow")}
@@ -173,12 +172,13 @@ def job_path(ctx: Context, job: str) -> JobPath:
         p,
     )
     leaf_set = {(s, pt) for s, pt in nic_ports}
-    hops += _port_hops(
+    leaf_hops, fabric_hops = _port_hops(
         ctx,
+        nic_ports,
         [(u["switch"], u["port"]) for u in used if (u["switch"], u["port"]) not in leaf_set],
-        "fabric_port",
         {(u["switch"], u["port"]): int(u["bytes"]) for u in used},
     )
+    hops += leaf_hops + fabric_hops
     hop_names = {h.name for h in hops}
 
     def touches(f: dict[str, Any]) -> bool:
@@ -373,12 +373,16 @@ def _nic_hops(ctx: Context, nodes: list[str]) -> tuple[list[Hop], list[tuple[str
 
 def _port_hops(
     ctx: Context,
-    ports: list[tuple[str, str]],
-    layer: str,
-    job_bytes: dict[tuple[str, str], int] | None = None,
-) -> list[Hop]:
+    leaf: list[tuple[str, str]],
+    fabric: list[tuple[str, str]],
+    job_bytes: dict[tuple[str, str], int],
+) -> tuple[list[Hop], list[Hop]]:
+    """The leaf ports under the job's NICs and the fabric ports its flows left by (`job_bytes`
+    each), scored by their samples: one statement for both (each port's counters and
+    utilization are its own, whatever other ports are read with it)."""
+    ports = set(leaf) | set(fabric)
     if not ports:
-        return []
+        return [], []
     counters = ["pfc_rx_pause_total", "pfc_tx_pause_total", "tx_discards_total"]
     inc = increase_sql(
         ctx,
@@ -403,15 +407,19 @@ def _port_hops(
                    WHERE {ctx.where("switch_port_sample")}
                    GROUP BY switch, port) AS u USING (switch, port)
         LEFT JOIN ({q}) AS e USING (switch, port)""",
-        {"ports": sorted(set(ports))},
+        {"ports": sorted(ports)},
     )
-    out = []
+    leaf_hops: list[Hop] = []
+    fabric_hops: list[Hop] = []
+    leaf_set = set(leaf)
     storm = float(ctx.t("pfc.storm_pauses_per_second"))
     for r in sorted(rows, key=lambda r: (r["switch"], r["port"])):
         util = float(r["util"] or 0.0)
         name = f"{r['switch']}:{r['port']}"
+        at_leaf = (r["switch"], r["port"]) in leaf_set
+        layer = "leaf_port" if at_leaf else "fabric_port"
         h = Hop(layer, name, min(1.0, util), metrics={"utilization": round(util, 3)})
-        if job_bytes:
+        if not at_leaf and job_bytes:
             h.metrics["job_bytes"] = job_bytes.get((r["switch"], r["port"]), 0)
         (h.evidence_for if util >= 0.8 else h.evidence_against).append(f"{util:.0%} utilized")
         pauses = rate(r, "inc_pfc_rx_pause_total") + rate(r, "inc_pfc_tx_pause_total")
@@ -424,8 +432,8 @@ def _port_hops(
         if (r["inc_tx_discards_total"] or 0) > 0:
             h.score = max(h.score, 0.5)
             h.evidence_for.append(f"{r['inc_tx_discards_total']:,.0f} packets discarded")
-        out.append(h)
-    return out
+        (leaf_hops if at_leaf else fabric_hops).append(h)
+    return leaf_hops, fabric_hops
 
 
 def render_text(rep: JobReport) -> str:

@@ -8,6 +8,7 @@ thresholds.yaml.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
@@ -101,9 +102,9 @@ def _noise(base: list[tuple[int, float]]) -> float:
     collectives' (coll_sn order) median bandwidths, / sqrt 2. Unlike the MAD around the baseline's
     median, a level shift inside the baseline (an earlier slowdown) does not inflate it, so a
     second slowdown right after a first is still seen."""
-    per_sn: dict[int, list[float]] = {}
-    for sn, bw in base:
-        per_sn.setdefault(int(sn), []).append(float(bw))
+    per_sn: defaultdict[int, list[float]] = defaultdict(list)
+    for sn, bw in base:  # (UInt64, Float64): an int and a float already
+        per_sn[sn].append(bw)
     meds = [_median(per_sn[sn]) for sn in sorted(per_sn)]
     if len(meds) < 2:
         return 0.0  # one collective: no step-to-step noise to measure, the ratio alone judges

@@ -175,16 +175,18 @@ def _underperforms(
 def _settings(ctx: Context, ns: str, job: str, names: tuple[str, ...]) -> dict[str, str]:
     """The job's pods' values of NCCL settings `names` during the window (nccl_settings; the
     most common value where pods differ)."""
-    rows = ctx.rows(
-        f"""
+    rows = ctx.rows(_settings_sql(ctx), {"ns": ns, "job": job, "names": list(names)})
+    return {str(r["name"]): str(r["v"]) for r in rows}
+
+
+def _settings_sql(ctx: Context) -> str:
+    """_settings' statement: parameters ns, job, names (and the window)."""
+    return f"""
         SELECT name, topK(1)(value)[1] AS v FROM {ctx.table("nccl_setting", final=True)}
         WHERE cluster = {{cluster:String}} AND namespace = {{ns:String}} AND job = {{job:String}}
           AND name IN {{names:Array(String)}} AND value != ''
           AND {valid_during()}
-        GROUP BY name""",
-        {"ns": ns, "job": job, "names": list(names)},
-    )
-    return {str(r["name"]): str(r["v"]) for r in rows}
+        GROUP BY name"""
 
 
 @detector(
@@ -261,13 +263,12 @@ def _entropy_finding(
     ratio = float(ctx.t("ecmp.max_over_mean"))
     target = float(ctx.t("low_flow_entropy.target_collision_probability"))
     leaf, conns = max(j["by_leaf"].items(), key=lambda kv: (kv[1], kv[0]))
-    setting = _settings(ctx, ns, job, ("NCCL_IB_QPS_PER_CONNECTION",))
+    uplinks = sorted(port_subject(sw, port) for sw, port in j["uplinks"])
+    setting, linked = _entropy_facts(ctx, ns, job, uplinks)
     qps = int(setting.get("NCCL_IB_QPS_PER_CONNECTION", "1") or 1)  # NCCL's default is 1
     per_qp = max(1, flows // max(qps, 1))  # flows a QP setting of 1 gives (channels)
     p = collision_probability(conns * flows, w, ratio)
     need = qps_needed(conns, per_qp, w, ratio, target)
-    uplinks = sorted(port_subject(sw, port) for sw, port in j["uplinks"])
-    linked = _ecmp_links(ctx, uplinks)
     key = f"{ns}/{job}"
     fix = (
         f"NCCL_IB_QPS_PER_CONNECTION={need} brings it under {target:.0%}"
@@ -309,30 +310,32 @@ def _entropy_finding(
     )
 
 
-def _ecmp_links(ctx: Context, uplinks: list[str]) -> dict[str, list[str]]:
-    """The ECMP collision findings (and their incidents) on these uplinks seen up to this window:
-    what the low entropy caused or made likely."""
-    if not uplinks:
-        return {"findings": [], "incidents": []}
-    found = ctx.rows(
+def _entropy_facts(
+    ctx: Context, ns: str, job: str, uplinks: list[str]
+) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """In one statement: the job's NCCL_IB_QPS_PER_CONNECTION as _settings reads it, and the
+    ECMP collision findings (and their incidents) on its uplinks seen up to this window: what
+    the low entropy caused or made likely."""
+    rows = ctx.rows(
         f"""
-        SELECT DISTINCT subject FROM {ctx.table("finding", final=True)}
+        SELECT 'setting' AS what, CAST(name, 'String') AS key, CAST(v, 'String') AS value
+        FROM ({_settings_sql(ctx)})
+        UNION ALL
+        SELECT DISTINCT 'finding', CAST(subject, 'String'), '' FROM {ctx.table("finding", final=True)}
         WHERE cluster = {{cluster:String}} AND kind = 'ecmp_imbalance'
           AND subject IN {{ports:Array(String)}}
           AND last_seen >= {{ws:{_TS}}} AND first_seen < {{we:{_TS}}}
-        ORDER BY subject""",
-        {"ports": uplinks},
-    )
-    incidents = ctx.rows(
-        f"""
-        SELECT DISTINCT incident_id FROM {ctx.table("incident", final=True)}
+        UNION ALL
+        SELECT DISTINCT 'incident', CAST(incident_id, 'String'), ''
+        FROM {ctx.table("incident", final=True)}
         WHERE cluster = {{cluster:String}} AND root_kind = 'ecmp_imbalance' AND merged_into = ''
           AND root_subject IN {{ports:Array(String)}}
-          AND last_seen >= {{ws:{_TS}}} AND first_seen < {{we:{_TS}}}
-        ORDER BY incident_id""",
-        {"ports": uplinks},
+          AND last_seen >= {{ws:{_TS}}} AND first_seen < {{we:{_TS}}}""",
+        {"ns": ns, "job": job, "names": ["NCCL_IB_QPS_PER_CONNECTION"], "ports": uplinks},
     )
-    return {
-        "findings": [str(r["subject"]) for r in found],
-        "incidents": [str(r["incident_id"]) for r in incidents],
-    }
+    got: dict[str, list[str]] = {"finding": [], "incident": []}
+    for r in rows:
+        if r["what"] != "setting":
+            got[r["what"]].append(r["key"])
+    setting = {r["key"]: r["value"] for r in rows if r["what"] == "setting"}
+    return setting, {"findings": sorted(got["finding"]), "incidents": sorted(got["incident"])}

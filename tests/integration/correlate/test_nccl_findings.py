@@ -18,6 +18,7 @@ from telemetry.records import (
     FINDING,
     FLOW_SAMPLE,
     GPU_NIC_AFFINITY,
+    INCIDENT,
     LLDP_LINK,
     NCCL_SETTING,
     POD,
@@ -182,13 +183,37 @@ def test_low_flow_entropy_names_the_qps_and_links_the_ecmp_collisions(store: Sto
         NCCL_SETTING, NCCL_SETTING.to_arrow([setting("few", "NCCL_IB_QPS_PER_CONNECTION", "1")])
     )
     t = END - timedelta(seconds=30)
+    old = END - timedelta(seconds=600)  # ended before the window
     store.insert(
         FINDING,
         FINDING.to_arrow(
-            [{"finding_id": "e1", "cluster": "c", "kind": "ecmp_imbalance", "category": "fabric",
-              "severity": "warning", "subject_type": "port", "subject": "leaf-1:Ethernet128",
+            [{"finding_id": fid, "cluster": "c", "kind": kind, "category": "fabric",
+              "severity": "warning", "subject_type": "port", "subject": port,
               "summary": "hot", "evidence": "{}", "window_start": ms(t), "window_end": ms(END),
-              "first_seen": ms(t), "last_seen": ms(END), "updated_at": ms(END)}]
+              "first_seen": ms(seen), "last_seen": ms(seen + timedelta(seconds=60)),
+              "updated_at": ms(END)}
+             for fid, kind, port, seen in (
+                 ("e1", "ecmp_imbalance", "leaf-1:Ethernet128", t),
+                 ("e0", "ecmp_imbalance", "leaf-1:Ethernet136", old),  # before the window
+                 ("e2", "ecmp_imbalance", "leaf-1:Ethernet999", t),  # not its uplink
+                 ("e4", "ecn_hotspot", "leaf-1:Ethernet136", t))]
+        ),
+    )  # fmt: skip
+    store.insert(
+        INCIDENT,
+        INCIDENT.to_arrow(
+            [{"incident_id": iid, "cluster": "c", "state": "open", "severity": "warning",
+              "root_finding_id": "e1", "root_kind": kind, "root_subject_type": "port",
+              "root_subject": port, "summary": "hot", "runbook": "", "findings": 1,
+              "kinds": "[]", "jobs": "[]", "tenants": "[]", "gpus": 0, "gpu_hours": 0.0,
+              "first_seen": ms(t), "last_seen": ms(END), "merged_into": merged,
+              "updated_at": ms(END)}
+             for iid, kind, port, merged in (
+                 ("i2", "ecmp_imbalance", "leaf-1:Ethernet128", ""),
+                 ("i1", "ecmp_imbalance", "leaf-1:Ethernet136", ""),
+                 ("i3", "ecmp_imbalance", "leaf-1:Ethernet128", "i2"),  # folded into i2
+                 ("i4", "ecmp_imbalance", "leaf-1:Ethernet999", ""),
+                 ("i5", "ecn_hotspot", "leaf-1:Ethernet128", ""))]
         ),
     )  # fmt: skip
     (f,) = low_flow_entropy(ctx(store, 120))
@@ -198,7 +223,10 @@ def test_low_flow_entropy_names_the_qps_and_links_the_ecmp_collisions(store: Sto
     assert (ev["busiest_leaf"], ev["connections_through_busiest_leaf"]) == ("leaf-1", 2)
     assert ev["collision_probability"] == 1.0  # 2 flows over 4 uplinks: one carries 2x its share
     assert (ev["qps_per_connection"], ev["qps_setting"], ev["qps_needed"]) == (1, "1", 24)
+    # the ECMP collisions on its uplinks (128, 136) seen in the window, their open incidents
     assert ev["ecmp_findings"] == ["leaf-1:Ethernet128"]
+    assert ev["ecmp_incidents"] == ["i1", "i2"]
+    assert "; 1 ECMP collision finding(s) on its uplinks" in f.summary
     assert "NCCL_IB_QPS_PER_CONNECTION=24 brings it under 10%" in f.summary
 
 

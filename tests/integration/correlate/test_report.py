@@ -112,6 +112,12 @@ def test_job_report_ranks_the_hot_uplink_first(store: Store) -> None:
     assert (top.layer, top.name) == ("fabric_port", "leaf1:Ethernet256") and top.score >= 0.9
     layers = {h.layer for h in rep.hops}
     assert {"gpu", "nic", "leaf_port", "fabric_port", "placement"} <= layers
+    # the NIC's LLDP neighbour is a leaf port; the port its flows left by a fabric port, with
+    # the job's bytes through it (both read in one statement)
+    by_name = {h.name: h for h in rep.hops}
+    leaf = by_name["leaf1:Ethernet0"]
+    assert leaf.layer == "leaf_port" and "job_bytes" not in leaf.metrics
+    assert top.metrics["job_bytes"] == rep.bytes_sent
     gpu = next(h for h in rep.hops if h.layer == "gpu")
     assert any("wait for something else" in e for e in gpu.evidence_against)
     text = render_text(rep)
