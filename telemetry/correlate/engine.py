@@ -8,11 +8,12 @@ A detector that fails is logged by name and counted; the others still run.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,7 +25,7 @@ from telemetry.correlate.findings import Finding
 from telemetry.correlate.incidents import IncidentTracker
 from telemetry.correlate.late import LateArrivals
 from telemetry.correlate.lease_index import INPUTS
-from telemetry.correlate.registry import Context, DetectorSpec, Window, detectors
+from telemetry.correlate.registry import Context, DetectorSpec, Later, Window, detectors
 from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
 from telemetry.problems import Problems
 from telemetry.records import KINDS
@@ -83,6 +84,12 @@ class Activity:
             if self.any_in(k, t_ms - w, t_ms):
                 return True
         return False
+
+
+def _made(answer: list[Finding] | Later, d: DetectorSpec, ctx: Context) -> list[Finding]:
+    """A set-based answer at its tick: the findings, or made now from what was read ahead (a
+    `Later`, given the tick's Context as the per-tick form would be)."""
+    return answer(dataclasses.replace(ctx, detector=d)) if callable(answer) else answer
 
 
 def ticks(start: datetime, end: datetime, seconds: float) -> Iterator[datetime]:
@@ -263,7 +270,7 @@ class Correlator:
             epochs = {k: next(self._epochs) for k in STATE_KINDS if k in act.buckets}
         for first in range(0, len(plan), self.chunk_ticks):
             chunk = plan[first : first + self.chunk_ticks]
-            ahead: dict[str, dict[datetime, list[Finding]]] = {}
+            ahead: dict[str, Mapping[datetime, list[Finding] | Later]] = {}
             if not self.per_tick:
                 assert act is not None
                 self._attribute_ahead([t for t, n in chunk if n is not None], act, result)
@@ -375,12 +382,12 @@ class Correlator:
 
     def _judge_ahead(
         self, chunk: list[tuple[datetime, set[str] | None]], result: RunResult
-    ) -> dict[str, dict[datetime, list[Finding]]]:
+    ) -> dict[str, Mapping[datetime, list[Finding] | Later]]:
         """Batch: each detector with a set-based form (DetectorSpec.over) judged once over the
         ticks of `chunk` that evaluate it; per detector, its answer at each. A detector whose
         set-based evaluation fails is judged tick by tick instead (and its failure logged)."""
         nonempty, rollups = self._tables()
-        out: dict[str, dict[datetime, list[Finding]]] = {}
+        out: dict[str, Mapping[datetime, list[Finding] | Later]] = {}
         for d in self.detectors:
             at = tuple(t for t, names in chunk if names is not None and d.name in names)
             if d.over is None or not at or not set(d.needs) & nonempty:
@@ -392,7 +399,7 @@ class Correlator:
 
     def _over(
         self, d: DetectorSpec, at: tuple[datetime, ...], rollups: set[str]
-    ) -> dict[datetime, list[Finding]] | None:
+    ) -> Mapping[datetime, list[Finding] | Later] | None:
         """`d`'s set-based form over the ticks `at` (None when it failed: judged per tick)."""
         assert d.over is not None
         w = Window(at[0] - self.lookbacks[d.name], at[-1])
@@ -501,7 +508,7 @@ class Correlator:
         rejudge: bool = False,
         carried: list[Finding] | None = None,
         held_since: datetime | None = None,
-        ahead: dict[str, dict[datetime, list[Finding]]] | None = None,
+        ahead: dict[str, Mapping[datetime, list[Finding] | Later]] | None = None,
         same_facts: bool = False,
         state_epochs: dict[str, int] | None = None,
     ) -> RunResult:
@@ -546,10 +553,10 @@ class Correlator:
             t = time.perf_counter()
             try:
                 if ahead is not None and d.name in ahead:
-                    got = ahead[d.name].get(now, [])
+                    got = _made(ahead[d.name].get(now, []), d, ctx)
                 elif d.over is not None and not self.per_tick:
                     one = self._over(d, (now,), rollups)
-                    got = one.get(now, []) if one is not None else d.fn(ctx)
+                    got = _made(one.get(now, []), d, ctx) if one is not None else d.fn(ctx)
                 else:
                     got = d.fn(ctx)
             except Exception as e:

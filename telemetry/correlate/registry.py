@@ -168,7 +168,11 @@ class Context:
 
 Detector = Callable[[Context], "list[Finding]"]
 # a detector's set-based form: its answer at each of `ctx.ticks` (a tick absent: nothing found)
-RangeDetector = Callable[[Context], "dict[datetime, list[Finding]]"]
+# or, at a tick, a `Later`: what the tick's answer needs of the findings of the ticks before it
+# (written by the engine tick by tick) is made when the engine reaches that tick, from what the
+# set-based statement read ahead, with the tick's own Context (as the per-tick form gets it)
+Later = Callable[[Context], "list[Finding]"]
+RangeDetector = Callable[[Context], "Mapping[datetime, list[Finding] | Later]"]
 
 
 @dataclass(frozen=True)
@@ -261,7 +265,7 @@ def over_ticks(name: str) -> Callable[[RangeDetector], RangeDetector]:
         spec = _DETECTORS[name]
 
         @functools.wraps(fn)
-        def run(ctx: Context) -> dict[datetime, list[Finding]]:
+        def run(ctx: Context) -> Mapping[datetime, list[Finding] | Later]:
             return fn(dataclasses.replace(ctx, detector=_DETECTORS[name]))
 
         _DETECTORS[name] = dataclasses.replace(spec, over=run)

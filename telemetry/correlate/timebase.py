@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from telemetry.correlate.registry import Context
+from telemetry.correlate.registry import Context, Later
 
 if TYPE_CHECKING:
     from telemetry.correlate.findings import Finding
@@ -337,6 +337,22 @@ def per_tick(
     return out
 
 
+def per_tick_later(
+    ctx: Context,
+    rows: list[dict[str, Any]],
+    make: Callable[[Context, list[dict[str, Any]]], list[Finding]],
+) -> dict[datetime, Later]:
+    """As `per_tick`, for a detector whose answer at a tick also reads the findings of the
+    ticks before it (the engine writes them tick by tick): its one statement over the range runs
+    ahead, and `make(c, rows)` runs when the engine reaches each tick, with that tick's Context
+    `c` and rows (registry.Later); a tick without rows is left out (nothing found)."""
+
+    def later(got: list[dict[str, Any]]) -> Later:
+        return lambda c: make(c, got)
+
+    return {t: later(got) for t, got in rows_at(ctx, rows).items() if got}
+
+
 __all__ = [
     "activity_sql",
     "aligned_sql",
@@ -346,6 +362,7 @@ __all__ = [
     "interval_ms",
     "lead_ms",
     "per_tick",
+    "per_tick_later",
     "rows_at",
     "spacing_sql",
     "stale_ms",
