@@ -76,17 +76,40 @@ def _window_with_lead(ctx: Context, kind: str, where: str) -> str:
 
 
 def aligned_sql(
-    ctx: Context, kind: str, keys: list[str], values: Mapping[str, str], where: str = ""
+    ctx: Context,
+    kind: str,
+    keys: list[str],
+    values: Mapping[str, str],
+    where: str = "",
+    *,
+    over: bool = False,
 ) -> str:
     """Every series of `kind` (by `keys`) on the evaluation grid inside the window: one row
     (keys..., g, values...) per grid point g in [ws, we) at which the series' latest sample at or
     before g still stands for it (at most stale_after_seconds old, or stale_after_spacings of the
     series' own spacing when it is polled more slowly); `values` (name -> SQL expression over
     the kind's columns) are that sample's. A duplicated sample counts once; a series silent for
-    longer has no row at the grid points of its silence."""
+    longer has no row at the grid points of its silence. `over`: set-based (Context.ticks), per
+    judged tick (a `tick` column first) on that tick's grid points, from that tick's window and
+    the lead before it as the per-tick statement reads them (each tick's rows partitioned apart:
+    a series' spacing, and its last sample's successor, are those in that tick's rows); bound
+    with tick_params()."""
     col = f"`{KINDS[kind].time_field}`"
     k = _cols(keys)
     step = interval_ms(ctx)
+    join = ""
+    ws_ms = "toUnixTimestamp64Milli({ws:DateTime64(3, 'UTC')})"
+    we_ms = "toUnixTimestamp64Milli({we:DateTime64(3, 'UTC')})"
+    if over:
+        lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+        join = tick_join(ctx, kind, lead=lead_ms(ctx))
+        where = (
+            f"({where}) AND tick IN {{ticks:Array(Int64)}}"
+            if where
+            else "tick IN {ticks:Array(Int64)}"
+        )
+        ws_ms, we_ms = f"tick - {lookback}", "tick"
+        k = f"tick, {k}"
     exprs = ", ".join(f"{e} AS `{n}`" for n, e in values.items())
     names = ", ".join(f"`{n}`" for n in values)
     return f"""
@@ -106,9 +129,8 @@ def aligned_sql(
                            PARTITION BY {k} ORDER BY {col}
                            ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING) AS nxt_raw,
                        if(nxt_raw < 0, t + {lead_ms(ctx)}, nxt_raw) AS nxt,
-                       toUnixTimestamp64Milli({{ws:DateTime64(3, 'UTC')}}) AS ws_ms,
-                       toUnixTimestamp64Milli({{we:DateTime64(3, 'UTC')}}) AS we_ms
-                FROM {ctx.table(kind)}
+                       {ws_ms} AS ws_ms, {we_ms} AS we_ms
+                FROM {ctx.table(kind)} {join}
                 WHERE {_window_with_lead(ctx, kind, where)}
             )
         )

@@ -21,6 +21,7 @@ from telemetry.correlate.sql import (
 )
 from telemetry.correlate.timebase import (
     aligned_sql,
+    by_tick,
     per_tick,
     rows_at,
     tick_join,
@@ -414,7 +415,76 @@ def roles_and_neighbours(
     return roles, peers
 
 
+def roles_and_neighbours_at(
+    ctx: Context,
+) -> dict[datetime, tuple[dict[str, str], dict[tuple[str, str], tuple[str, str]]]]:
+    """Set-based (Context.ticks): per judged tick, what roles_and_neighbours() gives at it alone
+    (the roles over that tick's window, the neighbours as of the tick), from one read of the
+    range's port samples and lldp_peers_at()."""
+    at = by_tick(ctx)
+    roles: dict[datetime, dict[str, str]] = {t: {} for t in ctx.ticks}
+    for r in ctx.rows(
+        f"""SELECT tick, switch, topK(1)(role)[1] AS role
+            FROM {ctx.table("switch_port_sample")} {tick_join(ctx, "switch_port_sample")}
+            WHERE {ctx.where("switch_port_sample")} AND tick IN {{ticks:Array(Int64)}}
+            GROUP BY tick, switch""",
+        tick_params(ctx),
+    ):
+        roles[at[r["tick"]]][r["switch"]] = r["role"]
+    peers = lldp_peers_at(ctx)
+    return {t: (roles[t], peers[t]) for t in ctx.ticks}
+
+
 _UPLINK = {"leaf": "spine", "spine": "superspine"}
+
+
+def _uplinks(
+    roles: dict[str, str], peers: dict[tuple[str, str], tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The ECMP uplink group members (switch, port): a leaf's ports to spines, a spine's to
+    super-spines (by LLDP)."""
+    return sorted(
+        (dev, port)
+        for (dev, port), (rdev, _) in peers.items()
+        if _UPLINK.get(roles.get(dev, "")) == roles.get(rdev)
+    )
+
+
+def _hot_sql(ctx: Context, *, over: bool = False, per_tick_members: bool = False) -> str:
+    """Per switch and grid point (and judged tick, `over`: each on its own window, aligned_sql)
+    its hottest uplink member where it runs `ratio` x the members' mean and at least `util`
+    busy, bound as {members} (with {tick_members}, (tick, switch, port), where the ticks'
+    members differ: `per_tick_members`). Each member is on the evaluation grid (its latest
+    sample at each grid point, timebase.py), then the members are compared at the same grid
+    point: never at equal timestamps. Ties (two members saturated alike) go to the last port by
+    name: the same data names the same port."""
+    where = "up = 1 AND (switch, port) IN {members:Array(Tuple(String, String))}"
+    if per_tick_members:
+        where += " AND (tick, switch, port) IN {tick_members:Array(Tuple(Int64, String, String))}"
+    aligned = aligned_sql(
+        ctx,
+        "switch_port_sample",
+        ["switch", "port"],
+        {"u": "ifNull(tx_utilization_ratio, 0)"},
+        where,
+        over=over,
+    )
+    tick = "tick, " if over else ""
+    return f"""
+        SELECT {tick}switch, g, argMax(port, (u, port)) AS hot, max(u) AS hot_u, avg(u) AS mean_u,
+               stddevPop(u) AS sd, count() AS n
+        FROM ({aligned})
+        GROUP BY {tick}switch, g HAVING n >= 2 AND mean_u > 0
+          AND hot_u / mean_u >= {{ratio:Float64}} AND hot_u >= {{util:Float64}}
+        ORDER BY {tick}switch, g"""
+
+
+def _hot_params(ctx: Context, members: list[tuple[str, str]]) -> dict[str, Any]:
+    return {
+        "members": members,
+        "ratio": float(ctx.t("ecmp.max_over_mean")),
+        "util": float(ctx.t("ecmp.min_hot_utilization")),
+    }
 
 
 @detector(
@@ -430,40 +500,40 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     a job that started in the window piled onto that member
     (`_piled_jobs`), where they stay while they last. The flows on that member are the
     evidence."""
-    hot_ratio = float(ctx.t("ecmp.max_over_mean"))
-    min_util = float(ctx.t("ecmp.min_hot_utilization"))
-    min_s = float(ctx.t("ecmp.min_seconds"))
-    flows_s = min(min_s, float(ctx.t("ecmp.min_seconds_with_flows")))
-    roles, peers = roles_and_neighbours(ctx)
-    members = sorted(
-        (dev, port)
-        for (dev, port), (rdev, _) in peers.items()
-        if _UPLINK.get(roles.get(dev, "")) == roles.get(rdev)
-    )
+    members = _uplinks(*roles_and_neighbours(ctx))
     if not members:
         return []
-    # each member on the evaluation grid (its latest sample at each grid point, timebase.py),
-    # then the members compared at the same grid point: never at equal timestamps. Ties (two
-    # members saturated alike) go to the last port by name: the same data names the same port
+    return _ecmp_findings(ctx, ctx.rows(_hot_sql(ctx), _hot_params(ctx, members)), members)
+
+
+@over_ticks("ecmp_imbalance")
+def ecmp_imbalance_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    members = {t: _uplinks(*got) for t, got in roles_and_neighbours_at(ctx).items()}
+    every = sorted({m for ms in members.values() for m in ms})
+    if not every:
+        return {}
+    # each tick compares its own members (a member gone from LLDP, a switch silent in a tick's
+    # window): restricted per tick only where they differ
+    differ = any(ms != every for ms in members.values())
+    params = {**_hot_params(ctx, every), **tick_params(ctx)}
+    if differ:
+        params["tick_members"] = [(k, *m) for k, t in by_tick(ctx).items() for m in members[t]]
+    rows = ctx.rows(_hot_sql(ctx, over=True, per_tick_members=differ), params)
+    return per_tick(ctx, rows, lambda c, rs: _ecmp_findings(c, rs, members[c.window.end]))
+
+
+def _ecmp_findings(
+    ctx: Context, rows: list[dict[str, Any]], members: list[tuple[str, str]]
+) -> list[Finding]:
+    """What ecmp_imbalance finds in one tick's window (`ctx`) from _hot_sql()'s rows there over
+    the uplink `members`: the hot members' piled jobs and flows read for those hot long enough
+    only."""
+    hot_ratio = float(ctx.t("ecmp.max_over_mean"))
+    min_s = float(ctx.t("ecmp.min_seconds"))
+    flows_s = min(min_s, float(ctx.t("ecmp.min_seconds_with_flows")))
     step = float(ctx.t("sliding.interval_seconds"))
-    aligned = aligned_sql(
-        ctx,
-        "switch_port_sample",
-        ["switch", "port"],
-        {"u": "ifNull(tx_utilization_ratio, 0)"},
-        "up = 1 AND (switch, port) IN {members:Array(Tuple(String, String))}",
-    )
     hot: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in ctx.rows(
-        f"""
-        SELECT switch, g, argMax(port, (u, port)) AS hot, max(u) AS hot_u, avg(u) AS mean_u,
-               stddevPop(u) AS sd, count() AS n
-        FROM ({aligned})
-        GROUP BY switch, g HAVING n >= 2 AND mean_u > 0
-          AND hot_u / mean_u >= {{ratio:Float64}} AND hot_u >= {{util:Float64}}
-        ORDER BY switch, g""",
-        {"members": members, "ratio": hot_ratio, "util": min_util},
-    ):
+    for r in rows:
         h = hot.setdefault(
             (r["switch"], r["hot"]), {"samples": 0, "ratio": [], "util": [], "cv": [], "n": r["n"]}
         )

@@ -1,7 +1,8 @@
 """ecmp_imbalance on the embedded store, with samples as a fabric sends them (each switch at its
 own phase, sFlow samples at their own times): a member that turns hot because a job's new flows
 hashed onto it is found within `ecmp.min_seconds_with_flows`; a member that turns hot without
-such flows (a burst, or flows that sat on it all along) only after `ecmp.min_seconds`."""
+such flows (a burst, or flows that sat on it all along) only after `ecmp.min_seconds`. Each case
+by the per-tick loop and by the set-based form alike."""
 
 from __future__ import annotations
 
@@ -180,14 +181,15 @@ STARTS = ONSET_S - 5  # eval's pods begin just before its flows
         "rehashed",
     ],
 )
+@pytest.mark.parametrize("per_tick", [True, False], ids=["loop", "set-based"])
 def test_piled_flows_shorten_the_time_a_hot_member_needs(
-    store: Store, flows: list[tuple[Any, ...]], eval_start_s: float, early: bool
+    store: Store, flows: list[tuple[Any, ...]], eval_start_s: float, early: bool, per_tick: bool
 ) -> None:
     s = t0()
     _fabric(store, s)
     _jobs(store, s, eval_start_s)
     _flows(store, s, flows)
-    run(store, s, 5, only=["ecmp_imbalance"])
+    run(store, s, 5, only=["ecmp_imbalance"], per_tick=per_tick)
     assert found(store) == {("ecmp_imbalance", f"leaf1:{HOT}")}
     (f,) = fstore.read(store, kinds=["ecmp_imbalance"])
     after = (f["first_seen"].timestamp() * 1000 - ms(s)) / 1000 - ONSET_S
