@@ -299,17 +299,24 @@ def activity_sql(
         GROUP BY {tick}`{device}`"""
 
 
-def tick_join(ctx: Context, kind: str, ms: str = "", *, lead: int = 0) -> str:
+def tick_join(
+    ctx: Context, kind: str, ms: str = "", *, lead: int = 0, span: int | None = None
+) -> str:
     """Set-based evaluation (Context.ticks): an ARRAY JOIN clause that repeats each row of
     `kind` once for every judged tick whose trailing window [tick - lookback, tick) holds it, as
     `tick` (the tick's epoch milliseconds; ticks are multiples of sliding.interval_seconds since
     the epoch, engine.ticks). The lookback is the span from the context's window start to its
     first tick. `ms`: the row's time as epoch milliseconds, where it is not the kind's time
     column (a rollup's interval). `lead`: milliseconds more before each window (the samples that
-    stand for its first instants, lead_ms). Bound with tick_params()."""
+    stand for its first instants, lead_ms). `span`: each window's length in milliseconds, in
+    place of the lookback and `lead` (with `ms` the row's time shifted by S, the windows
+    [tick - S - span, tick - S): what came before each tick's own window). Bound with
+    tick_params()."""
     col = ms or f"toUnixTimestamp64Milli(`{KINDS[kind].time_field}`)"
     step = interval_ms(ctx)
     lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000) + lead
+    if span is not None:
+        lookback = span
     return (
         f"ARRAY JOIN arrayFilter(k -> k >= {{first_tick:Int64}} AND k <= {{last_tick:Int64}}, "
         f"arrayMap(i -> i * {step}, range(intDiv({col}, {step}) + 1, "

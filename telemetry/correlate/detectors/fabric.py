@@ -503,11 +503,23 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     members = _uplinks(*roles_and_neighbours(ctx))
     if not members:
         return []
-    return _ecmp_findings(ctx, ctx.rows(_hot_sql(ctx), _hot_params(ctx, members)), members)
+    hot = _hot(ctx, ctx.rows(_hot_sql(ctx), _hot_params(ctx, members)))
+    groups = _groups(hot, members)
+    piled = _piled_jobs(ctx, groups) if hot else {}
+    out = []
+    for (dev, port), h in sorted(hot.items()):
+        jobs = piled.get((dev, port), [])
+        if _long_enough(ctx, h, jobs):
+            flows = ctx.rows(_flows_sql(ctx, over=False), {"sw": dev, "port": port})
+            out.append(_ecmp_finding(ctx, dev, port, h, jobs, flows, members))
+    return out
 
 
 @over_ticks("ecmp_imbalance")
 def ecmp_imbalance_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    """Its per-tick form's statements, each once over the range where a tick reads it (each
+    tick's rows apart: a `tick` column): the roles and neighbours, the hot members, then, at
+    the ticks with a member hot long enough, the jobs piled there and the flows on it."""
     members = {t: _uplinks(*got) for t, got in roles_and_neighbours_at(ctx).items()}
     every = sorted({m for ms in members.values() for m in ms})
     if not every:
@@ -518,121 +530,233 @@ def ecmp_imbalance_over(ctx: Context) -> dict[datetime, list[Finding]]:
     params = {**_hot_params(ctx, every), **tick_params(ctx)}
     if differ:
         params["tick_members"] = [(k, *m) for k, t in by_tick(ctx).items() for m in members[t]]
-    rows = ctx.rows(_hot_sql(ctx, over=True, per_tick_members=differ), params)
-    return per_tick(ctx, rows, lambda c, rs: _ecmp_findings(c, rs, members[c.window.end]))
+    rows = rows_at(ctx, ctx.rows(_hot_sql(ctx, over=True, per_tick_members=differ), params))
+    hot = {t: h for t, rs in rows.items() if rs and (h := _hot(ctx, rs))}
+    piled = _piled_jobs_at(ctx, {t: _groups(h, members[t]) for t, h in hot.items()})
+    judged = {
+        t: [(k, h, piled[t].get(k, [])) for k, h in sorted(hs.items())] for t, hs in hot.items()
+    }
+    judged = {t: [j for j in js if _long_enough(ctx, j[1], j[2])] for t, js in judged.items()}
+    flows = _flows_at(ctx, {t: [k for k, _, _ in js] for t, js in judged.items() if js})
+    return {
+        t: [
+            _ecmp_finding(ctx.at(t), dev, port, h, jobs, flows[t][(dev, port)], members[t])
+            for (dev, port), h, jobs in js
+        ]
+        for t, js in judged.items()
+        if js
+    }
 
 
-def _ecmp_findings(
-    ctx: Context, rows: list[dict[str, Any]], members: list[tuple[str, str]]
-) -> list[Finding]:
-    """What ecmp_imbalance finds in one tick's window (`ctx`) from _hot_sql()'s rows there over
-    the uplink `members`: the hot members' piled jobs and flows read for those hot long enough
-    only."""
-    hot_ratio = float(ctx.t("ecmp.max_over_mean"))
-    min_s = float(ctx.t("ecmp.min_seconds"))
-    flows_s = min(min_s, float(ctx.t("ecmp.min_seconds_with_flows")))
+def _hot(ctx: Context, rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(switch, member) -> how it ran while hot, from _hot_sql()'s rows of one tick: those hot
+    at grid points covering `ecmp.min_seconds_with_flows` at least."""
     step = float(ctx.t("sliding.interval_seconds"))
+    flows_s = min(float(ctx.t("ecmp.min_seconds")), float(ctx.t("ecmp.min_seconds_with_flows")))
     hot: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
         h = hot.setdefault(
             (r["switch"], r["hot"]), {"samples": 0, "ratio": [], "util": [], "cv": [], "n": r["n"]}
         )
-        h["samples"] += 1
+        h["samples"] += 1  # grid points at which it was the hot member
         h["ratio"].append(r["hot_u"] / r["mean_u"])
         h["util"].append(r["hot_u"])
         h["cv"].append(r["sd"] / r["mean_u"])
-    # grid points at which it was the hot member
-    hot = {k: h for k, h in hot.items() if h["samples"] * step >= flows_s}
-    groups = {dev: [p for d, p in members if d == dev] for dev, _ in hot}
-    piled = _piled_jobs(ctx, groups, hot_ratio, min_s) if hot else {}
-    out = []
-    for (dev, port), h in sorted(hot.items()):
-        seconds = h["samples"] * step
-        jobs = piled.get((dev, port), [])
-        if seconds < min_s and not any(_fresh(j) for j in jobs):
-            continue
-        flows = ctx.rows(
-            f"""
-            SELECT src_job, dst_job, src_ip, dst_ip, dest_qp, sum(bytes) AS bytes FROM {ctx.table("attributed_flow")}
-            WHERE {ctx.where("attributed_flow")}
-              AND switch = {{sw:String}} AND out_port = {{port:String}}
-            GROUP BY src_job, dst_job, src_ip, dst_ip, dest_qp
-            ORDER BY bytes DESC, src_job, dst_job, src_ip, dst_ip, dest_qp LIMIT 10""",
-            {"sw": dev, "port": port},
-        )
-        subject = port_subject(dev, port)
-        ratio = sum(h["ratio"]) / len(h["ratio"])
-        util = sum(h["util"]) / len(h["util"])
-        out.append(
-            ctx.finding(
-                "warning",
-                "port",
-                subject,
-                f"ECMP uplink {subject} ran at {ratio:.1f}x its group's mean ({util:.0%} busy) for {seconds:.0f}s "
-                f"of the window; {h['n']} members"
-                + (
-                    f"; {jobs[0]['job']} hashed {jobs[0]['flows_on_member']} of its "
-                    f"{jobs[0]['flows_in_group']} flows through the group onto it"
-                    if jobs
-                    else ""
-                ),
-                {
-                    "max_over_mean": round(ratio, 3),
-                    "hot_utilization": round(util, 3),
-                    "cv": round(sum(h["cv"]) / len(h["cv"]), 3),
-                    "seconds": round(seconds),
-                    "group": sorted(port_subject(d, p) for d, p in members if d == dev),
-                    "flows_on_hot_member": flows,
-                    "piled_jobs": jobs[:5],
-                },
-            )
-        )
+    return {k: h for k, h in hot.items() if h["samples"] * step >= flows_s}
+
+
+def _groups(
+    hot: dict[tuple[str, str], dict[str, Any]], members: list[tuple[str, str]]
+) -> dict[str, list[str]]:
+    """The uplink groups (switch -> its members) with a hot member."""
+    return {dev: [p for d, p in members if d == dev] for dev, _ in hot}
+
+
+def _long_enough(ctx: Context, h: dict[str, Any], jobs: list[dict[str, Any]]) -> bool:
+    """Hot for `ecmp.min_seconds`, or (as _hot() kept it) for the shorter time a job's fresh
+    flows piled there need."""
+    seconds = h["samples"] * float(ctx.t("sliding.interval_seconds"))
+    return seconds >= float(ctx.t("ecmp.min_seconds")) or any(_fresh(j) for j in jobs)
+
+
+def _flows_sql(ctx: Context, *, over: bool) -> str:
+    """The evidence: the ten flows carrying most bytes out of a member in the window ({sw},
+    {port}); `over`: per judged tick, of each (tick, switch, port) of {tick_ports}."""
+    by, pick, only, join = "", "", "switch = {sw:String} AND out_port = {port:String}", ""
+    if over:
+        by, pick = "tick, switch, out_port, ", " LIMIT 10 BY tick, switch, out_port"
+        only = "(tick, switch, out_port) IN {tick_ports:Array(Tuple(Int64, String, String))}"
+        join = tick_join(ctx, "attributed_flow")
+    return f"""
+        SELECT {by}src_job, dst_job, src_ip, dst_ip, dest_qp, sum(bytes) AS bytes
+        FROM {ctx.table("attributed_flow")} {join}
+        WHERE {ctx.where("attributed_flow")} AND {only}
+        GROUP BY {by}src_job, dst_job, src_ip, dst_ip, dest_qp
+        ORDER BY {by}bytes DESC, src_job, dst_job, src_ip, dst_ip, dest_qp
+        {pick or "LIMIT 10"}"""
+
+
+def _flows_at(
+    ctx: Context, ports: dict[datetime, list[tuple[str, str]]]
+) -> dict[datetime, dict[tuple[str, str], list[dict[str, Any]]]]:
+    """Set-based: _flows_sql() at each tick of `ports` for each of its (switch, member) `ports`,
+    from one statement, each row as the per-tick statement gives it."""
+    out: dict[datetime, dict[tuple[str, str], list[dict[str, Any]]]] = {
+        t: {k: [] for k in ks} for t, ks in ports.items()
+    }
+    if not ports:
+        return out
+    at = by_tick(ctx)
+    ms = {t: k for k, t in at.items()}
+    asked = [(ms[t], sw, p) for t, ks in ports.items() for sw, p in ks]
+    for r in ctx.rows(_flows_sql(ctx, over=True), {**tick_params(ctx), "tick_ports": asked}):
+        t, sw, p = at[r.pop("tick")], r.pop("switch"), r.pop("out_port")
+        out[t][(sw, p)].append(r)
     return out
 
 
+def _ecmp_finding(
+    ctx: Context,
+    dev: str,
+    port: str,
+    h: dict[str, Any],
+    jobs: list[dict[str, Any]],
+    flows: list[dict[str, Any]],
+    members: list[tuple[str, str]],
+) -> Finding:
+    seconds = h["samples"] * float(ctx.t("sliding.interval_seconds"))
+    subject = port_subject(dev, port)
+    ratio = sum(h["ratio"]) / len(h["ratio"])
+    util = sum(h["util"]) / len(h["util"])
+    return ctx.finding(
+        "warning",
+        "port",
+        subject,
+        f"ECMP uplink {subject} ran at {ratio:.1f}x its group's mean ({util:.0%} busy) for {seconds:.0f}s "
+        f"of the window; {h['n']} members"
+        + (
+            f"; {jobs[0]['job']} hashed {jobs[0]['flows_on_member']} of its "
+            f"{jobs[0]['flows_in_group']} flows through the group onto it"
+            if jobs
+            else ""
+        ),
+        {
+            "max_over_mean": round(ratio, 3),
+            "hot_utilization": round(util, 3),
+            "cv": round(sum(h["cv"]) / len(h["cv"]), 3),
+            "seconds": round(seconds),
+            "group": sorted(port_subject(d, p) for d, p in members if d == dev),
+            "flows_on_hot_member": flows,
+            "piled_jobs": jobs[:5],
+        },
+    )
+
+
+def _piled_sql(ctx: Context, *, over: bool) -> str:
+    """The sampled flows _piled_jobs() weighs: per flow (a QP: source, destination, destination
+    QP) on a member of {members}, its bytes in the window, and whether it is new there or was
+    sampled on other members in the {hs}..window before; `over`: per judged tick (a `tick`
+    column), of each tick's members ({tick_members}: (tick, switch, port)), the time before
+    each tick's window from {hs} to {he}."""
+    only = "(switch, out_port) IN {members:Array(Tuple(String, String))}"
+    tick, on, flows_join, before_join = "", "", "", ""
+    if over:
+        lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+        since = round(float(ctx.t("ecmp.min_seconds")) * 1000)
+        only = "(tick, switch, out_port) IN {tick_members:Array(Tuple(Int64, String, String))}"
+        tick, on = "tick, ", "f.tick = b.tick AND "
+        flows_join = tick_join(ctx, "attributed_flow")
+        before_join = tick_join(
+            ctx, "flow_sample", f"toUnixTimestamp64Milli(`ts`) + {lookback}", span=since
+        )
+    return f"""
+        SELECT {"f.tick AS tick, " if over else ""}f.switch AS switch, f.out_port AS out_port,
+               src_namespace, src_job, rdma,
+               NOT has(b.ports, f.out_port) AS new,
+               -- sampled on another member of the group before: the flow moved
+               notEmpty(b.ports) AS seen, bytes
+        FROM (SELECT {tick}switch, out_port, src_namespace, src_job, src_ip, dst_ip,
+                     ifNull(dest_qp, 0) AS qp, any(rdma) AS rdma, sum(bytes) AS bytes
+              FROM {ctx.table("attributed_flow")} {flows_join}
+              WHERE {ctx.where("attributed_flow")} AND {only}
+              GROUP BY {tick}switch, out_port, src_namespace, src_job, src_ip, dst_ip, qp) AS f
+        -- GLOBAL: on a cluster, attributed flows and raw samples are sharded apart
+        GLOBAL LEFT JOIN (
+            SELECT {tick}switch, src_ip, dst_ip, ifNull(dest_qp, 0) AS qp, groupUniqArray(out_port) AS ports
+            FROM {ctx.table("flow_sample")} {before_join}
+            WHERE cluster = {{cluster:String}} AND {time_range("flow_sample", lo="hs", hi="he" if over else "ws")}
+              AND {only}
+            GROUP BY {tick}switch, src_ip, dst_ip, qp
+        ) AS b ON {on}f.switch = b.switch AND f.src_ip = b.src_ip AND f.dst_ip = b.dst_ip AND f.qp = b.qp"""
+
+
 def _piled_jobs(
-    ctx: Context, groups: dict[str, list[str]], ratio: float, since_s: float
+    ctx: Context, groups: dict[str, list[str]]
 ) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Per (switch, member) of the uplink `groups` (switch -> its members): the jobs whose flows
     hashing piled onto that member, from the sampled flows of the window (a flow is a QP: source,
     destination, destination QP). A job is piled there when
-    - its RDMA flows through the group sit on the member at least `ratio` x their even share
-      (its flows in the group / members), at least two of them: hashing put them together;
+    - its RDMA flows through the group sit on the member at least `ecmp.max_over_mean` x their
+      even share (its flows in the group / members), at least two of them: hashing put them
+      together;
     - its bytes on the member above its even share are at least half of what the member's
       sampled bytes run above the group's mean: it is what makes the member hot.
     A job's flows carry alike (one collective's connections), so its flow count per member is
     what its load per member follows. `new_on_member`: those of its flows there that arrived in
-    the window, no sample of theirs on the member in the `since_s` before it (the raw samples,
-    whatever was attributed), `moved_onto_member` those of them sampled on another member of the
-    group in that time (a rehash moved them); `job_started`: its pods began in that time too
-    (the inventory's word: flows that come back after a hang or a quiet phase are new on the
-    member, yet the job neither started nor was rehashed). Flows that sat there all along did
-    not make a member that turns hot now hot. Most piled first."""
+    the window, no sample of theirs on the member in the `ecmp.min_seconds` before it (the raw
+    samples, whatever was attributed), `moved_onto_member` those of them sampled on another
+    member of the group in that time (a rehash moved them); `job_started`: its pods began in
+    that time too (the inventory's word: flows that come back after a hang or a quiet phase are
+    new on the member, yet the job neither started nor was rehashed). Flows that sat there all
+    along did not make a member that turns hot now hot. Most piled first."""
+    since_s = float(ctx.t("ecmp.min_seconds"))
     rows = ctx.rows(
-        f"""
-        SELECT f.switch AS switch, f.out_port AS out_port, src_namespace, src_job, rdma,
-               NOT has(b.ports, f.out_port) AS new,
-               -- sampled on another member of the group before: the flow moved
-               notEmpty(b.ports) AS seen, bytes
-        FROM (SELECT switch, out_port, src_namespace, src_job, src_ip, dst_ip,
-                     ifNull(dest_qp, 0) AS qp, any(rdma) AS rdma, sum(bytes) AS bytes
-              FROM {ctx.table("attributed_flow")}
-              WHERE {ctx.where("attributed_flow")}
-                AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
-              GROUP BY switch, out_port, src_namespace, src_job, src_ip, dst_ip, qp) AS f
-        -- GLOBAL: on a cluster, attributed flows and raw samples are sharded apart
-        GLOBAL LEFT JOIN (
-            SELECT switch, src_ip, dst_ip, ifNull(dest_qp, 0) AS qp, groupUniqArray(out_port) AS ports
-            FROM {ctx.table("flow_sample")}
-            WHERE cluster = {{cluster:String}} AND {time_range("flow_sample", lo="hs", hi="ws")}
-              AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
-            GROUP BY switch, src_ip, dst_ip, qp
-        ) AS b ON f.switch = b.switch AND f.src_ip = b.src_ip AND f.dst_ip = b.dst_ip AND f.qp = b.qp""",
+        _piled_sql(ctx, over=False),
         {
             "members": sorted((sw, p) for sw, ps in groups.items() for p in ps),
             "hs": ctx.window.start - timedelta(seconds=since_s),
         },
     )
+    out = _piled(ctx, rows, groups)
+    started = _started_since(ctx, _piled_names(out), since_s)
+    return _started(out, started)
+
+
+def _piled_jobs_at(
+    ctx: Context, groups: dict[datetime, dict[str, list[str]]]
+) -> dict[datetime, dict[tuple[str, str], list[dict[str, Any]]]]:
+    """Set-based: _piled_jobs() at each tick of `groups` with its groups, from one statement
+    (and one of _started_since_at())."""
+    groups = {t: g for t, g in groups.items() if g}
+    if not groups:
+        return {}
+    since_s = float(ctx.t("ecmp.min_seconds"))
+    at = by_tick(ctx)
+    ms = {t: k for k, t in at.items()}
+    lookback = ctx.ticks[0] - ctx.window.start
+    rows: dict[datetime, list[dict[str, Any]]] = {t: [] for t in groups}
+    for r in ctx.rows(
+        _piled_sql(ctx, over=True),
+        {
+            **tick_params(ctx),
+            "tick_members": sorted(
+                (ms[t], sw, p) for t, g in groups.items() for sw, ps in g.items() for p in ps
+            ),
+            "hs": ctx.window.start - timedelta(seconds=since_s),
+            "he": ctx.ticks[-1] - lookback,
+        },
+    ):
+        rows[at[r.pop("tick")]].append(r)
+    out = {t: _piled(ctx, rows[t], g) for t, g in groups.items()}
+    started = _started_since_at(ctx, {t: _piled_names(o) for t, o in out.items()}, since_s)
+    return {t: _started(o, started[t]) for t, o in out.items()}
+
+
+def _piled(
+    ctx: Context, rows: list[dict[str, Any]], groups: dict[str, list[str]]
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """_piled_jobs() from _piled_sql()'s rows of one tick, but for `job_started`."""
+    ratio = float(ctx.t("ecmp.max_over_mean"))
     member_bytes: dict[tuple[str, str], float] = {}
     # (switch, namespace, job) -> member -> [flows, new flows, bytes, new flows that moved]
     per_job: dict[tuple[str, str, str], dict[str, list[float]]] = {}
@@ -672,9 +796,16 @@ def _piled_jobs(
                         "share_of_excess": round((nbytes - job_mean) / excess, 3),
                     }
                 )
-    started = _started_since(
-        ctx, {tuple(j["job"].split("/", 1)) for js in out.values() for j in js}, since_s
-    )
+    return out
+
+
+def _piled_names(out: dict[tuple[str, str], list[dict[str, Any]]]) -> set[tuple[str, ...]]:
+    return {tuple(j["job"].split("/", 1)) for js in out.values() for j in js}
+
+
+def _started(
+    out: dict[tuple[str, str], list[dict[str, Any]]], started: set[str]
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
     for jobs in out.values():
         for j in jobs:
             j["job_started"] = j["job"] in started
@@ -711,3 +842,42 @@ def _started_since(ctx: Context, jobs: set[tuple[str, ...]], since_s: float) -> 
         {"jobs": sorted(jobs), "hs": ctx.window.start - timedelta(seconds=since_s)},
     )
     return {f"{r['namespace']}/{r['job']}" for r in rows}
+
+
+def _started_since_at(
+    ctx: Context, jobs: dict[datetime, set[tuple[str, ...]]], since_s: float
+) -> dict[datetime, set[str]]:
+    """Set-based: _started_since() at each tick of `jobs` with its jobs, from one statement
+    (each tick's pods alive in its own window, its own `since_s` before it)."""
+    out: dict[datetime, set[str]] = {t: set() for t in jobs}
+    asked = {t: js for t, js in jobs.items() if js}
+    if not asked:
+        return out
+    at = by_tick(ctx)
+    ms = {t: k for k, t in at.items()}
+    lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+    since = round(since_s * 1000)
+    pods = ctx.table("pod")
+    ws = f"fromUnixTimestamp64Milli(toInt64(tick - {lookback}), 'UTC')"
+    for r in ctx.rows(
+        f"""
+        SELECT a.tick AS tick, p.namespace AS namespace, p.job AS job,
+               min(p.valid_from) AS started
+        FROM {pods} AS p
+        GLOBAL INNER JOIN (
+            SELECT DISTINCT tick, uid FROM {pods} ARRAY JOIN {{asked:Array(Int64)}} AS tick
+            WHERE cluster = {{cluster:String}}
+              AND (tick, namespace, job) IN {{tick_jobs:Array(Tuple(Int64, String, String))}}
+              AND {valid_during(ws, "fromUnixTimestamp64Milli(toInt64(tick), 'UTC')")}
+        ) AS a ON p.uid = a.uid
+        WHERE p.cluster = {{cluster:String}}
+          AND (a.tick, p.namespace, p.job) IN {{tick_jobs:Array(Tuple(Int64, String, String))}}
+        GROUP BY tick, namespace, job
+        HAVING started >= fromUnixTimestamp64Milli(toInt64(tick - {lookback + since}), 'UTC')""",
+        {
+            "asked": sorted(ms[t] for t in asked),
+            "tick_jobs": sorted((ms[t], *j) for t, js in asked.items() for j in js),
+        },
+    ):
+        out[at[r["tick"]]].add(f"{r['namespace']}/{r['job']}")
+    return out
