@@ -76,17 +76,40 @@ def _window_with_lead(ctx: Context, kind: str, where: str) -> str:
 
 
 def aligned_sql(
-    ctx: Context, kind: str, keys: list[str], values: Mapping[str, str], where: str = ""
+    ctx: Context,
+    kind: str,
+    keys: list[str],
+    values: Mapping[str, str],
+    where: str = "",
+    *,
+    over: bool = False,
 ) -> str:
     """Every series of `kind` (by `keys`) on the evaluation grid inside the window: one row
     (keys..., g, values...) per grid point g in [ws, we) at which the series' latest sample at or
     before g still stands for it (at most stale_after_seconds old, or stale_after_spacings of the
     series' own spacing when it is polled more slowly); `values` (name -> SQL expression over
     the kind's columns) are that sample's. A duplicated sample counts once; a series silent for
-    longer has no row at the grid points of its silence."""
+    longer has no row at the grid points of its silence. `over`: set-based (Context.ticks), per
+    judged tick (a `tick` column first) on that tick's grid points, from that tick's window and
+    the lead before it as the per-tick statement reads them (each tick's rows partitioned apart:
+    a series' spacing, and its last sample's successor, are those in that tick's rows); bound
+    with tick_params()."""
     col = f"`{KINDS[kind].time_field}`"
     k = _cols(keys)
     step = interval_ms(ctx)
+    join = ""
+    ws_ms = "toUnixTimestamp64Milli({ws:DateTime64(3, 'UTC')})"
+    we_ms = "toUnixTimestamp64Milli({we:DateTime64(3, 'UTC')})"
+    if over:
+        lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+        join = tick_join(ctx, kind, lead=lead_ms(ctx))
+        where = (
+            f"({where}) AND tick IN {{ticks:Array(Int64)}}"
+            if where
+            else "tick IN {ticks:Array(Int64)}"
+        )
+        ws_ms, we_ms = f"tick - {lookback}", "tick"
+        k = f"tick, {k}"
     exprs = ", ".join(f"{e} AS `{n}`" for n, e in values.items())
     names = ", ".join(f"`{n}`" for n in values)
     return f"""
@@ -106,9 +129,8 @@ def aligned_sql(
                            PARTITION BY {k} ORDER BY {col}
                            ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING) AS nxt_raw,
                        if(nxt_raw < 0, t + {lead_ms(ctx)}, nxt_raw) AS nxt,
-                       toUnixTimestamp64Milli({{ws:DateTime64(3, 'UTC')}}) AS ws_ms,
-                       toUnixTimestamp64Milli({{we:DateTime64(3, 'UTC')}}) AS we_ms
-                FROM {ctx.table(kind)}
+                       {ws_ms} AS ws_ms, {we_ms} AS we_ms
+                FROM {ctx.table(kind)} {join}
                 WHERE {_window_with_lead(ctx, kind, where)}
             )
         )
@@ -277,17 +299,24 @@ def activity_sql(
         GROUP BY {tick}`{device}`"""
 
 
-def tick_join(ctx: Context, kind: str, ms: str = "", *, lead: int = 0) -> str:
+def tick_join(
+    ctx: Context, kind: str, ms: str = "", *, lead: int = 0, span: int | None = None
+) -> str:
     """Set-based evaluation (Context.ticks): an ARRAY JOIN clause that repeats each row of
     `kind` once for every judged tick whose trailing window [tick - lookback, tick) holds it, as
     `tick` (the tick's epoch milliseconds; ticks are multiples of sliding.interval_seconds since
     the epoch, engine.ticks). The lookback is the span from the context's window start to its
     first tick. `ms`: the row's time as epoch milliseconds, where it is not the kind's time
     column (a rollup's interval). `lead`: milliseconds more before each window (the samples that
-    stand for its first instants, lead_ms). Bound with tick_params()."""
+    stand for its first instants, lead_ms). `span`: each window's length in milliseconds, in
+    place of the lookback and `lead` (with `ms` the row's time shifted by S, the windows
+    [tick - S - span, tick - S): what came before each tick's own window). Bound with
+    tick_params()."""
     col = ms or f"toUnixTimestamp64Milli(`{KINDS[kind].time_field}`)"
     step = interval_ms(ctx)
     lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000) + lead
+    if span is not None:
+        lookback = span
     return (
         f"ARRAY JOIN arrayFilter(k -> k >= {{first_tick:Int64}} AND k <= {{last_tick:Int64}}, "
         f"arrayMap(i -> i * {step}, range(intDiv({col}, {step}) + 1, "

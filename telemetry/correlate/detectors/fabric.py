@@ -1,10 +1,12 @@
-"""Fabric detectors: link flaps and errors, PFC storms and where they started, ECN/CNP hot spots."""
+"""Fabric detectors: link flaps and errors, PFC storms and where they started, ECN/CNP hot spots,
+ECMP uplink imbalance (hash collisions; the flows piled on a member: ecmp_flows.py)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
+from telemetry.correlate.detectors.ecmp_flows import fresh, piled_jobs, piled_jobs_at
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector, over_ticks
 from telemetry.correlate.sql import (
@@ -21,13 +23,12 @@ from telemetry.correlate.sql import (
 )
 from telemetry.correlate.timebase import (
     aligned_sql,
+    by_tick,
     per_tick,
     rows_at,
     tick_join,
     tick_params,
 )
-from telemetry.store import time_range
-from telemetry.times import valid_during
 
 
 def port_subject(switch: str, port: str) -> str:
@@ -414,7 +415,76 @@ def roles_and_neighbours(
     return roles, peers
 
 
+def roles_and_neighbours_at(
+    ctx: Context,
+) -> dict[datetime, tuple[dict[str, str], dict[tuple[str, str], tuple[str, str]]]]:
+    """Set-based (Context.ticks): per judged tick, what roles_and_neighbours() gives at it alone
+    (the roles over that tick's window, the neighbours as of the tick), from one read of the
+    range's port samples and lldp_peers_at()."""
+    at = by_tick(ctx)
+    roles: dict[datetime, dict[str, str]] = {t: {} for t in ctx.ticks}
+    for r in ctx.rows(
+        f"""SELECT tick, switch, topK(1)(role)[1] AS role
+            FROM {ctx.table("switch_port_sample")} {tick_join(ctx, "switch_port_sample")}
+            WHERE {ctx.where("switch_port_sample")} AND tick IN {{ticks:Array(Int64)}}
+            GROUP BY tick, switch""",
+        tick_params(ctx),
+    ):
+        roles[at[r["tick"]]][r["switch"]] = r["role"]
+    peers = lldp_peers_at(ctx)
+    return {t: (roles[t], peers[t]) for t in ctx.ticks}
+
+
 _UPLINK = {"leaf": "spine", "spine": "superspine"}
+
+
+def _uplinks(
+    roles: dict[str, str], peers: dict[tuple[str, str], tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The ECMP uplink group members (switch, port): a leaf's ports to spines, a spine's to
+    super-spines (by LLDP)."""
+    return sorted(
+        (dev, port)
+        for (dev, port), (rdev, _) in peers.items()
+        if _UPLINK.get(roles.get(dev, "")) == roles.get(rdev)
+    )
+
+
+def _hot_sql(ctx: Context, *, over: bool = False, per_tick_members: bool = False) -> str:
+    """Per switch and grid point (and judged tick, `over`: each on its own window, aligned_sql)
+    its hottest uplink member where it runs `ratio` x the members' mean and at least `util`
+    busy, bound as {members} (with {tick_members}, (tick, switch, port), where the ticks'
+    members differ: `per_tick_members`). Each member is on the evaluation grid (its latest
+    sample at each grid point, timebase.py), then the members are compared at the same grid
+    point: never at equal timestamps. Ties (two members saturated alike) go to the last port by
+    name: the same data names the same port."""
+    where = "up = 1 AND (switch, port) IN {members:Array(Tuple(String, String))}"
+    if per_tick_members:
+        where += " AND (tick, switch, port) IN {tick_members:Array(Tuple(Int64, String, String))}"
+    aligned = aligned_sql(
+        ctx,
+        "switch_port_sample",
+        ["switch", "port"],
+        {"u": "ifNull(tx_utilization_ratio, 0)"},
+        where,
+        over=over,
+    )
+    tick = "tick, " if over else ""
+    return f"""
+        SELECT {tick}switch, g, argMax(port, (u, port)) AS hot, max(u) AS hot_u, avg(u) AS mean_u,
+               stddevPop(u) AS sd, count() AS n
+        FROM ({aligned})
+        GROUP BY {tick}switch, g HAVING n >= 2 AND mean_u > 0
+          AND hot_u / mean_u >= {{ratio:Float64}} AND hot_u >= {{util:Float64}}
+        ORDER BY {tick}switch, g"""
+
+
+def _hot_params(ctx: Context, members: list[tuple[str, str]]) -> dict[str, Any]:
+    return {
+        "members": members,
+        "ratio": float(ctx.t("ecmp.max_over_mean")),
+        "util": float(ctx.t("ecmp.min_hot_utilization")),
+    }
 
 
 @detector(
@@ -428,216 +498,155 @@ def ecmp_imbalance(ctx: Context) -> list[Finding]:
     collision. Long enough is `ecmp.min_seconds` (a burst is not a collision), or only
     `ecmp.min_seconds_with_flows` where the sampled flows show the hashing itself: the flows of
     a job that started in the window piled onto that member
-    (`_piled_jobs`), where they stay while they last. The flows on that member are the
+    (`ecmp_flows.piled_jobs`), where they stay while they last. The flows on that member are the
     evidence."""
-    hot_ratio = float(ctx.t("ecmp.max_over_mean"))
-    min_util = float(ctx.t("ecmp.min_hot_utilization"))
-    min_s = float(ctx.t("ecmp.min_seconds"))
-    flows_s = min(min_s, float(ctx.t("ecmp.min_seconds_with_flows")))
-    roles, peers = roles_and_neighbours(ctx)
-    members = sorted(
-        (dev, port)
-        for (dev, port), (rdev, _) in peers.items()
-        if _UPLINK.get(roles.get(dev, "")) == roles.get(rdev)
-    )
+    members = _uplinks(*roles_and_neighbours(ctx))
     if not members:
         return []
-    # each member on the evaluation grid (its latest sample at each grid point, timebase.py),
-    # then the members compared at the same grid point: never at equal timestamps. Ties (two
-    # members saturated alike) go to the last port by name: the same data names the same port
+    hot = _hot(ctx, ctx.rows(_hot_sql(ctx), _hot_params(ctx, members)))
+    groups = _groups(hot, members)
+    piled = piled_jobs(ctx, groups) if hot else {}
+    out = []
+    for (dev, port), h in sorted(hot.items()):
+        jobs = piled.get((dev, port), [])
+        if _long_enough(ctx, h, jobs):
+            flows = ctx.rows(_flows_sql(ctx, over=False), {"sw": dev, "port": port})
+            out.append(_ecmp_finding(ctx, dev, port, h, jobs, flows, members))
+    return out
+
+
+@over_ticks("ecmp_imbalance")
+def ecmp_imbalance_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    """Its per-tick form's statements, each once over the range where a tick reads it (each
+    tick's rows apart: a `tick` column): the roles and neighbours, the hot members, then, at
+    the ticks with a member hot long enough, the jobs piled there and the flows on it."""
+    members = {t: _uplinks(*got) for t, got in roles_and_neighbours_at(ctx).items()}
+    every = sorted({m for ms in members.values() for m in ms})
+    if not every:
+        return {}
+    # each tick compares its own members (a member gone from LLDP, a switch silent in a tick's
+    # window): restricted per tick only where they differ
+    differ = any(ms != every for ms in members.values())
+    params = {**_hot_params(ctx, every), **tick_params(ctx)}
+    if differ:
+        params["tick_members"] = [(k, *m) for k, t in by_tick(ctx).items() for m in members[t]]
+    rows = rows_at(ctx, ctx.rows(_hot_sql(ctx, over=True, per_tick_members=differ), params))
+    hot = {t: h for t, rs in rows.items() if rs and (h := _hot(ctx, rs))}
+    piled = piled_jobs_at(ctx, {t: _groups(h, members[t]) for t, h in hot.items()})
+    judged = {
+        t: [(k, h, piled[t].get(k, [])) for k, h in sorted(hs.items())] for t, hs in hot.items()
+    }
+    judged = {t: [j for j in js if _long_enough(ctx, j[1], j[2])] for t, js in judged.items()}
+    flows = _flows_at(ctx, {t: [k for k, _, _ in js] for t, js in judged.items() if js})
+    return {
+        t: [
+            _ecmp_finding(ctx.at(t), dev, port, h, jobs, flows[t][(dev, port)], members[t])
+            for (dev, port), h, jobs in js
+        ]
+        for t, js in judged.items()
+        if js
+    }
+
+
+def _hot(ctx: Context, rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(switch, member) -> how it ran while hot, from _hot_sql()'s rows of one tick: those hot
+    at grid points covering `ecmp.min_seconds_with_flows` at least."""
     step = float(ctx.t("sliding.interval_seconds"))
-    aligned = aligned_sql(
-        ctx,
-        "switch_port_sample",
-        ["switch", "port"],
-        {"u": "ifNull(tx_utilization_ratio, 0)"},
-        "up = 1 AND (switch, port) IN {members:Array(Tuple(String, String))}",
-    )
+    flows_s = min(float(ctx.t("ecmp.min_seconds")), float(ctx.t("ecmp.min_seconds_with_flows")))
     hot: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in ctx.rows(
-        f"""
-        SELECT switch, g, argMax(port, (u, port)) AS hot, max(u) AS hot_u, avg(u) AS mean_u,
-               stddevPop(u) AS sd, count() AS n
-        FROM ({aligned})
-        GROUP BY switch, g HAVING n >= 2 AND mean_u > 0
-          AND hot_u / mean_u >= {{ratio:Float64}} AND hot_u >= {{util:Float64}}
-        ORDER BY switch, g""",
-        {"members": members, "ratio": hot_ratio, "util": min_util},
-    ):
+    for r in rows:
         h = hot.setdefault(
             (r["switch"], r["hot"]), {"samples": 0, "ratio": [], "util": [], "cv": [], "n": r["n"]}
         )
-        h["samples"] += 1
+        h["samples"] += 1  # grid points at which it was the hot member
         h["ratio"].append(r["hot_u"] / r["mean_u"])
         h["util"].append(r["hot_u"])
         h["cv"].append(r["sd"] / r["mean_u"])
-    # grid points at which it was the hot member
-    hot = {k: h for k, h in hot.items() if h["samples"] * step >= flows_s}
-    groups = {dev: [p for d, p in members if d == dev] for dev, _ in hot}
-    piled = _piled_jobs(ctx, groups, hot_ratio, min_s) if hot else {}
-    out = []
-    for (dev, port), h in sorted(hot.items()):
-        seconds = h["samples"] * step
-        jobs = piled.get((dev, port), [])
-        if seconds < min_s and not any(_fresh(j) for j in jobs):
-            continue
-        flows = ctx.rows(
-            f"""
-            SELECT src_job, dst_job, src_ip, dst_ip, dest_qp, sum(bytes) AS bytes FROM {ctx.table("attributed_flow")}
-            WHERE {ctx.where("attributed_flow")}
-              AND switch = {{sw:String}} AND out_port = {{port:String}}
-            GROUP BY src_job, dst_job, src_ip, dst_ip, dest_qp
-            ORDER BY bytes DESC, src_job, dst_job, src_ip, dst_ip, dest_qp LIMIT 10""",
-            {"sw": dev, "port": port},
-        )
-        subject = port_subject(dev, port)
-        ratio = sum(h["ratio"]) / len(h["ratio"])
-        util = sum(h["util"]) / len(h["util"])
-        out.append(
-            ctx.finding(
-                "warning",
-                "port",
-                subject,
-                f"ECMP uplink {subject} ran at {ratio:.1f}x its group's mean ({util:.0%} busy) for {seconds:.0f}s "
-                f"of the window; {h['n']} members"
-                + (
-                    f"; {jobs[0]['job']} hashed {jobs[0]['flows_on_member']} of its "
-                    f"{jobs[0]['flows_in_group']} flows through the group onto it"
-                    if jobs
-                    else ""
-                ),
-                {
-                    "max_over_mean": round(ratio, 3),
-                    "hot_utilization": round(util, 3),
-                    "cv": round(sum(h["cv"]) / len(h["cv"]), 3),
-                    "seconds": round(seconds),
-                    "group": sorted(port_subject(d, p) for d, p in members if d == dev),
-                    "flows_on_hot_member": flows,
-                    "piled_jobs": jobs[:5],
-                },
-            )
-        )
+    return {k: h for k, h in hot.items() if h["samples"] * step >= flows_s}
+
+
+def _groups(
+    hot: dict[tuple[str, str], dict[str, Any]], members: list[tuple[str, str]]
+) -> dict[str, list[str]]:
+    """The uplink groups (switch -> its members) with a hot member."""
+    return {dev: [p for d, p in members if d == dev] for dev, _ in hot}
+
+
+def _long_enough(ctx: Context, h: dict[str, Any], jobs: list[dict[str, Any]]) -> bool:
+    """Hot for `ecmp.min_seconds`, or (as _hot() kept it) for the shorter time a job's fresh
+    flows piled there need."""
+    seconds = h["samples"] * float(ctx.t("sliding.interval_seconds"))
+    return seconds >= float(ctx.t("ecmp.min_seconds")) or any(fresh(j) for j in jobs)
+
+
+def _flows_sql(ctx: Context, *, over: bool) -> str:
+    """The evidence: the ten flows carrying most bytes out of a member in the window ({sw},
+    {port}); `over`: per judged tick, of each (tick, switch, port) of {tick_ports}."""
+    by, pick, only, join = "", "", "switch = {sw:String} AND out_port = {port:String}", ""
+    if over:
+        by, pick = "tick, switch, out_port, ", " LIMIT 10 BY tick, switch, out_port"
+        only = "(tick, switch, out_port) IN {tick_ports:Array(Tuple(Int64, String, String))}"
+        join = tick_join(ctx, "attributed_flow")
+    return f"""
+        SELECT {by}src_job, dst_job, src_ip, dst_ip, dest_qp, sum(bytes) AS bytes
+        FROM {ctx.table("attributed_flow")} {join}
+        WHERE {ctx.where("attributed_flow")} AND {only}
+        GROUP BY {by}src_job, dst_job, src_ip, dst_ip, dest_qp
+        ORDER BY {by}bytes DESC, src_job, dst_job, src_ip, dst_ip, dest_qp
+        {pick or "LIMIT 10"}"""
+
+
+def _flows_at(
+    ctx: Context, ports: dict[datetime, list[tuple[str, str]]]
+) -> dict[datetime, dict[tuple[str, str], list[dict[str, Any]]]]:
+    """Set-based: _flows_sql() at each tick of `ports` for each of its (switch, member) `ports`,
+    from one statement, each row as the per-tick statement gives it."""
+    out: dict[datetime, dict[tuple[str, str], list[dict[str, Any]]]] = {
+        t: {k: [] for k in ks} for t, ks in ports.items()
+    }
+    if not ports:
+        return out
+    at = by_tick(ctx)
+    ms = {t: k for k, t in at.items()}
+    asked = [(ms[t], sw, p) for t, ks in ports.items() for sw, p in ks]
+    for r in ctx.rows(_flows_sql(ctx, over=True), {**tick_params(ctx), "tick_ports": asked}):
+        t, sw, p = at[r.pop("tick")], r.pop("switch"), r.pop("out_port")
+        out[t][(sw, p)].append(r)
     return out
 
 
-def _piled_jobs(
-    ctx: Context, groups: dict[str, list[str]], ratio: float, since_s: float
-) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    """Per (switch, member) of the uplink `groups` (switch -> its members): the jobs whose flows
-    hashing piled onto that member, from the sampled flows of the window (a flow is a QP: source,
-    destination, destination QP). A job is piled there when
-    - its RDMA flows through the group sit on the member at least `ratio` x their even share
-      (its flows in the group / members), at least two of them: hashing put them together;
-    - its bytes on the member above its even share are at least half of what the member's
-      sampled bytes run above the group's mean: it is what makes the member hot.
-    A job's flows carry alike (one collective's connections), so its flow count per member is
-    what its load per member follows. `new_on_member`: those of its flows there that arrived in
-    the window, no sample of theirs on the member in the `since_s` before it (the raw samples,
-    whatever was attributed), `moved_onto_member` those of them sampled on another member of the
-    group in that time (a rehash moved them); `job_started`: its pods began in that time too
-    (the inventory's word: flows that come back after a hang or a quiet phase are new on the
-    member, yet the job neither started nor was rehashed). Flows that sat there all along did
-    not make a member that turns hot now hot. Most piled first."""
-    rows = ctx.rows(
-        f"""
-        SELECT f.switch AS switch, f.out_port AS out_port, src_namespace, src_job, rdma,
-               NOT has(b.ports, f.out_port) AS new,
-               -- sampled on another member of the group before: the flow moved
-               notEmpty(b.ports) AS seen, bytes
-        FROM (SELECT switch, out_port, src_namespace, src_job, src_ip, dst_ip,
-                     ifNull(dest_qp, 0) AS qp, any(rdma) AS rdma, sum(bytes) AS bytes
-              FROM {ctx.table("attributed_flow")}
-              WHERE {ctx.where("attributed_flow")}
-                AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
-              GROUP BY switch, out_port, src_namespace, src_job, src_ip, dst_ip, qp) AS f
-        -- GLOBAL: on a cluster, attributed flows and raw samples are sharded apart
-        GLOBAL LEFT JOIN (
-            SELECT switch, src_ip, dst_ip, ifNull(dest_qp, 0) AS qp, groupUniqArray(out_port) AS ports
-            FROM {ctx.table("flow_sample")}
-            WHERE cluster = {{cluster:String}} AND {time_range("flow_sample", lo="hs", hi="ws")}
-              AND (switch, out_port) IN {{members:Array(Tuple(String, String))}}
-            GROUP BY switch, src_ip, dst_ip, qp
-        ) AS b ON f.switch = b.switch AND f.src_ip = b.src_ip AND f.dst_ip = b.dst_ip AND f.qp = b.qp""",
+def _ecmp_finding(
+    ctx: Context,
+    dev: str,
+    port: str,
+    h: dict[str, Any],
+    jobs: list[dict[str, Any]],
+    flows: list[dict[str, Any]],
+    members: list[tuple[str, str]],
+) -> Finding:
+    seconds = h["samples"] * float(ctx.t("sliding.interval_seconds"))
+    subject = port_subject(dev, port)
+    ratio = sum(h["ratio"]) / len(h["ratio"])
+    util = sum(h["util"]) / len(h["util"])
+    return ctx.finding(
+        "warning",
+        "port",
+        subject,
+        f"ECMP uplink {subject} ran at {ratio:.1f}x its group's mean ({util:.0%} busy) for {seconds:.0f}s "
+        f"of the window; {h['n']} members"
+        + (
+            f"; {jobs[0]['job']} hashed {jobs[0]['flows_on_member']} of its "
+            f"{jobs[0]['flows_in_group']} flows through the group onto it"
+            if jobs
+            else ""
+        ),
         {
-            "members": sorted((sw, p) for sw, ps in groups.items() for p in ps),
-            "hs": ctx.window.start - timedelta(seconds=since_s),
+            "max_over_mean": round(ratio, 3),
+            "hot_utilization": round(util, 3),
+            "cv": round(sum(h["cv"]) / len(h["cv"]), 3),
+            "seconds": round(seconds),
+            "group": sorted(port_subject(d, p) for d, p in members if d == dev),
+            "flows_on_hot_member": flows,
+            "piled_jobs": jobs[:5],
         },
     )
-    member_bytes: dict[tuple[str, str], float] = {}
-    # (switch, namespace, job) -> member -> [flows, new flows, bytes, new flows that moved]
-    per_job: dict[tuple[str, str, str], dict[str, list[float]]] = {}
-    for r in rows:
-        key = (r["switch"], r["out_port"])
-        member_bytes[key] = member_bytes.get(key, 0.0) + float(r["bytes"])
-        if not r["rdma"] or not r["src_job"]:
-            continue
-        by_member = per_job.setdefault((r["switch"], r["src_namespace"], r["src_job"]), {})
-        c = by_member.setdefault(r["out_port"], [0, 0, 0.0, 0])
-        c[0] += 1
-        c[1] += int(bool(r["new"]))
-        c[2] += float(r["bytes"])
-        c[3] += int(bool(r["new"]) and bool(r["seen"]))
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for (sw, ns, job), by_port in sorted(per_job.items()):
-        width = len(groups[sw])
-        total = sum(c[0] for c in by_port.values())
-        job_mean = sum(c[2] for c in by_port.values()) / width
-        group_mean = sum(member_bytes.get((sw, p), 0.0) for p in groups[sw]) / width
-        for port, (n, new, nbytes, moved_n) in sorted(by_port.items()):
-            excess = member_bytes.get((sw, port), 0.0) - group_mean
-            if (
-                n >= 2
-                and n * width >= ratio * total
-                and excess > 0
-                and nbytes - job_mean >= excess / 2
-            ):
-                out.setdefault((sw, port), []).append(
-                    {
-                        "job": f"{ns}/{job}",
-                        "flows_on_member": int(n),
-                        "new_on_member": int(new),
-                        "moved_onto_member": int(moved_n),
-                        "flows_in_group": int(total),
-                        "flows_per_member": [int(by_port.get(p, [0])[0]) for p in groups[sw]],
-                        "share_of_excess": round((nbytes - job_mean) / excess, 3),
-                    }
-                )
-    started = _started_since(
-        ctx, {tuple(j["job"].split("/", 1)) for js in out.values() for j in js}, since_s
-    )
-    for jobs in out.values():
-        for j in jobs:
-            j["job_started"] = j["job"] in started
-        jobs.sort(key=lambda j: (-j["flows_on_member"] / j["flows_in_group"], j["job"]))
-    return out
-
-
-def _fresh(job: dict[str, Any]) -> bool:
-    """Most of a piled job's flows on the member arrived in the window because the job started
-    then. Flows a rehash moved there (`moved_onto_member`: most often a link of the path went
-    down, and traffic came back when it did) are judged over the full `ecmp.min_seconds`, as is
-    a job whose flows come back after a hang: the link's own finding says why they moved."""
-    return job["job_started"] and 2 * job["new_on_member"] > job["flows_on_member"]
-
-
-def _started_since(ctx: Context, jobs: set[tuple[str, ...]], since_s: float) -> set[str]:
-    """Of `jobs` ((namespace, job)), those whose pods began no earlier than `since_s` before the
-    window: the job started (or was started again) then. Its start is the first version of the
-    earliest of its pods alive in the window (the inventory's, not the flows': a job whose flows
-    come back after a hang did not start)."""
-    if not jobs:
-        return set()
-    pods = ctx.table("pod")
-    rows = ctx.rows(
-        f"""
-        SELECT namespace, job, min(valid_from) AS started FROM {pods}
-        WHERE cluster = {{cluster:String}} AND (namespace, job) IN {{jobs:Array(Tuple(String, String))}}
-          AND uid GLOBAL IN (SELECT uid FROM {pods}
-                      WHERE cluster = {{cluster:String}}
-                        AND (namespace, job) IN {{jobs:Array(Tuple(String, String))}}
-                        AND {valid_during()})
-        GROUP BY namespace, job
-        HAVING started >= {{hs:DateTime64(3, 'UTC')}}""",
-        {"jobs": sorted(jobs), "hs": ctx.window.start - timedelta(seconds=since_s)},
-    )
-    return {f"{r['namespace']}/{r['job']}" for r in rows}

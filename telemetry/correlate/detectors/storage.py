@@ -8,12 +8,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from telemetry.correlate.detectors.fabric import port_subject, roles_and_neighbours
+from telemetry.correlate.detectors.fabric import (
+    port_subject,
+    roles_and_neighbours,
+    roles_and_neighbours_at,
+)
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector, over_ticks
-from telemetry.correlate.sql import lldp_peers_at
 from telemetry.correlate.timebase import (
-    by_tick,
     covered_sql,
     per_tick,
     rows_at,
@@ -244,17 +246,7 @@ def dci_near_capacity_over(ctx: Context) -> dict[datetime, list[Finding]]:
     hot = rows_at(ctx, _dci_rows(ctx, over=True))
     if not any(hot.values()):
         return {}
-    at = by_tick(ctx)
-    roles: dict[datetime, dict[str, str]] = {t: {} for t in ctx.ticks}
-    for r in ctx.rows(
-        f"""SELECT tick, switch, topK(1)(role)[1] AS role
-            FROM {ctx.table("switch_port_sample")} {tick_join(ctx, "switch_port_sample")}
-            WHERE {ctx.where("switch_port_sample")} AND tick IN {{ticks:Array(Int64)}}
-            GROUP BY tick, switch""",
-        tick_params(ctx),
-    ):
-        roles[at[r["tick"]]][r["switch"]] = r["role"]
-    peers = lldp_peers_at(ctx)
+    at = roles_and_neighbours_at(ctx)
     split: dict[datetime, list[dict[str, Any]]] | None = None
 
     def hdfs(t: datetime) -> list[dict[str, Any]]:
@@ -269,9 +261,7 @@ def dci_near_capacity_over(ctx: Context) -> dict[datetime, list[Finding]]:
 
     out = {}
     for t, rows in hot.items():
-        if rows and (
-            found := _dci_findings(ctx.at(t), rows, roles[t], peers[t], functools.partial(hdfs, t))
-        ):
+        if rows and (found := _dci_findings(ctx.at(t), rows, *at[t], functools.partial(hdfs, t))):
             out[t] = found
     return out
 

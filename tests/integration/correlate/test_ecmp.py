@@ -1,16 +1,19 @@
 """ecmp_imbalance on the embedded store, with samples as a fabric sends them (each switch at its
 own phase, sFlow samples at their own times): a member that turns hot because a job's new flows
 hashed onto it is found within `ecmp.min_seconds_with_flows`; a member that turns hot without
-such flows (a burst, or flows that sat on it all along) only after `ecmp.min_seconds`."""
+such flows (a burst, or flows that sat on it all along) only after `ecmp.min_seconds`. Each case
+by the per-tick loop and by the set-based form alike."""
 
 from __future__ import annotations
 
-from datetime import datetime
+import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from telemetry.correlate import findings as fstore
+from telemetry.correlate.engine import Correlator
 from telemetry.correlate.thresholds import default_thresholds
 from telemetry.records import FLOW_SAMPLE, LLDP_LINK, POD, POD_IP_LEASE, SWITCH_PORT_SAMPLE
 from telemetry.store import Store
@@ -25,9 +28,10 @@ HOT = MEMBERS[0]
 FRAME_BYTES = 4154 * 8_000_000  # one sFlow sample at 1:8,000,000
 
 
-def _fabric(store: Store, s: datetime) -> None:
+def _fabric(store: Store, s: datetime, silent: tuple[str, float, float] | None = None) -> None:
     """leaf1's four uplinks and leaf2's (balanced), each switch sampling at its own phase; from
-    ONSET_S leaf1's first member runs at 0.85 against its siblings' 0.2."""
+    ONSET_S leaf1's first member runs at 0.85 against its siblings' 0.2. `silent`: (switch, from
+    second, to second) when that switch sends nothing."""
     ports: dict[tuple[str, str, str], tuple[float, float]] = {
         ("leaf1", "leaf", p): ((0.3, 0.85) if p == HOT else (0.3, 0.2)) for p in MEMBERS
     }
@@ -39,6 +43,8 @@ def _fabric(store: Store, s: datetime) -> None:
         for i in range(SPAN_S // STEP_S + 2):
             t = ms(s) + i * STEP_S * 1000 + phase
             u = after if t >= ms(s) + ONSET_S * 1000 else before
+            if silent and sw == silent[0] and silent[1] <= (t - ms(s)) / 1000 < silent[2]:
+                continue
             rows.append(
                 {
                     "ts": t,
@@ -180,14 +186,15 @@ STARTS = ONSET_S - 5  # eval's pods begin just before its flows
         "rehashed",
     ],
 )
+@pytest.mark.parametrize("per_tick", [True, False], ids=["loop", "set-based"])
 def test_piled_flows_shorten_the_time_a_hot_member_needs(
-    store: Store, flows: list[tuple[Any, ...]], eval_start_s: float, early: bool
+    store: Store, flows: list[tuple[Any, ...]], eval_start_s: float, early: bool, per_tick: bool
 ) -> None:
     s = t0()
     _fabric(store, s)
     _jobs(store, s, eval_start_s)
     _flows(store, s, flows)
-    run(store, s, 5, only=["ecmp_imbalance"])
+    run(store, s, 5, only=["ecmp_imbalance"], per_tick=per_tick)
     assert found(store) == {("ecmp_imbalance", f"leaf1:{HOT}")}
     (f,) = fstore.read(store, kinds=["ecmp_imbalance"])
     after = (f["first_seen"].timestamp() * 1000 - ms(s)) / 1000 - ONSET_S
@@ -205,3 +212,36 @@ def test_piled_flows_shorten_the_time_a_hot_member_needs(
         assert "team-b/eval hashed 2 of its 2 flows through the group onto it" in f["summary"]
     else:
         assert piled == []
+
+
+def test_members_that_change_are_judged_per_tick_by_both_forms(chdb_dsn: str) -> None:
+    """The uplink group changes under the hot member: spine2 sends nothing for 110 s (the ticks
+    whose window holds none of its samples know no role for it: leaf1's and leaf2's links to it
+    are no members there), and from 200 s LLDP shows leaf1's last uplink facing a host. The
+    set-based form compares each tick's own members, as the loop does: the same findings."""
+    s = t0()
+    rows: dict[bool, list[tuple[Any, ...]]] = {}
+    for per_tick in (True, False):
+        store = Store(chdb_dsn, database=f"ecmp_{uuid.uuid4().hex[:8]}")
+        store.migrate()
+        try:
+            _fabric(store, s, silent=("spine2", 150, 260))
+            moved = {"ts": ms(s) + 200_000, "cluster": "c", "source": "t", "local_device": "leaf1",
+                     "local_port": MEMBERS[3], "remote_device": "n9", "remote_port": "eth0"}  # fmt: skip
+            store.insert(LLDP_LINK, LLDP_LINK.to_arrow([moved]))
+            _jobs(store, s, STARTS)
+            _flows(store, s, PILED)
+            res = Correlator(store, cluster="c", only=["ecmp_imbalance"], per_tick=per_tick).run(
+                s, s + timedelta(minutes=5)
+            )
+            assert not res.failed
+            assert found(store) == {("ecmp_imbalance", f"leaf1:{HOT}")}
+            (f,) = fstore.read(store, kinds=["ecmp_imbalance"])
+            # as last written: leaf1's last uplink faces a host, spine2 is heard again
+            assert f["evidence"]["group"] == [f"leaf1:{p}" for p in MEMBERS[:3]]
+            rows[per_tick] = store.query_rows(
+                f"SELECT * EXCEPT (updated_at) FROM {store.table('finding')} ORDER BY ALL"
+            )
+        finally:
+            store.client.command(f"DROP DATABASE IF EXISTS `{store.database}`")
+    assert rows[False] == rows[True]

@@ -103,6 +103,7 @@ CONVERTED = {
     "collective_straggler",
     "dci_near_capacity",
     "cross_tenant_rdma",
+    "ecmp_imbalance",
     "gpu_memory_degraded",
     "gpu_without_direct_nic",
     "hdfs_cross_idc_read",

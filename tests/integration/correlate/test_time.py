@@ -14,7 +14,7 @@ from telemetry.correlate import Correlator
 from telemetry.correlate import findings as fstore
 from telemetry.correlate.registry import Context, Window
 from telemetry.correlate.thresholds import default_thresholds
-from telemetry.correlate.timebase import aligned_sql, covered_sql
+from telemetry.correlate.timebase import aligned_sql, covered_sql, tick_params
 from telemetry.records import FLOW_SAMPLE, NIC_SAMPLE, POD, POD_IP_LEASE, SWITCH_PORT_SAMPLE
 from telemetry.store import Store
 from tests.integration.correlate.test_detectors import _lldp, found, ms, run, t0
@@ -207,6 +207,54 @@ def test_aligned_and_covered_sql_on_series_at_their_own_phases(store: Store) -> 
     assert cov["b"]["samples"] == 7 and cov["b"]["covered_s"] == 70 and cov["b"]["hot_s"] == 40
     # c: its sample at 60.5 s follows one at 20.5 s: it covers at most 25 s
     assert cov["c"]["hot_s"] == 25 + 10 + 10
+
+
+def test_aligned_sql_over_ticks_gives_each_tick_its_own_grid(store: Store) -> None:
+    """aligned_sql(over=True) answers, per judged tick, what aligned_sql answers over that tick's
+    window alone: a series polled every 40 s, then every 10 s (its spacing, and how long a sample
+    stands for it, are those of each tick's own rows and lead), one with a duplicated sample, one
+    silent for a minute, one whose last sample is read at every later tick."""
+    s = t0()
+    rows: list[dict[str, Any]] = []
+    series = {
+        "slow-then-fast": [t for t in range(10, 400, 10) if t > 160 or t % 40 == 0],
+        "duplicated": [t for t in range(10, 400, 10) for _ in range(1 + (t == 200))],
+        "silent": [t for t in range(10, 400, 10) if not 180 <= t < 240],
+        "stops": list(range(10, 260, 10)),
+    }
+    for name, times in series.items():
+        for k, t in enumerate(times):
+            rows.append(
+                {
+                    "ts": ms(s) + t * 1000 - 3700,
+                    "cluster": "c",
+                    "switch": name,
+                    "port": "p",
+                    "up": 1,
+                    "tx_utilization_ratio": float(k),
+                }
+            )
+    store.insert(SWITCH_PORT_SAMPLE, SWITCH_PORT_SAMPLE.to_arrow(rows))
+    ticks = tuple(s + timedelta(seconds=x) for x in range(120, 400, 10))
+    lookback = timedelta(seconds=40)
+    ctx = Context(
+        store, Window(ticks[0] - lookback, ticks[-1]), default_thresholds(), "c", ticks=ticks
+    )
+    keys, values = ["switch", "port"], {"u": "tx_utilization_ratio"}
+    over: dict[int, list[tuple[Any, ...]]] = {}
+    for r in ctx.rows(
+        aligned_sql(ctx, "switch_port_sample", keys, values, over=True), tick_params(ctx)
+    ):
+        over.setdefault(r["tick"], []).append((r["switch"], r["g"], r["u"]))
+    for t in ticks:
+        one = ctx.at(t)
+        alone = sorted(
+            (r["switch"], r["g"], r["u"])
+            for r in one.rows(aligned_sql(one, "switch_port_sample", keys, values))
+        )
+        assert alone, t  # every tick has something to compare
+        assert sorted(over.pop(round(t.timestamp() * 1000), [])) == alone, t
+    assert over == {}
 
 
 def test_a_day_of_inventory_costs_what_its_data_does(store: Store) -> None:
