@@ -14,11 +14,15 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
 
-from telemetry.correlate.detectors.fabric import port_subject, roles_and_neighbours
+from telemetry.correlate.detectors.fabric import (
+    port_subject,
+    roles_and_neighbours,
+    roles_and_neighbours_at,
+)
 from telemetry.correlate.entropy import collision_probability, qps_needed
 from telemetry.correlate.findings import Finding
-from telemetry.correlate.registry import Context, Window, detector, over_ticks
-from telemetry.correlate.timebase import per_tick, tick_join, tick_params
+from telemetry.correlate.registry import Context, Later, Window, detector, over_ticks
+from telemetry.correlate.timebase import per_tick, per_tick_later, tick_join, tick_params
 from telemetry.nccl import env_value, forced_by
 from telemetry.times import valid_during
 
@@ -204,32 +208,88 @@ def low_flow_entropy(ctx: Context) -> list[Finding]:
     would bring it under `low_flow_entropy.target_collision_probability`, and the job's ECMP
     collision findings and incidents on those uplinks."""
     roles, peers = roles_and_neighbours(ctx)
-    width: dict[str, int] = defaultdict(int)  # leaf -> uplinks to spines
+    width = _leaf_width(roles, peers)
+    if not width:
+        return []
+    return _entropy_judged(ctx, _pair_rows(ctx, sorted(width), over=False), roles, peers, width)
+
+
+@over_ticks("low_flow_entropy")
+def low_flow_entropy_over(ctx: Context) -> dict[datetime, Later]:
+    """Set-based: each tick's leaves from its own roles and LLDP neighbours, the pairs of every
+    tick in one statement (over the range's leaves; each tick keeps the ports of its own), and
+    the findings made when the engine reaches the tick (the ECMP findings and incidents on the
+    job's uplinks are those of the ticks before it)."""
+    facts = roles_and_neighbours_at(ctx)
+    widths = {t: _leaf_width(roles, peers) for t, (roles, peers) in facts.items()}
+    leaves = sorted({leaf for w in widths.values() for leaf in w})
+    if not leaves:
+        return {}
+
+    def make(c: Context, rows: list[dict[str, Any]]) -> list[Finding]:
+        roles, peers = facts[c.window.end]
+        width = widths[c.window.end]
+        mine = []
+        for r in rows:  # the ports of this tick's leaves, as its own statement reads them
+            ports = [(sw, p) for sw, p in r["ports"] if sw in width]
+            if ports:
+                mine.append({**r, "ports": ports})
+        return _entropy_judged(c, mine, roles, peers, width) if width else []
+
+    return per_tick_later(ctx, _pair_rows(ctx, leaves, over=True), make)
+
+
+def _leaf_width(
+    roles: dict[str, str], peers: dict[tuple[str, str], tuple[str, str]]
+) -> dict[str, int]:
+    """leaf -> its uplinks to spines (by LLDP)."""
+    width: dict[str, int] = defaultdict(int)
     for (dev, _), (rdev, _) in peers.items():
         if roles.get(dev) == "leaf" and roles.get(rdev) == "spine":
             width[dev] += 1
-    if not width:
-        return []
-    rows = ctx.rows(
+    return dict(width)
+
+
+def _pair_rows(ctx: Context, leaves: list[str], *, over: bool) -> list[dict[str, Any]]:
+    """Per job rank pair (its own pods' RDMA IPs) seen leaving `leaves`: the (switch, port)s it
+    left by and its distinct flows and samples in the window (per judged tick too, `over`)."""
+    params: dict[str, Any] = {"leaves": leaves}
+    tick = a_join = f_join = only = on = ""
+    if over:
+        tick, on, only = "tick, ", " AND a.tick = f.tick", " AND tick IN {ticks:Array(Int64)}"
+        a_join, f_join = tick_join(ctx, "attributed_flow"), tick_join(ctx, "flow_sample")
+        params.update(tick_params(ctx))
+    return ctx.rows(
         f"""
-        SELECT a.src_namespace AS ns, a.src_job AS job, a.src_ip AS src_ip, a.dst_ip AS dst_ip,
+        SELECT {"a.tick AS tick, " if over else ""}a.src_namespace AS ns, a.src_job AS job,
+               a.src_ip AS src_ip, a.dst_ip AS dst_ip,
                groupUniqArray((a.switch, a.out_port)) AS ports, any(f.flows) AS flows,
                any(f.samples) AS samples
-        FROM (SELECT src_namespace, src_job, src_ip, dst_ip, switch, out_port
-              FROM {ctx.table("attributed_flow")}
+        FROM (SELECT {tick}src_namespace, src_job, src_ip, dst_ip, switch, out_port
+              FROM {ctx.table("attributed_flow")} {a_join}
               WHERE {ctx.where("attributed_flow")} AND rdma AND src_job != ''
                 AND dst_job = src_job AND dst_namespace = src_namespace
-                AND switch IN {{leaves:Array(String)}}) AS a
-        INNER JOIN (SELECT src_ip, dst_ip, uniqExact(src_port, dest_qp) AS flows,
+                AND switch IN {{leaves:Array(String)}}{only}) AS a
+        INNER JOIN (SELECT {tick}src_ip, dst_ip, uniqExact(src_port, dest_qp) AS flows,
                            count() AS samples
-                    FROM {ctx.table("flow_sample")}
-                    WHERE {ctx.where("flow_sample")} AND dest_qp IS NOT NULL
-                    GROUP BY src_ip, dst_ip) AS f
-          ON a.src_ip = f.src_ip AND a.dst_ip = f.dst_ip
-        GROUP BY ns, job, src_ip, dst_ip
-        ORDER BY ns, job, src_ip, dst_ip""",
-        {"leaves": sorted(width)},
+                    FROM {ctx.table("flow_sample")} {f_join}
+                    WHERE {ctx.where("flow_sample")} AND dest_qp IS NOT NULL{only}
+                    GROUP BY {tick}src_ip, dst_ip) AS f
+          ON a.src_ip = f.src_ip AND a.dst_ip = f.dst_ip{on}
+        GROUP BY {tick}ns, job, src_ip, dst_ip
+        ORDER BY {tick}ns, job, src_ip, dst_ip""",
+        params,
     )
+
+
+def _entropy_judged(
+    ctx: Context,
+    rows: list[dict[str, Any]],
+    roles: dict[str, str],
+    peers: dict[tuple[str, str], tuple[str, str]],
+    width: dict[str, int],
+) -> list[Finding]:
+    """What low_flow_entropy finds from `_pair_rows`' rows of one tick."""
     min_samples = int(ctx.t("low_flow_entropy.min_samples_per_pair"))
     jobs: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:

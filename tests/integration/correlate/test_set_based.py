@@ -108,6 +108,7 @@ CONVERTED = {
     "gpu_without_direct_nic",
     "hdfs_cross_idc_read",
     "hdfs_replica_violation",
+    "low_flow_entropy",
     "network_bound",
     "pcie_replays",
 }
