@@ -62,25 +62,24 @@ def impact(
     }
     during = valid_during(ts_param("lo"), ts_param("hi"), closed=True)
     pods_t = store.table("pod", final=True)
-    found = []  # (namespace, job) on its nodes/pods, through its ports
+    found = []  # its jobs: on its nodes/pods, and both ends of the flows through its ports
     if nodes or pods:
         found.append(
-            f"SELECT namespace, job FROM {pods_t} WHERE cluster = {{c:String}} AND job != '' "
-            f"AND (node IN {{nodes:Array(String)}} OR concat(namespace, '/', pod) IN {{pods:Array(String)}}) AND {during}"
+            f"SELECT DISTINCT 'pod', namespace, job, '', '' FROM {pods_t} WHERE cluster = {{c:String}} "
+            "AND job != '' AND (node IN {nodes:Array(String)} OR concat(namespace, '/', pod) IN "
+            f"{{pods:Array(String)}}) AND {during}"
         )
     if ports:
-        flows = (
+        found.append(
+            "SELECT DISTINCT 'flow', src_namespace, src_job, dst_namespace, dst_job "
             f"FROM {store.table('attributed_flow')} WHERE cluster = {{c:String}} "
             "AND ts >= {lo:DateTime64(3, 'UTC')} - INTERVAL 1 MINUTE AND ts <= {hi:DateTime64(3, 'UTC')} "
             "AND (switch, out_port) IN {ports:Array(Tuple(String, String))}"
         )
-        found.append(
-            "SELECT x.1, x.2 FROM (SELECT arrayJoin([(src_namespace, src_job), (dst_namespace, dst_job)]) AS x "
-            f"FROM (SELECT DISTINCT src_namespace, src_job, dst_namespace, dst_job {flows})) WHERE x.1 != '' AND x.2 != ''"
-        )
-    if found:
-        for ns, job in store.query_rows(f"SELECT DISTINCT * FROM ({' UNION ALL '.join(found)})", p):
-            jobs.add(f"{ns}/{job}")
+    for what, ns, job, ns2, job2 in store.query_rows(" UNION ALL ".join(found), p) if found else []:
+        for a, b in ((ns, job), (ns2, job2)) if what == "flow" else ((ns, job),):
+            if b and (a or what == "pod"):  # a pod's job (never ''), a flow's end with both
+                jobs.add(f"{a}/{b}")
     if not jobs:
         return Impact()
     p["jobs"] = sorted(tuple(j.split("/", 1)) for j in jobs)
