@@ -17,17 +17,18 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from telemetry.correlate.causes import effect_kinds, model, prefer_usual
+from telemetry.correlate.impact import Impact, impact
 from telemetry.correlate.kinds import kinds
 from telemetry.correlate.remediation import remediation, runbook
 from telemetry.problems import Problems
 from telemetry.records import FINDING, INCIDENT, INCIDENT_FINDING
 from telemetry.store import Store
-from telemetry.times import as_utc, ts_param, valid_during
+from telemetry.times import as_utc
 from telemetry.unionfind import DisjointSets
 
 log = logging.getLogger(__name__)
@@ -178,14 +179,18 @@ def refs(
     stack: list[Any] = [m.evidence]
     while stack:
         v = stack.pop()
-        if isinstance(v, Mapping):
+        if isinstance(v, str):
+            if _ENTITY.match(v) and not _TIME.match(v):
+                n = _norm(v)
+                out.add(n)
+                if n in peers:
+                    out.add("link/" + _link(v, peers[n]))
+        elif isinstance(v, dict):  # (the common Mapping, checked first: the ABC check is slow)
             stack.extend(v.values())
         elif isinstance(v, list | tuple):
             stack.extend(v)
-        elif isinstance(v, str) and _ENTITY.match(v) and not _TIME.match(v):
-            out.add(_norm(v))
-            if _norm(v) in peers:
-                out.add("link/" + _link(v, peers[_norm(v)]))
+        elif not isinstance(v, int | float) and isinstance(v, Mapping):
+            stack.extend(v.values())
     return out
 
 
@@ -240,6 +245,63 @@ def _components(items: list[Member], linked: Any) -> list[list[Member]]:
     return list(out.values())
 
 
+def _names(
+    m: Member,
+    peers: Mapping[str, str],
+    hypernodes: Mapping[str, str] | None,
+    consequences: set[str],
+    missing: set[str],
+) -> tuple[str, frozenset[str]]:
+    """`m`'s scope, and the names it shares with the findings of its cause (`refs`; a kind that
+    says a device's data is missing names its silent device, an effect its own node)."""
+    names = refs(m, peers, hypernodes)
+    if m.kind in missing:
+        names.add(f"silent/{_norm(m.subject)}")
+    elif m.kind in consequences:
+        names.add(f"silent/{_node(m)}")
+    return scope(m, peers, hypernodes), frozenset(names)
+
+
+class NameMemo:
+    """What `group` reads of each finding (`_names`), kept across calls: a finding seen again
+    with the same kind, subject and evidence (only its time moved) is not read again. It holds
+    for one set of peers, HyperNodes and consequence kinds: others (not the same objects) clear
+    it."""
+
+    def __init__(self) -> None:
+        self._by: dict[str, tuple[Member, str, frozenset[str]]] = {}
+        self._for: tuple[Any, ...] = (object(),) * 3  # peers, HyperNodes, consequences
+
+    def names(
+        self,
+        m: Member,
+        peers: Mapping[str, str],
+        hypernodes: Mapping[str, str] | None,
+        consequences: set[str],
+        missing: set[str],
+    ) -> tuple[str, frozenset[str]]:
+        ctx = (peers, hypernodes, consequences)
+        if any(a is not b for a, b in zip(ctx, self._for, strict=True)):
+            self._by.clear()
+            self._for = ctx
+        hit = self._by.get(m.finding_id)
+        if hit is not None:
+            o = hit[0]
+            if (o.kind, o.subject_type, o.subject) == (
+                m.kind,
+                m.subject_type,
+                m.subject,
+            ) and o.evidence == m.evidence:
+                return hit[1], hit[2]
+        sc, names = _names(m, peers, hypernodes, consequences, missing)
+        self._by[m.finding_id] = (m, sc, names)
+        return sc, names
+
+    def forget(self, finding_ids: Iterable[str]) -> None:
+        for fid in finding_ids:
+            self._by.pop(fid, None)
+
+
 def group(
     members: Iterable[Member],
     *,
@@ -247,24 +309,26 @@ def group(
     gap: timedelta,
     peers: Mapping[str, str] | None = None,
     hypernodes: Mapping[str, str] | None = None,
+    memo: NameMemo | None = None,
 ) -> list[Group]:
     """Group findings by root cause. Causes (kinds not in `consequences`) that share a scope and
     overlap in time (within `gap`) are one incident. A consequence joins the incident whose member
     it shares a name with (its evidence names the cause's subject, or both name the same port)
     over the longest common time, directly or through another consequence; a consequence that
-    names no cause is an incident of its own (grouped by scope like causes)."""
-    peers = peers or {}
+    names no cause is an incident of its own (grouped by scope like causes). `memo`: the names
+    read of each finding by an earlier call (IncidentTracker keeps one)."""
+    peers = peers if peers is not None else {}
     ms = sorted(members, key=lambda m: (m.first_seen, m.kind, m.subject, m.finding_id))
-    scopes = {m.finding_id: scope(m, peers, hypernodes) for m in ms}
-    names = {m.finding_id: refs(m, peers, hypernodes) for m in ms}
     # a kind that says a device's data is missing (kinds.yaml `missing_data`) explains the
     # effects seen on its silent device: they join its incident
     missing = {k.name for k in kinds().values() if k.missing_data}
+    read = memo.names if memo is not None else _names
+    scopes: dict[str, str] = {}
+    names: dict[str, frozenset[str]] = {}
     for m in ms:
-        if m.kind in missing:
-            names[m.finding_id].add(f"silent/{_norm(m.subject)}")
-        elif m.kind in consequences:
-            names[m.finding_id].add(f"silent/{_node(m)}")
+        scopes[m.finding_id], names[m.finding_id] = read(
+            m, peers, hypernodes, consequences, missing
+        )
 
     def same_cause(a: Member, b: Member) -> bool:
         return scopes[a.finding_id] == scopes[b.finding_id] and _overlap(a, b, gap) is not None
@@ -324,13 +388,6 @@ def _fresh_id(cluster: str, root: Member, taken: set[str]) -> str:
         key = f"{incident_id(cluster, root)}\x1f{n}"
         iid = hashlib.sha1(key.encode()).hexdigest()[:20]
     return iid
-
-
-@dataclass
-class Impact:
-    jobs: list[str] = field(default_factory=list)  # namespace/job
-    tenants: list[str] = field(default_factory=list)
-    gpus: int = 0
 
 
 @dataclass
@@ -418,77 +475,6 @@ class Incident:
         }
 
 
-def impact(store: Store, cluster: str, g: Group) -> Impact:
-    """The jobs (and their tenants and GPUs) an incident touches: jobs it names, jobs with pods
-    on the nodes of its GPUs/NICs/nodes, and jobs whose flows left through its ports, while it
-    lasted (inventory as of that span)."""
-    nodes: set[str] = set()
-    pods: set[str] = set()
-    jobs: set[str] = set()
-    ports: set[tuple[str, ...]] = set()
-    for m in g.members:
-        if m.subject_type in ("gpu", "nic", "node"):
-            nodes.add(m.subject.split("/")[0])
-        elif m.subject_type == "job":
-            jobs.add(m.subject)
-        elif m.subject_type == "flow" and "->" in m.subject:
-            pods.update(p for p in m.subject.split("->") if "/" in p)
-        elif m.subject_type == "port" and ":" in m.subject:
-            ports.add(tuple(m.subject.split(":", 1)))
-        nodes.update(n for n in m.evidence.get("nodes", []) if isinstance(n, str))
-        pods.update(p for p in m.evidence.get("pods", []) if isinstance(p, str))
-    p: dict[str, Any] = {
-        "c": cluster,
-        "lo": g.first_seen,
-        "hi": g.last_seen,
-        "nodes": sorted(nodes),
-        "pods": sorted(pods),
-        "ports": sorted(ports),
-    }
-    during = valid_during(ts_param("lo"), ts_param("hi"), closed=True)
-    pods_t = store.table("pod", final=True)
-    if nodes or pods:
-        for ns, job in store.query_rows(
-            f"SELECT DISTINCT namespace, job FROM {pods_t} WHERE cluster = {{c:String}} AND job != '' "
-            f"AND (node IN {{nodes:Array(String)}} OR concat(namespace, '/', pod) IN {{pods:Array(String)}}) AND {during}",
-            p,
-        ):
-            jobs.add(f"{ns}/{job}")
-    if ports:
-        for row in store.query_rows(
-            f"SELECT DISTINCT src_namespace, src_job, dst_namespace, dst_job FROM {store.table('attributed_flow')} "
-            "WHERE cluster = {c:String} AND ts >= {lo:DateTime64(3, 'UTC')} - INTERVAL 1 MINUTE "
-            "AND ts <= {hi:DateTime64(3, 'UTC')} AND (switch, out_port) IN {ports:Array(Tuple(String, String))}",
-            p,
-        ):
-            for ns, job in (row[:2], row[2:]):
-                if ns and job:
-                    jobs.add(f"{ns}/{job}")
-    if not jobs:
-        return Impact()
-    p["jobs"] = sorted(tuple(j.split("/", 1)) for j in jobs)
-    gpus = store.query_rows(
-        f"SELECT sum(n) FROM (SELECT namespace, pod, length(JSONExtractArrayRaw(argMax(gpus, valid_from))) AS n "
-        f"FROM {pods_t} WHERE cluster = {{c:String}} AND (namespace, job) IN {{jobs:Array(Tuple(String, String))}} "
-        f"AND {during} GROUP BY namespace, pod)",
-        p,
-    )
-    nss = sorted({j.split("/", 1)[0] for j in jobs})
-    p["nss"] = nss
-    tenant = dict(
-        store.query_rows(
-            f"SELECT namespace, argMax(tenant, valid_from) FROM {store.table('namespace', final=True)} "
-            "WHERE cluster = {c:String} AND namespace IN {nss:Array(String)} GROUP BY namespace",
-            p,
-        )
-    )
-    return Impact(
-        sorted(jobs),
-        sorted({tenant.get(ns) or ns for ns in nss}),
-        int(gpus[0][0] or 0) if gpus else 0,
-    )
-
-
 # --- tracking across evaluations -------------------------------------------------------------------
 
 
@@ -537,6 +523,7 @@ class IncidentTracker:
         self._written: dict[str, tuple[Any, ...]] = {}
         self._impact: dict[str, tuple[frozenset[Any], Impact]] = {}
         self._written_members: dict[str, dict[str, str]] = {}  # incident -> finding -> role
+        self._names = NameMemo()  # each finding's scope and names, read once while they hold
 
     def observe(self, now: datetime, findings: Sequence[Any]) -> list[Incident]:
         """After the evaluation at `now` wrote `findings` (ids set): regroup, write what changed.
@@ -587,6 +574,7 @@ class IncidentTracker:
             gap=self.hysteresis,
             peers=self._peers,
             hypernodes=self._hypernodes,
+            memo=self._names,
         )
         incidents = self._assign(groups)
         changed: list[Incident] = []
@@ -598,14 +586,20 @@ class IncidentTracker:
             key = frozenset(inc.group.roles.items())
             cached = self._impact.get(inc.incident_id)
             if cached is None or cached[0] != key:
-                cached = self._impact[inc.incident_id] = (
-                    key,
-                    impact(self.store, self.cluster, inc.group),
-                )
+                g = inc.group
+                blast = impact(self.store, self.cluster, g.members, g.first_seen, g.last_seen)
+                cached = self._impact[inc.incident_id] = (key, blast)
             inc.impact = cached[1]
             changed.append(inc)
-        changed = [i for i in changed if self._digest(i) != self._written.get(i.incident_id)]
-        self._write(changed, now)
+        stamp = datetime.now(UTC)
+        rows = []  # each incident's row, built once: written where it differs from the last
+        for inc in changed:
+            row = inc.row(stamp)
+            digest = self._digest(inc, row)
+            if digest != self._written.get(inc.incident_id):
+                rows.append((inc, row, digest))
+        self._write(rows)
+        changed = [inc for inc, _, _ in rows]
         self.open = {i.incident_id: i for i in incidents if i.state == "open" and not i.merged_into}
         live = {fid for i in self.open.values() for fid in i.group.roles}
         for inc in incidents:
@@ -613,6 +607,7 @@ class IncidentTracker:
                 for m in inc.group.members:
                     if m.finding_id not in live:  # (a merged one's findings live on elsewhere)
                         self.members.pop(m.finding_id, None)
+                        self._names.forget((m.finding_id,))
                 self._impact.pop(inc.incident_id, None)
                 self._written.pop(inc.incident_id, None)
         return changed
@@ -662,18 +657,20 @@ class IncidentTracker:
         return out
 
     @staticmethod
-    def _digest(inc: Incident) -> tuple[Any, ...]:
-        r = inc.row(datetime.now(UTC))
-        del r["updated_at"]
-        return (*r.values(), tuple(sorted(inc.group.roles.items())))
+    def _digest(inc: Incident, row: Mapping[str, Any]) -> tuple[Any, ...]:
+        """What `inc` writes (`row`, its `inc.row`), but when it was written."""
+        values = (v for k, v in row.items() if k != "updated_at")
+        return (*values, tuple(sorted(inc.group.roles.items())))
 
-    def _write(self, changed: list[Incident], now: datetime) -> None:
+    def _write(self, changed: list[tuple[Incident, dict[str, Any], tuple[Any, ...]]]) -> None:
+        """Write each incident's row (`inc.row`) and the memberships that changed; remember
+        its digest."""
         if not changed:
             return
-        stamp = datetime.now(UTC)
+        stamp = changed[0][1]["updated_at"]
         rows, members = [], []
-        for inc in changed:
-            rows.append(inc.row(stamp))
+        for inc, row, digest in changed:
+            rows.append(row)
             before = self._written_members.get(inc.incident_id, {})
             now_members = {} if inc.merged_into else inc.group.roles
             for m in inc.group.members:
@@ -683,7 +680,7 @@ class IncidentTracker:
                 elif fid not in now_members and fid in before:
                     members.append(self._member_row(inc, m, before[fid], 0, stamp))
             self._written_members[inc.incident_id] = dict(now_members)
-            self._written[inc.incident_id] = self._digest(inc)
+            self._written[inc.incident_id] = digest
         self.store.insert(INCIDENT, INCIDENT.to_arrow(rows))
         if members:
             self.store.insert(INCIDENT_FINDING, INCIDENT_FINDING.to_arrow(members))

@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 
 from telemetry.correlate.causes import effect_kinds
+from telemetry.correlate.impact import Impact
 from telemetry.correlate.incidents import (
     Group,
-    Impact,
     Incident,
     IncidentTracker,
     Member,
+    NameMemo,
     group,
     incident_id,
 )
@@ -140,6 +141,34 @@ def test_a_consequence_naming_two_causes_joins_the_one_it_overlaps_longest() -> 
     gs = group([stall, storm, ecn], consequences=CONSEQUENCES, gap=GAP)
     assert len(gs) == 2
     assert next(g for g in gs if g.root is stall).roles[ecn.finding_id] == "consequence"
+
+
+def _roots(gs: list[Group]) -> dict[str, str]:
+    return {fid: g.root.finding_id for g in gs for fid in g.roles}
+
+
+def test_a_memo_reads_a_finding_again_once_its_evidence_or_the_peers_change() -> None:
+    """Grouping with a NameMemo kept across calls (as IncidentTracker does) gives what grouping
+    without one gives: a finding seen again with other evidence (same id, a later time) moves
+    to the cause it names now, and new LLDP peers are read (not the memo's old links)."""
+    stall = m("nic_pcie_stall", "nic", "n3/mlx5_2", 0, 300)
+    storm = m("pfc_storm", "nic", "n8/mlx5_6", 0, 300, "critical")
+    ecn = m("ecn_hotspot", "port", "leaf2:Ethernet24", 0, 120, cnp_receivers=[{"nic": "n3/mlx5_2"}])
+    memo = NameMemo()  # it holds for the same peers (and consequences) only
+    kw: dict[str, Any] = {"consequences": CONSEQUENCES, "gap": GAP, "peers": {}}
+    first = group([stall, storm, ecn], memo=memo, **kw)
+    assert _roots(first)[ecn.finding_id] == stall.finding_id
+    seen = Member(**{**vars(ecn), "evidence": {"cnp_receivers": [{"nic": "n8/mlx5_6"}]}})
+    seen.last_seen += timedelta(seconds=60)
+    again = group([stall, storm, seen], memo=memo, **kw)
+    assert _roots(again)[ecn.finding_id] == storm.finding_id
+    assert _roots(again) == _roots(group([stall, storm, seen], **kw))
+    # one end of a link, then its peer: one incident once the peers say they are one link
+    a = m("link_flap", "port", "leaf1:Ethernet8", 0, 120, "critical")
+    b = m("link_flap", "port", "spine1:Ethernet3", 0, 120, "critical")
+    assert len(group([a, b], memo=memo, **kw)) == 2
+    peers = {"leaf1/Ethernet8": "spine1/Ethernet3", "spine1/Ethernet3": "leaf1/Ethernet8"}
+    assert len(group([a, b], memo=memo, **{**kw, "peers": peers})) == 1
 
 
 def test_a_consequence_without_a_cause_is_its_own_incident() -> None:
