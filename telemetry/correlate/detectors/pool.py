@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from telemetry.correlate.findings import Finding
@@ -212,6 +212,12 @@ def _idle_finding(
 
 # set-based (Context.ticks): the per-tick form's reads, each once over the judged ticks
 Key = tuple[str, str]
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _at_ms(ms: int) -> datetime:
+    """Epoch milliseconds (a tick) as a UTC datetime, exactly."""
+    return EPOCH + timedelta(milliseconds=ms)
 
 
 def _idle_over(
@@ -231,8 +237,8 @@ def _idle_over(
         raise ValueError(f"ticks off the {step} ms grid: {ticks[:3]}")
     only = ""
     params: dict[str, Any] = {
-        "lo_ms": ticks[0] - span_ms,
-        "hi_ms": ticks[-1],
+        "lo": _at_ms(ticks[0] - span_ms),
+        "hi": _at_ms(ticks[-1]),
         "ticks": ticks,
         "floor": float(ctx.t("pool.busy_utilization_floor")),
         "slack": int(2 * float(ctx.t("sliding.interval_seconds")) * 1000),
@@ -258,7 +264,7 @@ def _idle_over(
                        ifNull(peak >= {{floor:Float64}}, 0) AS busy
                 FROM {ctx.table("gpu_sample")}
                 WHERE cluster = {{cluster:String}} AND pod != '' {only}
-                  AND {ms} >= {{lo_ms:Int64}} AND {ms} < {{hi_ms:Int64}}
+                  AND ts >= {{lo:DateTime64(3, 'UTC')}} AND ts < {{hi:DateTime64(3, 'UTC')}}
                 GROUP BY namespace, pod, b))
         ARRAY JOIN arrayMap(i -> i * {step}, range(
             intDiv(greatest(b, ifNull(prev_busy + {span_ms}, 0)), {step}) + 1,
@@ -319,9 +325,9 @@ def _last_busy_over(
               FROM {ctx.table("gpu_sample")}
               WHERE cluster = {{cluster:String}}
                 AND (namespace, pod) IN {{names:Array(Tuple(String, String))}}
-                AND toUnixTimestamp64Milli(ts) < {{hi_ms:Int64}})
+                AND ts < {{hi:DateTime64(3, 'UTC')}})
         GROUP BY namespace, pod""",
-        {"names": names, "hi_ms": hi_ms, "floor": float(ctx.t("pool.busy_utilization_floor"))},
+        {"names": names, "hi": _at_ms(hi_ms), "floor": float(ctx.t("pool.busy_utilization_floor"))},
     )
     return {(r["namespace"], r["pod"]): (r["before"], r["first"], r["busy_ts"]) for r in rows}
 
