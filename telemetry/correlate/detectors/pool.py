@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector, over_ticks
 from telemetry.correlate.timebase import by_tick, interval_ms
 from telemetry.pool import Gang, place_gang
-from telemetry.times import as_of, as_utc, valid_during
+from telemetry.times import EPOCH, as_of, as_utc, valid_during
 
 AT = "{we:DateTime64(3, 'UTC')}"
 
@@ -212,7 +212,6 @@ def _idle_finding(
 
 # set-based (Context.ticks): the per-tick form's reads, each once over the judged ticks
 Key = tuple[str, str]
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _at_ms(ms: int) -> datetime:
