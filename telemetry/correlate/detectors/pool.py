@@ -4,18 +4,22 @@ their deserved share while another queue sits below its guarantee with gangs wai
 
 They read the inventory as of the window's end (pods, nodes, podgroups, queues, priority
 classes) and the GPU samples of the window; thresholds under `pool:` in thresholds.yaml.
+gpu_idle_allocated also has a set-based form (`gpu_idle_allocated_over`): each of its reads
+once over many ticks, judged as the per-tick form judges each.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from telemetry.correlate.findings import Finding
-from telemetry.correlate.registry import Context, detector
+from telemetry.correlate.registry import Context, detector, over_ticks
+from telemetry.correlate.timebase import by_tick, interval_ms
 from telemetry.pool import Gang, place_gang
-from telemetry.times import as_of, as_utc
+from telemetry.times import EPOCH, as_of, as_utc, valid_during
 
 AT = "{we:DateTime64(3, 'UTC')}"
 
@@ -165,34 +169,255 @@ def gpu_idle_allocated(ctx: Context) -> list[Finding]:
         if p is None or p["phase"] != "Running":
             continue  # the pod is gone: its GPUs are free again
         since = _last_busy(ctx, ns, pod)
-        idle_s = (ctx.window.end - since).total_seconds()
-        wasted = r["gpus"] * idle_s / 3600.0
-        q = _pod_queue(queue_of, p)
-        out.append(
-            Finding(
-                "gpu_idle_allocated",
-                "pool",
-                "warning",
-                "pod",
-                f"{ns}/{pod}",
-                f"pod {ns}/{pod} (job {p['job'] or '-'}, queue {q or '-'}) holds {r['gpus']} GPU(s) "
-                f"on {p['node']} below {ctx.t('pool.busy_utilization_floor'):.0%} utilization for "
-                f"{idle_s / 60:.0f} min: {wasted:.1f} GPU-hours idle",
-                {
-                    "namespace": ns,
-                    "pod": pod,
-                    "job": p["job"],
-                    "queue": q,
-                    "node": p["node"],
-                    "priority_class": p["priority_class"],
-                    "purpose": purpose.get(p["priority_class"], ""),
-                    "gpus": int(r["gpus"]),
-                    "peak_utilization": float(r["peak"]),
-                    "idle_since": since.isoformat(),
-                    "idle_gpu_hours": round(wasted, 3),
-                },
+        out.append(_idle_finding(ctx, r, p, purpose, _pod_queue(queue_of, p), since))
+    return out
+
+
+def _idle_finding(
+    ctx: Context,
+    r: dict[str, Any],
+    p: dict[str, Any],
+    purpose: dict[str, str],
+    q: str,
+    since: datetime,
+) -> Finding:
+    """The finding on idle pod `p` (its idle row `r`, idle since `since`) at the window's end."""
+    ns, pod = p["namespace"], p["pod"]
+    idle_s = (ctx.window.end - since).total_seconds()
+    wasted = r["gpus"] * idle_s / 3600.0
+    return Finding(
+        "gpu_idle_allocated",
+        "pool",
+        "warning",
+        "pod",
+        f"{ns}/{pod}",
+        f"pod {ns}/{pod} (job {p['job'] or '-'}, queue {q or '-'}) holds {r['gpus']} GPU(s) "
+        f"on {p['node']} below {ctx.t('pool.busy_utilization_floor'):.0%} utilization for "
+        f"{idle_s / 60:.0f} min: {wasted:.1f} GPU-hours idle",
+        {
+            "namespace": ns,
+            "pod": pod,
+            "job": p["job"],
+            "queue": q,
+            "node": p["node"],
+            "priority_class": p["priority_class"],
+            "purpose": purpose.get(p["priority_class"], ""),
+            "gpus": int(r["gpus"]),
+            "peak_utilization": float(r["peak"]),
+            "idle_since": since.isoformat(),
+            "idle_gpu_hours": round(wasted, 3),
+        },
+    )
+
+
+# set-based (Context.ticks): the per-tick form's reads, each once over the judged ticks
+Key = tuple[str, str]
+
+
+def _at_ms(ms: int) -> datetime:
+    """Epoch milliseconds (a tick) as a UTC datetime, exactly."""
+    return EPOCH + timedelta(milliseconds=ms)
+
+
+def _idle_over(
+    ctx: Context, span_ms: int, ticks: list[int], names: list[Key] | None = None
+) -> dict[int, dict[Key, dict[str, Any]]]:
+    """Per tick of `ticks` (epoch ms), _idle_pods over its trailing `span_ms` (`names`: only
+    those pods), in one statement. The samples are first reduced per pod and interval of
+    gcd(tick step, span) ms: an interval lies wholly inside a tick's window or wholly out. An
+    interval whose peak reaches the floor (busy) is in no idle window; any other stands for the
+    ticks whose window holds it and no busy interval of its pod: those after the last busy
+    interval before it by more than the span and up to the next busy one after it. So an
+    interval row is repeated only for the ticks where its pod may be idle, not every tick whose
+    window holds it; the ticks' groups are the per-tick statement's, over the same samples."""
+    step = interval_ms(ctx)
+    width = math.gcd(step, span_ms)
+    if any(t % step for t in ticks):
+        raise ValueError(f"ticks off the {step} ms grid: {ticks[:3]}")
+    only = ""
+    params: dict[str, Any] = {
+        "lo": _at_ms(ticks[0] - span_ms),
+        "hi": _at_ms(ticks[-1]),
+        "ticks": ticks,
+        "floor": float(ctx.t("pool.busy_utilization_floor")),
+        "slack": int(2 * float(ctx.t("sliding.interval_seconds")) * 1000),
+    }
+    if names is not None:
+        only = "AND (namespace, pod) IN {names:Array(Tuple(String, String))}"
+        params["names"] = names
+    ms = "toUnixTimestamp64Milli(ts)"
+    rows = ctx.rows(
+        f"""
+        SELECT tick, namespace, pod, uniqExactMerge(g) AS gpus, max(peak) AS peak,
+               min(first) AS first_ts
+        FROM (
+            SELECT *,
+                   max(if(busy, b, NULL)) OVER (PARTITION BY namespace, pod ORDER BY b
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_busy,
+                   min(if(busy, b, NULL)) OVER (PARTITION BY namespace, pod ORDER BY b
+                       ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS next_busy
+            FROM (
+                SELECT namespace, pod, intDiv({ms}, {width}) * {width} AS b,
+                       max(utilization_ratio) AS peak, min(ts) AS first,
+                       uniqExactState(node, gpu) AS g,
+                       ifNull(peak >= {{floor:Float64}}, 0) AS busy
+                FROM {ctx.table("gpu_sample")}
+                WHERE cluster = {{cluster:String}} AND pod != '' {only}
+                  AND ts >= {{lo:DateTime64(3, 'UTC')}} AND ts < {{hi:DateTime64(3, 'UTC')}}
+                GROUP BY namespace, pod, b))
+        ARRAY JOIN arrayMap(i -> i * {step}, range(
+            intDiv(greatest(b, ifNull(prev_busy + {span_ms}, 0)), {step}) + 1,
+            intDiv(least(b + {span_ms}, ifNull(next_busy, b + {span_ms})), {step}) + 1)) AS tick
+        WHERE NOT busy AND tick IN {{ticks:Array(Int64)}}
+        GROUP BY tick, namespace, pod
+        HAVING peak IS NOT NULL AND peak < {{floor:Float64}}
+           AND toUnixTimestamp64Milli(first_ts) <= tick - {span_ms} + {{slack:UInt64}}""",
+        params,
+    )
+    out: dict[int, dict[Key, dict[str, Any]]] = defaultdict(dict)
+    for r in rows:
+        out[r["tick"]][(r["namespace"], r["pod"])] = r
+    return out
+
+
+def _asof_ticks(
+    ctx: Context,
+    kind: str,
+    cols: str,
+    ticks: list[int],
+    where: str = "1",
+    params: dict[str, Any] | None = None,
+) -> dict[int, list[dict[str, Any]]]:
+    """_asof at each of `ticks` (epoch ms): the rows of versions valid at each, in one read."""
+    at = "fromUnixTimestamp64Milli(k, 'UTC')"
+    out: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in ctx.rows(
+        f"""
+        SELECT tick, {cols} FROM {ctx.table(kind, final=True)}
+        ARRAY JOIN arrayFilter(k -> {as_of(at)}, {{at_ticks:Array(Int64)}}) AS tick
+        WHERE cluster = {{cluster:String}} AND {where}
+          AND {
+            valid_during(
+                "fromUnixTimestamp64Milli({at_lo:Int64}, 'UTC')",
+                "fromUnixTimestamp64Milli({at_hi:Int64}, 'UTC')",
+                closed=True,
             )
+        }""",
+        {**(params or {}), "at_ticks": ticks, "at_lo": ticks[0], "at_hi": ticks[-1]},
+    ):
+        out[r.pop("tick")].append(r)
+    return out
+
+
+def _last_busy_over(
+    ctx: Context, names: list[Key], hi_ms: int
+) -> dict[Key, tuple[Any, Any, list[Any]]]:
+    """For _last_busy at any tick up to `hi_ms`: per pod of `names`, its last busy sample
+    before the window's start, its first sample, and its busy samples from the window's start
+    to `hi_ms` (one read for every tick)."""
+    rows = ctx.rows(
+        f"""
+        SELECT namespace, pod, maxIf(ts, busy AND ts < {{ws:DateTime64(3, 'UTC')}}) AS before,
+               min(ts) AS first,
+               arraySort(groupArrayIf(ts, busy AND ts >= {{ws:DateTime64(3, 'UTC')}})) AS busy_ts
+        FROM (SELECT namespace, pod, ts, utilization_ratio >= {{floor:Float64}} AS busy
+              FROM {ctx.table("gpu_sample")}
+              WHERE cluster = {{cluster:String}}
+                AND (namespace, pod) IN {{names:Array(Tuple(String, String))}}
+                AND ts < {{hi:DateTime64(3, 'UTC')}})
+        GROUP BY namespace, pod""",
+        {"names": names, "hi": _at_ms(hi_ms), "floor": float(ctx.t("pool.busy_utilization_floor"))},
+    )
+    return {(r["namespace"], r["pod"]): (r["before"], r["first"], r["busy_ts"]) for r in rows}
+
+
+def _since(row: tuple[Any, Any, list[Any]], tick: datetime) -> datetime:
+    """_last_busy at `tick` from _last_busy_over's row."""
+    before, first, busy_ts = row
+    busy = max([as_utc(before)] + [b for b in map(as_utc, busy_ts) if b < tick])
+    return busy if busy.timestamp() > 0 else as_utc(first)
+
+
+@over_ticks("gpu_idle_allocated")
+def gpu_idle_allocated_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    at = by_tick(ctx)
+    span = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+    idle = _idle_over(ctx, span, sorted(at))
+    if not idle:
+        return {}
+    ticks = sorted(idle)
+    names = sorted({k for found in idle.values() for k in found})
+    pods = {
+        t: {(p["namespace"], p["pod"]): p for p in rows}
+        for t, rows in _asof_ticks(
+            ctx,
+            "pod",
+            "namespace, pod, node, phase, job, podgroup, priority_class, gpu_model, "
+            "coalesce(gpu_requests, 0) AS gpus",
+            ticks,
+            "(namespace, pod) IN {names:Array(Tuple(String, String))}",
+            {"names": names},
+        ).items()
+    }
+    purposes = {
+        t: {r["priority_class"]: r["purpose"] for r in rows}
+        for t, rows in _asof_ticks(ctx, "priority_class", "priority_class, purpose", ticks).items()
+    }
+    longer: dict[str, float] = ctx.t("pool.idle_allocated_seconds_by_purpose") or {}
+    # a purpose with a longer grace (Interactive) must have been idle for that long: one read
+    # per such purpose over the ticks where one of its pods is idle
+    for purp, secs in longer.items():
+        if float(secs) * 1000 <= span:
+            continue
+        need = {
+            (t, k)
+            for t in ticks
+            for k in idle[t]
+            if purposes.get(t, {}).get(pods.get(t, {}).get(k, {}).get("priority_class", "")) == purp
+        }
+        if not need:
+            continue
+        still = _idle_over(
+            ctx,
+            round(float(secs) * 1000),
+            sorted({t for t, _ in need}),
+            sorted({k for _, k in need}),
         )
+        for t, k in need:
+            if k not in still.get(t, {}):
+                idle[t].pop(k)
+    running = {
+        t: [
+            (k, pods[t][k])
+            for k in sorted(found)
+            if pods.get(t, {}).get(k, {}).get("phase") == "Running"
+        ]
+        for t, found in idle.items()
+    }
+    held = sorted({k for found in running.values() for k, _ in found})
+    if not held:
+        return {}
+    busy = _last_busy_over(ctx, held, ticks[-1])
+    need_q = sorted(t for t, found in running.items() if found)
+    jobs = _asof_ticks(ctx, "job", "namespace, job, queue", need_q)
+    groups = _asof_ticks(ctx, "podgroup", "namespace, podgroup, queue", need_q)
+    out: dict[datetime, list[Finding]] = {}
+    for t in need_q:
+        c = ctx.at(at[t])
+        queue_of = {(r["namespace"], r["job"]): r["queue"] for r in jobs.get(t, [])}
+        for r in groups.get(t, []):
+            queue_of[(r["namespace"], r["podgroup"])] = r["queue"]
+        out[at[t]] = [
+            _idle_finding(
+                c,
+                idle[t][k],
+                p,
+                purposes.get(t, {}),
+                _pod_queue(queue_of, p),
+                _since(busy[k], at[t]),
+            )
+            for k, p in running[t]
+        ]
     return out
 
 

@@ -104,6 +104,7 @@ CONVERTED = {
     "dci_near_capacity",
     "cross_tenant_rdma",
     "ecmp_imbalance",
+    "gpu_idle_allocated",
     "gpu_memory_degraded",
     "gpu_without_direct_nic",
     "hdfs_cross_idc_read",
@@ -123,8 +124,10 @@ def test_some_detectors_have_a_set_based_form() -> None:
 def test_every_set_based_form_judges_as_the_loop(chdb_dsn: str, tmp_path: Path) -> None:
     """Only the detectors with a set-based form, each path on its own copy of one scenario whose
     servers' odd GPUs are declared without a NIC on their PCIe switch (gpu_without_direct_nic),
-    network_bound's limits lowered until its jobs qualify, and the DCI links' background load
-    (a fifth of capacity) counted as near capacity (the DCI fault comes after these six minutes)."""
+    network_bound's limits lowered until its jobs qualify, the DCI links' background load (a
+    fifth of capacity) counted as near capacity (the DCI fault comes after these six minutes), and
+    a pod's GPUs idle under 80 % busy for a minute (gpu_idle_allocated: the training steps'
+    pauses)."""
     only = sorted(n for n, d in detectors().items() if d.over)
     kw: dict[str, Any] = {
         "no_direct_nic": (1, 3, 5, 7),
@@ -133,6 +136,7 @@ def test_every_set_based_form_judges_as_the_loop(chdb_dsn: str, tmp_path: Path) 
             "network_bound": {"gpu_idle_ratio": 1.01, "port_utilization": 0.3},
             "dci": {"near_capacity_ratio": 0.1},
             "gpu": {"uncorrected_ecc_errors": 1, "pcie_replays_per_minute": -1},
+            "pool": {"busy_utilization_floor": 0.8, "idle_allocated_seconds": 60},
         },
     }
     oracle = correlated(chdb_dsn, tmp_path / "a", "harsh", True, **kw)

@@ -1,15 +1,19 @@
 """Pool detectors on the real embedded store: 4 H100 nodes with 4 GPUs each held (16 free over
 4 nodes), an empty A100 node; an 8-per-node gang blocked, a 4-per-node gang that fits; one idle
 holder, one idle notebook inside its longer grace; a queue over its deserved share while the
-blocked gang's queue is under its guarantee."""
+blocked gang's queue is under its guarantee. gpu_idle_allocated's set-based form judges as its
+per-tick form, tick by tick."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from telemetry.correlate import Correlator
 from telemetry.correlate import findings as fstore
+from telemetry.correlate.registry import Context, Window, detectors
+from telemetry.correlate.thresholds import default_thresholds, merge_thresholds
 from telemetry.records import GPU_SAMPLE, JOB, NODE, POD, PODGROUP, PRIORITY_CLASS, QUEUE
 from telemetry.store import Store
 from tests.integration.pool.test_accounting import C, inv, ms, pclass, queue, t0
@@ -31,7 +35,14 @@ def podgroup(ns: str, name: str, queue: str, members: int, gpus: int, start: dat
                unschedulable=True, reason="NotEnoughResources: 2/2 tasks in gang unschedulable")  # fmt: skip
 
 
-def fill(store: Store, s: datetime, minutes: int) -> None:
+def fill(
+    store: Store,
+    s: datetime,
+    minutes: int,
+    busy: Callable[[str, int], float | None] = lambda pod, i: None,
+) -> None:
+    """`busy(pod, i)`: the utilization of `pod`'s GPUs at sample i (10 s apart) where not None,
+    in place of its own."""
     early = s - timedelta(hours=1)
     nodes = [f"h{i}" for i in range(4)]
     rows: dict[Any, list[dict[str, Any]]] = {
@@ -65,7 +76,8 @@ def fill(store: Store, s: datetime, minutes: int) -> None:
                     {"ts": ms(s + timedelta(seconds=10 * i)), "cluster": C, "node": n, "gpu": g,
                      "uuid": f"{n}-{g}", "mig": "", "model": H100, "pci_bus_id": "",
                      "pod": f"fill-{k}" if held else "", "namespace": "team-x" if held else "",
-                     "up": 1, "utilization_ratio": util[f"fill-{k}"] if held else 0.0}
+                     "up": 1, "utilization_ratio": (busy(f"fill-{k}", i) if held else None)
+                     or (util[f"fill-{k}"] if held else 0.0)}
                 )  # fmt: skip
     rows[GPU_SAMPLE] = samples
     for kind, rs in rows.items():
@@ -94,3 +106,51 @@ def test_pool_findings(store: Store) -> None:
     ev = got[("queue_over_guarantee_starving", "q-a")]["evidence"]
     assert ev["over_deserved"] == {"q-over": {"allocated_gpus": 16, "deserved_gpus": 4}}
     assert ev["waiting_gangs"] == ["team-a/big"]
+
+
+def test_idle_allocated_set_based_judges_as_the_loop(store: Store) -> None:
+    """Over 5 minutes of ticks: fill-0 busy for its first minute, then idle (found once its 120 s
+    window holds no busy sample, idle since its last busy one); the notebook fill-1 idle all
+    along but found only once 240 s (its purpose's grace) of samples lie behind the tick; a pod
+    idle on the A100 node that ends (Succeeded) after 150 s: found while it runs, not after. The
+    set-based form (one evaluation over every tick) finds what the per-tick form finds at each."""
+    s = t0()
+    fill(store, s, minutes=5, busy=lambda pod, i: 0.9 if pod == "fill-0" and i < 6 else None)
+    gone, early = s + timedelta(seconds=150), s - timedelta(hours=1)
+    store.insert(POD, POD.to_arrow([
+        {**pod("team-x", "gone", "a0", "Running", 1, job="fill", start=early),
+         "valid_to": ms(gone)},
+        pod("team-x", "gone", "a0", "Succeeded", 1, job="fill", start=gone),
+    ]))  # fmt: skip
+    store.insert(GPU_SAMPLE, GPU_SAMPLE.to_arrow([
+        {"ts": ms(s + timedelta(seconds=10 * i)), "cluster": C, "node": "a0", "gpu": 0,
+         "uuid": "a0-0", "mig": "", "model": A100, "pci_bus_id": "", "pod": "gone",
+         "namespace": "team-x", "up": 1, "utilization_ratio": 0.0}
+        for i in range(16)
+    ]))  # fmt: skip
+    th = merge_thresholds(default_thresholds(), {"pool": {
+        "idle_allocated_seconds": 120, "idle_allocated_seconds_by_purpose": {"Interactive": 240}}})  # fmt: skip
+    spec = detectors()["gpu_idle_allocated"]
+    assert spec.over is not None
+    ticks = [s + timedelta(seconds=10 * i) for i in range(1, 31)]
+    span = timedelta(seconds=120)
+    loop = {}
+    for t in ticks:
+        if found := spec.fn(Context(store, Window(t - span, t), th, C)):
+            loop[t] = found
+    over = spec.over(Context(store, Window(ticks[0] - span, ticks[-1]), th, C, ticks=tuple(ticks)))
+    assert {t: [repr(f) for f in fs] for t, fs in over.items()} == {
+        t: [repr(f) for f in fs] for t, fs in loop.items()
+    }
+
+    def seen_at(subject: str) -> list[int]:
+        return sorted((t - s).seconds for t, fs in loop.items() for f in fs if f.subject == subject)
+
+    seen = {f.subject for fs in loop.values() for f in fs}
+    assert seen == {"team-x/fill-0", "team-x/fill-1", "team-x/gone"}
+    assert seen_at("team-x/fill-0")[0] == 180  # the busy sample at 50 s leaves the window
+    assert seen_at("team-x/fill-1")[0] == 220  # 240 s back, less the 20 s slack
+    assert seen_at("team-x/gone") == [100, 110, 120, 130, 140]  # Succeeded as of 150 s
+    (f,) = [f for f in loop[ticks[-1]] if f.subject == "team-x/fill-0"]
+    assert f.evidence["idle_since"] == (s + timedelta(seconds=50)).isoformat()
+    assert (f.evidence["gpus"], f.evidence["queue"]) == (4, "q-over")
