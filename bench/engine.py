@@ -181,7 +181,9 @@ def main() -> None:
     ap.add_argument("--follow-ticks", type=int, default=8, help="live ticks timed (median)")
     ap.add_argument("--modes", default="per_tick,set_based")
     a = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-engine-") as tmp:
+    # the embedded engine keeps writing under its path until the process ends: what it still
+    # writes there while the folder is removed is left, never a traceback after the figures
+    with tempfile.TemporaryDirectory(prefix="bench-engine-", ignore_cleanup_errors=True) as tmp:
         dsn = f"chdb://{tmp}/store"
         t = time.perf_counter()
         sim = ingest(dsn, a.scenario, a.nodes, a.minutes, Path(tmp))
