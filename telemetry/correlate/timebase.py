@@ -54,6 +54,12 @@ def lead_ms(ctx: Context) -> int:
     )
 
 
+def lookback_ms(ctx: Context) -> int:
+    """Set-based evaluation (Context.ticks): the span of each judged tick's trailing window, ms
+    (from the context's window start to its first tick)."""
+    return round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+
+
 def _limit(ctx: Context) -> str:
     """SQL: how long a sample stands for its series, given `spacing` (ms, its median delta)."""
     k = float(ctx.t("time.stale_after_spacings"))
@@ -101,7 +107,7 @@ def aligned_sql(
     ws_ms = "toUnixTimestamp64Milli({ws:DateTime64(3, 'UTC')})"
     we_ms = "toUnixTimestamp64Milli({we:DateTime64(3, 'UTC')})"
     if over:
-        lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+        lookback = lookback_ms(ctx)
         join = tick_join(ctx, kind, lead=lead_ms(ctx))
         where = (
             f"({where}) AND tick IN {{ticks:Array(Int64)}}"
@@ -161,7 +167,7 @@ def covered_sql(
     k = _cols(keys)
     tick, join, first = "", "", f"{col} >= {{ws:DateTime64(3, 'UTC')}}"
     if over:
-        lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+        lookback = lookback_ms(ctx)
         tick, join = "tick, ", tick_join(ctx, kind, lead=lead_ms(ctx))
         where = (
             f"({where}) AND tick IN {{ticks:Array(Int64)}}"
@@ -225,7 +231,7 @@ def counter_sql(
     ticks, first, held = "", "t >= toUnixTimestamp64Milli({ws:DateTime64(3, 'UTC')})", "prev_t >= 0"
     out = k
     if over:
-        lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+        lookback = lookback_ms(ctx)
         ticks = tick_join(ctx, kind, "t")
         first = "tick IN {ticks:Array(Int64)}"
         held = f"prev_t >= tick - {lookback + lead_ms(ctx)}"
@@ -314,7 +320,7 @@ def tick_join(
     tick_params()."""
     col = ms or f"toUnixTimestamp64Milli(`{KINDS[kind].time_field}`)"
     step = interval_ms(ctx)
-    lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000) + lead
+    lookback = lookback_ms(ctx) + lead
     if span is not None:
         lookback = span
     return (
@@ -390,6 +396,7 @@ __all__ = [
     "covered_sql",
     "interval_ms",
     "lead_ms",
+    "lookback_ms",
     "per_tick",
     "per_tick_later",
     "rows_at",

@@ -11,7 +11,7 @@ from typing import Any
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector, over_ticks
 from telemetry.correlate.sql import ROLLUP_WINDOW, rollup_table
-from telemetry.correlate.timebase import per_tick, tick_join, tick_params
+from telemetry.correlate.timebase import lookback_ms, per_tick, tick_join, tick_params
 from telemetry.times import valid_during
 
 
@@ -49,7 +49,7 @@ def _bound_rows(
         else ""
     )
     if over:
-        params["lookback_ms"] = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+        params["lookback_ms"] = lookback_ms(ctx)
     jobs = ctx.rows(
         f"""
         WITH port_util AS (  -- busy ports only: a job qualifies through its busiest port

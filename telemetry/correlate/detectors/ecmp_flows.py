@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from telemetry.correlate.registry import Context
-from telemetry.correlate.timebase import by_tick, tick_join, tick_params
+from telemetry.correlate.timebase import by_tick, lookback_ms, tick_join, tick_params
 from telemetry.store import time_range
 from telemetry.times import valid_during
 
@@ -23,7 +23,7 @@ def _piled_sql(ctx: Context, *, over: bool) -> str:
     only = "(switch, out_port) IN {members:Array(Tuple(String, String))}"
     tick, on, flows_join, before_join = "", "", "", ""
     if over:
-        lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+        lookback = lookback_ms(ctx)
         since = round(float(ctx.t("ecmp.min_seconds")) * 1000)
         only = "(tick, switch, out_port) IN {tick_members:Array(Tuple(Int64, String, String))}"
         tick, on = "tick, ", "f.tick = b.tick AND "
@@ -217,7 +217,7 @@ def _started_since_at(
         return out
     at = by_tick(ctx)
     ms = {t: k for k, t in at.items()}
-    lookback = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+    lookback = lookback_ms(ctx)
     since = round(since_s * 1000)
     pods = ctx.table("pod")
     ws = f"fromUnixTimestamp64Milli(toInt64(tick - {lookback}), 'UTC')"

@@ -17,7 +17,7 @@ from typing import Any
 
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector, over_ticks
-from telemetry.correlate.timebase import by_tick, interval_ms
+from telemetry.correlate.timebase import by_tick, interval_ms, lookback_ms
 from telemetry.pool import Gang, place_gang
 from telemetry.times import EPOCH, as_of, as_utc, valid_during
 
@@ -341,7 +341,7 @@ def _since(row: tuple[Any, Any, list[Any]], tick: datetime) -> datetime:
 @over_ticks("gpu_idle_allocated")
 def gpu_idle_allocated_over(ctx: Context) -> dict[datetime, list[Finding]]:
     at = by_tick(ctx)
-    span = round((ctx.ticks[0] - ctx.window.start).total_seconds() * 1000)
+    span = lookback_ms(ctx)
     idle = _idle_over(ctx, span, sorted(at))
     if not idle:
         return {}
