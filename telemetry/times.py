@@ -97,20 +97,22 @@ def iso_to_ms(v: Any) -> int | None:
     return None if dt is None else int(dt.timestamp() * 1000)
 
 
+def from_ms(ms: float) -> datetime:
+    """Epoch milliseconds as a UTC datetime, exactly (no float seconds in between)."""
+    return EPOCH + timedelta(milliseconds=ms)
+
+
 def ms_to_iso(ms: int) -> str:
     """Epoch milliseconds as ISO 8601 UTC with milliseconds ('2026-11-21T10:02:00.000Z'), as
     iso_to_ms reads it back."""
-    return (
-        datetime.fromtimestamp(ms / 1000, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
+    return from_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 __all__ = [
     "EPOCH",
     "as_of",
     "as_utc",
+    "from_ms",
     "iso_to_ms",
     "ms_to_iso",
     "parse_iso",

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from telemetry.records import KINDS
 from telemetry.store import Store
-from telemetry.times import EPOCH
+from telemetry.times import EPOCH, from_ms
 
 
 class LateArrivals:
@@ -68,7 +68,7 @@ class LateArrivals:
                     if n > old.get(b, 0) and (b + 1) * self.step_ms <= limit
                 ]
                 if grew:
-                    out[kind] = EPOCH + timedelta(milliseconds=min(grew) * self.step_ms)
+                    out[kind] = from_ms(min(grew) * self.step_ms)
             self.counts[kind] = new
         self.checked = now
         return out

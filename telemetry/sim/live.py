@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -21,10 +21,7 @@ from telemetry.contracts import Batch, Sink, Transform
 from telemetry.correlate.clock import ManualClock
 from telemetry.pipeline import BaseSource, Pipeline
 from telemetry.sim.engine import Simulation
-
-
-def _utc_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, UTC)
+from telemetry.times import from_ms
 
 
 class _Due(BaseSource):
@@ -72,7 +69,7 @@ class LiveFeed:
     ) -> None:
         sim.chunk_steps = 1  # one chunk per step: records arrive per interval
         self.sim = sim
-        self.clock = clock or ManualClock(_utc_ms(sim.start_ms))
+        self.clock = clock or ManualClock(from_ms(sim.start_ms))
         self.lockstep = lockstep
         self._src = _Due()
         self.sinks = list(sinks)
@@ -105,7 +102,7 @@ class LiveFeed:
             self.rows += self.pipeline.run_once()
             for sink in self.sinks:  # in the store when the interval ends, not when a batch fills
                 sink.flush(force=True)
-            end = _utc_ms(end_ms)
+            end = from_ms(end_ms)
             if end > self.clock.now():
                 self.clock.set(end)
             if self.lockstep:
@@ -169,7 +166,7 @@ def latencies(truth: Any, findings: Sequence[Any]) -> list[Latency]:
             Latency(
                 g.id,
                 g.kind,
-                _utc_ms(g.start_ms),
+                from_ms(g.start_ms),
                 None if first is None else max(0.0, (first - g.start_ms) / 1000),
             )
         )

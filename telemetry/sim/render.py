@@ -22,6 +22,7 @@ import pyarrow as pa
 from telemetry.sim.engine import Simulation
 from telemetry.sim.fabric import GPU_BUS, netdev, rdma_device
 from telemetry.sim.hdfs import DN_PORT
+from telemetry.times import from_ms
 
 MAX_RENDER_NODES = 64
 Rows = dict[str, list[dict[str, Any]]]
@@ -68,7 +69,7 @@ def render_devices(sim: Simulation, out: Path, step: int | None = None) -> dict[
 
         raise UserError(f"--step {step}: the run has steps 0..{sim.steps - 1}")
     rows = _rows_at(sim, step)
-    end = _dt(sim.ts(step) + sim.dt * 1000)
+    end = from_ms(sim.ts(step) + sim.dt * 1000)
     hdfs = {
         "hdfs_transfer": [r for r in rows.get("hdfs_transfer", []) if r["ts"] < end],
         "hdfs_block_placement": [r for r in rows.get("hdfs_block_placement", []) if r["ts"] < end],
@@ -130,7 +131,7 @@ def render_step(
     written["hdfs"] += _hdfs(
         out / "hdfs", events.get("hdfs_transfer", []), events.get("hdfs_block_placement", [])
     )
-    end = _dt(at + sim.dt * 1000)
+    end = from_ms(at + sim.dt * 1000)
     written["hdfs"] += _jmx(
         out / "hdfs",
         [r for r in rows.get("hdfs_transfer", []) if r["ts"] < end],
@@ -375,10 +376,6 @@ def _appl_db(ports: list[dict[str, Any]], lldp: list[dict[str, Any]]) -> dict[st
             },
         }
     return db
-
-
-def _dt(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, UTC)
 
 
 def _hdfs(d: Path, transfers: list[dict[str, Any]], placements: list[dict[str, Any]]) -> int:

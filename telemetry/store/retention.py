@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from telemetry.errors import UserError
 from telemetry.records import KINDS
 from telemetry.store.rollups import rollups_of
+from telemetry.times import from_ms
 
 if TYPE_CHECKING:
     from telemetry.contracts import Batch
@@ -218,10 +219,6 @@ class Held:
         return out
 
 
-def _at(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, UTC)
-
-
 def held(store: Store) -> list[Held]:
     """Every record kind's table in `store` (the ones it has): rows, time range, TTL."""
     ttls = table_ttls(store, [k.table for k in KINDS.values()])
@@ -236,7 +233,7 @@ def held(store: Store) -> list[Held]:
     out = []
     for i, n, lo, hi in sorted(store.query_rows(sql)):
         k = kinds[int(i)]
-        first, last = (_at(lo), _at(hi)) if n else (None, None)
+        first, last = (from_ms(lo), from_ms(hi)) if n else (None, None)
         out.append(Held(k.table, int(n), first, last, ttls[k.table]))
     return out
 

@@ -19,7 +19,7 @@ from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, detector, over_ticks
 from telemetry.correlate.timebase import by_tick, interval_ms, lookback_ms
 from telemetry.pool import Gang, place_gang
-from telemetry.times import EPOCH, as_of, as_utc, valid_during
+from telemetry.times import as_of, as_utc, from_ms, valid_during
 
 AT = "{we:DateTime64(3, 'UTC')}"
 
@@ -214,11 +214,6 @@ def _idle_finding(
 Key = tuple[str, str]
 
 
-def _at_ms(ms: int) -> datetime:
-    """Epoch milliseconds (a tick) as a UTC datetime, exactly."""
-    return EPOCH + timedelta(milliseconds=ms)
-
-
 def _idle_over(
     ctx: Context, span_ms: int, ticks: list[int], names: list[Key] | None = None
 ) -> dict[int, dict[Key, dict[str, Any]]]:
@@ -236,8 +231,8 @@ def _idle_over(
         raise ValueError(f"ticks off the {step} ms grid: {ticks[:3]}")
     only = ""
     params: dict[str, Any] = {
-        "lo": _at_ms(ticks[0] - span_ms),
-        "hi": _at_ms(ticks[-1]),
+        "lo": from_ms(ticks[0] - span_ms),
+        "hi": from_ms(ticks[-1]),
         "ticks": ticks,
         "floor": float(ctx.t("pool.busy_utilization_floor")),
         "slack": int(2 * float(ctx.t("sliding.interval_seconds")) * 1000),
@@ -326,7 +321,11 @@ def _last_busy_over(
                 AND (namespace, pod) IN {{names:Array(Tuple(String, String))}}
                 AND ts < {{hi:DateTime64(3, 'UTC')}})
         GROUP BY namespace, pod""",
-        {"names": names, "hi": _at_ms(hi_ms), "floor": float(ctx.t("pool.busy_utilization_floor"))},
+        {
+            "names": names,
+            "hi": from_ms(hi_ms),
+            "floor": float(ctx.t("pool.busy_utilization_floor")),
+        },
     )
     return {(r["namespace"], r["pod"]): (r["before"], r["first"], r["busy_ts"]) for r in rows}
 
