@@ -36,14 +36,20 @@ def _asof(
     )
 
 
+# what the pool detectors read of a pod (as of a time)
+POD_COLS = (
+    "namespace, pod, node, phase, job, podgroup, priority_class, gpu_model, "
+    "coalesce(gpu_requests, 0) AS gpus"
+)
+
+
 def _pods(ctx: Context) -> list[dict[str, Any]]:
     return ctx.cached(  # type: ignore[no-any-return]
         "pool_pods",
         lambda: _asof(
             ctx,
             "pod",
-            "namespace, pod, node, phase, job, podgroup, priority_class, gpu_model, "
-            "coalesce(gpu_requests, 0) AS gpus",
+            POD_COLS,
         ),
     )
 
@@ -52,15 +58,20 @@ def _queue_of(ctx: Context) -> dict[tuple[str, str], str]:
     """(namespace, podgroup or job) -> queue, as of the window's end."""
 
     def make() -> dict[tuple[str, str], str]:
-        out = {
-            (r["namespace"], r["job"]): r["queue"]
-            for r in _asof(ctx, "job", "namespace, job, queue")
-        }
-        for r in _asof(ctx, "podgroup", "namespace, podgroup, queue"):
-            out[(r["namespace"], r["podgroup"])] = r["queue"]
-        return out
+        return _queues(
+            _asof(ctx, "job", "namespace, job, queue"),
+            _asof(ctx, "podgroup", "namespace, podgroup, queue"),
+        )
 
     return ctx.cached("pool_queue_of", make)  # type: ignore[no-any-return]
+
+
+def _queues(jobs: list[dict[str, Any]], groups: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """(namespace, podgroup or job) -> queue from job and PodGroup rows (a PodGroup's wins)."""
+    out = {(r["namespace"], r["job"]): r["queue"] for r in jobs}
+    for r in groups:
+        out[(r["namespace"], r["podgroup"])] = r["queue"]
+    return out
 
 
 def _pod_queue(q: dict[tuple[str, str], str], p: dict[str, Any]) -> str:
@@ -96,20 +107,26 @@ def _pending_gangs(ctx: Context) -> list[dict[str, Any]]:
 
 
 # --- gpu_idle_allocated ------------------------------------------------------------------------
+def _idle_params(ctx: Context, names: list[tuple[str, str]] | None) -> tuple[str, dict[str, Any]]:
+    """The idle-pod statements' pod filter (`names`: only those pods) and shared parameters: the
+    busy floor, and the slack a pod's first sample may lag its window's start."""
+    params: dict[str, Any] = {
+        "floor": float(ctx.t("pool.busy_utilization_floor")),
+        "slack": int(2 * float(ctx.t("sliding.interval_seconds")) * 1000),
+    }
+    if names is None:
+        return "", params
+    params["names"] = names
+    return "AND (namespace, pod) IN {names:Array(Tuple(String, String))}", params
+
+
 def _idle_pods(
     ctx: Context, lo: Any, names: list[tuple[str, str]] | None = None
 ) -> dict[tuple[str, str], dict[str, Any]]:
     """Pods whose every GPU stayed under the floor from `lo` to the window's end, with samples
     from the start (the pod held them all along)."""
-    only = ""
-    params: dict[str, Any] = {
-        "lo": lo,
-        "floor": float(ctx.t("pool.busy_utilization_floor")),
-        "slack": int(2 * float(ctx.t("sliding.interval_seconds")) * 1000),
-    }
-    if names is not None:
-        only = "AND (namespace, pod) IN {names:Array(Tuple(String, String))}"
-        params["names"] = names
+    only, params = _idle_params(ctx, names)
+    params["lo"] = lo
     rows = ctx.rows(
         f"""
         SELECT namespace, pod, count() AS gpus, max(peak) AS peak, min(first) AS first_ts
@@ -229,17 +246,8 @@ def _idle_over(
     width = math.gcd(step, span_ms)
     if any(t % step for t in ticks):
         raise ValueError(f"ticks off the {step} ms grid: {ticks[:3]}")
-    only = ""
-    params: dict[str, Any] = {
-        "lo": from_ms(ticks[0] - span_ms),
-        "hi": from_ms(ticks[-1]),
-        "ticks": ticks,
-        "floor": float(ctx.t("pool.busy_utilization_floor")),
-        "slack": int(2 * float(ctx.t("sliding.interval_seconds")) * 1000),
-    }
-    if names is not None:
-        only = "AND (namespace, pod) IN {names:Array(Tuple(String, String))}"
-        params["names"] = names
+    only, params = _idle_params(ctx, names)
+    params.update(lo=from_ms(ticks[0] - span_ms), hi=from_ms(ticks[-1]), ticks=ticks)
     ms = "toUnixTimestamp64Milli(ts)"
     rows = ctx.rows(
         f"""
@@ -351,8 +359,7 @@ def gpu_idle_allocated_over(ctx: Context) -> dict[datetime, list[Finding]]:
         for t, rows in _asof_ticks(
             ctx,
             "pod",
-            "namespace, pod, node, phase, job, podgroup, priority_class, gpu_model, "
-            "coalesce(gpu_requests, 0) AS gpus",
+            POD_COLS,
             ticks,
             "(namespace, pod) IN {names:Array(Tuple(String, String))}",
             {"names": names},
@@ -403,9 +410,7 @@ def gpu_idle_allocated_over(ctx: Context) -> dict[datetime, list[Finding]]:
     out: dict[datetime, list[Finding]] = {}
     for t in need_q:
         c = ctx.at(at[t])
-        queue_of = {(r["namespace"], r["job"]): r["queue"] for r in jobs.get(t, [])}
-        for r in groups.get(t, []):
-            queue_of[(r["namespace"], r["podgroup"])] = r["queue"]
+        queue_of = _queues(jobs.get(t, []), groups.get(t, []))
         out[at[t]] = [
             _idle_finding(
                 c,
