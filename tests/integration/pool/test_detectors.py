@@ -10,6 +10,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
+
 from telemetry.correlate import Correlator
 from telemetry.correlate import findings as fstore
 from telemetry.correlate.registry import Context, Window, detectors
@@ -40,9 +42,11 @@ def fill(
     s: datetime,
     minutes: int,
     busy: Callable[[str, int], float | None] = lambda pod, i: None,
+    at: Callable[[str, int], float | None] = lambda node, i: 10.0 * i,
 ) -> None:
     """`busy(pod, i)`: the utilization of `pod`'s GPUs at sample i (10 s apart) where not None,
-    in place of its own."""
+    in place of its own; `at(node, i)`: when node takes sample i, seconds after `s` (None: the
+    poll is lost)."""
     early = s - timedelta(hours=1)
     nodes = [f"h{i}" for i in range(4)]
     rows: dict[Any, list[dict[str, Any]]] = {
@@ -70,10 +74,12 @@ def fill(
     samples = []
     for i in range(minutes * 6 + 1):
         for k, n in enumerate(nodes):
+            if (when := at(n, i)) is None:
+                continue
             for g in range(8):
                 held = g < 4
                 samples.append(
-                    {"ts": ms(s + timedelta(seconds=10 * i)), "cluster": C, "node": n, "gpu": g,
+                    {"ts": ms(s + timedelta(seconds=when)), "cluster": C, "node": n, "gpu": g,
                      "uuid": f"{n}-{g}", "mig": "", "model": H100, "pci_bus_id": "",
                      "pod": f"fill-{k}" if held else "", "namespace": "team-x" if held else "",
                      "up": 1, "utilization_ratio": (busy(f"fill-{k}", i) if held else None)
@@ -108,14 +114,32 @@ def test_pool_findings(store: Store) -> None:
     assert ev["waiting_gangs"] == ["team-a/big"]
 
 
-def test_idle_allocated_set_based_judges_as_the_loop(store: Store) -> None:
+# each node's own phase after the grid: h0's jitter carries some of its samples across the
+# boundary of the next 10 s interval
+PHASE_S = {"h0": 8.9, "h1": 0.4, "h2": 5.3, "h3": 3.1, "a0": 7.6}
+
+
+def _off_grid(node: str, i: int) -> float | None:
+    """Each node at its own phase, +-1.5 s of jitter, and a lost poll now and then: as real
+    exporters sample."""
+    k = sum(map(ord, node))
+    if (k + i) % 11 == 0:
+        return None
+    return 10.0 * i + PHASE_S[node] + ((k * 7 + i * 13) % 31 - 15) / 10
+
+
+@pytest.mark.parametrize("timing", ["grid", "off-grid"])
+def test_idle_allocated_set_based_judges_as_the_loop(store: Store, timing: str) -> None:
     """Over 5 minutes of ticks: fill-0 busy for its first minute, then idle (found once its 120 s
     window holds no busy sample, idle since its last busy one); the notebook fill-1 idle all
     along but found only once 240 s (its purpose's grace) of samples lie behind the tick; a pod
     idle on the A100 node that ends (Succeeded) after 150 s: found while it runs, not after. The
-    set-based form (one evaluation over every tick) finds what the per-tick form finds at each."""
+    set-based form (one evaluation over every tick) finds what the per-tick form finds at each,
+    with samples on the grid and with each node at its own phase, jittered, polls lost."""
     s = t0()
-    fill(store, s, minutes=5, busy=lambda pod, i: 0.9 if pod == "fill-0" and i < 6 else None)
+    at = _off_grid if timing == "off-grid" else (lambda node, i: 10.0 * i)
+    fill(store, s, minutes=5, busy=lambda pod, i: 0.9 if pod == "fill-0" and i < 6 else None,
+         at=at)  # fmt: skip
     gone, early = s + timedelta(seconds=150), s - timedelta(hours=1)
     store.insert(POD, POD.to_arrow([
         {**pod("team-x", "gone", "a0", "Running", 1, job="fill", start=early),
@@ -148,6 +172,8 @@ def test_idle_allocated_set_based_judges_as_the_loop(store: Store) -> None:
 
     seen = {f.subject for fs in loop.values() for f in fs}
     assert seen == {"team-x/fill-0", "team-x/fill-1", "team-x/gone"}
+    if timing == "off-grid":  # when each is first found follows the samples' own times
+        return
     assert seen_at("team-x/fill-0")[0] == 180  # the busy sample at 50 s leaves the window
     assert seen_at("team-x/fill-1")[0] == 220  # 240 s back, less the 20 s slack
     assert seen_at("team-x/gone") == [100, 110, 120, 130, 140]  # Succeeded as of 150 s
