@@ -204,10 +204,12 @@ class QueryServer(Generic[B]):
         self._guard.shutdown(wait=False, cancel_futures=True)
 
     async def _sweep(self) -> None:
-        """Once a second: close the connections whose request head is trickling in."""
+        """Once a second: close the connections whose request head is trickling in, and any
+        left over the cap from a burst."""
         while True:
             await asyncio.sleep(1.0)
             self.conns.sweep(time.monotonic(), HEAD_DEADLINE)
+            self.conns.trim()
 
     # -- handlers ----------------------------------------------------------------------------
     def _headers(self, query_id: str) -> dict[str, str]:
@@ -220,7 +222,7 @@ class QueryServer(Generic[B]):
     async def _ping(self, request: web.Request) -> web.Response:
         conn = self.conns.of(request.transport)
         if conn is not None:
-            conn.head_started = None  # its head is in: not a trickling one
+            conn.served()  # its head is in: not a trickling one
             conn.last_active = time.monotonic()
         return web.Response(text="Ok.\n", content_type="text/html")
 
@@ -254,14 +256,23 @@ class QueryServer(Generic[B]):
         conn = self.conns.of(request.transport)
         if conn is not None:
             conn.busy += 1
-            conn.head_started = None  # the head is in
-            # at the door until it is authenticated and its body is in (limits.Connections): a
-            # login being throttled or a body trickling may be closed at a cap
-            conn.reading = time.monotonic()
+            conn.served()  # the head is in
+            # at the door while its body is still arriving (limits.Connections): a body trickling
+            # may be closed at a cap (a login being throttled too: Reader.user). One whose body
+            # came with its head is not: a flood of fresh connections would otherwise close it
+            # while it waits for its turn on a busy event loop
+            if not request.content.is_eof():
+                conn.reading = time.monotonic()
         reserved = [0]
         held: list[str] = []  # the user whose request count this request holds
         try:
-            return await self._serve(request, conn, reserved, held)
+            response = await self._serve(request, conn, reserved, held)
+            if conn is not None and not response.prepared:
+                # written here, not after the handler returns: the connection counts as serving
+                # a request (never closed at a cap) until its answer is on the wire
+                await response.prepare(request)
+                await response.write_eof()
+            return response
         finally:
             for name in held:
                 self._requests.leave(name)
@@ -289,7 +300,7 @@ class QueryServer(Generic[B]):
                 return web.Response(status=204, headers=cors_headers(cors) if cors else {})
             if self._stopping:
                 raise EngineError(236, "railscope serve is shutting down", "ABORTED")
-            user = await self.reader.user(request)
+            user = await self.reader.user(request, conn)
             # a user's requests in progress, bodies being read included: its queries, the ones
             # queued behind them, and no more (a body trickling in holds one)
             cap = max(REQUESTS_PER_USER, 4 * self.config.user_limits(user).max_concurrent_queries)

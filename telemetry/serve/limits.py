@@ -15,7 +15,7 @@ import resource
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,8 @@ BODY_MIN_RATE = 16 << 10
 # a connection that moved this recently (accepted, between two requests, its head just in) is
 # closed at a cap only after every request at the door: its request is about to be served
 IDLE_GRACE = 1.0
+FRESH = 3  # Conn.rank of a connection that moved within IDLE_GRACE: not closed for a newcomer
+TRIM_EVERY = 0.05  # seconds between looks at connections admitted over the cap in a burst
 
 # heads still arriving and bodies still being read ("at the door") hold at most this share of the
 # connection cap: the rest is kept for requests already in (authenticated, body read: being run or
@@ -174,25 +176,51 @@ class Conn:
     # a login being throttled or a body trickling is at the door and may be closed at a cap (a
     # request whose body is in, never)
     reading: float | None = None
+    # its request head is all in (an empty line seen) and waits for its handler to run: the
+    # server's turn, not the client's; `tail` holds the last bytes seen while looking for it
+    head_in: bool = False
+    tail: bytes = b""
     lost: asyncio.Event = field(default_factory=asyncio.Event)
 
     def at_door(self) -> bool:
         """A head still arriving or a body still being read: nothing of it is running yet."""
         return self.reading is not None or (not self.busy and self.head_started is not None)
 
-    def evictable(self) -> bool:
+    def evictable(self, now: float) -> bool:
+        """Not while its request is served (its body in), nor while a head that came whole
+        waits up to IDLE_GRACE for its handler (a flood of new connections accepted in one event
+        loop turn would otherwise close a /ping or a SELECT 1 the server has not reached yet)."""
+        if self.head_in and self.head_started is not None and now - self.head_started < IDLE_GRACE:
+            return False
         return not self.busy or self.reading is not None
+
+    def saw(self, data: bytes, now: float) -> None:
+        """Bytes arrived: a request head starts (between requests) or may be complete."""
+        self.last_active = now
+        if self.busy:
+            return
+        if self.head_started is None:
+            self.head_started, self.head_in, self.tail = now, False, b""
+        if not self.head_in:
+            seen = self.tail + data
+            self.head_in = b"\r\n\r\n" in seen
+            self.tail = seen[-3:]
+
+    def served(self) -> None:
+        """Its handler runs: the head is in and is no longer waiting."""
+        self.head_started, self.head_in, self.tail = None, False, b""
 
     def rank(self, now: float) -> tuple[int, float]:
         """Which goes first at a cap: a head arriving for over IDLE_GRACE (oldest first), a
-        connection idle for over IDLE_GRACE (longest idle), a request at the door (there longest),
-        and last one that moved within IDLE_GRACE (just accepted, its head just in: a burst of
-        new connections would otherwise close a /ping or a SELECT 1 before its handler runs)."""
+        connection idle for over IDLE_GRACE (longest idle), a request at the door (there longest).
+        One that moved within IDLE_GRACE (FRESH: just accepted, its head just in) is not closed
+        for a newcomer: in a burst of new connections accepted in one event loop turn the oldest
+        of them is a /ping or a SELECT 1 the server has not read yet (Connections.admit)."""
         if self.reading is not None:
             return (2, self.reading)
         if self.head_started is not None:
-            return (0 if now - self.head_started > IDLE_GRACE else 3, self.head_started)
-        return (1 if now - self.last_active > IDLE_GRACE else 3, self.last_active)
+            return (0 if now - self.head_started > IDLE_GRACE else FRESH, self.head_started)
+        return (1 if now - self.last_active > IDLE_GRACE else FRESH, self.last_active)
 
 
 class Gate(asyncio.Protocol):
@@ -213,10 +241,7 @@ class Gate(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.conn is not None:
-            now = time.monotonic()
-            self.conn.last_active = now
-            if not self.conn.busy and self.conn.head_started is None:
-                self.conn.head_started = now
+            self.conn.saw(data, time.monotonic())
             self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
@@ -240,13 +265,26 @@ class Gate(asyncio.Protocol):
         self.inner.resume_writing()
 
 
+def _any_fresh(conns: Iterable[Conn]) -> bool:
+    """Whether a cap is held up by connections not yet serving a request (FRESH: about to be
+    read or run), not only by requests being served."""
+    return any(not c.busy for c in conns)
+
+
 class Connections:
     """The open connections, by source network (source_net: an IPv4 /24, an IPv6 /64, all of
     loopback), against `total` and `per_network` caps. At a cap a new connection closes another
     (Conn.rank): a head still arriving, the longest-idle one, a request at the door (a login or a
-    body still arriving); a request whose body is in is never closed. Heads and bodies at the door hold at most
-    DOOR_SHARE of `total`: past it the oldest of them is closed for the new one, so trickling
-    connections never take the share kept for requests already in and /ping."""
+    body still arriving); a request whose body is in is never closed. Heads and bodies at the door
+    hold at most DOOR_SHARE of `total`: past it the oldest of them is closed for the new one, so
+    trickling connections never take the share kept for requests already in and /ping.
+
+    Where every connection open is serving a request or moved within IDLE_GRACE, some of them the
+    latter (a burst of new ones, nothing of them read yet), a newcomer is let in over `total` (or `per_network`), up to
+    ACCEPT_BURST more
+    (connection_cap keeps the descriptors for them), and the excess is closed by rank once their
+    heads are read (trim): closing the oldest fresh one instead closed the /ping a flood's burst
+    had arrived after, and refusing the newcomer refused the next one."""
 
     def __init__(self, total: int, per_network: int, note: Callable[[int, str, str], None]) -> None:
         self.total, self.per_network = total, per_network
@@ -257,6 +295,8 @@ class Connections:
         self.count = 0
         self.refused = 0
         self.evicted = 0
+        self.burst = ACCEPT_BURST
+        self._trimming: asyncio.TimerHandle | None = None
 
     def admit(self, transport: Any) -> Conn | None:
         peername = transport.get_extra_info("peername")
@@ -264,8 +304,10 @@ class Connections:
         net = source_net(peer)
         mine = self.by_net[net]
         if len(mine) >= self.per_network and not self._evict(mine, peer, "per network"):
-            self._refuse(peer, f"its network {net} has {len(mine)} connections open")
-            return None
+            if len(mine) >= self.per_network + self.burst or not _any_fresh(mine):
+                self._refuse(peer, f"its network {net} has {len(mine)} connections open")
+                return None
+            self._trim_later()
         door = [c for c in self.by_transport.values() if c.at_door()]
         if len(door) >= self.door_cap:
             self._evict(set(door), peer, "at the door")
@@ -274,31 +316,61 @@ class Connections:
             if not self._evict(busiest, peer, "in all") and not self._evict(
                 set(self.by_transport.values()), peer, "in all"
             ):
-                self._refuse(peer, f"{self.count} connections open")
-                return None
+                if self.count >= self.total + self.burst or not _any_fresh(
+                    self.by_transport.values()
+                ):
+                    self._refuse(peer, f"{self.count} connections open")
+                    return None
+                self._trim_later()
         conn = Conn(peer, transport, net)
         mine.add(conn)
         self.by_transport[id(transport)] = conn
         self.count += 1
         return conn
 
+    def _trim_later(self) -> None:
+        if self._trimming is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a unit test): the next trim() call does it
+            return
+        self._trimming = loop.call_later(TRIM_EVERY, self.trim)
+
+    def trim(self) -> int:
+        """Close connections by rank while more than `total` are open, or more than
+        `per_network` of one network (admitted in a burst); look again after TRIM_EVERY while the
+        excess is still all fresh. Returns how many."""
+        self._trimming = None
+        closed = 0
+        for mine in [m for m in self.by_net.values() if len(m) > self.per_network]:
+            while len(mine) > self.per_network and self._evict(mine, "a burst", "per network"):
+                closed += 1
+        while self.count > self.total and self._evict(
+            set(self.by_transport.values()), "a burst", "in all"
+        ):
+            closed += 1
+        if self.count > self.total or any(len(m) > self.per_network for m in self.by_net.values()):
+            self._trim_later()
+        return closed
+
     def _evict(self, pool: set[Conn], peer: str, cap: str) -> bool:
-        evictable = [c for c in pool if c.evictable()]
-        if not evictable:
-            return False
         now = time.monotonic()
-        first = min(evictable, key=lambda c: c.rank(now))
+        ranked = [(c.rank(now), c) for c in pool if c.evictable(now)]
+        ranked = [rc for rc in ranked if rc[0][0] < FRESH]
+        if not ranked:
+            return False
+        rank, first = min(ranked, key=lambda rc: rc[0])
         self.evicted += 1
         what = (
             "a trickling request head",
             "the longest-idle connection",
             "a request at the door (login or body)",
-            "a connection idle under 1 s",
         )
         self.note(
             logging.WARNING,
             "conn_evicted",
-            f"serve: connection limit reached ({cap}); closed {what[first.rank(now)[0]]} (from "
+            f"serve: connection limit reached ({cap}); closed {what[rank[0]]} (from "
             f"{first.peer}) for a new one from {peer} (serve.max_connections {self.total}, per "
             f"network {self.per_network}, {self.door_cap} at the door)",
         )
@@ -311,7 +383,8 @@ class Connections:
         self.note(
             logging.WARNING,
             "conn_refused",
-            f"serve: refused a connection from {peer}: {why}, every one serving a request",
+            f"serve: refused a connection from {peer}: {why}, each serving a request or just "
+            f"arrived (within {IDLE_GRACE:g} s)",
         )
 
     def release(self, conn: Conn) -> None:

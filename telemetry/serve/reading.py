@@ -25,6 +25,7 @@ from telemetry.serve.limits import (
     BODY_IDLE,
     BODY_MIN_RATE,
     BodyBudget,
+    Conn,
     LoginThrottle,
     LogLimiter,
     source_net,
@@ -40,7 +41,7 @@ class RequestReader:
         self.budget: BodyBudget | None = None  # made on the event loop (BodyBudget waits on it)
         self.body_wait = 10.0  # seconds a body waits for room in serve.max_buffered_bytes
 
-    async def user(self, request: web.Request) -> ServeUser:
+    async def user(self, request: web.Request, conn: Conn | None = None) -> ServeUser:
         """The request's user. Every failure answers the same text (no user enumeration); a name or
         network with many recent failures has its failures answered one per second (LoginThrottle)."""
         q = request.query
@@ -65,6 +66,8 @@ class RequestReader:
             return user
         keys = (f"user:{name[:128]}", f"net:{source_net(peer)}")
         failures = self.logins.failed(*keys)
+        if conn is not None and conn.reading is None:  # a throttled login is at the door
+            conn.reading = time.monotonic()
         await self.logins.delay(*keys)
         known = any(u.name == name for u in self.config.users) or (
             not self.config.users and name == "default"

@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -676,6 +676,18 @@ def test_slow_bodies_from_rotating_addresses_leave_ping_admin_and_writes(
     pings: list[float] = []
     selects: list[float] = []
     failures: list[str] = []
+    resets: list[str] = []
+
+    def again(what: str, call: Callable[[], str]) -> str:
+        # a new connection may be reset in a burst of the flood's from the same network (all of
+        # loopback is one: serve cannot tell them apart) once serve holds its cap and the burst
+        # allowance; a client retries that once, as clickhouse-connect's pool does
+        try:
+            return call()
+        except OSError as e:
+            resets.append(f"{what}: {e}")
+            return call()
+
     try:
         time.sleep(4)  # the flood is at its size
         while time.monotonic() - t0 < 30:
@@ -685,7 +697,7 @@ def test_slow_bodies_from_rotating_addresses_leave_ping_admin_and_writes(
             ):
                 t1 = time.monotonic()
                 try:
-                    got = call()
+                    got = again(what, call)
                 except OSError as e:
                     failures.append(f"{what}: {e}")
                     continue
@@ -693,7 +705,9 @@ def test_slow_bodies_from_rotating_addresses_leave_ping_admin_and_writes(
                 if got not in ("Ok.\n", "1\n"):
                     failures.append(f"{what}: {got[:200]}")
             try:
-                count = s.call(ADMIN, f"SELECT count() FROM {t}", timeout=10)[2]
+                count = again(
+                    "count", lambda: s.call(ADMIN, f"SELECT count() FROM {t}", timeout=10)[2]
+                )
             except OSError as e:
                 failures.append(f"count: {e}")
                 count = ""
@@ -710,9 +724,11 @@ def test_slow_bodies_from_rotating_addresses_leave_ping_admin_and_writes(
         f"{flood.closed} closed by serve; /ping max {max(pings, default=0):.3f} s, admin SELECT 1 "
         f"max {max(selects, default=0):.3f} s over {len(pings)} tries; rows "
         f"{[r for _, r in rows[:: max(1, len(rows) // 6)]]} ({written[0]} inserts answered); "
-        f"{conns.evicted} evicted, {conns.refused} refused"
+        f"{conns.evicted} evicted, {conns.refused} refused; {len(resets)} reset and retried"
     )
     assert not failures, failures[:5]
+    # a reset is rare: at most one call in 20 needed its retry
+    assert len(resets) <= max(2, (len(pings) + len(selects) + len(rows)) // 20), resets
     # answered all along, promptly: the median well under a second; at most one connection
     # attempt's SYN retried (Linux retries a SYN the full accept queue dropped after 1 s: it
     # happened on a loaded 2-core machine, 1.016 s), never waiting out the flood

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from telemetry.serve.limits import (
+    ACCEPT_BURST,
     IDLE_GRACE,
     Connections,
     FairSlots,
@@ -124,4 +125,50 @@ def test_requests_at_the_door_keep_off_the_reserved_share() -> None:
     assert ping.transport.aborted and not new.transport.aborted
     assert c.admit(_Transport("10.6.6.6")) is not None
     assert bodies[1].transport.aborted  # then the body at the door longest
-    assert not new.transport.aborted  # just accepted: last
+    assert not new.transport.aborted  # just accepted: never closed for a newcomer
+
+
+def test_a_whole_head_waiting_for_its_handler_is_not_closed() -> None:
+    """A head that came whole (its empty line seen, across chunks too) waits for the server, not
+    the client: for IDLE_GRACE it is not closed for a newcomer; one still arriving is."""
+    c = _conns(2, 100)
+    whole, partial = c.admit(_Transport("10.0.0.1")), c.admit(_Transport("10.0.0.2"))
+    assert whole is not None and partial is not None
+    now = whole.last_active
+    whole.saw(b"GET /ping HTTP/1.1\r\nHost: x\r", now)
+    whole.saw(b"\n\r\n", now)  # the empty line split over two reads
+    partial.saw(b"POST / HTTP/1.1\r\nHost: x\r\n", now)
+    assert whole.head_in and not partial.head_in
+    assert not whole.evictable(now + 0.5) and partial.evictable(now + 0.5)
+    assert whole.evictable(now + 2 * IDLE_GRACE)  # the handler never came: a slow head after all
+    whole.served()
+    assert whole.head_started is None and not whole.head_in
+
+
+def test_a_burst_of_fresh_connections_is_let_in_over_the_cap_then_trimmed() -> None:
+    """Where the cap is held by connections just accepted (nothing of them read yet), a newcomer
+    is let in over it rather than closing the oldest of them (a /ping the server had not reached),
+    up to ACCEPT_BURST more; trim() closes the excess once they rank (a body at the door)."""
+    c = _conns(4, 100)
+    first = [c.admit(_Transport(f"10.0.{i}.1")) for i in range(4)]
+    extra = [c.admit(_Transport(f"10.1.{i}.1")) for i in range(ACCEPT_BURST)]
+    assert all(x is not None for x in first + extra) and c.count == 4 + ACCEPT_BURST
+    assert not any(x.transport.aborted for x in first + extra if x is not None)
+    assert c.admit(_Transport("10.2.0.1")) is None  # past the burst allowance: refused
+    assert c.trim() == 0 and c.count == 4 + ACCEPT_BURST  # all still fresh: kept
+    for i, x in enumerate(extra):  # their handlers ran: bodies trickling at the door
+        assert x is not None
+        x.busy, x.reading = 1, 100.0 + i
+    assert c.trim() == ACCEPT_BURST and c.count == 4
+    assert not any(x.transport.aborted for x in first if x is not None)
+    assert all(x.transport.aborted for x in extra if x is not None)
+
+
+def test_a_cap_held_by_requests_being_served_refuses_at_once() -> None:
+    """No burst allowance where every connection is serving a request (its body in)."""
+    c = _conns(3, 100)
+    for i in range(3):
+        x = c.admit(_Transport(f"10.0.{i}.1"))
+        assert x is not None
+        x.busy = 1
+    assert c.admit(_Transport("10.9.0.1")) is None and c.count == 3
