@@ -218,10 +218,22 @@ class Correlator:
         still holds at its end. The findings are those of evaluating every tick.
         `progress(done, total, note)` follows the ticks."""
         self._run_tables = self._tables()  # the stored facts do not change during a batch run
+        if not self.per_tick:
+            # findings and incidents are written once per chunk of ticks, the last row of each
+            # (before a detector reads them: Context.table), not once per tick
+            self.tracker.defer()
+            self.incidents.defer()
         try:
             return self._run(start, end, progress)
         finally:
             self._run_tables = None
+            self.flush_outputs(stop=True)
+
+    def flush_outputs(self, *, stop: bool = False) -> None:
+        """Write the findings and incidents a batch run kept back (Tracker.defer,
+        IncidentTracker.defer); `stop`: the next evaluations write their own again."""
+        self.tracker.flush(stop=stop)
+        self.incidents.flush(stop=stop)
 
     def _run(
         self,
@@ -309,6 +321,7 @@ class Correlator:
                 prev = t
                 if progress:
                     progress(i + 1, len(ts), f"{len(latest)} finding(s)")
+            self.flush_outputs()  # what this chunk found is in the store before the next
         held = [f for fs in last.values() for f in fs]
         if quiet_since is not None and held and ts:
             # what held when the data ended still holds at the last tick
@@ -543,6 +556,7 @@ class Correlator:
         if state_epochs is not None:
             shared["state_epochs"] = state_epochs
             shared["activity"] = self._activity  # where the run's rows lie (log_resolve._Tail)
+        shared["flush_outputs"] = self.flush_outputs  # a detector reads findings or incidents
         found: list[Finding] = []
         for d in self.detectors:
             if not set(d.needs) & nonempty or (only is not None and d.name not in only):

@@ -88,6 +88,9 @@ class Tracker:
     def __init__(self, store: Store, cluster: str, hysteresis: timedelta) -> None:
         self.store, self.cluster, self.hysteresis = store, cluster, hysteresis
         self.open: dict[tuple[str, str], _Open] | None = None
+        # a batch run's rows not yet inserted (defer/flush), the last of each finding; None:
+        # each observe() inserts its own
+        self._pending: dict[str, dict[str, Any]] | None = None
 
     def _load(self, now: datetime) -> dict[tuple[str, str], _Open]:
         rows = self.store.query_rows(
@@ -136,8 +139,27 @@ class Tracker:
             o.last_seen = max(o.last_seen, now)
             f.finding_id, f.first_seen, f.last_seen = o.finding_id, o.first_seen, o.last_seen
             out_rows.append(_row(f, self.cluster, datetime.now(UTC)))
-        self.store.insert(FINDING, FINDING.to_arrow(out_rows))
+        if self._pending is not None:  # a later row of the same finding replaces it (FINAL)
+            self._pending.update((r["finding_id"], r) for r in out_rows)
+        else:
+            self.store.insert(FINDING, FINDING.to_arrow(out_rows))
         return list(findings)
+
+    def defer(self) -> None:
+        """A batch run: keep the rows observe() makes until flush(), the last of each finding
+        only (findings is a ReplacingMergeTree by `updated_at`: FINAL reads the same)."""
+        if self._pending is None:
+            self._pending = {}
+
+    def flush(self, *, stop: bool = False) -> int:
+        """Insert what defer() kept, in one statement; `stop`: observe() inserts its own rows
+        again. Returns the rows inserted."""
+        pending = self._pending
+        self._pending = None if stop else ({} if pending is not None else None)
+        if not pending:
+            return 0
+        self.store.insert(FINDING, FINDING.to_arrow(list(pending.values())))
+        return len(pending)
 
 
 def span_where(

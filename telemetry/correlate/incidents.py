@@ -524,6 +524,11 @@ class IncidentTracker:
         self._impact: dict[str, tuple[frozenset[Any], Impact]] = {}
         self._written_members: dict[str, dict[str, str]] = {}  # incident -> finding -> role
         self._names = NameMemo()  # each finding's scope and names, read once while they hold
+        # a batch run's rows not yet inserted (defer/flush): the last row of each incident and
+        # of each membership; None: each evaluation inserts its own
+        self._pending: (
+            tuple[dict[str, dict[str, Any]], dict[tuple[str, str], dict[str, Any]]] | None
+        ) = None
 
     def observe(self, now: datetime, findings: Sequence[Any]) -> list[Incident]:
         """After the evaluation at `now` wrote `findings` (ids set): regroup, write what changed.
@@ -681,10 +686,45 @@ class IncidentTracker:
                     members.append(self._member_row(inc, m, before[fid], 0, stamp))
             self._written_members[inc.incident_id] = dict(now_members)
             self._written[inc.incident_id] = digest
+        self.stats.sent += len(rows)
+        if self._pending is not None:  # a later row of the same key replaces it (FINAL)
+            self._pending[0].update((r["incident_id"], r) for r in rows)
+            self._pending[1].update(((r["incident_id"], r["finding_id"]), r) for r in members)
+            return
         self.store.insert(INCIDENT, INCIDENT.to_arrow(rows))
         if members:
             self.store.insert(INCIDENT_FINDING, INCIDENT_FINDING.to_arrow(members))
-        self.stats.sent += len(rows)
+
+    def defer(self) -> None:
+        """A batch run: keep what each evaluation writes until flush(), the last row of each
+        incident and membership only. Both tables are ReplacingMergeTree by `updated_at`, so what
+        a reader sees after flush() is what inserting each evaluation's rows would have left."""
+        if self._pending is None:
+            self._pending = ({}, {})
+
+    def flush(self, *, stop: bool = False) -> int:
+        """Insert what defer() kept (two statements at most); `stop`: evaluations insert their
+        own rows again. Returns the incident rows inserted. A failure is logged and counted, as
+        observe()'s are."""
+        pending = self._pending
+        if stop:
+            self._pending = None
+        elif pending is not None:
+            self._pending = ({}, {})
+        if not pending or (not pending[0] and not pending[1]):
+            return 0
+        rows, members = list(pending[0].values()), list(pending[1].values())
+        try:
+            if rows:
+                self.store.insert(INCIDENT, INCIDENT.to_arrow(rows))
+            if members:
+                self.store.insert(INCIDENT_FINDING, INCIDENT_FINDING.to_arrow(members))
+        except Exception as e:
+            self.stats.last_success = False
+            self.problems.exception(e, log=False)
+            log.error("incidents failed writing %d row(s): %s", len(rows), str(e).splitlines()[:1])
+            return 0
+        return len(rows)
 
     def _member_row(
         self, inc: Incident, m: Member, role: str, member: int, stamp: datetime

@@ -35,6 +35,10 @@ DETECTOR_MODULES = (
     "telemetry.correlate.detectors.topology",
 )
 
+# the kinds the engine itself writes (findings.py, incidents.py): a detector reading one sees what
+# earlier ticks wrote (Context.table)
+ENGINE_OUTPUTS = frozenset({"finding", "incident", "incident_finding"})
+
 
 @dataclass
 class Window:
@@ -79,7 +83,19 @@ class Context:
         return cur
 
     def table(self, kind: str, *, final: bool = False) -> str:
+        """The table of `kind`. Where a detector reads the engine's own output (findings,
+        incidents), what a batch run has kept back is written first (extra `flush_outputs`)."""
+        if kind in ENGINE_OUTPUTS:
+            self.outputs_written()
         return self.store.table(kind, final=final)
+
+    def outputs_written(self) -> None:
+        """Before reading the engine's own output (findings, incidents), by `table` or by a
+        reader of its own (findings.read): what a batch run kept back is written first (extra
+        `flush_outputs`; engine.Correlator.run)."""
+        flush = self.extra.get("flush_outputs")
+        if flush is not None:
+            flush()
 
     def where(self, kind: str) -> str:
         """Rows of `kind` in this cluster inside the window (by the kind's own time column)."""

@@ -186,6 +186,7 @@ def job_path(ctx: Context, job: str) -> JobPath:
         s = f["subject"]
         return s == job or s.startswith(job + "/") or s in hop_names or s.split("/")[0] in nodes
 
+    ctx.outputs_written()
     window = fstore.read(ctx.store, cluster=ctx.cluster, since=start, until=end, limit=5000)
     related = [f for f in window if touches(f)]
     placement = [f for f in related if f["category"] == "placement" and f["subject"] == job]

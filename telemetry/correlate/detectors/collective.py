@@ -152,7 +152,7 @@ def _ranked_causes(ctx: Context, job: str) -> list[dict[str, Any]]:
     from telemetry.correlate.report import job_path
     from telemetry.errors import UserError
 
-    keep = ("tick_cache", "memo", "state_epochs")
+    keep = ("tick_cache", "memo", "state_epochs", "flush_outputs")
     shared: dict[str, Any] = {k: v for k, v in ctx.extra.items() if k in keep}
     try:
         path = job_path(Context(ctx.store, ctx.window, ctx.thresholds, ctx.cluster, shared), job)

@@ -456,3 +456,55 @@ def test_no_incident_per_server_for_a_static_fact(
     ]  # fmt: skip
     assert len(rooted) <= len(holding)
     assert 1 <= len(holding) <= len({leaf[s] for s in servers}) < len(servers)
+
+
+def _stored(store: Store) -> dict[str, list[tuple[Any, ...]]]:
+    """What the trackers left, as FINAL reads it (but when each row was written)."""
+    return {
+        t: store.query_rows(
+            f"SELECT * EXCEPT (updated_at) FROM {store.table(t, final=True)} ORDER BY ALL"
+        )
+        for t in ("finding", "incident", "incident_finding")
+    }
+
+
+def test_a_batch_run_keeps_its_rows_back_and_writes_the_same(store: Store, chdb_dsn: str) -> None:
+    """defer(): the trackers keep each finding's, incident's and membership's last row until
+    flush(); what FINAL reads then is what writing every evaluation's rows left (in another
+    database), a regrouping (the consequence joining its cause) and a resolution included."""
+    eager_store = Store(chdb_dsn, database=f"{store.database}_eager")
+    eager_store.migrate()
+    t0 = _ago(hours=1)
+    ticks = [
+        [_ecn()],
+        [_ecn()],
+        [_ecn(), _storm()],  # the cause: the consequence joins its incident
+        [_ecn(), _storm(), _ecmp()],
+        [_storm()],
+        *([[]] * 8),  # past the hysteresis: resolved
+    ]
+    eager, deferred = _trackers(eager_store, "c"), _trackers(store, "c")
+    deferred[0].defer()
+    deferred[1].defer()
+    mid: dict[str, list[tuple[Any, ...]]] = {}
+    for i, fs in enumerate(ticks):
+        t = t0 + i * STEP
+        _tick(*eager, t, fs)
+        _tick(*deferred, t, [Finding(**vars(f)) for f in fs])
+        if i == 0:
+            assert not any(_stored(store).values())  # nothing written yet
+        if i == 3:  # a flush half-way, as a run does per chunk or before a detector reads them
+            deferred[0].flush()
+            deferred[1].flush()
+            mid = _stored(store)
+            assert mid["finding"] and mid["incident"]
+    assert _stored(store) == mid  # kept back since
+    assert deferred[0].flush(stop=True) > 0 and deferred[1].flush(stop=True) > 0
+    want = _stored(eager_store)
+    assert want["incident"] and want["incident_finding"]
+    assert {r[2] for r in want["incident"]} == {"resolved"}
+    assert _stored(store) == want
+    # stopped: each evaluation writes its own again
+    _tick(*deferred, t0 + len(ticks) * STEP + HYST, [_ecn()])
+    assert len(_stored(store)["finding"]) == len(want["finding"]) + 1
+    eager_store.client.command(f"DROP DATABASE IF EXISTS `{eager_store.database}`")

@@ -117,3 +117,23 @@ def test_findings_carry_the_detector_name_and_category() -> None:
             ctx.finding("info", "gpu", "x", "s", {})  # the bare context knows no detector
     finally:
         _DETECTORS.pop("test_only_two_kinds", None)
+
+
+def test_reading_the_engines_own_output_writes_what_a_batch_run_kept_back() -> None:
+    """Context.table of findings or incidents (and outputs_written, for a reader of its own)
+    calls the batch run's flush first; any other kind does not, nor a context without one."""
+    flushed: list[int] = []
+
+    class _Store:
+        def table(self, kind: str, *, final: bool = False) -> str:
+            return f"`db`.`{kind}`"
+
+    t = datetime(2026, 11, 21, tzinfo=UTC)
+    ctx = Context(_Store(), Window(t, t), {}, "c", {"flush_outputs": lambda: flushed.append(1)})  # type: ignore[arg-type]
+    ctx.table("gpu_sample")
+    assert not flushed
+    ctx.table("finding", final=True)
+    ctx.table("incident")
+    ctx.outputs_written()
+    assert len(flushed) == 3
+    Context(_Store(), Window(t, t), {}, "c").table("finding")  # type: ignore[arg-type]
