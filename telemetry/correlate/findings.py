@@ -153,13 +153,14 @@ class Tracker:
 
     def flush(self, *, stop: bool = False) -> int:
         """Insert what defer() kept, in one statement; `stop`: observe() inserts its own rows
-        again. Returns the rows inserted."""
+        again. Returns the rows inserted. An insert that fails raises and keeps the rows for the
+        next flush (a run that stops there has failed, as a failed per-tick insert fails it)."""
         pending = self._pending
-        self._pending = None if stop else ({} if pending is not None else None)
-        if not pending:
-            return 0
-        self.store.insert(FINDING, FINDING.to_arrow(list(pending.values())))
-        return len(pending)
+        if pending:
+            self.store.insert(FINDING, FINDING.to_arrow(list(pending.values())))
+        if pending is not None:
+            self._pending = None if stop else {}
+        return len(pending or ())
 
 
 def span_where(

@@ -705,25 +705,25 @@ class IncidentTracker:
     def flush(self, *, stop: bool = False) -> int:
         """Insert what defer() kept (two statements at most); `stop`: evaluations insert their
         own rows again. Returns the incident rows inserted. A failure is logged and counted, as
-        observe()'s are."""
+        observe()'s are, and what failed is kept for the next flush (the last, `stop`, gives up)."""
         pending = self._pending
-        if stop:
-            self._pending = None
-        elif pending is not None:
-            self._pending = ({}, {})
-        if not pending or (not pending[0] and not pending[1]):
+        if pending is None:
             return 0
         rows, members = list(pending[0].values()), list(pending[1].values())
         try:
             if rows:
                 self.store.insert(INCIDENT, INCIDENT.to_arrow(rows))
+                pending[0].clear()
             if members:
                 self.store.insert(INCIDENT_FINDING, INCIDENT_FINDING.to_arrow(members))
-        except Exception as e:
+                pending[1].clear()
+        except Exception as e:  # kept for the next flush; the last one gives up on them
             self.stats.last_success = False
             self.problems.exception(e, log=False)
             log.error("incidents failed writing %d row(s): %s", len(rows), str(e).splitlines()[:1])
-            return 0
+            rows = []
+        if stop:
+            self._pending = None
         return len(rows)
 
     def _member_row(

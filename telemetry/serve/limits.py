@@ -34,7 +34,7 @@ BODY_MIN_RATE = 16 << 10
 
 
 # a connection that moved this recently (accepted, between two requests, its head just in) is
-# closed at a cap only after every request at the door: its request is about to be served
+# not closed for a newcomer: its request is about to be served (Connections.admit)
 IDLE_GRACE = 1.0
 FRESH = 3  # Conn.rank of a connection that moved within IDLE_GRACE: not closed for a newcomer
 TRIM_EVERY = 0.05  # seconds between looks at connections admitted over the cap in a burst
@@ -280,11 +280,11 @@ class Connections:
     trickling connections never take the share kept for requests already in and /ping.
 
     Where every connection open is serving a request or moved within IDLE_GRACE, some of them the
-    latter (a burst of new ones, nothing of them read yet), a newcomer is let in over `total` (or `per_network`), up to
-    ACCEPT_BURST more
-    (connection_cap keeps the descriptors for them), and the excess is closed by rank once their
-    heads are read (trim): closing the oldest fresh one instead closed the /ping a flood's burst
-    had arrived after, and refusing the newcomer refused the next one."""
+    latter (a burst of new ones, nothing of them read yet), a newcomer is let in over `total` (or
+    `per_network`), up to ACCEPT_BURST more (connection_cap keeps the descriptors for them), and
+    the excess is closed by rank once their heads are read (trim): closing the oldest fresh one
+    instead closed the /ping a flood's burst had arrived after, and refusing the newcomer refused
+    the next one."""
 
     def __init__(self, total: int, per_network: int, note: Callable[[int, str, str], None]) -> None:
         self.total, self.per_network = total, per_network

@@ -508,3 +508,31 @@ def test_a_batch_run_keeps_its_rows_back_and_writes_the_same(store: Store, chdb_
     _tick(*deferred, t0 + len(ticks) * STEP + HYST, [_ecn()])
     assert len(_stored(store)["finding"]) == len(want["finding"]) + 1
     eager_store.client.command(f"DROP DATABASE IF EXISTS `{eager_store.database}`")
+
+
+def test_a_flush_that_fails_keeps_the_rows_for_the_next(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store refusing a batch run's insert loses nothing: the findings' flush raises (the run
+    fails, as a failed per-tick insert fails it) and the incidents' is logged; both keep their
+    rows, and the next flush writes them."""
+    ft, it = _trackers(store, "c")
+    ft.defer()
+    it.defer()
+    _tick(ft, it, _ago(hours=1), [_ecn(), _storm()])
+    insert = store.insert
+
+    def refused(*a: Any, **k: Any) -> None:
+        raise OSError("store down")
+
+    monkeypatch.setattr(store, "insert", refused)
+    with pytest.raises(OSError, match="store down"):
+        ft.flush()
+    assert it.flush() == 0 and not it.stats.last_success
+    assert not any(_stored(store).values())
+    monkeypatch.setattr(store, "insert", insert)
+    assert ft.flush(stop=True) == 2 and it.flush(stop=True) == 1
+    got = _stored(store)
+    assert (
+        len(got["finding"]) == 2 and len(got["incident"]) == 1 and len(got["incident_finding"]) == 2
+    )
