@@ -398,6 +398,13 @@ def parse_yaml(text: str, source: str) -> Any:
         where = f": line {mark.line + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]  # ReaderError has none
         raise ConfigError(f"{source}{where}: not valid YAML: {problem}") from None
+    except (ValueError, OverflowError) as e:
+        # a scalar the resolver types but its constructor cannot build: `0b_` (an int with no
+        # digits), `2001-13-45` (a timestamp with month 13)
+        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(
+            f"{source}: not valid YAML: a value PyYAML cannot read ({detail})"
+        ) from None
     check_depth(doc, source)
     return doc
 

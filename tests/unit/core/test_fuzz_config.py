@@ -69,3 +69,20 @@ def test_configs_let_only_config_error_out(seeds: list[str]) -> None:
         assert str(e) and "\n" not in str(e), str(e)
 
     fuzz_accepted_or_refused(one, ConfigError, one_line)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("a: 0b_", "invalid literal for int() with base 2"),  # the fuzzer's seed 2912163
+        ("a: 0x_", "invalid literal for int() with base 16"),
+        ("t: 2001-13-45", "month must be in 1..12"),
+    ],
+)
+def test_a_scalar_pyyaml_types_but_cannot_build_is_a_config_error(text: str, said: str) -> None:
+    """PyYAML's resolver types these as an int or a timestamp and its constructor then raises a
+    ValueError, not a YAMLError: one ConfigError line naming the source, never a traceback."""
+    with pytest.raises(ConfigError) as e:
+        parse_yaml(text, "environment RAILSCOPE_X")
+    assert str(e.value).startswith("environment RAILSCOPE_X: not valid YAML: ")
+    assert said in str(e.value) and "\n" not in str(e.value)
