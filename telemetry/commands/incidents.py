@@ -62,7 +62,7 @@ def register(sub: Any) -> list[str]:
 
 
 def to_json(r: dict[str, Any]) -> dict[str, Any]:
-    """A stored incident (incidents.read) as one JSON object: JSON_KEYS first."""
+    """A stored incident (incident_store.read) as one JSON object: JSON_KEYS first."""
     out = {k: r.get(_COLUMNS.get(k, k), "") for k in (*JSON_KEYS, *EXTRA_KEYS)}
     for k in _TIMES:
         out[k] = _iso(out[k])
@@ -74,11 +74,11 @@ def _iso(t: datetime) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from telemetry.correlate import incidents
+    from telemetry.correlate import incident_store
 
     cfg = config_from_args(args)
     store = open_store(cfg, reading=True)
-    rows = incidents.read(
+    rows = incident_store.read(
         store,
         open_only=args.open,
         since=parse_time(args.since) if args.since else None,

@@ -63,7 +63,7 @@ class AlertmanagerSink:
 
     # -- alerts ---------------------------------------------------------------------------------
     def alerts(self, inc: dict[str, Any]) -> list[dict[str, Any]]:
-        """The alerts of one incident (a stored row, incidents.read / Incident.row shape): one
+        """The alerts of one incident (a stored row, incident_store.read / Incident.row shape): one
         per tenant it touches (one with tenant "" when none); [] below `min_severity`."""
         if _RANK.get(inc["severity"], 9) > _RANK[self.cfg.min_severity]:
             return []
@@ -200,9 +200,9 @@ class AlertmanagerSink:
     def prime(self, store: Any, recent: timedelta = timedelta(hours=1)) -> None:
         """On start: queue the incidents seen within `recent` (open and resolved), so what changed
         while this process was down is delivered (Alertmanager ignores repeats)."""
-        from telemetry.correlate import incidents
+        from telemetry.correlate import incident_store
 
-        rows = incidents.read(
+        rows = incident_store.read(
             store, cluster=self.cluster, since=datetime.now(UTC) - recent, limit=10_000
         )
         self.offer(rows)

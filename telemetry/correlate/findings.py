@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from telemetry.correlate.pending import Pending
 from telemetry.records import FINDING
 from telemetry.sinks.gauges import state_gauges
 from telemetry.store import Store
@@ -88,9 +89,7 @@ class Tracker:
     def __init__(self, store: Store, cluster: str, hysteresis: timedelta) -> None:
         self.store, self.cluster, self.hysteresis = store, cluster, hysteresis
         self.open: dict[tuple[str, str], _Open] | None = None
-        # a batch run's rows not yet inserted (defer/flush), the last of each finding; None:
-        # each observe() inserts its own
-        self._pending: dict[str, dict[str, Any]] | None = None
+        self._pending: Pending | None = None  # a batch run's rows kept back (defer/flush)
 
     def _load(self, now: datetime) -> dict[tuple[str, str], _Open]:
         rows = self.store.query_rows(
@@ -139,28 +138,24 @@ class Tracker:
             o.last_seen = max(o.last_seen, now)
             f.finding_id, f.first_seen, f.last_seen = o.finding_id, o.first_seen, o.last_seen
             out_rows.append(_row(f, self.cluster, datetime.now(UTC)))
-        if self._pending is not None:  # a later row of the same finding replaces it (FINAL)
-            self._pending.update((r["finding_id"], r) for r in out_rows)
+        if self._pending is not None:  # a batch run: the last row of each finding (FINAL)
+            self._pending.add(FINDING, ("finding_id",), out_rows)
         else:
             self.store.insert(FINDING, FINDING.to_arrow(out_rows))
         return list(findings)
 
     def defer(self) -> None:
-        """A batch run: keep the rows observe() makes until flush(), the last of each finding
-        only (findings is a ReplacingMergeTree by `updated_at`: FINAL reads the same)."""
-        if self._pending is None:
-            self._pending = {}
+        """A batch run: keep the last row of each finding until flush()."""
+        self._pending = self._pending or Pending()
 
     def flush(self, *, stop: bool = False) -> int:
-        """Insert what defer() kept, in one statement; `stop`: observe() inserts its own rows
-        again. Returns the rows inserted. An insert that fails raises and keeps the rows for the
-        next flush (a run that stops there has failed, as a failed per-tick insert fails it)."""
-        pending = self._pending
-        if pending:
-            self.store.insert(FINDING, FINDING.to_arrow(list(pending.values())))
-        if pending is not None:
-            self._pending = None if stop else {}
-        return len(pending or ())
+        """Insert what defer() kept; `stop`: observe() inserts its own rows again. Returns the
+        rows inserted. An insert that fails raises and keeps them for the next flush (a run that
+        stops there has failed, as a failed per-tick insert fails it)."""
+        n = self._pending.flush(self.store) if self._pending is not None else 0
+        if stop:
+            self._pending = None
+        return n
 
 
 def span_where(

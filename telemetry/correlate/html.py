@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from telemetry.correlate import findings as fstore
-from telemetry.correlate import incidents as istore
+from telemetry.correlate import incident_store as istore
 from telemetry.correlate.report import JobReport
 from telemetry.correlate.report_nccl import collective_lines, setting_line
 from telemetry.store import Store, time_range

@@ -24,6 +24,7 @@ from typing import Any
 from telemetry.correlate.causes import effect_kinds, model, prefer_usual
 from telemetry.correlate.impact import Impact, impact
 from telemetry.correlate.kinds import kinds
+from telemetry.correlate.pending import Pending
 from telemetry.correlate.remediation import remediation, runbook
 from telemetry.problems import Problems
 from telemetry.records import FINDING, INCIDENT, INCIDENT_FINDING
@@ -524,11 +525,7 @@ class IncidentTracker:
         self._impact: dict[str, tuple[frozenset[Any], Impact]] = {}
         self._written_members: dict[str, dict[str, str]] = {}  # incident -> finding -> role
         self._names = NameMemo()  # each finding's scope and names, read once while they hold
-        # a batch run's rows not yet inserted (defer/flush): the last row of each incident and
-        # of each membership; None: each evaluation inserts its own
-        self._pending: (
-            tuple[dict[str, dict[str, Any]], dict[tuple[str, str], dict[str, Any]]] | None
-        ) = None
+        self._pending: Pending | None = None  # a batch run's rows kept back (defer/flush)
 
     def observe(self, now: datetime, findings: Sequence[Any]) -> list[Incident]:
         """After the evaluation at `now` wrote `findings` (ids set): regroup, write what changed.
@@ -687,44 +684,32 @@ class IncidentTracker:
             self._written_members[inc.incident_id] = dict(now_members)
             self._written[inc.incident_id] = digest
         self.stats.sent += len(rows)
-        if self._pending is not None:  # a later row of the same key replaces it (FINAL)
-            self._pending[0].update((r["incident_id"], r) for r in rows)
-            self._pending[1].update(((r["incident_id"], r["finding_id"]), r) for r in members)
+        if self._pending is not None:  # a batch run: the last row of each key (FINAL)
+            self._pending.add(INCIDENT, ("incident_id",), rows)
+            self._pending.add(INCIDENT_FINDING, ("incident_id", "finding_id"), members)
             return
         self.store.insert(INCIDENT, INCIDENT.to_arrow(rows))
         if members:
             self.store.insert(INCIDENT_FINDING, INCIDENT_FINDING.to_arrow(members))
 
     def defer(self) -> None:
-        """A batch run: keep what each evaluation writes until flush(), the last row of each
-        incident and membership only. Both tables are ReplacingMergeTree by `updated_at`, so what
-        a reader sees after flush() is what inserting each evaluation's rows would have left."""
-        if self._pending is None:
-            self._pending = ({}, {})
+        """A batch run: keep the last row of each incident and membership until flush()."""
+        self._pending = self._pending or Pending()
 
     def flush(self, *, stop: bool = False) -> int:
-        """Insert what defer() kept (two statements at most); `stop`: evaluations insert their
-        own rows again. Returns the incident rows inserted. A failure is logged and counted, as
-        observe()'s are, and what failed is kept for the next flush (the last, `stop`, gives up)."""
-        pending = self._pending
-        if pending is None:
-            return 0
-        rows, members = list(pending[0].values()), list(pending[1].values())
+        """Insert what defer() kept; `stop`: evaluations insert their own rows again. A failure
+        is logged and counted, as observe()'s are; what failed is kept for the next flush (the
+        last, `stop`, gives up on it). Returns the rows inserted."""
+        n = 0
         try:
-            if rows:
-                self.store.insert(INCIDENT, INCIDENT.to_arrow(rows))
-                pending[0].clear()
-            if members:
-                self.store.insert(INCIDENT_FINDING, INCIDENT_FINDING.to_arrow(members))
-                pending[1].clear()
-        except Exception as e:  # kept for the next flush; the last one gives up on them
+            n = self._pending.flush(self.store) if self._pending is not None else 0
+        except Exception as e:
             self.stats.last_success = False
             self.problems.exception(e, log=False)
-            log.error("incidents failed writing %d row(s): %s", len(rows), str(e).splitlines()[:1])
-            rows = []
+            log.error("incidents failed writing: %s", str(e).splitlines()[:1])
         if stop:
             self._pending = None
-        return len(rows)
+        return n
 
     def _member_row(
         self, inc: Incident, m: Member, role: str, member: int, stamp: datetime
@@ -787,48 +772,4 @@ class IncidentTracker:
         return out
 
 
-# --- reading ------------------------------------------------------------------------------------------
-
-
-def read(
-    store: Store,
-    *,
-    cluster: str | None = None,
-    open_only: bool = False,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    limit: int = 1000,
-) -> list[dict[str, Any]]:
-    """Current incidents (latest version of each, merged ones left out), newest first, each with
-    its member findings' ids (root first) under `finding_ids`."""
-    from telemetry.correlate.findings import span_where
-
-    where, params = span_where(cluster, since, until)
-    where.append("merged_into = ''")
-    params["limit"] = limit
-    if open_only:
-        where.append("state = 'open'")
-    cols = ", ".join(INCIDENT.columns)
-    rows = store.query_rows(
-        f"SELECT {cols} FROM {store.table(INCIDENT, final=True)} WHERE {' AND '.join(where)} "
-        "ORDER BY last_seen DESC, severity, incident_id LIMIT {limit:UInt32}",
-        params,
-    )
-    out = [dict(zip(INCIDENT.columns, r, strict=True)) for r in rows]
-    if not out:
-        return out
-    members: dict[str, list[tuple[bool, Any, str]]] = {}
-    for iid, fid, role, first in store.query_rows(
-        f"SELECT incident_id, finding_id, role, first_seen FROM {store.table(INCIDENT_FINDING, final=True)} "
-        "WHERE member = 1 AND incident_id IN {ids:Array(String)}",
-        {"ids": [r["incident_id"] for r in out]},
-    ):
-        members.setdefault(iid, []).append((role != "root", first, fid))
-    for r in out:
-        for k in ("kinds", "jobs", "tenants"):
-            r[k] = json.loads(r[k]) if r[k] else []
-        r["finding_ids"] = [fid for *_, fid in sorted(members.get(r["incident_id"], []))]
-    return out
-
-
-__all__ = ["Incident", "IncidentTracker", "Member", "group", "read"]
+__all__ = ["Incident", "IncidentTracker", "Member", "group"]

@@ -24,7 +24,9 @@ from telemetry.store.retention import ReplayAdmission, Span, expiries, table_ttl
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 NOW = datetime.now(UTC)
-BACK = NOW - timedelta(days=30, hours=1)  # "30 days ago", past a 30-day TTL by an hour
+# "30 days ago", past a 30-day TTL by an hour; 10 s into its minute, so that the captures' few
+# seconds of rows print as that minute (at 59.9 s the rows began in the next one)
+BACK = (NOW - timedelta(days=30, hours=1)).replace(second=10, microsecond=0)
 
 
 def _pcap(dst: Path) -> None:

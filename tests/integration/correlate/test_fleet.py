@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from telemetry.correlate import incidents
+from telemetry.correlate import incident_store
 from telemetry.sim.score import read_findings, read_incidents, score, score_incidents
 from tests.conftest import ScenarioRun
 
@@ -48,6 +48,6 @@ def test_fleet_every_event_found_with_its_catalog_action_and_ignore_never_pages(
     assert (inc.recall or 0) >= 0.98 and (inc.precision or 0) >= 0.98, (inc.false, inc.missed)
     assert inc.incidents_per_fault is not None and inc.incidents_per_fault <= 1.2
     quiet = {f.subject for f in xids if f.detail["action"] in ("RESTART_APP", "IGNORE")}
-    for i in incidents.read(run.store, cluster=run.cluster):
+    for i in incident_store.read(run.store, cluster=run.cluster):
         if i["root_kind"] == "gpu_xid" and i["root_subject"] in quiet:
             assert not re.search(r"\b(drain|cordon)", i["remediation"], re.I), i["remediation"]

@@ -11,7 +11,7 @@ from typing import Any
 
 from exporters.logs import grammar
 from telemetry.correlate import findings as fstore
-from telemetry.correlate import incidents
+from telemetry.correlate import incident_store
 from telemetry.records import GPU_EVENT, GPU_SAMPLE, LOG_EVENT, NVLINK_SAMPLE, RecordKind
 from telemetry.store import Store
 from tests.integration.correlate.test_detectors import ms, run, t0
@@ -92,7 +92,7 @@ def test_xid_actions_follow_nvidias_catalog_and_ignore_pages_no_one(store: Store
     assert got["n1/gpu0"]["evidence"]["repeated"] is False
     assert "ROBUST_CHANNEL_CONTAINED_ERROR" in got["n1/gpu1"]["summary"]
 
-    incs = {i["root_subject"]: i for i in incidents.read(store, cluster="c")}
+    incs = {i["root_subject"]: i for i in incident_store.read(store, cluster="c")}
     # the lone IGNORE Xid opened no incident; every other GPU did, with its action's advice
     assert set(incs) == set(got) - {"n1/gpu0"}
     restart_app = incs["n1/gpu1"]["remediation"]
@@ -120,7 +120,7 @@ def test_an_ignore_xid_below_the_repeat_threshold_stays_quiet_over_time(store: S
     assert fs[0]["last_seen"] < s.replace(tzinfo=None) + timedelta(seconds=250)
     # only the burst paged: one incident, rooted at the repeated finding, whose advice stays
     # the repeated one after the burst left the window
-    (inc,) = incidents.read(store, cluster="c")
+    (inc,) = incident_store.read(store, cluster="c")
     assert (inc["root_subject"], inc["root_finding_id"]) == ("n1/gpu4", fs[1]["finding_id"])
     assert inc["severity"] == "warning"
     assert "logged 3 times" in inc["remediation"], inc["remediation"]
@@ -227,7 +227,7 @@ def test_gpu_memory_degraded_from_row_remapping_and_ecc(store: Store) -> None:
     # the pending remap is seen from the first sample that shows it (~125 s), not before
     assert got["n1/gpu0"]["first_seen"] - s.replace(tzinfo=None) < timedelta(seconds=140)
     assert got["n1/gpu0"]["first_seen"] - s.replace(tzinfo=None) > timedelta(seconds=115)
-    incs = {i["root_subject"]: i["remediation"] for i in incidents.read(store, cluster="c")}
+    incs = {i["root_subject"]: i["remediation"] for i in incident_store.read(store, cluster="c")}
     assert "nvidia-smi -r -i 0" in incs["n1/gpu0"] and "RESET_GPU" in incs["n1/gpu0"]
     assert "RMA" in incs["n1/gpu1"]
 
@@ -253,7 +253,7 @@ def test_a_pending_row_remap_with_no_xid_line_is_reset_gpu(store: Store) -> None
     f = got["n4/gpu6"]
     assert f["evidence"]["action"] == "RESET_GPU" and f["evidence"]["remap_pending"] is True
     assert f["evidence"]["conditions"] == ["row remap pending"]
-    (inc,) = [i for i in incidents.read(store, cluster="c") if i["root_subject"] == "n4/gpu6"]
+    (inc,) = [i for i in incident_store.read(store, cluster="c") if i["root_subject"] == "n4/gpu6"]
     assert inc["root_kind"] == "gpu_memory_degraded"
     assert "RESET_GPU" in inc["remediation"] and "nvidia-smi -r -i 6" in inc["remediation"]
     assert not re.search(r"\b(reboot|RMA)\b", inc["remediation"]), inc["remediation"]
@@ -311,7 +311,7 @@ def test_nvlink_errors_name_the_link_against_its_own_baseline(store: Store) -> N
     # onset at ~450 s: found within the next rate window, not before
     onset = s.replace(tzinfo=None) + timedelta(seconds=450)
     assert onset < got["n2/gpu1"]["first_seen"] < onset + timedelta(seconds=45)
-    rem = {i["root_subject"]: i["remediation"] for i in incidents.read(store, cluster="c")}
+    rem = {i["root_subject"]: i["remediation"] for i in incident_store.read(store, cluster="c")}
     assert "link 3" in rem["n2/gpu1"] and "nvidia-smi nvlink -e -i 1" in rem["n2/gpu1"]
 
 
@@ -417,5 +417,5 @@ def test_a_gpu_lost_without_an_xid_from_nvml_or_the_kernels_multi_line_form(stor
     # seen from the first sample that says so (~125 s) and from the kernel's record (~152 s)
     assert timedelta(seconds=115) < got["n5/gpu0"]["first_seen"] - s.replace(tzinfo=None)
     assert got["n5/gpu1"]["first_seen"] - s.replace(tzinfo=None) < timedelta(seconds=170)
-    incs = {i["root_subject"]: i["remediation"] for i in incidents.read(store, cluster="c")}
+    incs = {i["root_subject"]: i["remediation"] for i in incident_store.read(store, cluster="c")}
     assert "RESTART_BM" in incs["n5/gpu1"] and "reboot it" in incs["n5/gpu1"]

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from telemetry.commands.incidents import JSON_KEYS
 from telemetry.correlate import findings as fstore
-from telemetry.correlate import incidents
+from telemetry.correlate import incident_store, incidents
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.incidents import IncidentTracker
 from telemetry.sim.score import read_incidents, score_incidents
@@ -108,7 +108,7 @@ def test_consequence_first_then_cause_keeps_the_id_survives_a_restart_and_resolv
         t += STEP
         states += [i.state for i in _tick(ft, it, t, [])]
     assert states == ["resolved"]
-    rows = incidents.read(store, cluster="c")
+    rows = incident_store.read(store, cluster="c")
     assert len(rows) == 1
     r = rows[0]
     assert (r["incident_id"], r["root_kind"], r["state"], r["severity"]) == (
@@ -126,7 +126,7 @@ def test_consequence_first_then_cause_keeps_the_id_survives_a_restart_and_resolv
         f"SELECT count() FROM {store.table('incident', final=True)} WHERE cluster = 'c'"
     )
     assert final[0][0] == 1
-    assert incidents.read(store, cluster="c", open_only=True) == []
+    assert incident_store.read(store, cluster="c", open_only=True) == []
 
 
 def test_two_open_incidents_merged_by_a_regrouping_leave_one(store: Store) -> None:
@@ -153,7 +153,7 @@ def test_two_open_incidents_merged_by_a_regrouping_leave_one(store: Store) -> No
     a = _tick(ft, it, t0, [read_a])
     b = _tick(ft, it, t0 + STEP, [read_a, read_b])
     assert [i.incident_id for i in b] == [a[0].incident_id]  # the second client joined
-    assert len(incidents.read(store, cluster="m")) == 1
+    assert len(incident_store.read(store, cluster="m")) == 1
 
 
 def test_two_open_incidents_joined_later_become_one_and_keep_their_findings(
@@ -177,7 +177,7 @@ def test_two_open_incidents_joined_later_become_one_and_keep_their_findings(
     assert _tick(ft, it, t0 + 2 * STEP, []) == []
     assert it.open is not None and list(it.open) == [kept.incident_id]
     assert len(it.open[kept.incident_id].group.members) == 2
-    rows = incidents.read(store, cluster="j")
+    rows = incident_store.read(store, cluster="j")
     assert [(r["incident_id"], len(r["finding_ids"])) for r in rows] == [(kept.incident_id, 2)]
     gone = store.query_rows(
         f"SELECT merged_into FROM {store.table('incident', final=True)} "
@@ -205,7 +205,7 @@ def test_a_cause_whose_consequence_moves_to_another_cause_keeps_its_incident(
     )
     for k in range(1, 4):  # the collision is over; the hotspot and a storm behind it go on
         _tick(ft, it, t0 + k * STEP, [_ecn(), _storm()])
-    rows = {r["root_kind"]: r for r in incidents.read(store, cluster="x")}
+    rows = {r["root_kind"]: r for r in incident_store.read(store, cluster="x")}
     assert sorted(rows) == ["ecmp_imbalance", "pfc_storm"]
     assert rows["ecmp_imbalance"]["incident_id"] == first.incident_id
     assert rows["ecmp_imbalance"]["kinds"] == ["ecmp_imbalance"]
@@ -531,7 +531,7 @@ def test_a_flush_that_fails_keeps_the_rows_for_the_next(
     assert it.flush() == 0 and not it.stats.last_success
     assert not any(_stored(store).values())
     monkeypatch.setattr(store, "insert", insert)
-    assert ft.flush(stop=True) == 2 and it.flush(stop=True) == 1
+    assert ft.flush(stop=True) == 2 and it.flush(stop=True) == 3  # 1 incident, 2 memberships
     got = _stored(store)
     assert (
         len(got["finding"]) == 2 and len(got["incident"]) == 1 and len(got["incident_finding"]) == 2

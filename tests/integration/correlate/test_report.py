@@ -13,7 +13,7 @@ import pytest
 from telemetry import analysis
 from telemetry.correlate import Correlator
 from telemetry.correlate import findings as fstore
-from telemetry.correlate import incidents as istore
+from telemetry.correlate import incident_store as istore
 from telemetry.correlate.html import render_html
 from telemetry.correlate.report import job_report, render_text
 from telemetry.records import FLOW_SAMPLE, GPU_SAMPLE, LLDP_LINK, NIC_SAMPLE, SWITCH_PORT_SAMPLE
