@@ -139,7 +139,7 @@ class Tracker:
             f.finding_id, f.first_seen, f.last_seen = o.finding_id, o.first_seen, o.last_seen
             out_rows.append(_row(f, self.cluster, datetime.now(UTC)))
         if self._pending is not None:  # a batch run: the last row of each finding (FINAL)
-            self._pending.add(FINDING, ("finding_id",), out_rows)
+            self._pending.add(FINDING, out_rows)
         else:
             self.store.insert(FINDING, FINDING.to_arrow(out_rows))
         return list(findings)

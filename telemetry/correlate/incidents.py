@@ -685,8 +685,8 @@ class IncidentTracker:
             self._written[inc.incident_id] = digest
         self.stats.sent += len(rows)
         if self._pending is not None:  # a batch run: the last row of each key (FINAL)
-            self._pending.add(INCIDENT, ("incident_id",), rows)
-            self._pending.add(INCIDENT_FINDING, ("incident_id", "finding_id"), members)
+            self._pending.add(INCIDENT, rows)
+            self._pending.add(INCIDENT_FINDING, members)
             return
         self.store.insert(INCIDENT, INCIDENT.to_arrow(rows))
         if members:

@@ -4,7 +4,7 @@ FINAL reads after a flush is what inserting every evaluation's rows would have l
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from telemetry.records import RecordKind
@@ -12,14 +12,17 @@ from telemetry.store import Store
 
 
 class Pending:
-    """The rows kept back, per table, the last of each key (`add`); `flush` inserts them."""
+    """The rows kept back, per table, the last of each ORDER BY key (the key its
+    ReplacingMergeTree keeps one row of: `RecordKind.order_by`); `flush` inserts them."""
 
     def __init__(self) -> None:
         self._kept: dict[str, tuple[RecordKind, dict[tuple[Any, ...], dict[str, Any]]]] = {}
 
-    def add(self, record: RecordKind, key: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
+    def add(self, record: RecordKind, rows: Iterable[dict[str, Any]]) -> None:
+        if record.version_field is None:  # every row counts: none may stand for another
+            raise ValueError(f"{record.name}: not a versioned (ReplacingMergeTree) record")
         kept = self._kept.setdefault(record.name, (record, {}))[1]
-        kept.update((tuple(r[k] for k in key), r) for r in rows)
+        kept.update((tuple(r[k] for k in record.order_by), r) for r in rows)
 
     def flush(self, store: Store) -> int:
         """Insert each table's rows, one statement per table; returns how many. An insert that
