@@ -204,12 +204,10 @@ class QueryServer(Generic[B]):
         self._guard.shutdown(wait=False, cancel_futures=True)
 
     async def _sweep(self) -> None:
-        """Once a second: close the connections whose request head is trickling in, and any
-        left over the cap from a burst."""
+        """Once a second: close the connections whose request head is trickling in."""
         while True:
             await asyncio.sleep(1.0)
             self.conns.sweep(time.monotonic(), HEAD_DEADLINE)
-            self.conns.trim()
 
     # -- handlers ----------------------------------------------------------------------------
     def _headers(self, query_id: str) -> dict[str, str]:
