@@ -12,34 +12,38 @@ import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
-# one token: a comment, a string, a quoted identifier, a heredoc, a word, a number, or one character
+# the white space before one token, then the token: a comment, a string, a quoted identifier, a
+# heredoc, a word, a number, or one character (one match a token: a 256 KiB `IN (1, 1, ...)` list
+# is some 10^5 of them)
 _TOKEN = re.compile(
     r"""
-    (?P<space>\s+)
-  | (?P<comment>--[^\n]*|\#[ !][^\n]*|/\*)
+    \s*+
+    (?:
+    (?P<comment>--[^\n]*|\#[ !][^\n]*|/\*)
   | (?P<string>'(?:[^'\\]|\\.|'')*'?)
   | (?P<quoted>"(?:[^"\\]|\\.|"")*"?|`(?:[^`\\]|\\.|``)*`?)
   | (?P<tag>\$[A-Za-z0-9_]*\$)
   | (?P<word>[A-Za-z_][A-Za-z0-9_$]*)
   | (?P<number>[0-9](?:[0-9A-Za-z_.]|(?<=[eEpP])[+-])*)
   | (?P<op>.)
+    )
     """,
     re.X | re.S,
 )
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
+    """One token (a tuple: a 256 KiB statement is some 10^5 of them, made and read on the guard's
+    threads beside the event loop)."""
+
     kind: str  # word, quoted, string, number, op
     text: str  # as written (a quoted identifier with its quotes)
     start: int
     end: int
     depth: int  # parentheses/brackets open before it
-
-    @property
-    def upper(self) -> str:
-        return self.text.upper() if self.kind == "word" else ""
+    upper: str  # a word's text in upper case, "" for any other token (keywords compare on it)
 
     @property
     def name(self) -> str:
@@ -61,31 +65,26 @@ def lex(text: str) -> Iterator[Token]:
     """The tokens of `text` but white space and comments, with their paren depth, lazily (an
     INSERT's data after its VALUES is never lexed). Raises Unterminated for a string, identifier,
     heredoc or comment that runs to the end."""
-    pos, depth, n = 0, 0, len(text)
-    while pos < n:
-        m = _TOKEN.match(text, pos)
-        assert m is not None  # the last alternative takes any one character
+    pos, depth = 0, 0
+    while (m := _TOKEN.match(text, pos)) is not None:  # None: white space to the end
         kind = m.lastgroup or "op"
-        if kind == "space":
-            pos = m.end()
-            continue
+        start, end = m.span(kind)
         if kind == "comment":
-            pos = _comment_end(text, pos)
+            pos = _comment_end(text, start)
             continue
-        end = m.end()
         if kind == "tag":  # $tag$ ... $tag$: a string
-            close = text.find(m.group(0), end)
+            close = text.find(m[kind], end)
             if close < 0:
                 raise Unterminated("a $heredoc$ that never ends")
-            end, kind = close + len(m.group(0)), "string"
+            end, kind = close + len(m[kind]), "string"
         elif kind in ("string", "quoted"):
-            tok = m.group(0)
+            tok = m[kind]
             if len(tok) < 2 or tok[-1] != tok[0] or _escaped_end(tok):
                 raise Unterminated("a quoted string or identifier that never ends")
-        tok = text[m.start() : end]
+        tok = text[start:end]
         if kind == "op" and tok in ")]":
             depth = max(0, depth - 1)
-        yield Token(kind, tok, m.start(), end, depth)
+        yield Token(kind, tok, start, end, depth, tok.upper() if kind == "word" else "")
         if kind == "op" and tok in "([":
             depth += 1
         pos = end
@@ -186,9 +185,10 @@ def called_names(toks: list[Token]) -> set[str]:
 def has_sequence(toks: list[Token], *words: str) -> bool:
     """True where the keywords `words` follow each other (outside strings and identifiers)."""
     k = len(words)
-    return any(
-        all(toks[i + j].upper == w for j, w in enumerate(words)) for i in range(len(toks) - k + 1)
-    )
+    for i, t in enumerate(toks[: len(toks) - k + 1]):
+        if t.upper == words[0] and all(toks[i + j].upper == w for j, w in enumerate(words)):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
