@@ -63,18 +63,24 @@ def parse_ast(dump: str) -> list[Node]:
 def _without_tail(rest: str) -> str:
     """A dump line's text without its trailing `(alias a)` and `(children n)`, read from the
     end: a literal's line is as long as the literal (a 240 KB `IN (...)` list is one 1.2 MB line),
-    and a regular expression tried at each of its positions held the interpreter for 0.12 s."""
+    and a regular expression tried at each of its positions held the interpreter for 0.12 s.
+    Where the tail reads two ways (`(alias (children 1)`), the longer tail is cut, as the first
+    match of the grammar's regular expression would (tests/unit/serve/test_sqltext.py)."""
     s = rest.rstrip()
-    if s.endswith(")"):
-        i = s.rfind("(children ")
-        if i >= 0 and s[i + 10 : -1].isdecimal():
-            s = s[:i].rstrip()
-    if s.endswith(")"):
-        # the first `(alias ` after the last other `)`: an alias holds no `)`
-        i = s.find("(alias ", s.rfind(")", 0, len(s) - 1) + 1)
-        if i >= 0:
-            s = s[:i]
-    return s.strip()
+    cuts = [_alias_at_end(s)]
+    c = s.rfind("(children ")
+    if s.endswith(")") and c >= 0 and s[c + 10 : -1].isdecimal():
+        cuts += [c, _alias_at_end(s[:c].rstrip())]
+    cut = min((i for i in cuts if i >= 0), default=len(s))
+    return s[:cut].strip()
+
+
+def _alias_at_end(s: str) -> int:
+    """Where an `(alias a)` ending `s` starts, -1 if none: the first `(alias ` after the last
+    other `)` (an alias holds no `)`)."""
+    if not s.endswith(")"):
+        return -1
+    return s.find("(alias ", s.rfind(")", 0, len(s) - 1) + 1)
 
 
 @dataclass
