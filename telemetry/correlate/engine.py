@@ -429,7 +429,7 @@ class Correlator:
 
     def activity(self, first_tick: datetime, last_tick: datetime) -> Activity:
         """Where the data the detectors read lies, and when the state they read changed, for
-        ticks first_tick..last_tick (one query per kind)."""
+        ticks first_tick..last_tick (one statement for every kind read)."""
         step_ms = int(self.interval * 1000)
         back = max(
             [timedelta(seconds=d.settle_seconds(self.thresholds)) for d in self.detectors]
@@ -443,33 +443,29 @@ class Correlator:
             kinds |= set(ATTRIBUTION_STATE)  # where batch attribution must not join windows
             kinds |= STATE_KINDS  # where facts as of a tick change (Context.as_of_state)
         params = {"c": self.cluster, "ws": lo, "we": last_tick}
+        parts = []  # one statement for every kind: (kind, bucket, 0) rows, and (kind, 0, 1) where
+        # state was set before the range (a change at its first tick)
         for kind in sorted(kinds):
             k = KINDS[kind]
-            col = f"`{k.time_field}`"
-            cols = [col]
-            if "valid_to" in k.by_name:  # a version's end is a change too
-                cols.append("`valid_to`")
-            rows = self.store.query_rows(
-                " UNION DISTINCT ".join(
-                    f"""SELECT DISTINCT intDiv(toUnixTimestamp64Milli({c}), {step_ms})
-                        FROM {self.store.table(kind)}
-                        WHERE cluster = {{c:String}} AND {c} >= {{ws:DateTime64(3, 'UTC')}}
-                          AND {c} <= {{we:DateTime64(3, 'UTC')}}"""
-                    for c in cols
-                ),
-                params,
-            )
-            got = {int(r[0]) for r in rows if r[0] is not None}
-            if kind in STATE_KINDS:
-                # state set before the range is a change at its first tick
-                (before,) = self.store.query_rows(
-                    f"SELECT count() FROM (SELECT 1 FROM {self.store.table(kind)} "
-                    f"WHERE cluster = {{c:String}} AND {col} < {{ws:DateTime64(3, 'UTC')}} LIMIT 1)",
-                    params,
+            table = self.store.table(kind)
+            act.buckets[kind] = set()
+            for c in [k.time_field] + (["valid_to"] if "valid_to" in k.by_name else []):
+                parts.append(
+                    f"""SELECT DISTINCT '{kind}', intDiv(toUnixTimestamp64Milli(`{c}`), {step_ms}), 0
+                        FROM {table} WHERE cluster = {{c:String}}
+                          AND `{c}` >= {{ws:DateTime64(3, 'UTC')}}
+                          AND `{c}` <= {{we:DateTime64(3, 'UTC')}}"""
                 )
-                if before[0]:
-                    got.add(_ms(lo) // step_ms)
-            act.buckets[kind] = got
+            if kind in STATE_KINDS:
+                parts.append(
+                    f"""SELECT '{kind}', toInt64(0), 1 FROM (SELECT 1 FROM {table}
+                        WHERE cluster = {{c:String}} AND `{k.time_field}` < {{ws:DateTime64(3, 'UTC')}}
+                        LIMIT 1)"""
+                )
+        first = _ms(lo) // step_ms
+        for kind, bucket, before in self.store.query_rows(" UNION ALL ".join(parts), params):
+            if bucket is not None:
+                act.buckets[kind].add(first if before else int(bucket))
         return act
 
     def rejudge(self, now: datetime) -> RunResult:

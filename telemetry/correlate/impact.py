@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -30,13 +30,91 @@ class Impact:
     gpus: int = 0
 
 
-def impact(
-    store: Store, cluster: str, members: Iterable[Named], lo: datetime, hi: datetime
-) -> Impact:
-    """The jobs (and their tenants and GPUs) an incident touches: jobs it names, jobs with pods
-    on the nodes of its GPUs/NICs/nodes, and jobs whose flows left through its ports, while it
-    lasted (inventory as of that span). Two statements at most: the jobs on its nodes, pods and
-    ports; the GPUs of their pods and their namespaces' tenants."""
+@dataclass(frozen=True)
+class Span:
+    """One incident asked about: its findings, and the span it lasted."""
+
+    members: Iterable[Named]
+    lo: datetime
+    hi: datetime
+
+
+def impacts(store: Store, cluster: str, spans: Sequence[Span]) -> list[Impact]:
+    """The jobs (and their tenants and GPUs) each incident of `spans` touches: jobs it names,
+    jobs with pods on the nodes of its GPUs/NICs/nodes, and jobs whose flows left through its
+    ports, while it lasted (inventory as of that span). Two statements at most for all of them:
+    the jobs on their nodes, pods and ports; the GPUs of those jobs' pods and their namespaces'
+    tenants."""
+    p: dict[str, Any] = {"c": cluster}
+    pods_t = store.table("pod", final=True)
+    found = []  # each incident's jobs (tagged with its index): on its nodes/pods, and both ends
+    # of the flows through its ports
+    jobs: list[set[str]] = []
+    for i, sp in enumerate(spans):
+        nodes, pods, named, ports = _subjects(sp.members)
+        jobs.append(named)
+        p |= {f"lo{i}": sp.lo, f"hi{i}": sp.hi}
+        during = valid_during(ts_param(f"lo{i}"), ts_param(f"hi{i}"), closed=True)
+        if nodes or pods:
+            p |= {f"nodes{i}": sorted(nodes), f"pods{i}": sorted(pods)}
+            found.append(
+                f"SELECT DISTINCT {i}, 'pod', namespace, job, '', '' FROM {pods_t} "
+                f"WHERE cluster = {{c:String}} AND job != '' AND (node IN {{nodes{i}:Array(String)}} "
+                f"OR concat(namespace, '/', pod) IN {{pods{i}:Array(String)}}) AND {during}"
+            )
+        if ports:
+            p[f"ports{i}"] = sorted(ports)
+            found.append(
+                f"SELECT DISTINCT {i}, 'flow', src_namespace, src_job, dst_namespace, dst_job "
+                f"FROM {store.table('attributed_flow')} WHERE cluster = {{c:String}} "
+                f"AND ts >= {ts_param(f'lo{i}')} - INTERVAL 1 MINUTE AND ts <= {ts_param(f'hi{i}')} "
+                f"AND (switch, out_port) IN {{ports{i}:Array(Tuple(String, String))}}"
+            )
+    for i, what, ns, job, ns2, job2 in (
+        store.query_rows(" UNION ALL ".join(found), p) if found else []
+    ):
+        for a, b in ((ns, job), (ns2, job2)) if what == "flow" else ((ns, job),):
+            if b and (a or what == "pod"):  # a pod's job (never ''), a flow's end with both
+                jobs[i].add(f"{a}/{b}")
+    if not any(jobs):
+        return [Impact() for _ in spans]
+    gpus_of = []  # each incident's GPUs: its jobs' pods while it lasted
+    for i, js in enumerate(jobs):
+        if js:
+            p[f"jobs{i}"] = sorted(tuple(j.split("/", 1)) for j in js)
+            during = valid_during(ts_param(f"lo{i}"), ts_param(f"hi{i}"), closed=True)
+            gpus_of.append(
+                f"SELECT {i}, 'gpus', '', '', sum(n) FROM (SELECT namespace, pod, "
+                "length(JSONExtractArrayRaw(argMax(gpus, valid_from))) AS n "
+                f"FROM {pods_t} WHERE cluster = {{c:String}} "
+                f"AND (namespace, job) IN {{jobs{i}:Array(Tuple(String, String))}} "
+                f"AND {during} GROUP BY namespace, pod)"
+            )
+    p["nss"] = sorted({j.split("/", 1)[0] for js in jobs for j in js})
+    tenant: dict[str, str] = {}
+    gpus: dict[int, int] = {}
+    for i, what, a, b, n in store.query_rows(
+        " UNION ALL ".join(gpus_of)
+        + " UNION ALL SELECT -1, 'tenant', namespace, argMax(tenant, valid_from), 0 "
+        f"FROM {store.table('namespace', final=True)} "
+        "WHERE cluster = {c:String} AND namespace IN {nss:Array(String)} GROUP BY namespace",
+        p,
+    ):
+        if what == "gpus":
+            gpus[i] = int(n or 0)
+        else:
+            tenant[a] = b
+    out = []
+    for i, js in enumerate(jobs):
+        nss = {j.split("/", 1)[0] for j in js}
+        out.append(Impact(sorted(js), sorted({tenant.get(ns) or ns for ns in nss}), gpus.get(i, 0)))
+    return out
+
+
+def _subjects(
+    members: Iterable[Named],
+) -> tuple[set[str], set[str], set[str], set[tuple[str, ...]]]:
+    """The nodes, pods, jobs and (switch, port)s an incident's findings name."""
     nodes: set[str] = set()
     pods: set[str] = set()
     jobs: set[str] = set()
@@ -52,50 +130,4 @@ def impact(
             ports.add(tuple(m.subject.split(":", 1)))
         nodes.update(n for n in m.evidence.get("nodes", []) if isinstance(n, str))
         pods.update(p for p in m.evidence.get("pods", []) if isinstance(p, str))
-    p: dict[str, Any] = {
-        "c": cluster,
-        "lo": lo,
-        "hi": hi,
-        "nodes": sorted(nodes),
-        "pods": sorted(pods),
-        "ports": sorted(ports),
-    }
-    during = valid_during(ts_param("lo"), ts_param("hi"), closed=True)
-    pods_t = store.table("pod", final=True)
-    found = []  # its jobs: on its nodes/pods, and both ends of the flows through its ports
-    if nodes or pods:
-        found.append(
-            f"SELECT DISTINCT 'pod', namespace, job, '', '' FROM {pods_t} WHERE cluster = {{c:String}} "
-            "AND job != '' AND (node IN {nodes:Array(String)} OR concat(namespace, '/', pod) IN "
-            f"{{pods:Array(String)}}) AND {during}"
-        )
-    if ports:
-        found.append(
-            "SELECT DISTINCT 'flow', src_namespace, src_job, dst_namespace, dst_job "
-            f"FROM {store.table('attributed_flow')} WHERE cluster = {{c:String}} "
-            "AND ts >= {lo:DateTime64(3, 'UTC')} - INTERVAL 1 MINUTE AND ts <= {hi:DateTime64(3, 'UTC')} "
-            "AND (switch, out_port) IN {ports:Array(Tuple(String, String))}"
-        )
-    for what, ns, job, ns2, job2 in store.query_rows(" UNION ALL ".join(found), p) if found else []:
-        for a, b in ((ns, job), (ns2, job2)) if what == "flow" else ((ns, job),):
-            if b and (a or what == "pod"):  # a pod's job (never ''), a flow's end with both
-                jobs.add(f"{a}/{b}")
-    if not jobs:
-        return Impact()
-    p["jobs"] = sorted(tuple(j.split("/", 1)) for j in jobs)
-    nss = sorted({j.split("/", 1)[0] for j in jobs})
-    p["nss"] = nss
-    tenant, gpus = {}, 0
-    for what, a, b, n in store.query_rows(
-        "SELECT 'gpus', '', '', sum(n) FROM (SELECT namespace, pod, length(JSONExtractArrayRaw(argMax(gpus, valid_from))) AS n "
-        f"FROM {pods_t} WHERE cluster = {{c:String}} AND (namespace, job) IN {{jobs:Array(Tuple(String, String))}} "
-        f"AND {during} GROUP BY namespace, pod) "
-        f"UNION ALL SELECT 'tenant', namespace, argMax(tenant, valid_from), 0 FROM {store.table('namespace', final=True)} "
-        "WHERE cluster = {c:String} AND namespace IN {nss:Array(String)} GROUP BY namespace",
-        p,
-    ):
-        if what == "gpus":
-            gpus = int(n or 0)
-        else:
-            tenant[a] = b
-    return Impact(sorted(jobs), sorted({tenant.get(ns) or ns for ns in nss}), gpus)
+    return nodes, pods, jobs, ports

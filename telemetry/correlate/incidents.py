@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from telemetry.correlate.causes import effect_kinds, model, prefer_usual
-from telemetry.correlate.impact import Impact, impact
+from telemetry.correlate.impact import Impact, Span, impacts
 from telemetry.correlate.kinds import kinds
 from telemetry.correlate.pending import Pending
 from telemetry.correlate.remediation import remediation, runbook
@@ -580,19 +580,22 @@ class IncidentTracker:
         )
         incidents = self._assign(groups)
         changed: list[Incident] = []
+        stale: list[tuple[Incident, frozenset[tuple[str, str]]]] = []  # impact to be (re)read
         for inc in incidents:
+            changed.append(inc)
             if inc.merged_into:
-                changed.append(inc)
                 continue
             inc.state = "resolved" if inc.last_seen < now - self.hysteresis else "open"
             key = frozenset(inc.group.roles.items())
             cached = self._impact.get(inc.incident_id)
             if cached is None or cached[0] != key:
-                g = inc.group
-                blast = impact(self.store, self.cluster, g.members, g.first_seen, g.last_seen)
-                cached = self._impact[inc.incident_id] = (key, blast)
-            inc.impact = cached[1]
-            changed.append(inc)
+                stale.append((inc, key))
+            else:
+                inc.impact = cached[1]
+        spans = [Span(i.group.members, i.group.first_seen, i.group.last_seen) for i, _ in stale]
+        for (inc, key), blast in zip(stale, impacts(self.store, self.cluster, spans), strict=True):
+            self._impact[inc.incident_id] = (key, blast)
+            inc.impact = blast
         stamp = datetime.now(UTC)
         rows = []  # each incident's row, built once: written where it differs from the last
         for inc in changed:
