@@ -135,8 +135,9 @@ def test_every_engine_statement_runs_on_distributed_tables(chdb_dsn: str, tmp_pa
             accounting(store, start, end, by=by, cluster="c")
         preemptions(store, start, end, cluster="c")
         # hundreds of statements (468 once a batch run wrote its findings and incidents per
-        # chunk instead of per tick): every detector's, the engine's and the readers'
-        assert len(rec.calls) > 400
+        # chunk instead of per tick, 369 once it read where its data lies in one statement and
+        # incidents' blast radius in two a tick): every detector's, the engine's and the readers'
+        assert len(rec.calls) > 250
         # test_sharding's two shards, on addresses that refuse at once (a name that does not
         # resolve costs seconds per statement)
         (tmp_path / "cluster.xml").write_text(
