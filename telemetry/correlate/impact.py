@@ -50,17 +50,20 @@ def impacts(store: Store, cluster: str, spans: Sequence[Span]) -> list[Impact]:
     found = []  # each incident's jobs (tagged with its index): on its nodes/pods, and both ends
     # of the flows through its ports
     jobs: list[set[str]] = []
+    # each incident's inventory condition: versions valid at some point of its span
+    during = [
+        valid_during(ts_param(f"lo{i}"), ts_param(f"hi{i}"), closed=True) for i in range(len(spans))
+    ]
     for i, sp in enumerate(spans):
         nodes, pods, named, ports = _subjects(sp.members)
         jobs.append(named)
         p |= {f"lo{i}": sp.lo, f"hi{i}": sp.hi}
-        during = valid_during(ts_param(f"lo{i}"), ts_param(f"hi{i}"), closed=True)
         if nodes or pods:
             p |= {f"nodes{i}": sorted(nodes), f"pods{i}": sorted(pods)}
             found.append(
                 f"SELECT DISTINCT {i}, 'pod', namespace, job, '', '' FROM {pods_t} "
                 f"WHERE cluster = {{c:String}} AND job != '' AND (node IN {{nodes{i}:Array(String)}} "
-                f"OR concat(namespace, '/', pod) IN {{pods{i}:Array(String)}}) AND {during}"
+                f"OR concat(namespace, '/', pod) IN {{pods{i}:Array(String)}}) AND {during[i]}"
             )
         if ports:
             p[f"ports{i}"] = sorted(ports)
@@ -82,13 +85,12 @@ def impacts(store: Store, cluster: str, spans: Sequence[Span]) -> list[Impact]:
     for i, js in enumerate(jobs):
         if js:
             p[f"jobs{i}"] = sorted(tuple(j.split("/", 1)) for j in js)
-            during = valid_during(ts_param(f"lo{i}"), ts_param(f"hi{i}"), closed=True)
             gpus_of.append(
                 f"SELECT {i}, 'gpus', '', '', sum(n) FROM (SELECT namespace, pod, "
                 "length(JSONExtractArrayRaw(argMax(gpus, valid_from))) AS n "
                 f"FROM {pods_t} WHERE cluster = {{c:String}} "
                 f"AND (namespace, job) IN {{jobs{i}:Array(Tuple(String, String))}} "
-                f"AND {during} GROUP BY namespace, pod)"
+                f"AND {during[i]} GROUP BY namespace, pod)"
             )
     p["nss"] = sorted({j.split("/", 1)[0] for js in jobs for j in js})
     tenant: dict[str, str] = {}
