@@ -252,10 +252,13 @@ class GnmiSwitches:
     switch on loopback, and one switch source streaming from all of them across the run (its
     streams, caches and derived rates persist from step to step, as a live collector's do)."""
 
-    INTERVAL = 1.0  # SAMPLE interval asked of the targets; a replaced state is sent at once
-
     def __init__(self, sim: Simulation, leaf_times: bool = False) -> None:
         self.sim, self.leaf_times = sim, leaf_times
+        # the SAMPLE interval asked of the targets: the scenario's step, as a collector set up
+        # for this fabric would ask (a replaced state is sent at once, so the run does not wait
+        # on it). A stream is stalled after two intervals of silence: a 1 s interval made that
+        # 2 s of wall time, which a loaded CI machine's starved process can miss by itself.
+        self.interval = float(sim.dt)
         self._dist = sim.disturber() if leaf_times else None  # timing.py's draws
         self.roles = {s: role for s, role, _ in sim.fabric.switches}
         self.targets: dict[str, Any] = {}
@@ -323,7 +326,7 @@ class GnmiSwitches:
                             gnmi=GnmiConfig(address=f"127.0.0.1:{port}"))
                for _, port, name in self.servers]  # fmt: skip
         cfg = SwitchSourceConfig(switches=sws, timeout_seconds=30)
-        return SwitchSource([], cfg, gnmi=sws, interval=self.INTERVAL)
+        return SwitchSource([], cfg, gnmi=sws, interval=self.interval)
 
     def close(self) -> None:
         if self.source is not None:
