@@ -17,6 +17,7 @@ import logging
 import pkgutil
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from telemetry.errors import UserError
 
@@ -35,9 +36,34 @@ def command_word(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The `railscope` parser. Given the command line `argv` that runs a source, it holds that
-    source's command only: the other sources' modules (and their libraries) are not imported,
-    so `railscope node --no-store` loads the node exporter and nothing else."""
+    """The `railscope` parser. Given a command line `argv`, it holds that command's parser only
+    where it can: a source's command (`railscope node --no-store` loads the node exporter and
+    nothing else) or the command of the module of that name (`railscope demo` imports no
+    source's module: a second of each start); otherwise, and for `railscope --help`, every
+    command."""
+    from telemetry.catalog import SOURCES
+    from telemetry.commands import sources as source_commands
+
+    word = command_word(argv) if argv is not None else None
+    if word in SOURCES:
+        parser, sub = _root()
+        source_commands.register(sub, only=word)
+        return parser
+    if word and not word.startswith("_") and word != "sources" and _is_module(word):
+        parser, sub = _root()
+        _register_module(sub, word)
+        if word in sub.choices:
+            return parser
+    parser, sub = _root()  # a command whose module is named otherwise (`config`, `findings`)
+    source_commands.register(sub)
+    for m in pkgutil.iter_modules(importlib.import_module("telemetry.commands").__path__):
+        if not m.name.startswith("_") and m.name != "sources":
+            _register_module(sub, m.name)
+    return parser
+
+
+def _root() -> tuple[argparse.ArgumentParser, Any]:
+    """The parser without commands, and its subparsers."""
     parser = argparse.ArgumentParser(
         prog="railscope",
         description=(
@@ -53,26 +79,27 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         choices=["debug", "info", "warning", "error"],
         help="log verbosity on stderr (default info)",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    return parser, parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    from telemetry.catalog import SOURCES
-    from telemetry.commands import sources as source_commands
+
+def _is_module(name: str) -> bool:
+    import importlib.util
+
+    return (
+        name.isidentifier() and importlib.util.find_spec(f"telemetry.commands.{name}") is not None
+    )
+
+
+def _register_module(sub: Any, name: str) -> None:
+    """The commands of telemetry/commands/NAME.py: a table of verbs (`railscope NAME VERB`) or
+    its own `register`; helper modules (common.py) register nothing."""
     from telemetry.commands.common import register_verbs
 
-    word = command_word(argv) if argv is not None else None
-    if word in SOURCES:
-        source_commands.register(sub, only=word)
-        return parser
-    source_commands.register(sub)
-    for m in pkgutil.iter_modules(importlib.import_module("telemetry.commands").__path__):
-        if m.name.startswith("_") or m.name == "sources":
-            continue
-        mod = importlib.import_module(f"telemetry.commands.{m.name}")
-        if hasattr(mod, "VERBS"):  # a table of verbs: `railscope MODULE VERB`
-            register_verbs(sub, m.name, mod.__doc__, mod.VERBS)
-        elif hasattr(mod, "register"):  # helper modules (common.py) register nothing
-            mod.register(sub)
-    return parser
+    mod = importlib.import_module(f"telemetry.commands.{name}")
+    if hasattr(mod, "VERBS"):
+        register_verbs(sub, name, mod.__doc__, mod.VERBS)
+    elif hasattr(mod, "register"):
+        mod.register(sub)
 
 
 def _quiet_clients(record: logging.LogRecord) -> bool:

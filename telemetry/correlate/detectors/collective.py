@@ -15,8 +15,14 @@ from typing import Any
 
 from telemetry.correlate.detectors.node import gpu_subject
 from telemetry.correlate.findings import Finding
-from telemetry.correlate.registry import Context, detector, over_ticks
-from telemetry.correlate.timebase import per_tick, tick_join, tick_params
+from telemetry.correlate.registry import Context, Later, detector, over_ticks
+from telemetry.correlate.timebase import (
+    lookback_ms,
+    per_tick,
+    per_tick_later,
+    tick_join,
+    tick_params,
+)
 
 _KEYS = "namespace, job, comm_id, collective"
 
@@ -32,26 +38,53 @@ def collective_slowdown(ctx: Context) -> list[Finding]:
     the baseline's median by more than `collective.slowdown_ratio` and by more than
     `collective.mad_factor` robust deviations of the baseline's noise (see _noise). One finding per job and
     communicator; the hops of the job's path with findings on them are its ranked evidence."""
-    base_s = float(ctx.t("collective.baseline_seconds"))
-    rows = ctx.rows(
+    return _slowdowns(ctx, _slowdown_rows(ctx, over=False))
+
+
+@over_ticks("collective_slowdown")
+def collective_slowdown_over(ctx: Context) -> dict[datetime, Later]:
+    """One statement for every judged tick; each tick's causes are ranked when the engine
+    reaches it (they read the findings of the ticks before it: timebase.per_tick_later)."""
+    return per_tick_later(ctx, _slowdown_rows(ctx, over=True), _slowdowns)
+
+
+def _slowdown_rows(ctx: Context, over: bool) -> list[dict[str, Any]]:
+    """Per job, communicator, collective and message size (and judged tick, `over`: each over
+    its own trailing window and the baseline before it, timebase.tick_join) the window's and
+    the baseline's median bus bandwidth, their sample counts and the baseline's samples."""
+    base_ms = int(float(ctx.t("collective.baseline_seconds")) * 1000)
+    params: dict[str, Any] = {
+        "bs": ctx.window.start - timedelta(milliseconds=base_ms),
+        "min_n": int(ctx.t("collective.min_samples")),
+        "min_base": int(ctx.t("collective.min_baseline_samples")),
+    }
+    now = "ts >= {ws:DateTime64(3, 'UTC')}"
+    tick, join, only = "", "", ""
+    if over:  # a row counts for the ticks whose window or baseline before it holds it
+        span = lookback_ms(ctx) + base_ms
+        tick, join = "tick, ", tick_join(ctx, "collective_sample", span=span)
+        now = f"toUnixTimestamp64Milli(ts) >= tick - {lookback_ms(ctx)}"
+        only = " AND tick IN {ticks:Array(Int64)}"
+        params |= tick_params(ctx)
+    return ctx.rows(
         f"""
-        SELECT {_KEYS}, msg_size_bucket,
-               medianIf(bus_bandwidth_gbs, ts >= {{ws:DateTime64(3, 'UTC')}}) AS now_gbs,
-               countIf(ts >= {{ws:DateTime64(3, 'UTC')}}) AS now_n,
-               medianIf(bus_bandwidth_gbs, ts < {{ws:DateTime64(3, 'UTC')}}) AS base_gbs,
-               countIf(ts < {{ws:DateTime64(3, 'UTC')}}) AS base_n,
-               groupArrayIf((coll_sn, bus_bandwidth_gbs), ts < {{ws:DateTime64(3, 'UTC')}}) AS base
-        FROM {ctx.table("collective_sample")}
+        SELECT {tick}{_KEYS}, msg_size_bucket,
+               medianIf(bus_bandwidth_gbs, {now}) AS now_gbs,
+               countIf({now}) AS now_n,
+               medianIf(bus_bandwidth_gbs, NOT ({now})) AS base_gbs,
+               countIf(NOT ({now})) AS base_n,
+               groupArrayIf((coll_sn, bus_bandwidth_gbs), NOT ({now})) AS base
+        FROM {ctx.table("collective_sample")} {join}
         WHERE cluster = {{cluster:String}} AND job != ''
-          AND ts >= {{bs:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}
-        GROUP BY {_KEYS}, msg_size_bucket
+          AND ts >= {{bs:DateTime64(3, 'UTC')}} AND ts < {{we:DateTime64(3, 'UTC')}}{only}
+        GROUP BY {tick}{_KEYS}, msg_size_bucket
         HAVING now_n >= {{min_n:UInt32}} AND base_n >= {{min_base:UInt32}}""",
-        {
-            "bs": ctx.window.start - timedelta(seconds=base_s),
-            "min_n": int(ctx.t("collective.min_samples")),
-            "min_base": int(ctx.t("collective.min_baseline_samples")),
-        },
+        params,
     )
+
+
+def _slowdowns(ctx: Context, rows: list[dict[str, Any]]) -> list[Finding]:
+    """collective_slowdown's findings at one tick from its rows (_slowdown_rows)."""
     ratio = float(ctx.t("collective.slowdown_ratio"))
     k = float(ctx.t("collective.mad_factor"))
     slow: dict[tuple[str, str, str], list[dict[str, Any]]] = {}

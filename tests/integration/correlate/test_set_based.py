@@ -100,6 +100,7 @@ def correlated(
 # the test below, so that their comparison with the loop is not an empty one)
 CONVERTED = {
     "collective_algorithm_underperforms",
+    "collective_slowdown",
     "collective_straggler",
     "dci_near_capacity",
     "cross_tenant_rdma",
@@ -112,6 +113,7 @@ CONVERTED = {
     "low_flow_entropy",
     "network_bound",
     "pcie_replays",
+    "placement_violation",
 }
 
 

@@ -141,3 +141,29 @@ def test_an_unexpected_exception_is_counted_under_one_reason_and_named_in_the_lo
     assert [r.getMessage() for r in caplog.records] == ["t: exception: collect: KeyError: 'gpu3'"]
     assert describe(ValueError("line one\nline two")) == "ValueError: line one"
     assert describe(RuntimeError()) == "RuntimeError"
+
+
+def test_a_command_line_builds_its_own_command_alone() -> None:
+    """`railscope demo ...` builds the demo's parser alone, importing no source's module; a
+    command whose module is named otherwise (`config`, `findings`) and `railscope --help` get
+    every command."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from telemetry.cli import build_parser
+        p = build_parser(["--log-level", "info", "demo", "--data", "d"])
+        sub = next(a for a in p._actions if a.dest == "command")
+        print(sorted(sub.choices), p.parse_args(["demo", "--data", "d"]).data)
+        print(sorted({m.split(".")[1] for m in sys.modules if m.startswith("exporters.")}))
+        for argv in (["config", "check"], ["findings"], ["--help"], []):
+            sub = next(a for a in build_parser(argv)._actions if a.dest == "command")
+            print(len(sub.choices) > 20, "config" in sub.choices, "node" in sub.choices)
+        """
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[:2] == ["['demo'] d", "[]"], lines
+    assert lines[2:] == ["True True True"] * 4, lines
