@@ -87,17 +87,22 @@ def fingerprint(store: Any, sim: Simulation, cluster: str) -> str:
     the same scenario and seed give the same fingerprint whenever they ran."""
     import hashlib
 
-    parts = []
+    selects = []  # one statement for every kind: (kind, rows, hash)
     for name in SIM_KINDS:
         k = KINDS[name]
         exprs = ", ".join(_expr(k, f.name, sim.start_ms) for f in k.fields if f.name != "cluster")
-        sql = (
-            f"SELECT count(), sum(cityHash64({exprs})) FROM {store.table(k, final=True)} "
+        selects.append(
+            f"SELECT '{name}', count(), sum(cityHash64({exprs})) FROM {store.table(k, final=True)} "
             f"WHERE cluster = {{c:String}} AND {k.time_field} >= fromUnixTimestamp64Milli({{s:Int64}}, 'UTC') "
             f"AND {k.time_field} <= fromUnixTimestamp64Milli({{e:Int64}}, 'UTC')"
         )
-        n, h = store.query_rows(sql, {"c": cluster, "s": sim.start_ms, "e": sim.end_ms})[0]
-        parts.append(f"{name}:{n}:{h}")
+    got = {
+        name: (n, h)
+        for name, n, h in store.query_rows(
+            " UNION ALL ".join(selects), {"c": cluster, "s": sim.start_ms, "e": sim.end_ms}
+        )
+    }
+    parts = [f"{name}:{got[name][0]}:{got[name][1]}" for name in SIM_KINDS]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 

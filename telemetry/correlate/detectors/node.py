@@ -28,37 +28,51 @@ def gpu_subject(node: str, gpu: int) -> str:
     return f"{node}/gpu{gpu}"
 
 
-def _bus_sql(ctx: Context) -> str:
+def _bus_sql(ctx: Context, *, over: bool = False) -> str:
     """(node, gpu, uuid, bus) of the GPUs sampled in the window, `bus` as the kernel's NVRM lines
     print it (logs grammar: '0000:5d:00'), from NVML's bus id ('0000:5d:00.0', or the
-    '00000000:5D:00.0' of nvmlPciInfo_t.busIdLegacy)."""
+    '00000000:5D:00.0' of nvmlPciInfo_t.busIdLegacy). `over`: per judged tick (a `tick` column,
+    timebase.tick_join), of the nodes in parameter `bus_nodes`."""
     p = "splitByChar(':', pci_bus_id)"
+    tick, join, only = "", "", ""
+    if over:
+        tick, join = "tick, ", tick_join(ctx, "gpu_sample")
+        only = " AND tick IN {ticks:Array(Int64)} AND node IN {bus_nodes:Array(String)}"
     return f"""
-        SELECT node, gpu, any(uuid) AS uuid,
+        SELECT {tick}node, gpu, any(uuid) AS uuid,
                lower(concat(substring({p}[1], -4), ':', {p}[2], ':', substring({p}[3], 1, 2))) AS bus
-        FROM {ctx.table("gpu_sample")}
-        WHERE {ctx.where("gpu_sample")} AND length({p}) = 3
-        GROUP BY node, gpu, bus"""
+        FROM {ctx.table("gpu_sample")} {join}
+        WHERE {ctx.where("gpu_sample")} AND length({p}) = 3{only}
+        GROUP BY {tick}node, gpu, bus"""
 
 
-def _xid_sql(ctx: Context) -> str:
+def _xid_sql(ctx: Context, *, over: bool = False) -> str:
     """Per GPU and code, the window's Xids in one statement: NVML's events (`gpu_event`, `bus`
     '') and the kernel log's Xid lines (`log_event` `xid` from /dev/kmsg or a captured kernel
     log; `gpu` -1, `bus` the PCI address the line prints). Their text carries what NVML's
-    events do not: Xid 154's recovery action and 'caused by previous Xid N'."""
+    events do not: Xid 154's recovery action and 'caused by previous Xid N'. `over`: per
+    judged tick (a `tick` column, timebase.tick_join). NVML's rows first, then the kernel's,
+    each in key order: the order gpu_xid merges them in."""
+    t = "tick, " if over else ""
+    only = " AND tick IN {ticks:Array(Int64)}" if over else ""
+    ev = tick_join(ctx, "gpu_event") if over else ""
+    lg = tick_join(ctx, "log_event") if over else ""
     return f"""
-        SELECT node, toInt32(gpu) AS gpu, '' AS bus, xid, any(uuid) AS uuid, count() AS events,
-               min(ts) AS first, max(ts) AS last, groupUniqArray(8)(detail) AS details
-        FROM {ctx.table("gpu_event")}
-        WHERE {ctx.where("gpu_event")} AND event = 'xid'
-        GROUP BY node, gpu, xid
+        SELECT * FROM (
+        SELECT {t}0 AS kernel, node, toInt32(gpu) AS gpu, '' AS bus, xid, any(uuid) AS uuid,
+               count() AS events, min(ts) AS first, max(ts) AS last,
+               groupUniqArray(8)(detail) AS details
+        FROM {ctx.table("gpu_event")} {ev}
+        WHERE {ctx.where("gpu_event")} AND event = 'xid'{only}
+        GROUP BY {t}node, gpu, xid
         UNION ALL
-        SELECT node, toInt32(-1), JSONExtractString(fields, 'pci_bus') AS bus,
+        SELECT {t}1, node, toInt32(-1), JSONExtractString(fields, 'pci_bus') AS bus,
                toUInt32(JSONExtractUInt(fields, 'xid')) AS xid, '', count(), min(ts), max(ts),
                groupUniqArray(8)(JSONExtractString(fields, 'message'))
-        FROM {ctx.table("log_event")}
-        WHERE {ctx.where("log_event")} AND kind = 'xid' AND pod = ''
-        GROUP BY node, bus, xid"""
+        FROM {ctx.table("log_event")} {lg}
+        WHERE {ctx.where("log_event")} AND kind = 'xid' AND pod = ''{only}
+        GROUP BY {t}node, bus, xid)
+        ORDER BY {t}kernel, node, gpu, bus, xid"""
 
 
 @detector("gpu_xid", needs=("gpu_event", "log_event"))
@@ -69,10 +83,41 @@ def gpu_xid(ctx: Context) -> list[Finding]:
     immediate actions (Xid 154's reported recovery, or the previous Xid's action for a line
     'caused by previous Xid N'). A GPU whose Xids are all IGNORE is a quiet finding (no
     incident) until they repeat past gpu.xid_ignore_repeats."""
-    repeats = int(ctx.t("gpu.xid_ignore_repeats"))
     got = ctx.rows(_xid_sql(ctx))
+    gpus = None
     if any(r["bus"] for r in got):  # kernel lines: their GPUs by PCI address
         gpus = {(g["node"], g["bus"]): g for g in ctx.rows(_bus_sql(ctx))}
+    return _xids(ctx, got, gpus)
+
+
+@over_ticks("gpu_xid")
+def gpu_xid_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    """Set-based: every judged tick's Xids in one statement, and the GPUs at the PCI addresses
+    of its kernel lines in one more (where there are any)."""
+    params = tick_params(ctx)
+    got = ctx.rows(_xid_sql(ctx, over=True), params)
+    nodes = sorted({r["node"] for r in got if r["bus"]})
+    buses: dict[int, dict[tuple[str, str], dict[str, Any]]] = {}
+    if nodes:
+        for g in ctx.rows(_bus_sql(ctx, over=True), {**params, "bus_nodes": nodes}):
+            buses.setdefault(g["tick"], {})[(g["node"], g["bus"])] = g
+
+    def make(c: Context, rows: list[dict[str, Any]]) -> list[Finding]:
+        tick = round(c.window.end.timestamp() * 1000)
+        return _xids(c, rows, buses.get(tick, {}) if any(r["bus"] for r in rows) else None)
+
+    return per_tick(ctx, got, make)
+
+
+def _xids(
+    ctx: Context,
+    got: list[dict[str, Any]],
+    gpus: dict[tuple[str, str], dict[str, Any]] | None,
+) -> list[Finding]:
+    """gpu_xid's findings at one tick from its Xid rows (_xid_sql) and, where they hold kernel
+    lines, the GPUs sampled at their PCI addresses (_bus_sql)."""
+    repeats = int(ctx.t("gpu.xid_ignore_repeats"))
+    if gpus is not None:
         for r in got:
             if r["bus"] and (g := gpus.get((r["node"], r["bus"]))) is not None:
                 r["gpu"], r["uuid"] = int(g["gpu"]), g["uuid"]

@@ -108,6 +108,7 @@ CONVERTED = {
     "gpu_idle_allocated",
     "gpu_memory_degraded",
     "gpu_without_direct_nic",
+    "gpu_xid",
     "hdfs_cross_idc_read",
     "hdfs_replica_violation",
     "low_flow_entropy",
