@@ -235,7 +235,7 @@ def test_cli_from_output_and_store(tmp_path: Path) -> None:
     cap = tmp_path / "cap"
     cap.mkdir()
     (cap / "node-a-pid1.log").write_text("".join(line(sn) for sn in range(1, 11)))
-    r = cli("--from", str(cap), "--dsn", f"chdb://{tmp_path / 'db'}")
+    r = cli("--from", str(cap), "--dsn", f"chdb://{tmp_path / 'db'}", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     # read back in another process (one process holds an embedded store at a time)
     code = (
@@ -269,7 +269,7 @@ def test_v42_capture_into_the_store_and_metrics(tmp_path: Path) -> None:
             for i, d in enumerate(docs):  # now, or the store's TTL drops the captured times
                 d["metadata"]["dump_timestamp_us"] = (now_ms() + i) * 1000
             (cap / f.name).write_text("".join(json.dumps(d) + "\n" for d in docs))
-    r = cli("--from", str(cap), "--dsn", f"chdb://{tmp_path / 'db'}")
+    r = cli("--from", str(cap), "--dsn", f"chdb://{tmp_path / 'db'}", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     code = (
         "import sys; from telemetry.store import Store; s = Store(sys.argv[1]); "
