@@ -22,7 +22,13 @@ from telemetry.correlate.detectors.fabric import (
 from telemetry.correlate.entropy import collision_probability, qps_needed
 from telemetry.correlate.findings import Finding
 from telemetry.correlate.registry import Context, Later, Window, detector, over_ticks
-from telemetry.correlate.timebase import per_tick, per_tick_later, tick_join, tick_params
+from telemetry.correlate.timebase import (
+    lookback_ms,
+    per_tick,
+    per_tick_later,
+    tick_join,
+    tick_params,
+)
 from telemetry.nccl import env_value, forced_by
 from telemetry.times import valid_during
 
@@ -101,15 +107,46 @@ def collective_algorithm_underperforms(ctx: Context) -> list[Finding]:
 
 @over_ticks("collective_algorithm_underperforms")
 def collective_algorithm_underperforms_over(ctx: Context) -> dict[datetime, list[Finding]]:
+    """Set-based: the communicators' and the reference's bandwidth per tick in two statements;
+    the forcing settings of the jobs of every tick in one more (_settings_at)."""
     now, reached = _algorithm_rows(ctx, over=True)
-    return per_tick(ctx, now, lambda c, rows: _algorithm_findings(c, rows, reached))
+    forced = _settings_at(ctx, now, _FORCING) if now else {}
+    return per_tick(ctx, now, lambda c, rows: _algorithm_findings(c, rows, reached, forced))
+
+
+_FORCING = ("NCCL_ALGO", "NCCL_PROTO")  # the settings that force an algorithm or protocol
+
+
+def _settings_at(
+    ctx: Context, rows: list[dict[str, Any]], names: tuple[str, ...]
+) -> dict[tuple[int, str, str], dict[str, str]]:
+    """Set-based _settings: per judged tick (`tick` of `rows`) and job of its rows, the values
+    of NCCL settings `names` during that tick's window, in one statement."""
+    jobs = sorted({(r["namespace"], r["job"]) for r in rows})
+    out: dict[tuple[int, str, str], dict[str, str]] = {}
+    for r in ctx.rows(
+        f"""
+        SELECT tick, namespace, job, name, topK(1)(value)[1] AS v
+        FROM {ctx.table("nccl_setting", final=True)}
+        ARRAY JOIN {{ticks:Array(Int64)}} AS tick
+        WHERE cluster = {{cluster:String}} AND (namespace, job) IN {{jobs:Array(Tuple(String, String))}}
+          AND name IN {{names:Array(String)}} AND value != ''
+          AND {valid_during("fromUnixTimestamp64Milli(tick - {lookback:Int64})", "fromUnixTimestamp64Milli(tick)")}
+        GROUP BY tick, namespace, job, name""",
+        {**tick_params(ctx), "jobs": jobs, "names": list(names), "lookback": lookback_ms(ctx)},
+    ):
+        out.setdefault((r["tick"], r["namespace"], r["job"]), {})[str(r["name"])] = str(r["v"])
+    return out
 
 
 def _algorithm_findings(
     ctx: Context,
     now: list[dict[str, Any]],
     reached: dict[tuple[Any, ...], dict[tuple[str, str], dict[str, Any]]],
+    forced: dict[tuple[int, str, str], dict[str, str]] | None = None,
 ) -> list[Finding]:
+    """collective_algorithm_underperforms' findings at one tick; `forced`: the jobs' forcing
+    settings read ahead per tick (_settings_at), else read here."""
     gap = float(ctx.t("collective.algorithm_gap_ratio"))
     out = []
     for r in now:
@@ -122,17 +159,21 @@ def _algorithm_findings(
         limit = (1 - gap) * float(best["reached_gbs"])
         if float(mine["reached_gbs"]) >= limit or float(r["now_gbs"]) >= limit:
             continue
-        out.append(_underperforms(ctx, r, mine, best))
+        if forced is None:
+            settings = _settings(ctx, r["namespace"], r["job"], _FORCING)
+        else:
+            settings = forced.get((r["tick"], r["namespace"], r["job"]), {})
+        out.append(_underperforms(r, mine, best, settings))
     return out
 
 
 def _underperforms(
-    ctx: Context, r: dict[str, Any], mine: dict[str, Any], best: dict[str, Any]
+    r: dict[str, Any], mine: dict[str, Any], best: dict[str, Any], settings: dict[str, str]
 ) -> Finding:
     ns, job, comm = r["namespace"], r["job"], r["comm_id"]
     forced = {
         name: value
-        for name, value in _settings(ctx, ns, job, ("NCCL_ALGO", "NCCL_PROTO")).items()
+        for name, value in settings.items()
         if forced_by(value, r["algorithm"] if name == "NCCL_ALGO" else r["protocol"])
     }
     setting = ", ".join(f"{k}={v}" for k, v in sorted(forced.items()))
