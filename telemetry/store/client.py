@@ -65,6 +65,18 @@ def _open_embedded(dsn: Dsn) -> Any:
         return client
 
 
+# ClickHouse's default max_query_size (bytes of a statement's text the parser reads)
+MAX_QUERY_SIZE = 262_144
+
+
+def _sized(text: str) -> dict[str, Any] | None:
+    """The settings a rendered statement needs: its parameters are literals in its text, and a
+    set-based statement over an hour of ticks (each tick's members, pairs or links) can pass
+    ClickHouse's max_query_size; such a statement raises it to its own length."""
+    n = len(text.encode())
+    return {"max_query_size": n + 4096} if n >= MAX_QUERY_SIZE - 4096 else None
+
+
 # `railscope serve` writes its query endpoint here (in the store directory) while it runs
 SERVE_URL_FILE = "railscope-serve.url"
 
@@ -347,12 +359,14 @@ class Store:
         """The client's QueryResult of `sql`, its `{name:Type}` parameters rendered as typed
         literals from a template split once per text (statement.py): no client-side
         re-tokenizing of the statement on every call."""
-        return self.client.query(render(sql, parameters))
+        text = render(sql, parameters)
+        return self.client.query(text, settings=_sized(text))
 
     def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> Any:
         """A statement that returns nothing to read (INSERT ... SELECT, DELETE), rendered as
         `query` renders."""
-        return self.client.command(render(sql, parameters))
+        text = render(sql, parameters)
+        return self.client.command(text, settings=_sized(text))
 
     def query_arrow(
         self, sql: str, parameters: Mapping[str, Any] | Sequence[Any] | None = None
