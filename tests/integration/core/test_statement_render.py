@@ -37,5 +37,5 @@ def test_a_statement_longer_than_the_parsers_limit_is_read_whole(store: Store) -
     sql = "SELECT length({xs:Array(Int64)}), arraySum({xs:Array(Int64)})"
     assert store.query_rows(sql, {"xs": xs}) == [(40_000, sum(xs))]
     store.command("SELECT length({xs:Array(Int64)})", {"xs": xs})
-    with pytest.raises(Exception, match="(?i)max query size"):  # what it raised before
+    with pytest.raises(Exception, match=r"(?i)max query size"):  # what it raised before
         store.client.query(sql.replace("{xs:Array(Int64)}", str(xs)))
