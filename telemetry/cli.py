@@ -49,7 +49,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         parser, sub = _root()
         source_commands.register(sub, only=word)
         return parser
-    if word and not word.startswith("_") and word != "sources" and _is_module(word):
+    if word and _command_module(word) and _found(word):
         parser, sub = _root()
         _register_module(sub, word)
         if word in sub.choices:
@@ -57,7 +57,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser, sub = _root()  # a command whose module is named otherwise (`config`, `findings`)
     source_commands.register(sub)
     for m in pkgutil.iter_modules(importlib.import_module("telemetry.commands").__path__):
-        if not m.name.startswith("_") and m.name != "sources":
+        if _command_module(m.name):
             _register_module(sub, m.name)
     return parser
 
@@ -82,12 +82,17 @@ def _root() -> tuple[argparse.ArgumentParser, Any]:
     return parser, parser.add_subparsers(dest="command", metavar="COMMAND")
 
 
-def _is_module(name: str) -> bool:
+def _command_module(name: str) -> bool:
+    """A name a module of telemetry/commands that registers commands may have (not a private
+    one, nor the sources' table of commands, registered apart)."""
+    return name.isidentifier() and not name.startswith("_") and name != "sources"
+
+
+def _found(name: str) -> bool:
+    """telemetry/commands/NAME.py exists."""
     import importlib.util
 
-    return (
-        name.isidentifier() and importlib.util.find_spec(f"telemetry.commands.{name}") is not None
-    )
+    return importlib.util.find_spec(f"telemetry.commands.{name}") is not None
 
 
 def _register_module(sub: Any, name: str) -> None:

@@ -73,6 +73,8 @@ def _sized(text: str) -> dict[str, Any] | None:
     """The settings a rendered statement needs: its parameters are literals in its text, and a
     set-based statement over an hour of ticks (each tick's members, pairs or links) can pass
     ClickHouse's max_query_size; such a statement raises it to its own length."""
+    if len(text) < (MAX_QUERY_SIZE - 4096) // 4:  # under the limit however it encodes
+        return None
     n = len(text.encode())
     return {"max_query_size": n + 4096} if n >= MAX_QUERY_SIZE - 4096 else None
 

@@ -125,14 +125,7 @@ def _settings_at(
     jobs = sorted({(r["namespace"], r["job"]) for r in rows})
     out: dict[tuple[int, str, str], dict[str, str]] = {}
     for r in ctx.rows(
-        f"""
-        SELECT tick, namespace, job, name, topK(1)(value)[1] AS v
-        FROM {ctx.table("nccl_setting", final=True)}
-        ARRAY JOIN {{ticks:Array(Int64)}} AS tick
-        WHERE cluster = {{cluster:String}} AND (namespace, job) IN {{jobs:Array(Tuple(String, String))}}
-          AND name IN {{names:Array(String)}} AND value != ''
-          AND {valid_during("fromUnixTimestamp64Milli(tick - {lookback:Int64})", "fromUnixTimestamp64Milli(tick)")}
-        GROUP BY tick, namespace, job, name""",
+        _settings_sql(ctx, over=True),
         {**tick_params(ctx), "jobs": jobs, "names": list(names), "lookback": lookback_ms(ctx)},
     ):
         out.setdefault((r["tick"], r["namespace"], r["job"]), {})[str(r["name"])] = str(r["v"])
@@ -224,14 +217,26 @@ def _settings(ctx: Context, ns: str, job: str, names: tuple[str, ...]) -> dict[s
     return {str(r["name"]): str(r["v"]) for r in rows}
 
 
-def _settings_sql(ctx: Context) -> str:
-    """_settings' statement: parameters ns, job, names (and the window)."""
+def _settings_sql(ctx: Context, *, over: bool = False) -> str:
+    """_settings' statement: parameters ns, job, names (and the window). `over` (_settings_at):
+    per judged tick and job instead, each tick's window the `lookback` ms before it; parameters
+    jobs, names, lookback and tick_params()."""
+    keys, join = "", ""
+    job = "namespace = {ns:String} AND job = {job:String}"
+    during = valid_during()
+    if over:
+        keys, join = "tick, namespace, job, ", "ARRAY JOIN {ticks:Array(Int64)} AS tick"
+        job = "(namespace, job) IN {jobs:Array(Tuple(String, String))}"
+        during = valid_during(
+            "fromUnixTimestamp64Milli(tick - {lookback:Int64})", "fromUnixTimestamp64Milli(tick)"
+        )
     return f"""
-        SELECT name, topK(1)(value)[1] AS v FROM {ctx.table("nccl_setting", final=True)}
-        WHERE cluster = {{cluster:String}} AND namespace = {{ns:String}} AND job = {{job:String}}
+        SELECT {keys}name, topK(1)(value)[1] AS v FROM {ctx.table("nccl_setting", final=True)}
+        {join}
+        WHERE cluster = {{cluster:String}} AND {job}
           AND name IN {{names:Array(String)}} AND value != ''
-          AND {valid_during()}
-        GROUP BY name"""
+          AND {during}
+        GROUP BY {keys}name"""
 
 
 @detector(

@@ -103,8 +103,8 @@ def gpu_xid_over(ctx: Context) -> dict[datetime, list[Finding]]:
             buses.setdefault(g["tick"], {})[(g["node"], g["bus"])] = g
 
     def make(c: Context, rows: list[dict[str, Any]]) -> list[Finding]:
-        tick = round(c.window.end.timestamp() * 1000)
-        return _xids(c, rows, buses.get(tick, {}) if any(r["bus"] for r in rows) else None)
+        kernel = any(r["bus"] for r in rows)
+        return _xids(c, rows, buses.get(rows[0]["tick"], {}) if kernel else None)
 
     return per_tick(ctx, got, make)
 
